@@ -1,0 +1,87 @@
+"""The checking pipeline that `ccogen lint`, `ccogen.check()` and code generation share.
+
+text -> AST -> IR (E001/E002) -> one instance per team size (E002–E005, E010) ->
+the checks of `ccogen.passes.PIPELINE` on every instance.  A finding that appears on
+several instances is reported once, with a note naming the instances.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ccogen.diag import Diagnostic, sort_key
+from ccogen.errors import DiagnosticError
+from ccogen.ir.instance import Instance
+from ccogen.ir.nodes import Protocol
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    """What to check: team sizes (None: the protocol's), parameter overrides, a target."""
+
+    ranks: tuple[int, ...] | None = None
+    params: Mapping[str, int] = field(default_factory=dict)
+    target: str | None = None
+
+
+@dataclass
+class CheckResult:
+    protocol: Protocol | None
+    instances: list[Instance]
+    diagnostics: list[Diagnostic]
+
+    @property
+    def has_errors(self) -> bool:
+        return any(d.is_error for d in self.diagnostics)
+
+
+def check_protocol(protocol: Protocol, options: CheckOptions = CheckOptions()) -> CheckResult:
+    """Instantiate for every team size and run every check on every instance."""
+    from ccogen.instantiate import instantiate, team_sizes
+    from ccogen.passes import run_checks
+
+    found: dict[tuple[object, ...], tuple[Diagnostic, list[str]]] = {}
+    instances: list[Instance] = []
+    sizes = team_sizes(protocol, options.ranks)
+    for n in sizes:
+        instance, diags = instantiate(protocol, n, dict(options.params))
+        if instance is not None and not any(d.is_error for d in diags):
+            instances.append(instance)
+            diags = [*diags, *run_checks(instance, options.target)]
+        label = instance.label() if instance is not None else f"nranks={n}"
+        for d in diags:
+            key = (d.code, d.message, d.span and (d.span.path, d.span.start, d.span.end))
+            found.setdefault(key, (d, []))[1].append(label)
+    merged = [_with_instances(d, labels, len(sizes)) for d, labels in found.values()]
+    merged.sort(key=sort_key)
+    return CheckResult(protocol, instances, merged)
+
+
+def _with_instances(d: Diagnostic, labels: list[str], total: int) -> Diagnostic:
+    if total <= 1 and len(labels) <= 1:
+        note = f"in the instance {labels[0]}"
+    elif len(labels) == total:
+        note = f"in every instance checked ({'; '.join(labels)})"
+    else:
+        note = f"in the instance{'s' if len(labels) > 1 else ''} {'; '.join(labels)}"
+    return replace(d, notes=(*d.notes, note))
+
+
+def check_text(text: str, path: str, options: CheckOptions = CheckOptions()) -> CheckResult:
+    """Parse, lower and check `.cco` text; syntax and name errors stop before instances."""
+    from ccogen.syntax import parse_ir
+
+    try:
+        protocol = parse_ir(text, path)
+    except DiagnosticError as exc:
+        return CheckResult(None, [], sorted(exc.diagnostics, key=sort_key))
+    return check_protocol(protocol, options)
+
+
+def check_file(path: str | Path, options: CheckOptions = CheckOptions()) -> CheckResult:
+    return check_text(Path(path).read_text(encoding="utf-8"), str(path), options)
+
+
+__all__ = ["CheckOptions", "CheckResult", "check_file", "check_protocol", "check_text"]

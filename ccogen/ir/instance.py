@@ -1,0 +1,173 @@
+"""Instances: a protocol with the team size and every parameter bound, unrolled.
+
+Every loop is unrolled and every expression evaluated: an `Instance` holds, per
+rank, the op instances of all kernels in a canonical order, each knowing its
+issuer, queue, concrete regions and source span.  Program order is explicit:
+`OpInst.preds` lists the indices (into the same rank's `ops`) of the op
+instances that must complete issuing before this one is issued.  Issuer blocks
+fork and join: the first op of each issuer follows what came before the block,
+and what follows the block follows the last op of every issuer in it.  The first
+op of a kernel follows every op of the previous kernel on the same rank.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from ccogen.ir.nodes import Check, Mode, Op, Protocol, SignalKind
+from ccogen.source import Span
+
+
+class IssuerLevel(str, Enum):
+    BLOCK = "block"
+    WARP = "warp"
+    LANE = "lane"
+
+
+@dataclass(frozen=True, slots=True)
+class Issuer:
+    """Who issues an op: block `block`, its warp `warp`, or its thread `lane`.
+
+    `lane` is the thread index inside the block; `warp` is set for warp issuers
+    and for lanes nested in a `warps` block (then `lane` is still the thread index).
+    """
+
+    block: int = 0
+    warp: int | None = None
+    lane: int | None = None
+
+    @property
+    def level(self) -> IssuerLevel:
+        if self.lane is not None:
+            return IssuerLevel.LANE
+        if self.warp is not None:
+            return IssuerLevel.WARP
+        return IssuerLevel.BLOCK
+
+    @property
+    def warp_of(self) -> int | None:
+        """The hardware warp that runs this issuer (None for a block leader)."""
+        if self.lane is not None:
+            return self.lane // 32
+        return self.warp
+
+    def __str__(self) -> str:
+        if self.lane is not None:
+            return f"block {self.block} lane {self.lane}"
+        if self.warp is not None:
+            return f"block {self.block} warp {self.warp}"
+        return f"block {self.block}"
+
+
+@dataclass(frozen=True, slots=True)
+class RegionInst:
+    """Concrete bytes `[start, stop)` of window `window` on rank `rank`."""
+
+    window: str
+    start: int
+    stop: int
+    rank: int
+
+    @property
+    def size(self) -> int:
+        return self.stop - self.start
+
+    def overlaps(self, other: RegionInst) -> bool:
+        return (
+            self.window == other.window
+            and self.rank == other.rank
+            and self.start < other.stop
+            and other.start < self.stop
+        )
+
+    def __str__(self) -> str:
+        return f"{self.window}@{self.rank}[{self.start}:{self.stop}]"
+
+
+@dataclass(frozen=True, slots=True)
+class OpInst:
+    """One executed op: `kind` is the op's name (`put`, `wait_signal`, ...).
+
+    `peer` is the remote rank of put/get/commit/quiet (None for `quiet()` of all
+    peers), the source rank of `wait_signal`, and None otherwise.  `queue` is the
+    concrete queue (auto already assigned), None where the op has none (`quiet(p)`
+    of every queue, copy, barrier...).  `dst`/`src` carry the rank whose memory
+    they name.  `expected` is the hand-written value, if any.  `group` numbers
+    posting groups: op instances of one call site issued together by lanes of one
+    warp share it; every other op instance has a group of its own.
+    """
+
+    index: int
+    rank: int
+    kernel: int
+    kind: str
+    issuer: Issuer
+    preds: tuple[int, ...]
+    op: Op = field(compare=False, repr=False)
+    span: Span | None = field(compare=False, repr=False)
+    group: int = 0
+    peer: int | None = None
+    queue: int | None = None
+    dst: RegionInst | None = None
+    src: RegionInst | None = None
+    signal: SignalKind = SignalKind.NONE
+    aggregate: bool = False
+    signal_per_copy: bool = False
+    mode: Mode = Mode.AUTO
+    counter: str | None = None
+    expected: int | None = None
+    lanes_in_group: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class KernelInst:
+    name: str
+    index: int
+    threads: int
+    blocks: int
+    span: Span | None = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckInst:
+    """One evaluated postcondition on rank `rank`: `left op right` byte-wise."""
+
+    rank: int
+    op: str
+    left: RegionInst
+    left_init: bool
+    right: RegionInst
+    right_init: bool
+    check: Check = field(compare=False, repr=False)
+    span: Span | None = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Instance:
+    """The protocol bound to `nranks` and `params`, unrolled per rank."""
+
+    protocol: Protocol = field(repr=False)
+    nranks: int
+    params: tuple[tuple[str, int], ...]
+    queues: int
+    window_sizes: tuple[tuple[str, int], ...]
+    kernels: tuple[KernelInst, ...]
+    ranks: tuple[tuple[OpInst, ...], ...] = field(repr=False)
+    checks: tuple[CheckInst, ...] = field(repr=False)
+
+    @property
+    def param_dict(self) -> dict[str, int]:
+        return dict(self.params)
+
+    def window_size(self, name: str) -> int:
+        return dict(self.window_sizes)[name]
+
+    @property
+    def op_count(self) -> int:
+        return sum(len(ops) for ops in self.ranks)
+
+    def label(self) -> str:
+        """`nranks=4, block=1048576` — how findings name the instance."""
+        parts = [f"nranks={self.nranks}"] + [f"{k}={v}" for k, v in self.params]
+        return ", ".join(parts)

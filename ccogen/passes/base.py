@@ -1,0 +1,30 @@
+"""The pass protocol: one check per module, reporting into a shared sink."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ccogen.diag import DiagnosticSink
+from ccogen.ir.instance import Instance
+
+
+@dataclass
+class PassContext:
+    """What a check sees: the instance, the target (if any), the sink, cached analyses."""
+
+    instance: Instance
+    target: str | None = None
+    sink: DiagnosticSink = field(default_factory=DiagnosticSink)
+    cache: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Pass:
+    """Requires an instance; emits the codes in `codes`; never raises for user mistakes."""
+
+    name: ClassVar[str] = ""
+    codes: ClassVar[tuple[str, ...]] = ()
+
+    def run(self, ctx: PassContext) -> None:
+        raise NotImplementedError

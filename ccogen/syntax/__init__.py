@@ -1,0 +1,35 @@
+"""The `.cco` text front end: grammar, parser, AST, lowering, printer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ccogen.errors import DiagnosticError
+from ccogen.ir.nodes import Protocol
+from ccogen.source import SourceFile
+
+
+def parse_ir(text: str, path: str = "<string>") -> Protocol:
+    """Parse and lower `.cco` text; raise `DiagnosticError` (E001/E002) on mistakes."""
+    from ccogen.syntax.lower import lower
+    from ccogen.syntax.parser import parse_ast
+
+    file = SourceFile(path, text)
+    protocol, diags = lower(parse_ast(file))
+    if diags:
+        raise DiagnosticError(diags)
+    return protocol
+
+
+def load_ir(path: str | Path) -> Protocol:
+    """Read and parse a `.cco` file."""
+    return parse_ir(Path(path).read_text(encoding="utf-8"), str(path))
+
+
+def to_source(protocol: Protocol) -> str:
+    from ccogen.syntax.printer import print_protocol
+
+    return print_protocol(protocol)
+
+
+__all__ = ["load_ir", "parse_ir", "to_source"]

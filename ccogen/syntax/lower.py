@@ -1,0 +1,448 @@
+"""AST -> IR: name resolution, argument and type checks (E002).
+
+Requires: a parsed `ast.ProtocolDecl`.  Guarantees: an `ir.Protocol` whose names all
+resolve (loop variables, parameters, windows, counters, built-ins), whose ops have
+their arguments bound and typed, and whose `ensure` holds only region comparisons.
+Emits: E002 for every name or argument mistake.  Bounds and values are checked at
+instantiation (E003–E005), where they are known.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from ccogen.diag import Diagnostic, error
+from ccogen.ir import nodes as ir
+from ccogen.ir.signatures import CHOICES, SIGNATURES, Arg, bind, make_op, signature_text
+from ccogen.source import Span
+from ccogen.syntax import ast as A
+
+BUILTIN_ARITY: dict[str, tuple[int, int]] = {
+    "peers": (0, 0), "ranks": (0, 0), "range": (1, 3), "len": (1, 1),
+    "min": (1, 99), "max": (1, 99), "abs": (1, 1),
+}
+RESERVED = ("me", "nranks", *BUILTIN_ARITY, *SIGNATURES, "init")
+
+
+class _Skip(Exception):
+    """Abandon the current statement after its diagnostic was reported."""
+
+
+@dataclass
+class _Scope:
+    params: dict[str, ir.ParamType] = field(default_factory=dict)
+    windows: set[str] = field(default_factory=set)
+    counters: set[str] = field(default_factory=set)
+    loop_vars: tuple[str, ...] = ()
+
+    def known(self) -> list[str]:
+        return [*self.params, *self.windows, *self.counters, *self.loop_vars, "me", "nranks"]
+
+
+def _suggest(name: str, candidates: Iterable[str]) -> str | None:
+    close = difflib.get_close_matches(name, list(candidates), n=1)
+    return f"did you mean `{close[0]}`?" if close else None
+
+
+class Lowerer:
+    def __init__(self) -> None:
+        self.diags: list[Diagnostic] = []
+        self.scope = _Scope()
+        self.in_ensure = False
+        self._param_spans: dict[str, Span] = {}
+
+    def fail(self, diag: Diagnostic) -> _Skip:
+        self.diags.append(diag)
+        return _Skip()
+
+    # ------------------------------------------------------------------ protocol
+    def protocol(self, node: A.ProtocolDecl) -> ir.Protocol:
+        params = tuple(p for p in (self._param(p) for p in node.params) if p is not None)
+        out: dict[str, object] = {"team": ir.Team(), "queues": ir.Const(value=1)}
+        seen: dict[str, Span] = {}
+        windows: list[ir.Window] = []
+        counters: list[ir.Counter] = []
+        kernels: list[ir.Kernel] = []
+        # declarations first (any order), so kernels may use every window and counter
+        for decl in node.decls:
+            try:
+                if isinstance(decl, A.WindowDecl):
+                    windows.append(self._window(decl, seen))
+                elif isinstance(decl, A.CounterDecl):
+                    self._declare(decl.name, seen, "counter")
+                    self.scope.counters.add(decl.name.id)
+                    counters.append(ir.Counter(name=decl.name.id, span=decl.span))
+                elif isinstance(decl, A.TeamDecl):
+                    self._once(decl, seen, "team")
+                    out["team"] = self._team(decl)
+                elif isinstance(decl, A.QueuesDecl):
+                    self._once(decl, seen, "queues")
+                    out["queues"] = self._queues(decl)
+                    out["queues_span"] = decl.span
+            except _Skip:
+                pass
+        kernel_names: dict[str, Span] = {}
+        ensure: tuple[ir.Stmt, ...] = ()
+        for decl in node.decls:
+            try:
+                if isinstance(decl, A.KernelDecl):
+                    self._declare(decl.name, kernel_names, "kernel")
+                    kernels.append(self._kernel(decl))
+                elif isinstance(decl, A.EnsureDecl):
+                    self._once(decl, seen, "ensure")
+                    ensure = self._ensure(decl)
+            except _Skip:
+                pass
+        return ir.Protocol(
+            name=node.name.id, params=params, doc=node.doc.value if node.doc else None,
+            team=out["team"], queues=out["queues"],  # type: ignore[arg-type]
+            windows=tuple(windows), counters=tuple(counters), kernels=tuple(kernels),
+            ensure=ensure, span=node.span, queues_span=out.get("queues_span"),  # type: ignore[arg-type]
+        )
+
+    def _once(self, decl: A.ADecl, seen: dict[str, Span], what: str) -> None:
+        key = f"<{what}>"
+        if key in seen:
+            raise self.fail(error("E002", f"`{what}` declared twice", decl.span, "declared again",
+                                  secondary=[(seen[key], "first declared here")]))
+        seen[key] = decl.span
+
+    def _declare(self, name: A.Name, seen: dict[str, Span], what: str) -> None:
+        if name.id in RESERVED:
+            raise self.fail(error("E002", f"`{name.id}` is a built-in name", name.span,
+                                  f"cannot name a {what}"))
+        if name.id in seen:
+            raise self.fail(error("E002", f"`{name.id}` is declared twice", name.span,
+                                  f"{what} declared again", secondary=[(seen[name.id],
+                                                                        "first declared here")]))
+        seen[name.id] = name.span
+
+    def _param(self, p: A.ParamDecl) -> ir.Param | None:
+        try:
+            self._declare(p.name, self._param_spans, "parameter")
+        except _Skip:
+            return None
+        types = {t.value: t for t in ir.ParamType}
+        if p.type.id not in types:
+            self.diags.append(error("E002", f"unknown parameter type `{p.type.id}`", p.type.span,
+                                    "expected `bytes` or `int`"))
+            return None
+        try:
+            default = self.expr(p.default)
+        except _Skip:
+            return None
+        self.scope.params[p.name.id] = types[p.type.id]
+        return ir.Param(name=p.name.id, type=types[p.type.id], default=default, span=p.span)
+
+    def _team(self, decl: A.TeamDecl) -> ir.Team:
+        kinds = {k.value: k for k in ir.TeamKind}
+        if decl.kind.id not in kinds:
+            raise self.fail(error("E002", f"unknown team kind `{decl.kind.id}`", decl.kind.span,
+                                  "expected `lsa` or `world`"))
+        size = self.expr(decl.size) if decl.size is not None else None
+        return ir.Team(kind=kinds[decl.kind.id], size=size, span=decl.span)
+
+    def _queues(self, decl: A.QueuesDecl) -> ir.Expr | None:
+        if isinstance(decl.count, A.Name) and decl.count.id == "auto":
+            return None
+        return self.expr(decl.count)
+
+    def _window(self, decl: A.WindowDecl, seen: dict[str, Span]) -> ir.Window:
+        self._declare(decl.name, seen, "window")
+        if decl.name.id in self.scope.params:
+            raise self.fail(error("E002", f"window `{decl.name.id}` has a parameter's name",
+                                  decl.name.span, "already a parameter"))
+        size = self.expr(decl.size)
+        align = None
+        if decl.option is not None:
+            if decl.option.id != "align":
+                raise self.fail(error("E002", f"unknown window option `{decl.option.id}`",
+                                      decl.option.span, "expected `align=`"))
+            assert decl.option_value is not None
+            align = self.expr(decl.option_value)
+        self.scope.windows.add(decl.name.id)
+        return ir.Window(name=decl.name.id, size=size, align=align, span=decl.span)
+
+    def _kernel(self, decl: A.KernelDecl) -> ir.Kernel:
+        values: dict[str, ir.Expr] = {}
+        for arg in decl.args:
+            if arg.keyword not in ("threads", "blocks"):
+                raise self.fail(error("E002", f"kernel has no argument `{arg.keyword}`", arg.span,
+                                      "unknown keyword", help="kernels take `threads=` and "
+                                      "`blocks=`"))
+            if arg.keyword in values:
+                raise self.fail(error("E002", f"argument `{arg.keyword}` given twice", arg.span,
+                                      "given again here"))
+            values[arg.keyword] = self.expr(arg.value)
+        if "threads" not in values:
+            raise self.fail(error("E002", f"kernel `{decl.name.id}` needs `threads=`",
+                                  decl.name.span, "no thread count",
+                                  help=f"write `kernel {decl.name.id}(threads=32):`"))
+        body = self.block(decl.body)
+        return ir.Kernel(name=decl.name.id, threads=values["threads"], blocks=values.get("blocks"),
+                         body=body, span=decl.span)
+
+    def _ensure(self, decl: A.EnsureDecl) -> tuple[ir.Stmt, ...]:
+        self.in_ensure = True
+        try:
+            return self.block(decl.body)
+        finally:
+            self.in_ensure = False
+
+    # ------------------------------------------------------------------ statements
+    def block(self, stmts: Sequence[A.AStmt]) -> tuple[ir.Stmt, ...]:
+        out: list[ir.Stmt] = []
+        for stmt in stmts:
+            try:
+                out.append(self.stmt(stmt))
+            except _Skip:
+                pass
+        return tuple(out)
+
+    def stmt(self, s: A.AStmt) -> ir.Stmt:
+        if isinstance(s, A.PassStmt):
+            return ir.Pass(span=s.span)
+        if isinstance(s, A.IfStmt):
+            return self._if(s.branches, s.orelse, s.span)
+        if isinstance(s, A.ForStmt):
+            it = self.expr(s.iter)
+            return ir.For(var=s.var.id, iter=it, body=self._loop_body(s.var, s.body), span=s.span)
+        if isinstance(s, A.IssuerStmt):
+            if self.in_ensure:
+                raise self.fail(error("E002", f"`{s.kind}` is not allowed in `ensure`", s.span,
+                                      "issuers exist only in kernels",
+                                      help="use `for` to iterate in `ensure`"))
+            it = self.expr(s.iter)
+            return ir.IssuerBlock(kind=ir.IssuerKind(s.kind), var=s.var.id, iter=it,
+                                  body=self._loop_body(s.var, s.body), span=s.span)
+        return self._expr_stmt(s)
+
+    def _if(self, branches: Sequence[tuple[A.AExpr, tuple[A.AStmt, ...]]],
+            orelse: tuple[A.AStmt, ...] | None, span: Span) -> ir.If:
+        (cond, body), rest = branches[0], branches[1:]
+        c = self.expr(cond)
+        b = self.block(body)
+        if rest:
+            tail: tuple[ir.Stmt, ...] = (self._if(rest, orelse, rest[0][0].span),)
+        else:
+            tail = self.block(orelse) if orelse is not None else ()
+        return ir.If(cond=c, body=b, orelse=tail, span=span)
+
+    def _loop_body(self, var: A.Name, body: Sequence[A.AStmt]) -> tuple[ir.Stmt, ...]:
+        sc = self.scope
+        if var.id in RESERVED or var.id in sc.loop_vars or var.id in sc.params \
+                or var.id in sc.windows or var.id in sc.counters:
+            raise self.fail(error("E002", f"loop variable `{var.id}` shadows another name",
+                                  var.span, "already defined", help="choose another name"))
+        sc.loop_vars = (*sc.loop_vars, var.id)
+        try:
+            return self.block(body)
+        finally:
+            sc.loop_vars = sc.loop_vars[:-1]
+
+    def _expr_stmt(self, s: A.AStmt) -> ir.Stmt:
+        assert isinstance(s, A.ExprStmt)
+        value = s.value
+        if self.in_ensure:
+            return self._check(value)
+        if not (isinstance(value, A.Call) and isinstance(value.func, A.Name)):
+            raise self.fail(error("E002", "expected an operation", value.span,
+                                  "this statement does nothing",
+                                  help="a kernel statement is an op such as `put(...)`"))
+        name = value.func.id
+        if name not in SIGNATURES:
+            raise self.fail(error("E002", f"unknown operation `{name}`", value.func.span,
+                                  "not an operation",
+                                  help=_suggest(name, SIGNATURES) or
+                                  f"operations are {', '.join(f'`{n}`' for n in SIGNATURES)}"))
+        return self.op(name, value)
+
+    def _check(self, value: A.AExpr) -> ir.Check:
+        if not (isinstance(value, A.Compare) and len(value.ops) == 1
+                and value.ops[0] in ("==", "!=")):
+            raise self.fail(error("E002", "expected a comparison of regions", value.span,
+                                  "not a postcondition",
+                                  help="write `region == init(window@rank)[a:b]`"))
+        left, right = (self.region(v, allow_ensure=True) for v in value.operands)
+        return ir.Check(op=value.ops[0], left=left, right=right, span=value.span)
+
+    # ------------------------------------------------------------------ ops
+    def op(self, name: str, call: A.Call) -> ir.Op:
+        args = [Arg(a.keyword, a.value, a.span) for a in call.args]
+        bound, diags = bind(name, args, call.span)
+        if diags:
+            self.diags.extend(diags)
+            raise _Skip()
+        values = {key: self.arg_value(name, key, arg) for key, arg in bound.items()}
+        return make_op(name, values, call.span)
+
+    def arg_value(self, op: str, key: str, arg: Arg) -> object:
+        kind = next(p.kind for p in SIGNATURES[op] if p.name == key)
+        node: A.AExpr = arg.value
+        if kind == "region":
+            return self.region(node, allow_ensure=False)
+        if kind == "queue" and isinstance(node, A.String) and node.value == "auto":
+            return None
+        if kind in ("signal", "mode"):
+            return self._choice(kind, node)
+        if kind == "bool":
+            if not isinstance(node, A.Bool):
+                raise self.fail(error("E002", f"`{key}=` must be `True` or `False`", node.span,
+                                      "not a boolean literal"))
+            return node.value
+        if kind == "counter":
+            return self._counter(node)
+        return self.expr(node)
+
+    def _choice(self, kind: str, node: A.AExpr) -> object:
+        choices = CHOICES[kind]
+        listed = ", ".join(f'"{c}"' for c in choices)
+        if not isinstance(node, A.String) or node.value not in choices:
+            raise self.fail(error("E002", f"`{kind}=` must be one of {listed}", node.span,
+                                  "not a valid choice",
+                                  help=_suggest(node.value, choices)
+                                  if isinstance(node, A.String) else None))
+        return ir.SignalKind(node.value) if kind == "signal" else ir.Mode(node.value)
+
+    def _counter(self, node: A.AExpr) -> str:
+        if not isinstance(node, A.Name) or node.id not in self.scope.counters:
+            found = f"`{node.id}`" if isinstance(node, A.Name) else "this"
+            raise self.fail(error("E002", f"{found} is not a declared counter", node.span,
+                                  "expected a counter",
+                                  help=(_suggest(node.id, self.scope.counters)
+                                        if isinstance(node, A.Name) else None)
+                                  or "declare it with `counter NAME`"))
+        return node.id
+
+    # ------------------------------------------------------------------ regions
+    def region(self, node: A.AExpr, *, allow_ensure: bool) -> ir.Region:
+        whole = node
+        start = stop = None
+        if isinstance(node, A.Subscript):
+            if not node.is_slice:
+                raise self.fail(error("E002", "a region is a slice of a window", node.span,
+                                      "an index, not a slice", help="write `w[a:b]`"))
+            start = self.expr(node.start) if node.start is not None else None
+            stop = self.expr(node.stop) if node.stop is not None else None
+            node = node.value
+        base = self._region_base(node, allow_ensure)
+        return ir.Region(window=base.window, start=start, stop=stop, rank=base.rank,
+                         init=base.init, span=whole.span)
+
+    def _region_base(self, node: A.AExpr, allow_ensure: bool) -> ir.Region:
+        if isinstance(node, A.Call) and isinstance(node.func, A.Name) and node.func.id == "init":
+            self._ensure_only(node, "init(...)", allow_ensure)
+            if len(node.args) != 1 or node.args[0].keyword is not None:
+                raise self.fail(error("E002", "`init` takes one window", node.span,
+                                      "expected `init(window)` or `init(window@rank)`"))
+            inner = self._region_base(node.args[0].value, allow_ensure)
+            return ir.Region(window=inner.window, rank=inner.rank, init=True)
+        if isinstance(node, A.Remote):
+            self._ensure_only(node, "`w@p`", allow_ensure)
+            self._window_name(node.window)
+            return ir.Region(window=node.window.id, rank=self.expr(node.rank))
+        if isinstance(node, A.Name):
+            self._window_name(node)
+            return ir.Region(window=node.id)
+        raise self.fail(error("E002", "expected a region of a window", node.span,
+                              "not a window or a slice of one", help="write `w[a:b]` or `w`"))
+
+    def _ensure_only(self, node: A.AExpr, what: str, allow: bool) -> None:
+        if not allow:
+            raise self.fail(error("E002", f"{what} is only allowed in `ensure`", node.span,
+                                  "not in a kernel",
+                                  help="in kernels, name the peer as the op's first argument"))
+
+    def _window_name(self, name: A.Name) -> None:
+        if name.id not in self.scope.windows:
+            raise self.fail(error("E002", f"`{name.id}` is not a declared window", name.span,
+                                  "expected a window",
+                                  help=_suggest(name.id, self.scope.windows)
+                                  or "declare it with `window NAME: SIZE`"))
+
+    # ------------------------------------------------------------------ expressions
+    def expr(self, node: A.AExpr) -> ir.Expr:
+        method = getattr(self, f"_x_{type(node).__name__}", None)
+        if method is None:
+            raise self.fail(error("E002", "expected an integer expression", node.span,
+                                  "not a number"))
+        return method(node)  # type: ignore[no-any-return]
+
+    def _x_Number(self, n: A.Number) -> ir.Expr:
+        return ir.Const(value=n.value, span=n.span)
+
+    _x_Size = _x_Number  # type: ignore[assignment]
+
+    def _x_Bool(self, n: A.Bool) -> ir.Expr:
+        return ir.Const(value=n.value, span=n.span)
+
+    def _x_Name(self, n: A.Name) -> ir.Expr:
+        sc = self.scope
+        if n.id in sc.loop_vars:
+            return ir.Var(name=n.id, span=n.span)
+        if n.id in sc.params:
+            return ir.ParamRef(name=n.id, span=n.span)
+        if n.id == "me":
+            return ir.Me(span=n.span)
+        if n.id == "nranks":
+            return ir.NRanks(span=n.span)
+        if n.id in sc.windows or n.id in sc.counters:
+            what = "window" if n.id in sc.windows else "counter"
+            raise self.fail(error("E002", f"`{n.id}` is a {what}, not a number", n.span,
+                                  f"{what} used as a number"))
+        raise self.fail(error("E002", f"unknown name `{n.id}`", n.span, "not defined",
+                              help=_suggest(n.id, sc.known())))
+
+    def _x_BinOp(self, n: A.BinOp) -> ir.Expr:
+        return ir.BinOp(op=n.op, left=self.expr(n.left), right=self.expr(n.right), span=n.span)
+
+    def _x_Unary(self, n: A.Unary) -> ir.Expr:
+        return ir.UnaryOp(op=n.op, operand=self.expr(n.operand), span=n.span)
+
+    def _x_Compare(self, n: A.Compare) -> ir.Expr:
+        return ir.Compare(ops=n.ops, operands=tuple(self.expr(o) for o in n.operands), span=n.span)
+
+    def _x_BoolOp(self, n: A.BoolOp) -> ir.Expr:
+        return ir.BoolOp(op=n.op, values=tuple(self.expr(v) for v in n.values), span=n.span)
+
+    def _x_IfExp(self, n: A.IfExp) -> ir.Expr:
+        return ir.IfExp(cond=self.expr(n.cond), then=self.expr(n.then),
+                        orelse=self.expr(n.orelse), span=n.span)
+
+    def _x_List(self, n: A.List) -> ir.Expr:
+        return ir.ListExpr(items=tuple(self.expr(i) for i in n.items), span=n.span)
+
+    def _x_Call(self, n: A.Call) -> ir.Expr:
+        if not isinstance(n.func, A.Name) or n.func.id not in BUILTIN_ARITY:
+            name = n.func.id if isinstance(n.func, A.Name) else None
+            if name in SIGNATURES:
+                raise self.fail(error("E002", f"`{name}` is an operation, not a value", n.span,
+                                      "used inside an expression"))
+            raise self.fail(error("E002", f"unknown function `{name or '?'}`", n.func.span,
+                                  "not a built-in", help=_suggest(name or "", BUILTIN_ARITY)
+                                  or f"built-ins are {', '.join(BUILTIN_ARITY)}"))
+        lo, hi = BUILTIN_ARITY[n.func.id]
+        if any(a.keyword for a in n.args) or not lo <= len(n.args) <= hi:
+            want = f"{lo}" if lo == hi else f"{lo} to {hi}" if hi < 99 else f"at least {lo}"
+            raise self.fail(error("E002", f"`{n.func.id}` takes {want} positional argument"
+                                  f"{'' if want == '1' else 's'}", n.span,
+                                  f"{len(n.args)} given"))
+        return ir.Call(func=n.func.id, args=tuple(self.expr(a.value) for a in n.args), span=n.span)
+
+    def _x_String(self, n: A.String) -> ir.Expr:
+        raise self.fail(error("E002", "a string is not a number", n.span, "string here",
+                              help="strings are only for `signal=` and `mode=`"))
+
+    def _x_Subscript(self, n: A.Subscript) -> ir.Expr:
+        raise self.fail(error("E002", "a region is not a number", n.span, "region used as a number",
+                              help="regions go in `dst=`, `src=` and `ensure` comparisons"))
+
+    _x_Remote = _x_Subscript  # type: ignore[assignment]
+
+
+def lower(node: A.ProtocolDecl) -> tuple[ir.Protocol, list[Diagnostic]]:
+    lowerer = Lowerer()
+    protocol = lowerer.protocol(node)
+    return protocol, lowerer.diags

@@ -1,0 +1,144 @@
+"""Text -> AST.  One cached LALR parser; every lark error becomes an E001 diagnostic."""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+
+from lark import Lark, Token, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark.indenter import DedentError, Indenter
+
+from ccogen.diag import Diagnostic, error
+from ccogen.errors import DiagnosticError
+from ccogen.source import SourceFile, Span
+from ccogen.syntax import ast as A
+from ccogen.syntax.to_ast import ToAst
+
+
+class _Layout(Indenter):
+    NL_type = "_NL"
+    OPEN_PAREN_types = ["LPAR", "LSQB"]
+    CLOSE_PAREN_types = ["RPAR", "RSQB"]
+    INDENT_type = "_INDENT"
+    DEDENT_type = "_DEDENT"
+    tab_len = 8
+
+
+@cache
+def _parser() -> Lark:
+    grammar = resources.files("ccogen.syntax").joinpath("grammar.lark").read_text()
+    return Lark(grammar, parser="lalr", postlex=_Layout(), propagate_positions=True,
+                maybe_placeholders=True, strict=False)
+
+
+# How expected terminals are shown to a person.
+_FRIENDLY = {
+    "_NL": "a new line", "_INDENT": "an indented block", "_DEDENT": "the end of the block",
+    "NAME": "a name", "NUMBER": "a number", "STRING": "a string", "UNIT": "a size unit",
+    "COMP_OP": "a comparison", "ADD_OP": "`+` or `-`", "MUL_OP": "`*`, `//` or `%`",
+    "LPAR": "`(`", "RPAR": "`)`", "LSQB": "`[`", "RSQB": "`]`", "COLON": "`:`",
+    "COMMA": "`,`", "EQUAL": "`=`", "AT": "`@`", "$END": "the end of the file",
+    "LANES": "`lanes`", "WARPS": "`warps`", "BLOCKS": "`blocks`",
+}
+
+
+def _show_terminal(name: str) -> str:
+    if name in _FRIENDLY:
+        return _FRIENDLY[name]
+    pattern = _parser().get_terminal(name).pattern if name in _terminal_names() else None
+    if pattern is not None and pattern.type == "str":
+        return f"`{pattern.value}`"
+    return name.lower()
+
+
+@cache
+def _terminal_names() -> frozenset[str]:
+    return frozenset(t.name for t in _parser().terminals)
+
+
+def _expected(names: set[str] | frozenset[str]) -> str:
+    shown = sorted({_show_terminal(n) for n in names if not n.startswith("__")})
+    if not shown:
+        return ""
+    if len(shown) == 1:
+        return shown[0]
+    return ", ".join(shown[:-1]) + " or " + shown[-1]
+
+
+def _found(token: Token) -> str:
+    if token.type == "$END":
+        return "the end of the file"
+    if token.type == "_NL":
+        return "the end of the line"
+    if token.type in ("_INDENT", "_DEDENT"):
+        return "a change of indentation"
+    return f"`{token}`"
+
+
+def _syntax_error(file: SourceFile, exc: UnexpectedInput) -> Diagnostic:
+    if isinstance(exc, UnexpectedToken):
+        tok = exc.token
+        start = tok.start_pos if tok.start_pos is not None else len(file.text)
+        if tok.type == "_NL":
+            start = file.offset(tok.line or 1, tok.column or 1) if tok.line else start
+        end = start + max(1, len(str(tok)) if tok.type not in ("_NL", "$END") else 1)
+        expected = _expected(exc.accepts or exc.expected)
+        msg = f"unexpected {_found(tok)}"
+        label = f"expected {expected}" if expected else "not expected here"
+    elif isinstance(exc, UnexpectedCharacters):
+        start = exc.pos_in_stream
+        end = start + 1
+        char = file.text[start : start + 1]
+        msg = f"unexpected character `{char}`" if char.strip() else "unexpected whitespace"
+        expected = _expected(exc.allowed or set())
+        label = f"expected {expected}" if expected else "not expected here"
+    else:  # UnexpectedEOF
+        assert isinstance(exc, UnexpectedEOF)
+        start = end = len(file.text)
+        msg = "unexpected end of file"
+        label = f"expected {_expected(set(exc.expected))}"
+    span = Span(file, min(start, len(file.text)), min(end, len(file.text)))
+    return error("E001", msg, span, label, help=_hint(file, span))
+
+
+def _hint(file: SourceFile, span: Span) -> str | None:
+    line = file.line_text(span.line).strip()
+    if line.startswith(("if ", "elif ", "else", "for ", "lanes ", "warps ", "blocks ", "kernel ",
+                        "ensure", "protocol ")) and not line.endswith(":"):
+        return "a block header ends with `:`"
+    return None
+
+
+def _dedent_error(file: SourceFile, exc: DedentError) -> Diagnostic:
+    # lark does not say where; find the first line whose indentation matches no open level
+    levels = [0]
+    for lineno in range(1, len(file.line_starts) + 1):
+        text = file.line_text(lineno)
+        stripped = text.lstrip(" \t")
+        if not stripped or stripped.startswith("#"):
+            continue
+        indent = len(text) - len(stripped)
+        if indent > levels[-1]:
+            levels.append(indent)
+            continue
+        while indent < levels[-1]:
+            levels.pop()
+        if indent != levels[-1]:
+            begin = file.offset(lineno, 1)
+            span = Span(file, begin, begin + indent)
+            return error("E001", "unindent does not match any outer indentation level", span,
+                         "this indentation", help="indent with the same spaces as the block it "
+                         "belongs to")
+    return error("E001", "inconsistent indentation", Span(file, 0, 0), "")
+
+
+def parse_ast(file: SourceFile) -> A.ProtocolDecl:
+    """Parse a whole `.cco` file; raise `DiagnosticError` with E001 on a syntax error."""
+    text = file.text if file.text.endswith("\n") else file.text + "\n"
+    try:
+        tree = _parser().parse(text)
+    except UnexpectedInput as exc:
+        raise DiagnosticError([_syntax_error(file, exc)]) from None
+    except DedentError as exc:
+        raise DiagnosticError([_dedent_error(file, exc)]) from None
+    return ToAst(file).transform(tree)

@@ -1,0 +1,222 @@
+"""lark parse tree -> AST (`ccogen.syntax.ast`), attaching a span to every node."""
+
+from __future__ import annotations
+
+import ast as pyast
+from typing import Any
+
+from lark import Token, Transformer, v_args
+from lark.tree import Meta
+
+from ccogen.source import SourceFile, Span
+from ccogen.syntax import ast as A
+
+UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+
+
+def int_literal(text: str) -> int:
+    return int(text.replace("_", ""), 0)
+
+
+def _code_end(line: str) -> int:
+    """Length of `line` without a trailing `# comment` (quotes respected)."""
+    quote = ""
+    i = 0
+    while i < len(line):
+        ch = line[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif line.startswith(quote, i):
+                i += len(quote) - 1
+                quote = ""
+        elif ch in "\"'":
+            quote = line[i : i + 3] if line[i : i + 3] in ('"""', "'''") else ch
+            i += len(quote) - 1
+        elif ch == "#":
+            return i
+        i += 1
+    return len(line)
+
+
+def _trim_end(text: str, start: int, end: int) -> int:
+    """Drop the newline, indentation and comments a statement's `_NL` token swallowed."""
+    while True:
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        line_start = text.rfind("\n", start, end) + 1
+        line_start = max(line_start, start)
+        cut = line_start + _code_end(text[line_start:end])
+        if cut >= end:
+            return end
+        end = cut
+
+
+@v_args(meta=True)
+class ToAst(Transformer[Token, A.ProtocolDecl]):
+    """Build AST nodes bottom-up; each method receives the rule's meta for its span."""
+
+    def __init__(self, file: SourceFile) -> None:
+        super().__init__()
+        self.file = file
+
+    def _span(self, meta: Meta) -> Span:
+        if getattr(meta, "empty", True):
+            return Span(self.file, 0, 0)
+        return Span(self.file, meta.start_pos, _trim_end(self.file.text, meta.start_pos,
+                                                          meta.end_pos))
+
+    def _tok(self, tok: Token) -> Span:
+        start = tok.start_pos or 0
+        return Span(self.file, start, tok.end_pos if tok.end_pos is not None else start)
+
+    def _name(self, tok: Token) -> A.Name:
+        return A.Name(id=str(tok), span=self._tok(tok))
+
+    # ----------------------------------------------------------------- protocol
+    def start(self, meta: Meta, children: list[Any]) -> A.ProtocolDecl:
+        return children[-1]  # type: ignore[no-any-return]
+
+    def protocol(self, meta: Meta, c: list[Any]) -> A.ProtocolDecl:
+        name, params, doc, *decls = c
+        return A.ProtocolDecl(name=self._name(name), params=tuple(params or ()), doc=doc,
+                              decls=tuple(decls), span=self._span(meta))
+
+    def params(self, meta: Meta, c: list[Any]) -> list[A.ParamDecl]:
+        return [p for p in c if p is not None]
+
+    def param(self, meta: Meta, c: list[Any]) -> A.ParamDecl:
+        return A.ParamDecl(name=self._name(c[0]), type=self._name(c[1]), default=c[2],
+                           span=self._span(meta))
+
+    def docstring(self, meta: Meta, c: list[Any]) -> A.String:
+        return self.string(meta, c)
+
+    def team_decl(self, meta: Meta, c: list[Any]) -> A.TeamDecl:
+        return A.TeamDecl(kind=self._name(c[0]), size=c[1], span=self._span(meta))
+
+    def queues_decl(self, meta: Meta, c: list[Any]) -> A.QueuesDecl:
+        return A.QueuesDecl(count=c[0], span=self._span(meta))
+
+    def window_decl(self, meta: Meta, c: list[Any]) -> A.WindowDecl:
+        option = self._name(c[2]) if c[2] is not None else None
+        return A.WindowDecl(name=self._name(c[0]), size=c[1], option=option, option_value=c[3],
+                            span=self._span(meta))
+
+    def counter_decl(self, meta: Meta, c: list[Any]) -> A.CounterDecl:
+        return A.CounterDecl(name=self._name(c[0]), span=self._span(meta))
+
+    def kernel_decl(self, meta: Meta, c: list[Any]) -> A.KernelDecl:
+        return A.KernelDecl(name=self._name(c[0]), args=tuple(c[1] or ()), body=c[2],
+                            span=self._span(meta))
+
+    def kernel_args(self, meta: Meta, c: list[Any]) -> list[A.Argument]:
+        return [a for a in c if a is not None]
+
+    def kernel_arg(self, meta: Meta, c: list[Any]) -> A.Argument:
+        return A.Argument(keyword=str(c[0]), value=c[1], span=self._span(meta))
+
+    def ensure_decl(self, meta: Meta, c: list[Any]) -> A.EnsureDecl:
+        return A.EnsureDecl(body=c[0], span=self._span(meta))
+
+    # ----------------------------------------------------------------- statements
+    def suite(self, meta: Meta, c: list[Any]) -> tuple[A.AStmt, ...]:
+        return tuple(c)
+
+    def expr_stmt(self, meta: Meta, c: list[Any]) -> A.ExprStmt:
+        return A.ExprStmt(value=c[0], span=self._span(meta))
+
+    def pass_stmt(self, meta: Meta, c: list[Any]) -> A.PassStmt:
+        return A.PassStmt(span=self._span(meta))
+
+    def if_stmt(self, meta: Meta, c: list[Any]) -> A.IfStmt:
+        cond, body, *rest = c
+        orelse = rest.pop() if rest else None
+        branches = ((cond, body), *rest)
+        return A.IfStmt(branches=tuple(branches), orelse=orelse, span=self._span(meta))
+
+    def elif_clause(self, meta: Meta, c: list[Any]) -> tuple[A.AExpr, tuple[A.AStmt, ...]]:
+        return (c[0], c[1])
+
+    def else_clause(self, meta: Meta, c: list[Any]) -> tuple[A.AStmt, ...]:
+        return c[0]  # type: ignore[no-any-return]
+
+    def for_stmt(self, meta: Meta, c: list[Any]) -> A.ForStmt:
+        return A.ForStmt(var=self._name(c[0]), iter=c[1], body=c[2], span=self._span(meta))
+
+    def issuer_stmt(self, meta: Meta, c: list[Any]) -> A.IssuerStmt:
+        return A.IssuerStmt(kind=str(c[0]), var=self._name(c[1]), iter=c[2], body=c[3],
+                            span=self._span(meta))
+
+    # ----------------------------------------------------------------- expressions
+    def ifexp(self, meta: Meta, c: list[Any]) -> A.IfExp:
+        return A.IfExp(then=c[0], cond=c[1], orelse=c[2], span=self._span(meta))
+
+    def or_op(self, meta: Meta, c: list[Any]) -> A.BoolOp:
+        return A.BoolOp(op="or", values=tuple(c), span=self._span(meta))
+
+    def and_op(self, meta: Meta, c: list[Any]) -> A.BoolOp:
+        return A.BoolOp(op="and", values=tuple(c), span=self._span(meta))
+
+    def not_op(self, meta: Meta, c: list[Any]) -> A.Unary:
+        return A.Unary(op="not", operand=c[0], span=self._span(meta))
+
+    def compare(self, meta: Meta, c: list[Any]) -> A.Compare:
+        return A.Compare(ops=tuple(str(t) for t in c[1::2]), operands=tuple(c[0::2]),
+                         span=self._span(meta))
+
+    def binop(self, meta: Meta, c: list[Any]) -> A.BinOp:
+        return A.BinOp(op=str(c[1]), left=c[0], right=c[2], span=self._span(meta))
+
+    def pow(self, meta: Meta, c: list[Any]) -> A.BinOp:
+        return A.BinOp(op="**", left=c[0], right=c[1], span=self._span(meta))
+
+    def unary(self, meta: Meta, c: list[Any]) -> A.Unary:
+        return A.Unary(op=str(c[0]), operand=c[1], span=self._span(meta))
+
+    def call(self, meta: Meta, c: list[Any]) -> A.Call:
+        return A.Call(func=c[0], args=tuple(c[1] or ()), span=self._span(meta))
+
+    def arguments(self, meta: Meta, c: list[Any]) -> list[A.Argument]:
+        return [a for a in c if a is not None]
+
+    def pos_arg(self, meta: Meta, c: list[Any]) -> A.Argument:
+        return A.Argument(keyword=None, value=c[0], span=self._span(meta))
+
+    def kw_arg(self, meta: Meta, c: list[Any]) -> A.Argument:
+        return A.Argument(keyword=str(c[0]), value=c[1], span=self._span(meta))
+
+    def subscript(self, meta: Meta, c: list[Any]) -> A.Subscript:
+        value, (start, stop, is_slice) = c
+        return A.Subscript(value=value, start=start, stop=stop, is_slice=is_slice,
+                           span=self._span(meta))
+
+    def slice(self, meta: Meta, c: list[Any]) -> tuple[Any, Any, bool]:
+        return (c[0], c[1], True)
+
+    def index(self, meta: Meta, c: list[Any]) -> tuple[Any, Any, bool]:
+        return (c[0], None, False)
+
+    def name(self, meta: Meta, c: list[Any]) -> A.Name:
+        return self._name(c[0])
+
+    def number(self, meta: Meta, c: list[Any]) -> A.Number:
+        return A.Number(value=int_literal(str(c[0])), span=self._span(meta))
+
+    def size(self, meta: Meta, c: list[Any]) -> A.Size:
+        return A.Size(value=int_literal(str(c[0])) * UNITS[str(c[1])], span=self._span(meta))
+
+    def string(self, meta: Meta, c: list[Any]) -> A.String:
+        return A.String(value=pyast.literal_eval(str(c[0])), span=self._span(meta))
+
+    def true(self, meta: Meta, c: list[Any]) -> A.Bool:
+        return A.Bool(value=True, span=self._span(meta))
+
+    def false(self, meta: Meta, c: list[Any]) -> A.Bool:
+        return A.Bool(value=False, span=self._span(meta))
+
+    def list(self, meta: Meta, c: list[Any]) -> A.List:
+        return A.List(items=tuple(x for x in c if x is not None), span=self._span(meta))
+
+    def remote(self, meta: Meta, c: list[Any]) -> A.Remote:
+        return A.Remote(window=self._name(c[0]), rank=c[1], span=self._span(meta))

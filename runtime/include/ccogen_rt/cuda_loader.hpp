@@ -1,0 +1,110 @@
+// Lazy loader for the CUDA driver API (libcuda.so.1).
+//
+// The extension never links libcuda: `import ccogen` must work on a machine with no NVIDIA
+// GPU or driver.  The driver is dlopen()ed on first use and every entry point is resolved
+// from the table below.  cuda.h is deliberately not included, so the module builds without
+// the CUDA toolkit; the few driver types and signatures are declared here by hand (they are
+// part of the driver's stable C ABI).
+//
+// Adding a driver function is one line in CCOGEN_CUDA_DRIVER_SYMBOLS:
+//     X(member, "exported_symbol", return_type(args...))
+// Use the exported (possibly versioned, e.g. "cuCtxCreate_v2") symbol name; the member is
+// the unversioned API name.  Missing symbols are reported when first called, not at load.
+#pragma once
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+
+namespace ccogen_rt::cuda {
+
+// ---- driver ABI types (subset of cuda.h) ------------------------------------------------
+using CUresult = int;
+using CUdevice = int;
+using CUcontext = struct CUctx_st*;
+using CUmodule = struct CUmod_st*;
+using CUfunction = struct CUfunc_st*;
+using CUstream = struct CUstream_st*;
+
+inline constexpr CUresult CUDA_SUCCESS = 0;
+inline constexpr CUresult CUDA_ERROR_NO_DEVICE = 100;
+
+template <typename Signature>
+using FnPtr = Signature*;
+
+// ---- the symbol table --------------------------------------------------------------------
+// clang-format off
+#define CCOGEN_CUDA_DRIVER_SYMBOLS(X)                                                        \
+  X(cuGetErrorName,     "cuGetErrorName",     CUresult(CUresult, const char**))              \
+  X(cuGetErrorString,   "cuGetErrorString",   CUresult(CUresult, const char**))              \
+  X(cuInit,             "cuInit",             CUresult(unsigned int))                        \
+  X(cuDriverGetVersion, "cuDriverGetVersion", CUresult(int*))                                \
+  X(cuDeviceGetCount,   "cuDeviceGetCount",   CUresult(int*))                                \
+  X(cuDeviceGet,        "cuDeviceGet",        CUresult(CUdevice*, int))                      \
+  X(cuDeviceGetName,    "cuDeviceGetName",    CUresult(char*, int, CUdevice))
+// Next, for compile/load/launch: cuDevicePrimaryCtxRetain, cuCtxSetCurrent,
+// cuModuleLoadData, cuModuleUnload, cuModuleGetFunction, cuLaunchKernel,
+// cuLaunchCooperativeKernel, cuStreamSynchronize, ...
+// clang-format on
+
+// ---- errors ------------------------------------------------------------------------------
+// No usable driver: libcuda missing, a symbol missing, or cuInit failed.
+// Bound to Python as ccogen._ccogen_rt.CudaUnavailable (a RuntimeError).
+class CudaUnavailable : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A driver call returned an error.  Bound as ccogen._ccogen_rt.CudaError (a RuntimeError).
+class CudaError : public std::runtime_error {
+ public:
+  CudaError(CUresult code, const std::string& message)
+      : std::runtime_error(message), code_(code) {}
+  CUresult code() const noexcept { return code_; }
+
+ private:
+  CUresult code_;
+};
+
+// ---- the loaded driver ---------------------------------------------------------------------
+struct Driver {
+#define CCOGEN_CUDA_DECLARE_MEMBER(member, symbol, signature) FnPtr<signature> member = nullptr;
+  CCOGEN_CUDA_DRIVER_SYMBOLS(CCOGEN_CUDA_DECLARE_MEMBER)
+#undef CCOGEN_CUDA_DECLARE_MEMBER
+};
+
+// True when libcuda.so.1 could be opened (does not call cuInit).
+bool library_loaded() noexcept;
+
+// The driver table, after dlopen; throws CudaUnavailable if libcuda cannot be loaded.
+// Entry points that the installed driver lacks are nullptr; use require().
+const Driver& library();
+
+// The driver table, after dlopen and a successful cuInit(0) (done once, result cached);
+// throws CudaUnavailable otherwise.  `allow_no_device` makes CUDA_ERROR_NO_DEVICE from cuInit
+// a non-error (the caller then treats the machine as having zero devices); it returns nullptr
+// in that case.
+const Driver* initialized(bool allow_no_device = false);
+
+// Throws CudaError("<what>: CUDA_ERROR_X (description)") unless `result` is CUDA_SUCCESS.
+void check(CUresult result, const char* what);
+
+// "CUDA_ERROR_X (description)" for a driver result code.
+std::string describe(CUresult result);
+
+// Throws CudaUnavailable if `fn` (a table entry named `name`) was not found in libcuda.
+template <typename Fn>
+Fn require(Fn fn, const char* name) {
+  if (fn == nullptr) {
+    throw CudaUnavailable(std::string("the CUDA driver (libcuda.so.1) has no symbol ") + name +
+                          "; update the NVIDIA driver");
+  }
+  return fn;
+}
+
+}  // namespace ccogen_rt::cuda
+
+// Call a driver entry point through the table, checking the result:
+//     CCOGEN_CU_CHECK(drv, cuDeviceGetCount, &n);
+#define CCOGEN_CU_CHECK(drv, fn, ...) \
+  ::ccogen_rt::cuda::check(::ccogen_rt::cuda::require((drv).fn, #fn)(__VA_ARGS__), #fn)

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Install ccogen (editable, with the test extra) and run the test suite.
+# This is THE test command: the README and .ci/run both call it.
+#   bash scripts/test.sh [extra pytest args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python -m pip install -e '.[test]'
+python -m pytest -q "$@"

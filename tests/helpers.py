@@ -1,0 +1,73 @@
+"""Helpers shared by the tests (import as `from helpers import ...`)."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+_DIFF_LINES = 80
+
+
+def require_tool(name: str, hint: str) -> str:
+    """Path of executable `name`, or skip the test saying how to install it."""
+    __tracebackhide__ = True  # report the skip at the calling test, not here
+    path = shutil.which(name)
+    if path is None:
+        pytest.skip(f"{name} not found: install with {hint}")
+    return path
+
+
+def _current_test_id() -> str:
+    # PYTEST_CURRENT_TEST is "tests/test_x.py::test_y[param] (call)".
+    current = os.environ.get("PYTEST_CURRENT_TEST", "")
+    return current.rsplit(" ", 1)[0] if current else "tests"
+
+
+def assert_golden(path: Path | str, actual: str, update: bool) -> None:
+    """Compare `actual` with the golden file at `path`; rewrite it when `update` is True.
+
+    On a mismatch the test fails with a unified diff (first 80 lines) and the exact command
+    that blesses the new output.
+    """
+    __tracebackhide__ = True
+    path = Path(path)
+    if update:
+        if not path.is_file() or path.read_text(encoding="utf-8") != actual:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(actual, encoding="utf-8", newline="")
+        return
+
+    bless = f"python -m pytest --update-golden '{_current_test_id()}'"
+    try:
+        shown = path.relative_to(REPO_ROOT)
+    except ValueError:
+        shown = path
+    if not path.is_file():
+        pytest.fail(
+            f"golden file {shown} does not exist; create it with:\n    {bless}", pytrace=False
+        )
+    expected = path.read_text(encoding="utf-8")
+    if expected == actual:
+        return
+    diff = list(
+        difflib.unified_diff(
+            expected.splitlines(keepends=True),
+            actual.splitlines(keepends=True),
+            fromfile=f"{shown} (golden)",
+            tofile=f"{shown} (actual)",
+        )
+    )
+    more = len(diff) - _DIFF_LINES
+    text = "".join(line if line.endswith("\n") else line + "\n" for line in diff[:_DIFF_LINES])
+    if more > 0:
+        text += f"... {more} more diff lines\n"
+    pytest.fail(
+        f"output differs from golden file {shown}:\n{text}"
+        f"if the new output is right, bless it with:\n    {bless}",
+        pytrace=False,
+    )
