@@ -283,16 +283,14 @@ class For:
 
 @_node
 class If:
-    """`if`/`elif`/`else`; an `elif` is an `If` alone in `orelse`."""
+    """`if`/`elif`/`else`; an `elif` is an `If` alone in `orelse`.
+
+    `pass` lowers to nothing: an empty body is an empty tuple.
+    """
 
     cond: Expr
     body: tuple[Stmt, ...]
     orelse: tuple[Stmt, ...] = ()
-    span: Span | None = _span()
-
-
-@_node
-class Pass:
     span: Span | None = _span()
 
 
@@ -317,7 +315,7 @@ class Check:
     span: Span | None = _span()
 
 
-Stmt: TypeAlias = For | If | Pass | IssuerBlock | Check | Op
+Stmt: TypeAlias = For | If | IssuerBlock | Check | Op
 
 # ----------------------------------------------------------------------------- declarations
 

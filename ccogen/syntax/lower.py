@@ -46,6 +46,13 @@ def _suggest(name: str, candidates: Iterable[str]) -> str | None:
     return f"did you mean `{close[0]}`?" if close else None
 
 
+def _suggest_choice(node: A.AExpr, choices: Sequence[str]) -> str | None:
+    if not isinstance(node, A.String):
+        return None
+    close = difflib.get_close_matches(node.value, list(choices), n=1)
+    return f'did you mean `"{close[0]}"`?' if close else None
+
+
 class Lowerer:
     def __init__(self) -> None:
         self.diags: list[Diagnostic] = []
@@ -195,6 +202,8 @@ class Lowerer:
     def block(self, stmts: Sequence[A.AStmt]) -> tuple[ir.Stmt, ...]:
         out: list[ir.Stmt] = []
         for stmt in stmts:
+            if isinstance(stmt, A.PassStmt):
+                continue
             try:
                 out.append(self.stmt(stmt))
             except _Skip:
@@ -202,8 +211,6 @@ class Lowerer:
         return tuple(out)
 
     def stmt(self, s: A.AStmt) -> ir.Stmt:
-        if isinstance(s, A.PassStmt):
-            return ir.Pass(span=s.span)
         if isinstance(s, A.IfStmt):
             return self._if(s.branches, s.orelse, s.span)
         if isinstance(s, A.ForStmt):
@@ -302,8 +309,7 @@ class Lowerer:
         if not isinstance(node, A.String) or node.value not in choices:
             raise self.fail(error("E002", f"`{kind}=` must be one of {listed}", node.span,
                                   "not a valid choice",
-                                  help=_suggest(node.value, choices)
-                                  if isinstance(node, A.String) else None))
+                                  help=_suggest_choice(node, choices)))
         return ir.SignalKind(node.value) if kind == "signal" else ir.Mode(node.value)
 
     def _counter(self, node: A.AExpr) -> str:
@@ -399,6 +405,8 @@ class Lowerer:
         return ir.BinOp(op=n.op, left=self.expr(n.left), right=self.expr(n.right), span=n.span)
 
     def _x_Unary(self, n: A.Unary) -> ir.Expr:
+        if n.op == "-" and isinstance(n.operand, A.Number):
+            return ir.Const(value=-n.operand.value, span=n.span)
         return ir.UnaryOp(op=n.op, operand=self.expr(n.operand), span=n.span)
 
     def _x_Compare(self, n: A.Compare) -> ir.Expr:

@@ -6,6 +6,7 @@ from functools import cache
 from importlib import resources
 
 from lark import Lark, Token, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark.exceptions import VisitError
 from lark.indenter import DedentError, Indenter
 
 from ccogen.diag import Diagnostic, error
@@ -58,7 +59,7 @@ def _terminal_names() -> frozenset[str]:
 
 def _expected(names: set[str] | frozenset[str]) -> str:
     shown = sorted({_show_terminal(n) for n in names if not n.startswith("__")})
-    if not shown:
+    if not shown or len(shown) > 6:
         return ""
     if len(shown) == 1:
         return shown[0]
@@ -67,9 +68,9 @@ def _expected(names: set[str] | frozenset[str]) -> str:
 
 def _found(token: Token) -> str:
     if token.type == "$END":
-        return "the end of the file"
+        return "end of file"
     if token.type == "_NL":
-        return "the end of the line"
+        return "end of line"
     if token.type in ("_INDENT", "_DEDENT"):
         return "a change of indentation"
     return f"`{token}`"
@@ -141,4 +142,9 @@ def parse_ast(file: SourceFile) -> A.ProtocolDecl:
         raise DiagnosticError([_syntax_error(file, exc)]) from None
     except DedentError as exc:
         raise DiagnosticError([_dedent_error(file, exc)]) from None
-    return ToAst(file).transform(tree)
+    try:
+        return ToAst(file).transform(tree)
+    except VisitError as exc:
+        if isinstance(exc.orig_exc, DiagnosticError):
+            raise exc.orig_exc from None
+        raise

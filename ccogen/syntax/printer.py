@@ -100,7 +100,10 @@ def size_literal(value: ir.Expr) -> str:
 def region(r: ir.Region) -> str:
     base = r.window
     if r.rank is not None:
-        base = f"{r.window}@{expr(r.rank, _ATOM)}"
+        rank = expr(r.rank)
+        simple = isinstance(r.rank, (ir.Var, ir.ParamRef, ir.Me, ir.NRanks)) or (
+            isinstance(r.rank, ir.Const) and _prec(r.rank) == _ATOM)
+        base = f"{r.window}@{rank}" if simple else f"{r.window}@({rank})"
     if r.init:
         base = f"init({base})"
     elif r.rank is not None and (r.start is not None or r.stop is not None):
@@ -209,8 +212,6 @@ class Printer:
     def statement(self, s: ir.Stmt, depth: int) -> Iterator[str]:
         ind = INDENT * depth
         match s:
-            case ir.Pass():
-                yield from self._trail([f"{ind}pass"], s.span)
             case ir.For(var=v, iter=it, body=body):
                 yield from self._trail([f"{ind}for {v} in {expr(it)}:"], s.span, _line(s.span))
                 yield from self.statements(body, depth + 1)
@@ -285,7 +286,8 @@ def _line(span: Span | None) -> int | None:
 
 
 def _docstring(doc: str) -> str:
-    if '"""' in doc or "\\" in doc or doc.endswith('"'):
+    if '"""' in doc or "\\" in doc or doc.endswith('"') or not (doc.isprintable() or
+                                                                 set(doc) <= {"\n", "\t"}):
         return repr(doc)
     return f'"""{doc}"""'
 

@@ -8,6 +8,8 @@ from typing import Any
 from lark import Token, Transformer, v_args
 from lark.tree import Meta
 
+from ccogen.diag import error
+from ccogen.errors import DiagnosticError
 from ccogen.source import SourceFile, Span
 from ccogen.syntax import ast as A
 
@@ -207,7 +209,13 @@ class ToAst(Transformer[Token, A.ProtocolDecl]):
         return A.Size(value=int_literal(str(c[0])) * UNITS[str(c[1])], span=self._span(meta))
 
     def string(self, meta: Meta, c: list[Any]) -> A.String:
-        return A.String(value=pyast.literal_eval(str(c[0])), span=self._span(meta))
+        try:
+            value = pyast.literal_eval(str(c[0]))
+        except (ValueError, SyntaxError) as exc:
+            reason = getattr(exc, "msg", None) or str(exc)
+            raise DiagnosticError([error("E001", "invalid string literal", self._span(meta),
+                                         reason)]) from None
+        return A.String(value=value, span=self._span(meta))
 
     def true(self, meta: Meta, c: list[Any]) -> A.Bool:
         return A.Bool(value=True, span=self._span(meta))

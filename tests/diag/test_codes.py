@@ -1,0 +1,95 @@
+"""The code registry: every rule of the catalogue, with slug and explain text."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ccogen.diag import Severity
+from ccogen.diag.codes import RULES, explain_text, lookup
+
+# The codes of spec/rules.md (rule catalogue v1), kept here so that CI needs no spec.
+_CATALOGUE_TEXT = """
+E001 E002 E003 E004 E005
+E010 E011 E012 E013 E014
+E020 E021 E022 E023 E024 E025 E026 E027
+E030 E031 E032 E033
+E040 E041 E042
+W100 W101 W102 W103 W104 W105 W106 W107
+"""
+CATALOGUE = tuple(_CATALOGUE_TEXT.split())
+SECTIONS = ("## What it catches", "## Why it matters", "## Example", "## Fixed")
+KEBAB = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
+
+
+def test_catalogue_has_33_codes() -> None:
+    assert len(CATALOGUE) == 33
+
+
+def test_registry_is_exactly_the_catalogue_in_order() -> None:
+    assert tuple(RULES) == CATALOGUE
+
+
+def test_keys_match_codes_and_severity_follows_prefix() -> None:
+    for code, rule in RULES.items():
+        assert rule.code == code
+        expected = Severity.ERROR if code.startswith("E") else Severity.WARNING
+        assert rule.severity is expected
+
+
+def test_slugs_are_unique_kebab_case() -> None:
+    slugs = [rule.slug for rule in RULES.values()]
+    assert len(set(slugs)) == len(slugs)
+    assert [slug for slug in slugs if not KEBAB.match(slug)] == []
+
+
+def test_summaries_are_lowercase_without_final_period() -> None:
+    for rule in RULES.values():
+        assert rule.summary
+        assert not rule.summary.endswith(".")
+        assert not rule.summary[0].isupper() or rule.summary.split()[0].isupper(), rule.code
+
+
+@pytest.mark.parametrize("code", CATALOGUE)
+def test_explain_has_the_four_sections_in_order(code: str) -> None:
+    explain = RULES[code].explain
+    positions = [explain.find(f"{section}\n") for section in SECTIONS]
+    assert -1 not in positions, code
+    assert positions == sorted(positions), code
+    for start, end in zip(positions, [*positions[1:], len(explain)], strict=True):
+        body = explain[start:end].split("\n", 1)[1]
+        assert body.strip(), f"{code}: empty section"
+
+
+@pytest.mark.parametrize("code", CATALOGUE)
+def test_explain_examples_are_fenced_and_short(code: str) -> None:
+    explain = RULES[code].explain
+    assert explain.count("```python\n") == 2, code
+    assert explain.count("```") == 4, code
+    assert 15 <= len(explain.splitlines()) <= 35, code
+    assert explain == explain.strip()
+
+
+@pytest.mark.parametrize("code", [c for c in CATALOGUE if c.startswith("W")])
+def test_warnings_cite_a_figure(code: str) -> None:
+    why = RULES[code].explain.split("## Why it matters", 1)[1].split("## Example", 1)[0]
+    assert re.search(r"\d", why), f"{code}: no figure in 'Why it matters'"
+
+
+def test_explain_text_renders_header_and_body() -> None:
+    rule = RULES["E021"]
+    assert explain_text("E021") == f"E021 (unsatisfiable-wait): {rule.summary}\n\n{rule.explain}"
+
+
+def test_explain_text_accepts_lowercase_codes_and_slugs() -> None:
+    assert explain_text("e021") == explain_text("E021")
+    assert explain_text("unsatisfiable-wait") == explain_text("E021")
+    assert explain_text("Many-Small-Copies") == explain_text("W100")
+    assert lookup("w107").code == "W107"
+
+
+@pytest.mark.parametrize("name", ["E999", "CCO203", "", "unsatisfiable"])
+def test_explain_text_rejects_unknown_names(name: str) -> None:
+    with pytest.raises(KeyError):
+        explain_text(name)
