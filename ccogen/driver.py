@@ -44,13 +44,13 @@ def check_protocol(protocol: Protocol, options: CheckOptions = CheckOptions()) -
 
     found: dict[tuple[object, ...], tuple[Diagnostic, list[str]]] = {}
     instances: list[Instance] = []
-    sizes = team_sizes(protocol, options.ranks)
+    sizes = team_sizes(protocol, options.ranks, params=dict(options.params))
     for n in sizes:
         instance, diags = instantiate(protocol, n, dict(options.params))
         if instance is not None and not any(d.is_error for d in diags):
             instances.append(instance)
             diags = [*diags, *run_checks(instance, options.target)]
-        label = instance.label() if instance is not None else f"nranks={n}"
+        label = instance.label() if instance is not None else _label(n, options.params)
         for d in diags:
             key = (d.code, d.message, d.span and (d.span.path, d.span.start, d.span.end))
             found.setdefault(key, (d, []))[1].append(label)
@@ -60,13 +60,19 @@ def check_protocol(protocol: Protocol, options: CheckOptions = CheckOptions()) -
 
 
 def _with_instances(d: Diagnostic, labels: list[str], total: int) -> Diagnostic:
+    """Replace a single-instance note by one naming every instance the finding is in."""
+    notes = tuple(n for n in d.notes if not n.startswith("in the instance "))
     if total <= 1 and len(labels) <= 1:
         note = f"in the instance {labels[0]}"
     elif len(labels) == total:
         note = f"in every instance checked ({'; '.join(labels)})"
     else:
         note = f"in the instance{'s' if len(labels) > 1 else ''} {'; '.join(labels)}"
-    return replace(d, notes=(*d.notes, note))
+    return replace(d, notes=(*notes, note))
+
+
+def _label(nranks: int, params: Mapping[str, int]) -> str:
+    return ", ".join([f"nranks={nranks}", *(f"{k}={v}" for k, v in params.items())])
 
 
 def check_text(text: str, path: str, options: CheckOptions = CheckOptions()) -> CheckResult:

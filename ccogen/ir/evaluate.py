@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Mapping
-from typing import TypeAlias
+from typing import Any, TypeAlias, cast
 
 from ccogen.ir import nodes as ir
 from ccogen.source import Span
@@ -104,18 +104,16 @@ def _kind(v: Value) -> str:
 
 def as_int(v: Value, node: ir.Expr, what: str) -> int:
     """`v` as an int (bools are ints, as in Python), else E004 at `node`."""
-    if v.__class__ is int:
-        return v  # type: ignore[return-value]
-    if isinstance(v, bool):
-        return int(v)
+    if isinstance(v, int):
+        return int(v) if isinstance(v, bool) else v
     raise EvalError(f"{what} must be an integer, not {_kind(v)}", node.span,
                     f"this is {describe(v)}")
 
 
 def as_seq(v: Value, node: ir.Expr, what: str) -> tuple[int, ...]:
     """`v` as a sequence, else E004 at `node`."""
-    if v.__class__ is tuple:
-        return v  # type: ignore[return-value]
+    if isinstance(v, tuple):
+        return v
     raise EvalError(f"{what} needs a sequence, not {_kind(v)}", node.span,
                     f"this is {describe(v)}", help="iterate over `range(...)`, `peers()`, "
                     "`ranks()` or a list `[a, b]`")
@@ -190,7 +188,8 @@ class Compiler:
         key = (id(e), what)
         hit = self._ints.get(key)
         if hit is None:
-            hit = self._ints[key] = (e, _generate(self, e, what))  # type: ignore[assignment]
+            hit = (e, _generate(self, e, what))
+            self._ints[key] = hit
         return hit[1]
 
     def sequence(self, e: ir.Expr, what: str) -> SeqFn:
@@ -216,7 +215,7 @@ class Compiler:
 
 
 def _arithmetic(e: ir.Expr) -> bool:
-    return isinstance(e, ir.BinOp) and e.op in _ARITH or (
+    return (isinstance(e, ir.BinOp) and e.op in _ARITH) or (
         isinstance(e, ir.UnaryOp) and e.op in ("-", "+"))
 
 
@@ -283,13 +282,13 @@ class _Gen:
 _MISSING = object()
 
 
-def _generate(compiler: Compiler, e: ir.Expr, what: str | None) -> Fn:
+def _generate(compiler: Compiler, e: ir.Expr, what: str | None) -> Callable[[Env], Any]:
     gen = _Gen(compiler)
     result = gen.as_int(e, what) if what is not None else gen.emit(e)[0]
     source = "def _f(env):\n" + "".join(f"    {line}\n" for line in gen.lines)
     source += f"    return {result}\n"
-    exec(compile(source, f"<expr {expr_text(e)}>", "exec"), gen.ns)  # noqa: S102
-    return gen.ns["_f"]  # type: ignore[return-value]
+    exec(compile(source, f"<expr {expr_text(e)}>", "exec"), gen.ns)
+    return cast(Callable[[Env], Any], gen.ns["_f"])
 
 
 def _seq_fn(fn: Fn, e: ir.Expr, what: str) -> SeqFn:
@@ -363,13 +362,9 @@ def _binop(c: Compiler, e: ir.BinOp) -> Fn:
 
     def run(env: Env) -> Value:
         a, b = left(env), right(env)
-        if a.__class__ is not int:
-            a = as_int(a, e.left, what)
-        if b.__class__ is not int:
-            b = as_int(b, e.right, what)
-        if fast is not None:
-            return fast(a, b)  # type: ignore[arg-type]
-        return _arith(op, a, b, e)  # type: ignore[arg-type]
+        x = a if isinstance(a, int) and a.__class__ is int else as_int(a, e.left, what)
+        y = b if isinstance(b, int) and b.__class__ is int else as_int(b, e.right, what)
+        return fast(x, y) if fast is not None else _arith(op, x, y, e)
     return run
 
 
@@ -522,7 +517,7 @@ _BUILTINS: dict[str, Callable[[Compiler, ir.Call], Fn]] = {
     "min": _minmax, "max": _minmax, "abs": _abs,
 }
 
-_COMPILE: dict[type, Callable[[Compiler, ir.Expr], Fn]] = {  # type: ignore[dict-item]
+_COMPILE: dict[type, Callable[[Compiler, Any], Fn]] = {
     ir.Const: _const, ir.Var: _var, ir.ParamRef: _param, ir.Me: _me, ir.NRanks: _nranks,
     ir.BinOp: _binop, ir.UnaryOp: _unary, ir.Compare: _compare, ir.BoolOp: _boolop,
     ir.IfExp: _ifexp, ir.Call: _call, ir.ListExpr: _list,

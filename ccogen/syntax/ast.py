@@ -7,11 +7,17 @@ into the IR.  Spans are excluded from equality like in the IR.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TypeAlias
+from typing import TypeAlias, TypeVar, dataclass_transform
 
 from ccogen.source import Span
 
-_node = dataclass(frozen=True, slots=True, kw_only=True)
+_T = TypeVar("_T")
+
+
+@dataclass_transform(frozen_default=True, kw_only_default=True, field_specifiers=(field,))
+def _node(cls: type[_T]) -> type[_T]:
+    """Frozen, slotted, keyword-only dataclass (spans excluded from equality)."""
+    return dataclass(frozen=True, slots=True, kw_only=True)(cls)
 
 
 def _span() -> Span:

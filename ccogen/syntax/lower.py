@@ -68,7 +68,7 @@ class Lowerer:
     def protocol(self, node: A.ProtocolDecl) -> ir.Protocol:
         params = tuple(p for p in (self._param(p) for p in node.params) if p is not None)
         out: dict[str, object] = {"team": ir.Team(), "queues": ir.Const(value=1)}
-        seen: dict[str, Span] = {}
+        seen: dict[str, Span] = dict(self._param_spans)  # one namespace for declarations
         windows: list[ir.Window] = []
         counters: list[ir.Counter] = []
         kernels: list[ir.Kernel] = []
@@ -158,9 +158,6 @@ class Lowerer:
 
     def _window(self, decl: A.WindowDecl, seen: dict[str, Span]) -> ir.Window:
         self._declare(decl.name, seen, "window")
-        if decl.name.id in self.scope.params:
-            raise self.fail(error("E002", f"window `{decl.name.id}` has a parameter's name",
-                                  decl.name.span, "already a parameter"))
         size = self.expr(decl.size)
         align = None
         if decl.option is not None:
