@@ -1,3 +1,110 @@
-"""ccogen: a compiler for GPU communication protocols."""
+"""ccogen: a compiler for GPU communication protocols.
+
+Write a protocol once, in `.cco` text or with the builder, and ccogen proves it right
+before anything runs, simulates it, and generates kernels for each vendor API.
+
+    import ccogen as cg
+    p = cg.parse(open("protocols/alltoall.cco").read(), "alltoall.cco")
+    result = cg.check(p)                  # every check on every team size
+    print(cg.render(result.diagnostics))  # rustc-style diagnostics
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ccogen.builder import (
+    GiB,
+    KiB,
+    MiB,
+    Protocol,
+    abs,
+    and_,
+    bytes,
+    init,
+    int_,
+    lsa,
+    max,
+    min,
+    not_,
+    or_,
+    where,
+    world,
+)
+from ccogen.builder import int_ as int  # noqa: A001 - `cg.int` as the spec writes it
+from ccogen.diag import Diagnostic, Severity
+from ccogen.errors import DiagnosticError, InternalError
+
+if TYPE_CHECKING:
+    from ccogen.driver import CheckResult
 
 __version__ = "0.1.0"
+
+
+def parse(text: str, path: str = "<string>") -> Protocol:
+    """Parse `.cco` text into a `Protocol`; raises `DiagnosticError` (E001/E002)."""
+    from ccogen.syntax import parse_ir
+
+    return Protocol.from_ir(parse_ir(text, path))
+
+
+def load(path: str | Path) -> Protocol:
+    """Read and parse a `.cco` file."""
+    return parse(Path(path).read_text(encoding="utf-8"), str(path))
+
+
+def check(protocol: Protocol | str, *, ranks: tuple[int, ...] | None = None,
+          params: dict[str, int] | None = None, target: str | None = None) -> CheckResult:
+    """Run every check on every instance (`ccogen lint`); returns the findings."""
+    from ccogen.driver import CheckOptions, check_protocol, check_text
+
+    options = CheckOptions(ranks=ranks, params=params or {}, target=target)
+    if isinstance(protocol, str):
+        return check_text(protocol, "<string>", options)
+    return check_protocol(protocol.ir, options)
+
+
+def render(diagnostics: list[Diagnostic], fmt: str = "full", color: bool = False) -> str:
+    """Render diagnostics as `full`, `concise`, `json`, `sarif` or `github` text."""
+    from ccogen.diag.render import render as _render
+
+    return _render(diagnostics, fmt, color=color)
+
+
+def simulate(*args: Any, **kwargs: Any) -> Any:
+    """Run a protocol on the CPU model under adversarial schedules (see `ccogen.sim`)."""
+    from ccogen.sim import simulate as _simulate
+
+    return _simulate(*args, **kwargs)
+
+
+__all__ = [
+    "Diagnostic",
+    "DiagnosticError",
+    "GiB",
+    "InternalError",
+    "KiB",
+    "MiB",
+    "Protocol",
+    "Severity",
+    "__version__",
+    "abs",
+    "and_",
+    "bytes",
+    "check",
+    "init",
+    "int",
+    "int_",
+    "load",
+    "lsa",
+    "max",
+    "min",
+    "not_",
+    "or_",
+    "parse",
+    "render",
+    "simulate",
+    "where",
+    "world",
+]

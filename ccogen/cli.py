@@ -206,6 +206,9 @@ def main(argv: Sequence[str] | None = None) -> int | NoReturn:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `ccogen explain E021 | head`
+        sys.stderr.close()
+        return EXIT_OK
     except Exception:  # noqa: BLE001 - the last line of defence: report as a bug
         return _internal_error(argv)
 

@@ -43,6 +43,8 @@ def _code_end(line: str) -> int:
 
 def _trim_end(text: str, start: int, end: int) -> int:
     """Drop the newline, indentation and comments a statement's `_NL` token swallowed."""
+    end = min(end, len(text))
+    start = min(start, end)
     while True:
         while end > start and text[end - 1].isspace():
             end -= 1
@@ -65,12 +67,13 @@ class ToAst(Transformer[Token, A.ProtocolDecl]):
     def _span(self, meta: Meta) -> Span:
         if getattr(meta, "empty", True):
             return Span(self.file, 0, 0)
-        return Span(self.file, meta.start_pos, _trim_end(self.file.text, meta.start_pos,
-                                                          meta.end_pos))
+        start = min(meta.start_pos, len(self.file.text))
+        return Span(self.file, start, _trim_end(self.file.text, start, meta.end_pos))
 
     def _tok(self, tok: Token) -> Span:
-        start = tok.start_pos or 0
-        return Span(self.file, start, tok.end_pos if tok.end_pos is not None else start)
+        limit = len(self.file.text)
+        start = min(tok.start_pos or 0, limit)
+        return Span(self.file, start, min(tok.end_pos if tok.end_pos is not None else start, limit))
 
     def _name(self, tok: Token) -> A.Name:
         return A.Name(id=str(tok), span=self._tok(tok))

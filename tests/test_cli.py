@@ -1,0 +1,107 @@
+"""The command line: formats side by side, exit codes, fmt, explain, placeholders, bugs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ccogen import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+BAD = ROOT / "tests" / "lint" / "E002-bad-name-or-argument.cco"
+GOOD = ROOT / "protocols" / "alltoall.cco"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_lint_clean_protocol_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "lint", str(GOOD))
+    assert code == 0
+    assert "error" not in out
+
+
+@pytest.mark.parametrize("fmt", ["full", "concise", "json", "sarif", "github"])
+def test_every_format_reports_the_same_findings(capsys: pytest.CaptureFixture[str], fmt: str) -> None:
+    code, out, _ = run(capsys, "lint", str(BAD), "--format", fmt)
+    assert code == 1
+    if fmt == "json":
+        assert [d["code"] for d in json.loads(out)] == ["E002"] * 6
+    elif fmt == "sarif":
+        assert len(json.loads(out)["runs"][0]["results"]) == 6
+    elif fmt == "concise":
+        lines = out.strip().splitlines()
+        assert len(lines) == 6 and all(": error[E002] " in line for line in lines)
+        assert lines[0].startswith("tests/lint/E002-bad-name-or-argument.cco:8:34:") or \
+            lines[0].split(":")[1:3] == ["8", "34"]
+    elif fmt == "github":
+        assert out.count("::error title=ccogen (E002)") == 6
+    else:
+        assert out.count("error[E002]") == 6 and out.rstrip().endswith("6 errors, 0 warnings")
+
+
+def test_strict_fails_on_warnings(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    src = tmp_path / "w.cco"
+    src.write_text(GOOD.read_text().replace('signal="remote")', 'signal="remote", signal_per_copy=True)'))
+    code, out, _ = run(capsys, "lint", str(src))
+    if "warning[" not in out:
+        pytest.skip("no warning rule fires on this input yet")
+    assert code == 0
+    assert run(capsys, "lint", "--strict", str(src))[0] == 1
+
+
+def test_missing_file_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "lint", "no/such/file.cco")
+    assert code == 2
+    assert err.startswith("error: cannot read no/such/file.cco")
+
+
+def test_bad_param_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "lint", str(GOOD), "--param", "block=12XB")
+    assert code == 2 and "--param block=12XB" in err
+
+
+def test_fmt_check_and_rewrite(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    src = tmp_path / "a.cco"
+    src.write_text(GOOD.read_text())
+    assert run(capsys, "fmt", "--check", str(src))[:2] == (1, f"would reformat {src}\n")
+    assert run(capsys, "fmt", str(src))[0] == 0
+    assert run(capsys, "fmt", "--check", str(src))[0] == 0
+    assert "# Every rank sends one block" in src.read_text()  # comments survive
+
+
+def test_explain_prints_the_rule(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "explain", "E021")
+    assert code == 0 and out.startswith("E021 (unsatisfiable-wait)")
+    assert run(capsys, "explain", "E999")[0] == 2
+
+
+@pytest.mark.parametrize("command", ["bench"])
+def test_commands_not_built_yet_say_what_they_need(capsys: pytest.CaptureFixture[str], command: str) -> None:
+    code, _, err = run(capsys, command, str(GOOD))
+    assert code == 2
+    assert f"`ccogen {command}` is not available yet: it needs" in err
+
+
+def test_internal_errors_ask_for_a_report(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(_: object) -> int:
+        raise RuntimeError("invariant broken")
+
+    monkeypatch.setitem(cli.COMMANDS, "lint", boom)
+    code, _, err = run(capsys, "lint", str(GOOD))
+    assert code == 3
+    assert err.startswith("error: internal error: this is a bug in ccogen\n")
+    assert f"ccogen lint {GOOD}" in err
+
+
+def test_python_dash_m_and_console_script() -> None:
+    proc = subprocess.run([sys.executable, "-m", "ccogen", "explain", "W100"], capture_output=True,
+                          text=True, check=False)
+    assert proc.returncode == 0 and proc.stdout.startswith("W100")
