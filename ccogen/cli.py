@@ -47,6 +47,17 @@ def _parser() -> argparse.ArgumentParser:
     explain = sub.add_parser("explain", help="explain a rule")
     explain.add_argument("code", metavar="CODE")
 
+    comp = sub.add_parser("compile", help="check, then generate the kernels for a target")
+    comp.add_argument("file", metavar="FILE.cco")
+    comp.add_argument("--target", required=True, help="nccl-lsa or nvshmem")
+    comp.add_argument("-o", "--output", metavar="DIR", help="output directory")
+    comp.add_argument("--ranks", type=int, default=None, metavar="N", help="team size")
+    comp.add_argument("--param", action="append", default=[], metavar="K=V")
+    comp.add_argument("--debug", action="store_true", help="bounded waits that report hangs")
+
+    from ccogen.rt.cli import add_run_parser
+
+    add_run_parser(sub)
     for name, text in _LATER.items():
         later = sub.add_parser(name, help=text[0])
         later.add_argument("file", metavar="FILE.cco")
@@ -63,14 +74,10 @@ def _instance_args(p: argparse.ArgumentParser) -> None:
 
 # command -> (help, the capability it needs)
 _LATER: dict[str, tuple[str, str]] = {
-    "compile": ("generate the kernel and host entry for a target",
-                "code generation (the GPU-backends work: nccl-lsa, nvshmem)"),
     "build": ("compile and build the device binary with the real toolchain",
               "code generation and toolchain builds (the GPU-backends work)"),
     "simulate": ("run the protocol on the CPU model under adversarial schedules",
                  "the CPU simulator"),
-    "run": ("build, launch on GPUs and check `ensure` on real data",
-            "the native runtime and GPU backends"),
     "bench": ("sweep sizes beside the engine's own collective",
               "the native runtime and `ccogen run`"),
 }
@@ -89,22 +96,14 @@ def _ranks(values: Sequence[str] | None) -> tuple[int, ...] | None:
 
 
 def _params(values: Sequence[str], protocol: object) -> dict[str, int]:
-    from ccogen.instantiate import parse_param_value
-    from ccogen.ir.nodes import ParamType, Protocol
+    from ccogen.instantiate import parse_params
+    from ccogen.ir.nodes import Protocol
 
     assert isinstance(protocol, Protocol)
-    out: dict[str, int] = {}
-    for item in values:
-        name, sep, text = item.partition("=")
-        if not sep:
-            raise UsageError(f"--param takes NAME=VALUE, not {item!r}")
-        decl = protocol.param(name.strip())
-        kind = decl.type if decl is not None else ParamType.INT
-        try:
-            out[name.strip()] = parse_param_value(text.strip(), kind)
-        except ValueError as exc:
-            raise UsageError(f"--param {item}: {exc}") from None
-    return out
+    try:
+        return parse_params(values, protocol)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _read(path: str) -> str:
@@ -183,7 +182,32 @@ def cmd_later(args: argparse.Namespace) -> int:
     return EXIT_USAGE
 
 
-COMMANDS = {"lint": cmd_lint, "fmt": cmd_fmt, "explain": cmd_explain}
+def cmd_compile(args: argparse.Namespace) -> int:
+    from ccogen.compiler import CompileError, compile_file
+
+    _read(args.file)
+    try:
+        out = compile_file(args.file, args.target, ranks=args.ranks,
+                           params_text=args.param, out_dir=args.output, debug=args.debug)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    except CompileError as exc:
+        from ccogen.diag.render import render
+
+        sys.stdout.write(render(exc.diagnostics, "full", color=sys.stdout.isatty()))
+        return EXIT_FINDINGS
+    print(f"wrote {out}")
+    return EXIT_OK
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from ccogen.rt.cli import run_command
+
+    return run_command(args)
+
+
+COMMANDS = {"lint": cmd_lint, "fmt": cmd_fmt, "explain": cmd_explain, "compile": cmd_compile,
+            "run": cmd_run}
 
 
 def _internal_error(argv: Sequence[str]) -> int:

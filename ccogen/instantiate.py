@@ -149,6 +149,26 @@ def parse_param_value(text: str, type: ir.ParamType) -> int:
     return value
 
 
+def parse_params(values: Sequence[str], protocol: ir.Protocol) -> dict[str, int]:
+    """`["block=4KiB", "n=3"]` -> `{"block": 4096, "n": 3}`, typed by the declarations.
+
+    Raises ValueError with a message naming the bad item; unknown names are kept (the
+    instance reports them as E002, with the known names).
+    """
+    out: dict[str, int] = {}
+    for item in values:
+        name, sep, text = item.partition("=")
+        if not sep:
+            raise ValueError(f"--param takes NAME=VALUE, not {item!r}")
+        decl = protocol.param(name.strip())
+        kind = decl.type if decl is not None else ir.ParamType.INT
+        try:
+            out[name.strip()] = parse_param_value(text.strip(), kind)
+        except ValueError as exc:
+            raise ValueError(f"--param {item}: {exc}") from None
+    return out
+
+
 def instantiate(
     protocol: ir.Protocol, nranks: int, params: Mapping[str, int] | None = None
 ) -> tuple[Instance | None, list[Diagnostic]]:
@@ -740,6 +760,7 @@ class _Unroller(_Evaluating):
             ir.Put: self._put, ir.Get: self._get, ir.Copy: self._copy, ir.Commit: self._commit,
             ir.Quiet: self._quiet, ir.WaitSignal: self._wait_signal,
             ir.WaitCount: self._wait_count, ir.Barrier: self._plain, ir.Fence: self._plain,
+            ir.ResetCount: self._plain,
         }
 
     def run(self) -> list[list[_Pending]]:

@@ -1,0 +1,21 @@
+"""Code generation: instance + target -> generated files (kernels + manifest).
+
+`generate(instance, target, source=..., options=...)` is the entry point; each target is
+one module in `codegen/backends/` with one template directory in `templates/`.
+"""
+
+from __future__ import annotations
+
+from ccogen.codegen.backends import BACKENDS, Options, get_backend
+from ccogen.codegen.files import GeneratedFiles
+from ccogen.codegen.plan import Unsupported
+from ccogen.ir.instance import Instance
+
+
+def generate(instance: Instance, target: str, *, source: str = "<protocol>",
+             options: Options = Options()) -> GeneratedFiles:
+    """Generate the code of one instance for one target (the instance must be clean)."""
+    return get_backend(target).generate(instance, source, options)
+
+
+__all__ = ["BACKENDS", "GeneratedFiles", "Options", "Unsupported", "generate"]

@@ -1,0 +1,148 @@
+"""Shared lowering for CUDA targets whose data moves through the SMs (nccl-lsa, nvshmem).
+
+Decides launch sizes, places the heap, plans every rank's blocks (`codegen.plan`) and
+builds the `ProtocolModel` and manifest the templates and runtime read.
+
+Launch sizes: each logical block runs on a group of CTAs of `block_dim` threads.
+`block_dim` is the protocol's `threads=` rounded up to a warp and at least 256, so
+copies have enough threads in flight; threads past `threads=` only help copy.  The
+group has one CTA when no copy of the kernel exceeds 64 KiB, else one CTA per
+256 KiB of its largest copy, at most 16 — enough to saturate NVLink on an H200.
+Kernels with more than one CTA are launched cooperatively (their CTAs wait on each
+other).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import ClassVar
+
+from ccogen import __version__
+from ccogen.codegen.backends.base import Backend, Options
+from ccogen.codegen.expected import expected_values
+from ccogen.codegen.files import GeneratedFiles, banner, options_hash
+from ccogen.codegen.jinja import render
+from ccogen.codegen.layout import HeapLayout, plan_heap
+from ccogen.codegen.model import BlockProgram, KernelModel, ProtocolModel, Segment
+from ccogen.codegen.naming import c_identifier
+from ccogen.codegen.plan import Unsupported, block_ops, lower_block
+from ccogen.ir.instance import Instance
+
+MIN_BLOCK_DIM = 256
+SMALL_COPY = 64 << 10
+BYTES_PER_CTA = 256 << 10
+MAX_CTAS = 16
+
+
+def ctas_for(largest_copy: int) -> int:
+    if largest_copy <= SMALL_COPY:
+        return 1
+    return max(1, min(MAX_CTAS, -(-largest_copy // BYTES_PER_CTA)))
+
+
+class SmBackend(Backend):
+    template: ClassVar[str]
+    kernel_params: ClassVar[tuple[str, ...]]
+    language = "cuda"
+
+    def generate(self, instance: Instance, source: str, options: Options) -> GeneratedFiles:
+        model, layout = self.model(instance, source, options)
+        text = render(self.template, model=model)
+        manifest = self.manifest(model, layout, instance, options)
+        return GeneratedFiles({"kernels.cu": text,
+                               "manifest.json": json.dumps(manifest, indent=2) + "\n"})
+
+    # ------------------------------------------------------------------ model
+    def model(self, instance: Instance, source: str,
+              options: Options) -> tuple[ProtocolModel, HeapLayout]:
+        scratch = sum(k.blocks for k in instance.kernels) + len(instance.kernels)
+        layout = plan_heap(instance, scratch)
+        expected = expected_values(instance)
+        oracle = lambda op: expected[(op.rank, op.index)]  # noqa: E731
+        kernels = []
+        word = layout.scratch.offset
+        for k in instance.kernels:
+            kernels.append(self._kernel(instance, k.index, layout, oracle, source, word))
+            word += 8 * (k.blocks + 1)
+        opts = options.as_dict()
+        model = ProtocolModel(
+            name=instance.protocol.name, source=source,
+            banner=banner(source, __version__, options_hash({**opts, "target": self.name})),
+            nranks=instance.nranks, queues=instance.queues, kernels=tuple(kernels),
+            heap_size=layout.size, debug=options.debug)
+        return model, layout
+
+    def _kernel(self, instance: Instance, index: int, layout: HeapLayout, oracle: object,
+                source: str, word: int) -> KernelModel:
+        k = instance.kernels[index]
+        ops = [o for rank_ops in instance.ranks for o in rank_ops if o.kernel == index]
+        ctas = ctas_for(max((o.dst.size for o in ops if o.dst is not None), default=0))
+        programs = []
+        barriers = 0
+        for rank in range(instance.nranks):
+            for block, bops in sorted(block_ops(instance, index, rank).items()):
+                segments, syncs = lower_block(bops, layout, oracle, source)  # type: ignore[arg-type]
+                segments, n = _number_barriers(segments)
+                barriers = max(barriers, n)
+                segments = self.refine(segments, ctas)
+                programs.append(BlockProgram(rank, block, tuple(segments), syncs,
+                                             rank * k.blocks + block))
+        symbol = c_identifier(instance.protocol.name, k.name)
+        return KernelModel(
+            name=k.name, symbol=symbol, line=k.span.line if k.span else 0, threads=k.threads,
+            block_dim=max(MIN_BLOCK_DIM, -(-k.threads // 32) * 32), ctas_per_block=ctas,
+            blocks=k.blocks, programs=tuple(programs), rank_syncs=2 * barriers,
+            group_scratch=word + 8, rank_scratch=word, cooperative=ctas * k.blocks > 1)
+
+    def refine(self, segments: list[Segment], ctas: int) -> list[Segment]:
+        """Backend-specific rewriting of the planned steps (default: none)."""
+        return segments
+
+    # ------------------------------------------------------------------ manifest
+    def manifest(self, model: ProtocolModel, layout: HeapLayout, instance: Instance,
+                 options: Options) -> dict[str, object]:
+        return {
+            "abi": 1,
+            "target": self.name,
+            "protocol": model.name,
+            "source": model.source,
+            "nranks": model.nranks,
+            "params": dict(instance.params),
+            "queues": model.queues,
+            "arch": options.arch,
+            "debug": options.debug,
+            "heap_size": layout.size,
+            "windows": [{"name": w.name, "offset": w.offset, "size": w.size}
+                        for w in layout.windows],
+            "signals": {"offset": layout.signals.offset, "count": layout.signals.size // 8},
+            "counters": [{"name": c.name, "offset": c.offset} for c in layout.counters],
+            "kernels": [
+                {"name": k.name, "symbol": k.symbol, "grid": k.grid, "block": k.block_dim,
+                 "shared_mem": 0, "cooperative": k.cooperative, "params": list(self.kernel_params)}
+                for k in model.kernels],
+            **self.requirements(model),
+        }
+
+    def requirements(self, model: ProtocolModel) -> dict[str, object]:
+        return {}
+
+
+def _number_barriers(segments: list[Segment]) -> tuple[list[Segment], int]:
+    """Give each team barrier its sequence number within the launch."""
+    n = 0
+    out = []
+    for seg in segments:
+        steps = []
+        for s in seg.steps:
+            if s.kind == "barrier":
+                n += 1
+                s = replace(s, seq=n)
+            steps.append(s)
+        if any(s.kind == "barrier" for br in seg.branches for s in br.steps):
+            raise Unsupported("`barrier()` inside `warps` or `lanes` is not supported by this "
+                              "target", None)
+        out.append(replace(seg, steps=tuple(steps)))
+    return out, n
+
+

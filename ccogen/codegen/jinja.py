@@ -1,0 +1,31 @@
+"""The one Jinja environment: strict, whitespace-tidy, C++-friendly filters."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import jinja2
+
+from ccogen._resources import templates_dir
+
+
+def _cbool(value: object) -> str:
+    return "true" if value else "false"
+
+
+@cache
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    env.filters["cbool"] = _cbool
+    return env
+
+
+def render(template: str, **context: object) -> str:
+    return environment().get_template(template).render(**context)

@@ -1,0 +1,79 @@
+"""Where each window, signal slot and counter lives in an instance's symmetric heap.
+
+One symmetric allocation per rank holds everything (docs/runtime-abi.md).  Windows
+come first in declaration order, then the signal slots (`nranks * queues` 64-bit
+counters, slot `src * queues + q`), then the counters, then per-kernel scratch words
+for the CTA-group barriers.  Every offset is 256-byte aligned, or the window's
+`align=` if larger.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ccogen.ir.instance import Instance
+
+ALIGN = 256
+
+
+def _round_up(value: int, align: int) -> int:
+    return (value + align - 1) // align * align
+
+
+@dataclass(frozen=True, slots=True)
+class Placed:
+    name: str
+    offset: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class HeapLayout:
+    windows: tuple[Placed, ...]
+    signals: Placed
+    counters: tuple[Placed, ...]
+    scratch: Placed
+    size: int
+    queues: int
+
+    def window(self, name: str) -> Placed:
+        return next(w for w in self.windows if w.name == name)
+
+    def counter(self, name: str) -> Placed:
+        return next(c for c in self.counters if c.name == name)
+
+    def slot(self, src: int, queue: int) -> int:
+        """Heap offset of the signal slot counting what `src` sent me on `queue`."""
+        return self.signals.offset + 8 * (src * self.queues + queue)
+
+
+def plan_heap(instance: Instance, scratch_words: int) -> HeapLayout:
+    """Lay out windows, slots, counters and `scratch_words` 64-bit barrier words."""
+    offset = 0
+    windows = []
+    aligns = _alignments(instance)
+    for name, size in instance.window_sizes:
+        offset = _round_up(offset, max(ALIGN, aligns.get(name, 1)))
+        windows.append(Placed(name, offset, size))
+        offset += size
+    offset = _round_up(offset, ALIGN)
+    signals = Placed("<signals>", offset, 8 * instance.nranks * instance.queues)
+    offset = _round_up(offset + signals.size, ALIGN)
+    counters = []
+    for c in instance.protocol.counters:
+        counters.append(Placed(c.name, offset, 8))
+        offset += ALIGN
+    scratch = Placed("<scratch>", offset, 8 * max(1, scratch_words))
+    size = _round_up(offset + scratch.size, 4096)
+    return HeapLayout(tuple(windows), signals, tuple(counters), scratch, size, instance.queues)
+
+
+def _alignments(instance: Instance) -> dict[str, int]:
+    from ccogen.ir.evaluate import Compiler, Env
+
+    out: dict[str, int] = {}
+    env = Env(instance.nranks, None, instance.param_dict)
+    for w in instance.protocol.windows:
+        if w.align is not None:
+            out[w.name] = int(Compiler().eval(w.align, env))  # type: ignore[arg-type]
+    return out

@@ -1,0 +1,116 @@
+"""The view-model the templates print: steps, segments, per-rank block programs.
+
+Everything a template needs is computed here or in a backend module (offsets, peers,
+expected values, launch sizes); templates only iterate and format.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+LOCAL = -1  # `peer` of an address on the executing rank
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One primitive of the generated program.
+
+    kinds: `comment` (text), `copy` (dst_peer/dst_off <- src_peer/src_off, nbytes, vec),
+    `signal` (atomic add `value` at heap offset `off` on rank `peer`, release),
+    `wait` (acquire-spin until the local word at `off` >= `value` + epoch * `per_epoch`),
+    `sync` (barrier of the executing scope; `seq` numbers group syncs), `fence`, `quiet`,
+    `barrier` (the whole team), `reset` (store 0 at local `off`), `putsig` (a fused
+    copy + signal where the backend has one: copy fields plus sig_off/value/peer).
+    """
+
+    kind: str
+    text: str = ""
+    peer: int = LOCAL
+    off: int = 0
+    value: int = 0
+    per_epoch: int = 0
+    dst_peer: int = LOCAL
+    dst_off: int = 0
+    src_peer: int = LOCAL
+    src_off: int = 0
+    nbytes: int = 0
+    vec: bool = False
+    seq: int = 0
+    line: int = 0
+    src: int = -1
+    queue: int = -1
+    wait_kind: int = 0  # 1 wait_signal, 2 wait_count
+
+
+@dataclass(frozen=True, slots=True)
+class Branch:
+    """Code run by one warp (`scope == "warp"`) or one thread (`"thread"`) of the group."""
+
+    scope: str
+    index: int
+    steps: tuple[Step, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """Either steps the whole CTA group runs together (`branches` empty), or a fork."""
+
+    steps: tuple[Step, ...] = ()
+    branches: tuple[Branch, ...] = ()
+    join: Step | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BlockProgram:
+    """What logical block `block` of rank `rank` runs in one kernel."""
+
+    rank: int
+    block: int
+    segments: tuple[Segment, ...]
+    syncs: int  # group syncs per launch
+    case: int  # rank * blocks + block: the kernel's dispatch label
+
+    @property
+    def function(self) -> str:
+        return f"r{self.rank}_b{self.block}"
+
+
+@dataclass(frozen=True, slots=True)
+class KernelModel:
+    name: str
+    symbol: str
+    line: int
+    threads: int  # the protocol's `threads=`
+    block_dim: int  # launched threads per CTA (>= threads)
+    ctas_per_block: int  # CTAs cooperating on each logical block
+    blocks: int  # logical blocks
+    programs: tuple[BlockProgram, ...]
+    rank_syncs: int  # rank-wide syncs per launch (team barriers)
+    group_scratch: int  # heap offset of the first group-barrier word
+    rank_scratch: int  # heap offset of the rank-wide barrier word
+    cooperative: bool
+
+    @property
+    def grid(self) -> int:
+        return self.blocks * self.ctas_per_block
+
+    def ranks(self) -> list[int]:
+        return sorted({p.rank for p in self.programs})
+
+    def programs_of(self, rank: int) -> list[BlockProgram]:
+        return [p for p in self.programs if p.rank == rank]
+
+
+@dataclass(frozen=True, slots=True)
+class ProtocolModel:
+    """Everything a backend template prints for one instance."""
+
+    name: str
+    source: str
+    banner: str
+    nranks: int
+    queues: int
+    kernels: tuple[KernelModel, ...]
+    heap_size: int
+    debug: bool
+    extra: dict[str, object] = field(default_factory=dict)
