@@ -35,7 +35,8 @@ def _parser() -> argparse.ArgumentParser:
     lint = sub.add_parser("lint", help="run every check on every instance")
     lint.add_argument("files", nargs="+", metavar="FILE")
     _instance_args(lint)
-    lint.add_argument("--target", help="also apply this backend's capabilities")
+    lint.add_argument("--target", metavar="TARGET", help="also apply this backend's "
+                      f"capabilities ({', '.join(_target_names())})")
     lint.add_argument("--format", choices=FORMATS, default="full")
     lint.add_argument("--strict", action="store_true", help="fail on warnings too")
     lint.add_argument("--color", choices=("auto", "always", "never"), default="auto")
@@ -48,21 +49,33 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("code", metavar="CODE")
 
     comp = sub.add_parser("compile", help="check, then generate the kernels for a target")
-    comp.add_argument("file", metavar="FILE.cco")
-    comp.add_argument("--target", required=True, help="nccl-lsa or nvshmem")
-    comp.add_argument("-o", "--output", metavar="DIR", help="output directory")
-    comp.add_argument("--ranks", type=int, default=None, metavar="N", help="team size")
-    comp.add_argument("--param", action="append", default=[], metavar="K=V")
-    comp.add_argument("--debug", action="store_true", help="bounded waits that report hangs")
+    _compile_args(comp)
+    build = sub.add_parser("build", help="compile, then build the device binary with the real "
+                           "toolchain (no GPU needed)")
+    _compile_args(build)
 
     from ccogen.rt.cli import add_run_parser
+    from ccogen.sim.cli import add_simulate_parser
 
     add_run_parser(sub)
+    add_simulate_parser(sub)
     for name, text in _LATER.items():
         later = sub.add_parser(name, help=text[0])
         later.add_argument("file", metavar="FILE.cco")
         later.add_argument("rest", nargs=argparse.REMAINDER)
     return p
+
+
+def _compile_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE.cco")
+    p.add_argument("--target", required=True, help="mori-sdma, nccl-cft, nvshmem or nccl-lsa")
+    p.add_argument("-o", "--output", metavar="DIR", help="output directory")
+    p.add_argument("--ranks", type=int, default=None, metavar="N", help="team size")
+    p.add_argument("--param", action="append", default=[], metavar="K=V")
+    p.add_argument("--arch", default=None, metavar="ARCH", help="CUDA arch (sm_90 default; "
+                   "nvshmem counted writes need sm_100, nccl-cft always builds for sm_100)")
+    p.add_argument("--debug", action="store_true", help="bounded waits that report hangs "
+                   "(mori-sdma: also -DMORI_CCO_SDMA_DEBUG)")
 
 
 def _instance_args(p: argparse.ArgumentParser) -> None:
@@ -74,10 +87,6 @@ def _instance_args(p: argparse.ArgumentParser) -> None:
 
 # command -> (help, the capability it needs)
 _LATER: dict[str, tuple[str, str]] = {
-    "build": ("compile and build the device binary with the real toolchain",
-              "code generation and toolchain builds (the GPU-backends work)"),
-    "simulate": ("run the protocol on the CPU model under adversarial schedules",
-                 "the CPU simulator"),
     "bench": ("sweep sizes beside the engine's own collective",
               "the native runtime and `ccogen run`"),
 }
@@ -106,6 +115,24 @@ def _params(values: Sequence[str], protocol: object) -> dict[str, int]:
         raise UsageError(str(exc)) from None
 
 
+def _target_names() -> list[str]:
+    from ccogen.targets import TARGETS
+
+    return list(TARGETS)
+
+
+def _target(name: str | None) -> str | None:
+    """The `--target` name, checked against the capability tables (a usage error if unknown)."""
+    if name is None:
+        return None
+    from ccogen.targets import UnknownTarget, get_target
+
+    try:
+        return get_target(name).name
+    except UnknownTarget as exc:
+        raise UsageError(f"--target: {exc}") from None
+
+
 def _read(path: str) -> str:
     try:
         return Path(path).read_text(encoding="utf-8")
@@ -120,6 +147,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
     from ccogen.syntax import parse_ir
 
     ranks = _ranks(args.ranks)
+    target = _target(args.target)
     diagnostics: list[Diagnostic] = []
     for path in args.files:
         text = _read(path)
@@ -129,7 +157,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
             diagnostics.extend(exc.diagnostics)
             continue
         options = CheckOptions(ranks=ranks, params=_params(args.param, protocol),
-                               target=args.target)
+                               target=target)
         diagnostics.extend(check_protocol(protocol, options).diagnostics)
     color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
     out = render(diagnostics, args.format, color=color)
@@ -182,21 +210,47 @@ def cmd_later(args: argparse.Namespace) -> int:
     return EXIT_USAGE
 
 
-def cmd_compile(args: argparse.Namespace) -> int:
+def _compile(args: argparse.Namespace) -> Path | None:
+    """Run `ccogen compile`; None (diagnostics printed) when the protocol is refused."""
     from ccogen.compiler import CompileError, compile_file
 
     _read(args.file)
     try:
-        out = compile_file(args.file, args.target, ranks=args.ranks,
-                           params_text=args.param, out_dir=args.output, debug=args.debug)
+        return compile_file(args.file, args.target, ranks=args.ranks, params_text=args.param,
+                            out_dir=args.output, debug=args.debug, arch=args.arch)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     except CompileError as exc:
         from ccogen.diag.render import render
 
         sys.stdout.write(render(exc.diagnostics, "full", color=sys.stdout.isatty()))
+        return None
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    out = _compile(args)
+    if out is None:
         return EXIT_FINDINGS
     print(f"wrote {out}")
+    return EXIT_OK
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    """`ccogen build`: compile, then build with the real toolchain (scripts/install-toolchains.sh)."""
+    from ccogen.rt.errors import CompileError, ToolchainError
+    from ccogen.toolchains import build_dir
+
+    out = _compile(args)
+    if out is None:
+        return EXIT_FINDINGS
+    try:
+        result = build_dir(out, debug=args.debug)
+    except ToolchainError as exc:
+        raise UsageError(str(exc)) from None
+    except CompileError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return EXIT_FINDINGS
+    print(result.summary())
     return EXIT_OK
 
 
@@ -206,8 +260,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     return run_command(args)
 
 
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from ccogen.sim.cli import simulate_command
+
+    return simulate_command(args)
+
+
 COMMANDS = {"lint": cmd_lint, "fmt": cmd_fmt, "explain": cmd_explain, "compile": cmd_compile,
-            "run": cmd_run}
+            "build": cmd_build, "run": cmd_run, "simulate": cmd_simulate}
 
 
 def _internal_error(argv: Sequence[str]) -> int:

@@ -224,14 +224,15 @@ _EXPLAIN: dict[str, str] = {
     "E011": _doc("""
         ## What it catches
 
-        A world rank used where an LSA (node-local) rank is required: a `team world`
-        rank given to an op that the backend lowers to an intra-node call, or a
-        `wait_signal` on one's own local signal that names the world rank.
+        A world rank where an LSA (node-local) rank is required: in a `team world`
+        protocol, `wait_signal(me, ...)`, a wait on one's own local-completion slot.
+        (`team world` on a one-node target such as `mori-sdma` is E042 instead.)
 
         ## Why it matters
 
-        Signal slots and intra-node peers are indexed by LSA rank.  World and LSA ranks
-        only coincide on a single node, so the bug hides in single-node tests and then
+        Own-slot signals are the copy engine's node-local completion mechanism, indexed
+        by LSA rank (MORI `signalBuf[lsaRank * n + q]`).  World and LSA ranks only
+        coincide on a single node, so the bug hides in single-node tests and then
         `waitSignal` never returns (MORI: `comm.rank` passed where `comm.lsaRank` was
         meant).
 
@@ -255,13 +256,16 @@ _EXPLAIN: dict[str, str] = {
             wait_signal(me, queue=0)
         ```
 
-        In an `lsa` team, `me` and every peer are LSA ranks.
+        Across nodes, keep `team world` and wait with `quiet((me + 1) % nranks)`.
     """),
     "E012": _doc("""
         ## What it catches
 
-        A `queue=` id at or above the declared `queues N`, or a queue count above the
-        backend's cap (8 on MORI SDMA).
+        A `queue=` id that is negative or at or above the declared `queues N` (or the
+        count `queues auto` chose), on any op that names a queue; and, with
+        `--target`, a queue count above the target's cap (8 on `mori-sdma`; the other
+        targets emulate queues and have no cap).  Ids chosen by `queue=auto` are always
+        in range.
 
         ## Why it matters
 
@@ -323,8 +327,9 @@ _EXPLAIN: dict[str, str] = {
     "E014": _doc("""
         ## What it catches
 
-        A `mode=` argument on an op issued by a warp (`warps w in ...`) or by the block
-        (kernel top level).  Thread modes only exist for lanes.
+        `mode="same_queue"` or `mode="independent"` on a `put`/`get` issued by a warp
+        (`warps w in ...`) or by a block (kernel top level, `blocks b in ...`).  Thread
+        modes only exist for lanes; `mode="auto"` (the default) is always accepted.
 
         ## Why it matters
 
@@ -733,14 +738,15 @@ _EXPLAIN: dict[str, str] = {
     "E040": _doc("""
         ## What it catches
 
-        On the `nccl-cft` target (and `nvshmem` counted writes, which use CFT): a
-        source or destination region whose offset is not 16-byte aligned, a length
-        that is not a multiple of 16 bytes, or a counter that is not 256-byte aligned.
+        With `--target nccl-cft` (every `put`/`get`) or `nvshmem` (counted puts): a
+        `src`/`dst` address (window base + offset) not 16-byte aligned, or a length
+        not a multiple of 16.  Window bases sit on 256-byte boundaries (or `align=`),
+        so offsets decide.  Counters must be 256-byte aligned; ccogen places them so.
 
         ## Why it matters
 
-        The CFT device API requires 16-byte aligned operands and lengths in multiples
-        of 16 bytes; counted-write counters belong on 256-byte boundaries.
+        CFT moves data in 16-byte units (`.b128`) and checks this only in debug
+        builds; NVSHMEM's counted put returns `NVSHMEMX_ERROR_INVALID_VALUE`.
 
         ## Example
 
@@ -765,40 +771,48 @@ _EXPLAIN: dict[str, str] = {
     "E041": _doc("""
         ## What it catches
 
-        On the `nccl-cft` target: a `barrier()` whose CFT barrier index (its block
-        index) is at or over the number of barriers the kernel requests, which is its
-        `blocks=` count.
+        With `--target nccl-cft`: one block of a kernel issuing `barrier()` from
+        several issuers at once, such as every warp of a `warps` block.  The CFT target
+        requests one barrier slot per block (`reqs.cftBarrierCount = blocks`) and uses
+        `blockIdx.x` as the barrier index, so a second concurrent barrier in a block
+        would use an index at or over the requested count.
 
         ## Why it matters
 
-        `ncclDevCommCreate` reserves exactly the requested number of CFT barrier
-        slots (`reqs.cftBarrierCount`).  A barrier on a higher index has no slot
-        behind it, so the ranks are not guaranteed to meet there.
+        `ncclDevCommCreate` reserves exactly the requested CFT barrier slots, a fabric
+        resource it must provide on every rank ("match the number of requested CFT
+        barriers to the number of barrier slots used by the kernel").  A barrier on an
+        index nobody requested has no slot behind it, so the ranks are not guaranteed to
+        meet there.
 
         ## Example
 
         ```python
-        kernel step(threads=128, blocks=2):
-            blocks b in range(4):
-                put(1, dst=recv[b*64 : (b+1)*64], src=send[b*64 : (b+1)*64], queue=0)
+        kernel step(threads=128):
+            warps w in range(4):
+                put(1 - me, dst=dst[w*s : (w+1)*s], src=src[w*s : (w+1)*s])
+                quiet(1 - me)
                 barrier()
         ```
 
         ## Fixed
 
         ```python
-        kernel step(threads=128, blocks=4):
-            blocks b in range(4):
-                put(1, dst=recv[b*64 : (b+1)*64], src=send[b*64 : (b+1)*64], queue=0)
-                barrier()
+        kernel step(threads=128):
+            warps w in range(4):
+                put(1 - me, dst=dst[w*s : (w+1)*s], src=src[w*s : (w+1)*s])
+                quiet(1 - me)
+            barrier()
         ```
     """),
     "E042": _doc("""
         ## What it catches
 
-        An op or option that the selected target cannot lower: counted writes on a
-        backend without them, `team world` on an intra-node-only backend, and so on.
-        The message names the targets that can.
+        With `--target`, a feature the target cannot lower: `team world` on a target
+        that reaches only one node (`mori-sdma`, `nccl-lsa`), counted writes
+        (`count=`, `wait_count`, `reset_count`) on a target without them (`mori-sdma`),
+        `get` where a target has none.  The help names the targets that can, and how
+        (native or emulated).
 
         ## Why it matters
 
@@ -831,8 +845,9 @@ _EXPLAIN: dict[str, str] = {
     "W100": _doc("""
         ## What it catches
 
-        Many small copies (each under 256 KiB) from one rank to one peer, such as a
-        loop of puts over scattered pieces.
+        At least 8 puts under 256 KiB from one warp or block to one peer between two
+        of its waits, after merging adjacent pieces (W101), unless the receiver
+        consumes them one by one (a pipeline).  Without `--target` or on `mori-sdma`.
 
         ## Why it matters
 
@@ -865,8 +880,10 @@ _EXPLAIN: dict[str, str] = {
     "W101": _doc("""
         ## What it catches
 
-        One contiguous transfer (adjacent source and destination regions, same peer)
-        split into several ops, on one queue or several.
+        Puts (or gets) of one warp or block to one peer, between two of its waits,
+        whose sources and destinations tile one contiguous range each, on one queue or
+        several.  Not a pipeline whose receiver reads a piece before waiting for the
+        last one.  Without `--target` or on `mori-sdma`.
 
         ## Why it matters
 
@@ -899,7 +916,9 @@ _EXPLAIN: dict[str, str] = {
     "W102": _doc("""
         ## What it catches
 
-        Several warps or blocks that issue concurrently to one peer on the same queue.
+        Several warps or blocks that post to one peer on the same queue concurrently
+        (not ordered by program order: the warps of one `warps` block, say).  Without
+        `--target` or on `mori-sdma`; the other targets emulate queues.
 
         ## Why it matters
 
@@ -933,7 +952,9 @@ _EXPLAIN: dict[str, str] = {
     "W103": _doc("""
         ## What it catches
 
-        Lanes of one warp that post to the same peer on different queues.
+        Lanes of one warp that post to the same peer on different queues.  Lanes that
+        target different peers use different queues by definition and are fine.
+        Without `--target` or on `mori-sdma`.
 
         ## Why it matters
 
@@ -948,9 +969,9 @@ _EXPLAIN: dict[str, str] = {
         ```python
         queues 8
 
-        kernel ship(threads=64):
+        kernel ship(threads=32):
             lanes i in range(8):
-                put(1, dst=recv[i*c : (i+1)*c], src=send[i*c : (i+1)*c], queue=i)
+                put(1, dst=recv[i*c : (i+1)*c], src=send[2*i*c : (2*i+1)*c], queue=i)
         ```
 
         ## Fixed
@@ -958,16 +979,18 @@ _EXPLAIN: dict[str, str] = {
         ```python
         queues 1
 
-        kernel ship(threads=64):
+        kernel ship(threads=32):
             lanes i in range(8):
-                put(1, dst=recv[i*c : (i+1)*c], src=send[i*c : (i+1)*c], queue=0,
+                put(1, dst=recv[i*c : (i+1)*c], src=send[2*i*c : (2*i+1)*c], queue=0,
                     mode="same_queue")
         ```
     """),
     "W104": _doc("""
         ## What it catches
 
-        A `put` with `signal_per_copy=True`.
+        A signalled `put` with `signal_per_copy=True` posted by two or more lanes of
+        one warp (at warp or block scope, or for a single lane, the flag changes
+        nothing).  Without `--target` or on `mori-sdma`.
 
         ## Why it matters
 
@@ -980,19 +1003,19 @@ _EXPLAIN: dict[str, str] = {
 
         ```python
         if me == 0:
-            lanes i in range(64):
-                put(1, dst=recv[i*c : (i+1)*c], src=send[i*c : (i+1)*c], queue=0,
+            lanes i in range(32):
+                put(1, dst=recv[i*c : (i+1)*c], src=send[2*i*c : (2*i+1)*c], queue=0,
                     signal="remote", signal_per_copy=True)
         else:
-            wait_signal(0, queue=0, expected=64)
+            wait_signal(0, queue=0, expected=32)
         ```
 
         ## Fixed
 
         ```python
         if me == 0:
-            lanes i in range(64):
-                put(1, dst=recv[i*c : (i+1)*c], src=send[i*c : (i+1)*c], queue=0,
+            lanes i in range(32):
+                put(1, dst=recv[i*c : (i+1)*c], src=send[2*i*c : (2*i+1)*c], queue=0,
                     signal="remote")
         else:
             wait_signal(0, queue=0)
@@ -1001,8 +1024,9 @@ _EXPLAIN: dict[str, str] = {
     "W105": _doc("""
         ## What it catches
 
-        A batch of `aggregate=True` ops rung by one `commit` with fewer than 8 or more
-        than 16 ops in it.
+        A `commit(peer, queue=q)` ringing fewer than 8 or more than 16 `aggregate=True`
+        ops posted to that `(peer, q)` since its last commit; doorbells are per
+        `(peer, queue)`.  Without `--target` or on `mori-sdma`.
 
         ## Why it matters
 
@@ -1015,7 +1039,7 @@ _EXPLAIN: dict[str, str] = {
         ```python
         if me == 0:
             for i in range(64):
-                put(1, dst=recv[i*c : (i+1)*c], src=send[i*c : (i+1)*c], queue=0,
+                put(1, dst=recv[i*c : (i+1)*c], src=send[2*i*c : (2*i+1)*c], queue=0,
                     aggregate=True)
             commit(1, queue=0)
             quiet(1)
@@ -1026,7 +1050,7 @@ _EXPLAIN: dict[str, str] = {
         ```python
         if me == 0:
             for i in range(64):
-                put(1, dst=recv[i*c : (i+1)*c], src=send[i*c : (i+1)*c], queue=0,
+                put(1, dst=recv[i*c : (i+1)*c], src=send[2*i*c : (2*i+1)*c], queue=0,
                     aggregate=True)
                 if i % 8 == 7:
                     commit(1, queue=0)
@@ -1036,8 +1060,9 @@ _EXPLAIN: dict[str, str] = {
     "W106": _doc("""
         ## What it catches
 
-        `mode="independent"` on lanes that provably all target one `(peer, queue)`
-        in every instance.
+        `mode="independent"` on a group of two or more lanes that all target one
+        `(peer, queue)`; the instance note says for which team sizes that holds.
+        Without `--target` or on `mori-sdma`.
 
         ## Why it matters
 
@@ -1050,25 +1075,27 @@ _EXPLAIN: dict[str, str] = {
         ## Example
 
         ```python
-        kernel ship(threads=64):
-            lanes i in range(64):
-                put(1, dst=recv[i*c : (i+1)*c], src=send[i*c : (i+1)*c], queue=0,
+        kernel ship(threads=32):
+            lanes i in range(32):
+                put(1, dst=recv[i*c : (i+1)*c], src=send[2*i*c : (2*i+1)*c], queue=0,
                     mode="independent")
         ```
 
         ## Fixed
 
         ```python
-        kernel ship(threads=64):
-            lanes i in range(64):
-                put(1, dst=recv[i*c : (i+1)*c], src=send[i*c : (i+1)*c], queue=0)
+        kernel ship(threads=32):
+            lanes i in range(32):
+                put(1, dst=recv[i*c : (i+1)*c], src=send[2*i*c : (2*i+1)*c], queue=0)
         ```
     """),
     "W107": _doc("""
         ## What it catches
 
-        A `queues N` declaration with more queues than the protocol's concurrent
-        issuers toward one peer can use.
+        A `queues N` declaration with more queues than both the protocol's issuers
+        toward one peer (warps or blocks posting to it in one kernel) and the queue
+        ids its ops name: some queues can never carry anything.  `queues auto` never
+        warns.  Without `--target` or on `mori-sdma`.
 
         ## Why it matters
 

@@ -10,8 +10,46 @@ from __future__ import annotations
 from ccogen.diag import Diagnostic
 from ccogen.ir.instance import Instance
 from ccogen.passes.base import Pass, PassContext
+from ccogen.passes.check_capabilities import CheckCapabilities
+from ccogen.passes.check_completion import CheckCompletion
+from ccogen.passes.check_deadlock import CheckDeadlock
+from ccogen.passes.check_postcondition import CheckPostcondition
+from ccogen.passes.check_queues import CheckQueues
+from ccogen.passes.check_races import CheckRaces
+from ccogen.passes.check_ranks import CheckRanks
+from ccogen.passes.check_signals import CheckSignals
+from ccogen.passes.warn_aggregate_batch import WarnAggregateBatch
+from ccogen.passes.warn_independent_mode import WarnIndependentMode
+from ccogen.passes.warn_lanes_over_queues import WarnLanesOverQueues
+from ccogen.passes.warn_shared_queue import WarnSharedQueue
+from ccogen.passes.warn_signal_per_copy import WarnSignalPerCopy
+from ccogen.passes.warn_small_copies import WarnSmallCopies
+from ccogen.passes.warn_split_transfer import WarnSplitTransfer
+from ccogen.passes.warn_unused_queues import WarnUnusedQueues
 
-PIPELINE: tuple[type[Pass], ...] = ()
+PIPELINE: tuple[type[Pass], ...] = (
+    # ranks, queues, issuers (E011-E014)
+    CheckRanks,
+    CheckQueues,
+    # backend capabilities (E040-E042): only with a target
+    CheckCapabilities,
+    # synchronisation, completion, ordering (E020-E033): the happens-before graph of
+    # ccogen.analysis; the postcondition check last, it needs an instance free of the rest
+    CheckCompletion,  # E020, E025
+    CheckSignals,  # E021-E024, E026, E027
+    CheckDeadlock,  # E030
+    CheckRaces,  # E031, E032
+    CheckPostcondition,  # E033
+    # performance warnings (W100-W107): the target's figures, MORI SDMA's without one
+    WarnSmallCopies,
+    WarnSplitTransfer,
+    WarnSharedQueue,
+    WarnLanesOverQueues,
+    WarnSignalPerCopy,
+    WarnAggregateBatch,
+    WarnIndependentMode,
+    WarnUnusedQueues,
+)
 
 
 def run_checks(instance: Instance, target: str | None = None) -> list[Diagnostic]:

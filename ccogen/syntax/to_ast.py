@@ -17,7 +17,8 @@ UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
 
 
 def int_literal(text: str) -> int:
-    return int(text.replace("_", ""), 0)
+    """Python's integer literals: `1_024`, `0x10`, `0b1`; `02` is not one (ValueError)."""
+    return int(text, 0)
 
 
 def _code_end(line: str) -> int:
@@ -205,11 +206,20 @@ class ToAst(Transformer[Token, A.ProtocolDecl]):
     def name(self, meta: Meta, c: list[Any]) -> A.Name:
         return self._name(c[0])
 
+    def _int(self, meta: Meta, text: str) -> int:
+        try:
+            return int_literal(text)
+        except ValueError:
+            raise DiagnosticError([error(
+                "E001", f"invalid integer literal `{text}`", self._span(meta),
+                "leading zeros are not allowed", help=f"write `{text.lstrip('0') or '0'}`, or "
+                "`0o`/`0x`/`0b` for another base")]) from None
+
     def number(self, meta: Meta, c: list[Any]) -> A.Number:
-        return A.Number(value=int_literal(str(c[0])), span=self._span(meta))
+        return A.Number(value=self._int(meta, str(c[0])), span=self._span(meta))
 
     def size(self, meta: Meta, c: list[Any]) -> A.Size:
-        return A.Size(value=int_literal(str(c[0])) * UNITS[str(c[1])], span=self._span(meta))
+        return A.Size(value=self._int(meta, str(c[0])) * UNITS[str(c[1])], span=self._span(meta))
 
     def string(self, meta: Meta, c: list[Any]) -> A.String:
         try:

@@ -80,6 +80,8 @@ def test_lint_fixture(fixture: Path, update_golden: bool) -> None:
 def test_every_code_has_failing_and_passing_fixtures() -> None:
     """E001–E005 at least; later rules add theirs as they are implemented."""
     names = {f.stem for f in FIXTURES}
-    for code in ("E001", "E002", "E003", "E004", "E005"):
+    structural = ("E011", "E012", "E013", "E014", "E040", "E041", "E042")
+    performance = ("W100", "W101", "W102", "W103", "W104", "W105", "W106", "W107")
+    for code in ("E001", "E002", "E003", "E004", "E005", *structural, *performance):
         assert any(n.startswith(code) and not n.endswith("-ok") for n in names), code
         assert any(n.startswith(code) and n.endswith("-ok") for n in names), code

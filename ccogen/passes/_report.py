@@ -1,0 +1,104 @@
+"""Helpers shared by the synchronisation checks: one finding per place, and op wording.
+
+A protocol's op runs on many ranks and loop iterations; a check finds the same
+mistake at one call site many times.  `Findings` keeps one diagnostic per
+`(code, message, primary span, secondary spans)` and notes the ranks it was found on.
+Messages should therefore not depend on the rank or the iteration: specifics go in
+labels and notes (the driver also merges findings across instances by message).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+
+from ccogen.diag import Diagnostic, error
+from ccogen.ir.instance import OpInst, RegionInst
+from ccogen.passes.base import PassContext
+from ccogen.source import Span
+
+
+@dataclass
+class _Item:
+    diagnostic: Diagnostic
+    ranks: set[int] = field(default_factory=set)
+
+
+@dataclass
+class Findings:
+    """Collects one check's findings for one instance; `flush` emits them."""
+
+    ctx: PassContext
+    items: dict[tuple[object, ...], _Item] = field(default_factory=dict)
+
+    def add(self, d: Diagnostic, rank: int | None = None) -> None:
+        key = (d.code, d.message, tuple((lb.span.start, lb.span.end) for lb in d.labels))
+        item = self.items.setdefault(key, _Item(d))
+        if rank is not None:
+            item.ranks.add(rank)
+
+    def error(self, code: str, message: str, span: Span | None, label: str, *,
+              rank: int | None = None, secondary: Iterable[tuple[Span | None, str]] = (),
+              notes: Iterable[str] = (), help: str | None = None) -> None:
+        self.add(error(code, message, span, label, secondary=_unique(secondary, span),
+                       notes=notes, help=help), rank)
+
+    def flush(self) -> None:
+        n = self.ctx.instance.nranks
+        for item in self.items.values():
+            d = item.diagnostic
+            if item.ranks and n > 1:
+                d = replace(d, notes=(*d.notes, ranks_note(sorted(item.ranks), n)))
+            self.ctx.sink.emit(d)
+        self.items.clear()
+
+
+def _unique(secondary: Iterable[tuple[Span | None, str]],
+            primary: Span | None) -> list[tuple[Span | None, str]]:
+    """Drop labels on the primary span or repeating an earlier span."""
+    seen = {None if primary is None else (primary.start, primary.end)}
+    out = []
+    for span, text in secondary:
+        key = None if span is None else (span.start, span.end)
+        if span is not None and key not in seen:
+            seen.add(key)
+            out.append((span, text))
+    return out
+
+
+def ranks_note(ranks: list[int], nranks: int) -> str:
+    if len(ranks) == nranks:
+        return "on every rank"
+    if len(ranks) == 1:
+        return f"on rank {ranks[0]}"
+    return "on ranks " + ", ".join(map(str, ranks))
+
+
+def name(op: OpInst) -> str:
+    """The op as code: `` `put` ``."""
+    return f"`{op.kind}`"
+
+
+def line(op: OpInst) -> str:
+    return f"line {op.span.line}" if op.span is not None else "an op"
+
+
+def at(op: OpInst) -> str:
+    """`` `put` on rank 0 (line 9) ``."""
+    return f"{name(op)} on rank {op.rank} ({line(op)})"
+
+
+def region(r: RegionInst) -> str:
+    """`` `recv@1[0:64]` ``."""
+    return f"`{r}`"
+
+
+def times(n: int, what: str = "time") -> str:
+    return f"{n} {what}" + ("" if n == 1 else "s")
+
+
+def queue_arg(op: OpInst) -> str:
+    return "" if op.queue is None else f", queue={op.queue}"
+
+
+__all__ = ["Findings", "at", "line", "name", "queue_arg", "ranks_note", "region", "times"]

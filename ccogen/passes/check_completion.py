@@ -1,0 +1,135 @@
+"""Completion: aggregate ops are rung, sources are not reused before their op completed.
+
+Requires an instance; uses the happens-before graph (`ccogen.analysis`).
+Guarantees, when it reports nothing: every aggregate put/get is rung by a `commit`
+(or a later plain op on its queue) in its kernel, before any `quiet` that drains its
+queue and before any wait that needs it; no source region of a put/get is written
+(by a copy, a get or an incoming put) after the op was issued and before it surely
+read it (a `quiet` covering it, or a wait on its local signal).
+
+Emits E020 (aggregate op not committed in time) and E025 (source reused before its
+op completed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ccogen.analysis import Analysis, ConflictKind, analysis_of
+from ccogen.analysis.events import EdgeKind, EventKind
+from ccogen.analysis.hb_graph import Edge
+from ccogen.analysis.races import Conflict
+from ccogen.ir.instance import OpInst
+from ccogen.passes._report import Findings, name, queue_arg, region
+from ccogen.passes.base import Pass, PassContext
+
+
+@dataclass(frozen=True)
+class CheckCompletion(Pass):
+    """Aggregate ops are committed in time (E020); sources are not reused early (E025)."""
+
+    name: ClassVar[str] = "check-completion"
+    codes: ClassVar[tuple[str, ...]] = ("E020", "E025")
+
+    def run(self, ctx: PassContext) -> None:
+        a = analysis_of(ctx)
+        out = Findings(ctx)
+        for ops in a.instance.ranks:
+            quiets = [q for q in ops if q.kind == "quiet"]
+            for op in ops:
+                if op.aggregate and a.graph.executes(a.graph.issue(op.rank, op.index)):
+                    _aggregate(a, op, quiets, out)
+        for cycle in a.graph.cycles():
+            _ring_cycle(a, cycle, out)
+        for c in a.conflicts_of(ConflictKind.SOURCE_REUSE):
+            _source_reuse(c, out)
+        out.flush()
+
+
+# ============================================================================= E020
+
+
+def _commit_hint(op: OpInst) -> str:
+    return f"commit({op.peer}{queue_arg(op)})"
+
+
+def _aggregate(a: Analysis, op: OpInst, quiets: list[OpInst], out: Findings) -> None:
+    g = a.graph
+    ringers = [a.instance.ranks[op.rank][c] for c in g.sure_ringers(op.rank, op.index)]
+    ringers = [c for c in ringers if c.kernel == op.kernel]
+    early = _early_quiets(a, op, quiets, ringers)
+    if not ringers:
+        out.error("E020", f"aggregate {name(op)} is never committed", op.span,
+                  "posted without ringing the doorbell", rank=op.rank,
+                  secondary=[(q.span, "returns without waiting for it") for q in early],
+                  notes=["an aggregate op starts only when a `commit(peer, queue)` (or a later "
+                         "plain op on its queue) rings the doorbell of its queue"],
+                  help=f"add `{_commit_hint(op)}` after the last aggregate op of the batch")
+    elif early:
+        out.error("E020", f"aggregate {name(op)} is committed only after a `quiet` that drains "
+                  "its queue", op.span, "not committed before the `quiet`", rank=op.rank,
+                  secondary=[(early[0].span, "drains only to the last rung packet"),
+                             (ringers[0].span, "rings the doorbell only here")],
+                  notes=["`quiet` returns with the aggregate op not even started: its source "
+                         "is not free and its data has not left"],
+                  help=f"move `{_commit_hint(op)}` before the `quiet`")
+
+
+def _covers(q: OpInst, op: OpInst) -> bool:
+    return (q.kind == "quiet" and (q.peer is None or q.peer == op.peer)
+            and (q.queue is None or q.queue == op.queue))
+
+
+def _early_quiets(a: Analysis, op: OpInst, quiets: list[OpInst],
+                  ringers: list[OpInst]) -> list[OpInst]:
+    """Quiets after `op` on its queue that no ringer of `op` precedes."""
+    g = a.graph
+    issue = g.issue(op.rank, op.index)
+    found = []
+    for q in quiets:
+        if not _covers(q, op) or not g.hb(issue, g.issue(q.rank, q.index)):
+            continue
+        qi = g.issue(q.rank, q.index)
+        if not any(g.hb(g.issue(c.rank, c.index), qi) for c in ringers):
+            found.append(q)
+    return found
+
+
+def _ring_cycle(a: Analysis, cycle: list[Edge], out: Findings) -> None:
+    """A wait that needs an aggregate op whose commit comes only after the wait."""
+    g = a.graph
+    ring = next((e for e in cycle if e.kind is EdgeKind.RING), None)
+    if ring is None:
+        return
+    commit, op = g.op(ring.src), g.op(ring.dst)
+    waits = [g.op(e.dst) for e in cycle if g.kind(e.dst) is EventKind.DONE]
+    assert commit is not None and op is not None
+    wait = next((w for w in waits if w is not None), None)
+    out.error("E020", f"a wait needs aggregate {name(op)}, which is committed only after the "
+              "wait", op.span, "committed too late", rank=op.rank,
+              secondary=[(wait.span if wait else None, "waits for it first"),
+                         (commit.span, "rings the doorbell only here")],
+              notes=["the aggregate op does not start before the doorbell, and the doorbell "
+                     "comes after the wait: the wait never returns"],
+              help=f"ring the doorbell before waiting: move `{_commit_hint(op)}` up")
+
+
+# ============================================================================= E025
+
+
+def _source_reuse(c: Conflict, out: Findings) -> None:
+    reader, writer = c.first.op, c.second.op
+    assert reader is not None and writer is not None
+    incoming = writer.rank != c.overlap.rank
+    what = f"the {name(writer)} from rank {writer.rank}" if incoming else name(writer)
+    out.error("E025", f"{what} overwrites the source of a {name(reader)} that may still be "
+              "reading it", writer.span, f"writes {region(c.overlap)}", rank=c.overlap.rank,
+              secondary=[(reader.span, f"reads {region(c.overlap)}, not yet complete")],
+              notes=[f"a {name(reader)} is complete only after a `quiet` that covers it or a "
+                     "wait on its local signal; until then the engine may read the new bytes"],
+              help=f"complete the {name(reader)} first: `quiet({reader.peer}"
+                   f"{queue_arg(reader)})` before the bytes are written again")
+
+
+__all__ = ["CheckCompletion"]

@@ -1,0 +1,152 @@
+"""Races: no unordered writes to the same bytes, no read before arrival.
+
+Requires an instance; uses the memory conflicts of `ccogen.analysis` (the accesses
+of every transfer, copy and postcondition, placed on the happens-before graph).
+Guarantees, when it reports nothing: any two writes of overlapping bytes of one
+window on one rank are ordered, and every read (a put/get source, a copy source,
+a postcondition on the final state) of bytes that a transfer writes is ordered
+after that write lands, or before it.  A postcondition reads at the end of the
+reading rank's program: transfers can still be in flight after a kernel ends, so
+their arrival must be ordered by a wait on that rank.
+
+Emits E031 (data race between writes) and E032 (read before arrival).  The reads
+that a signal on the wrong queue announces are E024 (`check_signals`), and a source
+overwritten before its op completed is E025 (`check_completion`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ccogen.analysis import Analysis, ConflictKind, analysis_of
+from ccogen.analysis.races import Access, Conflict
+from ccogen.ir.instance import OpInst
+from ccogen.passes._report import Findings, name, region
+from ccogen.passes.base import Pass, PassContext
+from ccogen.source import Span
+
+
+@dataclass(frozen=True)
+class CheckRaces(Pass):
+    """Writes are ordered (E031) and reads follow arrival (E032); see the module docstring."""
+
+    name: ClassVar[str] = "check-races"
+    codes: ClassVar[tuple[str, ...]] = ("E031", "E032")
+
+    def run(self, ctx: PassContext) -> None:
+        a = analysis_of(ctx)
+        out = Findings(ctx)
+        for c in a.conflicts_of(ConflictKind.WRITE_WRITE):
+            _race(c, out)
+        for c in a.conflicts_of(ConflictKind.READ_BEFORE_ARRIVAL):
+            if not (_miscounted(a, c) or _uncounted(a, c)):
+                _early_read(c, out)
+        out.flush()
+
+
+def _span(x: Access) -> Span | None:
+    if x.op is not None:
+        return x.op.span
+    return x.check.span if x.check is not None else None
+
+
+def _what(op: OpInst, bytes_rank: int) -> str:
+    if op.kind == "copy" or op.rank == bytes_rank and op.kind == "get":
+        return f"the {name(op)} of rank {op.rank}"
+    return f"the {name(op)} from rank {op.rank}"
+
+
+# ============================================================================= E031
+
+
+def _race(c: Conflict, out: Findings) -> None:
+    x, y = c.first.op, c.second.op
+    assert x is not None and y is not None
+    where = c.overlap.rank
+    if x.span == y.span and x.kind == y.kind:
+        label = (f"the {name(y)}s of ranks {min(x.rank, y.rank)} and {max(x.rank, y.rank)} "
+                 f"both write {region(c.overlap)}")
+    else:
+        label = f"{_what(y, where)} writes {region(c.overlap)}"
+    out.error("E031", "data race: two writes to the same bytes in no fixed order", y.span,
+              label, rank=where,
+              secondary=[(x.span, f"{_what(x, where)} also writes {region(c.overlap)}")],
+              notes=[_missing_order(x, y)],
+              help=_race_help(x, y))
+
+
+def _missing_order(x: OpInst, y: OpInst) -> str:
+    if x.kind == "copy" or y.kind == "copy":
+        copy, other = (x, y) if x.kind == "copy" else (y, x)
+        return (f"rank {copy.rank} runs its {name(copy)} without waiting for "
+                f"{_what(other, copy.rank)} to land")
+    if x.rank == y.rank:
+        return (f"both are issued by rank {x.rank}, but on different queues or by concurrent "
+                f"issuers: nothing orders their landing")
+    return (f"nothing makes rank {y.rank} wait for {_what(x, -1)} to land before its own "
+            f"{name(y)} lands")
+
+
+def _race_help(x: OpInst, y: OpInst) -> str:
+    if x.rank == y.rank and x.kind != "copy" and y.kind != "copy":
+        return "write disjoint bytes, put both on one queue, or add `fence()` between them"
+    return ("write disjoint bytes, or order the writers: signal the first one's arrival and "
+            "`wait_signal` for it before the second writes")
+
+
+# ============================================================================= E032
+
+
+def _reader(c: Conflict) -> int:
+    return c.first.op.rank if c.first.op is not None else c.first.check.rank  # type: ignore[union-attr]
+
+
+def _uncounted(a: Analysis, c: Conflict) -> bool:
+    """The reader waits on a counter that nothing counts to: E026 says so."""
+    g, reader = a.graph, _reader(c)
+    return any(w.kind == "count" and w.total == 0 and w.rank == reader
+               and g.hb(g.done(w.rank, w.op), c.first.event)
+               for w in a.matching.waits.values())
+
+
+def _miscounted(a: Analysis, c: Conflict) -> bool:
+    """The read follows a wait that counts per-copy signals per group: E023 says so."""
+    put, reader = c.second.op, _reader(c)
+    if put is None or put.queue is None or not put.signal.remote or put.peer != reader:
+        return False
+    waits = [w for w in a.matching.waits.values() if w.key == (reader, put.rank, put.queue)]
+    return any(a.matching.counts_groups(w) for w in waits)
+
+
+def _early_read(c: Conflict, out: Findings) -> None:
+    reader, put = c.first, c.second.op
+    assert put is not None
+    rank = reader.op.rank if reader.op is not None else reader.check.rank  # type: ignore[union-attr]
+    if reader.op is None:
+        label = f"`ensure` reads {region(c.overlap)} on rank {rank}"
+        notes = [f"`ensure` sees the state at the end of rank {rank}'s program; a transfer "
+                 "still in flight then is not ordered by the end of the kernel"]
+    else:
+        label = f"{name(reader.op)} reads {region(c.overlap)}"
+        notes = []
+    out.error("E032", "read before arrival: nothing orders the write of these bytes before "
+              "this read", _span(reader), label, rank=rank,
+              secondary=[(put.span, f"{_what(put, c.overlap.rank)} writes them")],
+              notes=notes, help=_wait_hint(put, rank))
+
+
+def _wait_hint(put: OpInst, reader: int) -> str:
+    q = 0 if put.queue is None else put.queue
+    if put.kind == "get":
+        return (f"give the `get` `signal=\"local\"` and `wait_signal({put.rank}, queue={q})` "
+                "before the read")
+    if put.counter is not None:
+        return f"add `wait_count({put.counter})` on rank {reader} before the read"
+    if put.signal.remote:
+        return f"add `wait_signal({put.rank}, queue={q})` on rank {reader} before the read"
+    return (f"add `signal=\"remote\"` to the `put` and `wait_signal({put.rank}, queue={q})` "
+            f"on rank {reader} before the read")
+
+
+__all__ = ["CheckRaces"]

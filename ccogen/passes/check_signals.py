@@ -1,0 +1,276 @@
+"""Signals and counters: every wait can be met, expected values count what is sent.
+
+Requires an instance; uses the signal/counter matching and the happens-before
+graph (`ccogen.analysis`).  Guarantees, when it reports nothing: every
+`wait_signal` and `wait_count` expects at most what its slot or counter receives in
+one epoch; hand-written `expected` values grow along each `(src, queue)` pair, count
+that pair only and count a group of lanes once per `put` (or per lane with
+`signal_per_copy`); data read after a wait arrived on the queue of its signal;
+counters are not reset while counted writes are in flight.
+
+Emits E021 (unsatisfiable wait), E022 (expected not monotonic, or shared across
+queues), E023 (expected counted per lane vs per group), E024 (signal on another queue
+than its data), E026 (counted wait for bytes never counted, or a counter nobody
+counts to), E027 (counter reset with counted writes in flight).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ccogen.analysis import Analysis, ConflictKind, analysis_of
+from ccogen.analysis.events import EventKind
+from ccogen.analysis.matching import Increment, SlotKey, WaitMatch
+from ccogen.analysis.races import Conflict
+from ccogen.ir.instance import OpInst
+from ccogen.passes._report import Findings, region, times
+from ccogen.passes.base import Pass, PassContext
+from ccogen.source import Span
+
+MAX_LABELS = 4
+
+
+@dataclass(frozen=True)
+class CheckSignals(Pass):
+    """Waits match what is sent (E021–E024, E026, E027); see the module docstring."""
+
+    name: ClassVar[str] = "check-signals"
+    codes: ClassVar[tuple[str, ...]] = ("E021", "E022", "E023", "E024", "E026", "E027")
+
+    def run(self, ctx: PassContext) -> None:
+        a = analysis_of(ctx)
+        out = Findings(ctx)
+        for w in a.matching.waits.values():
+            if w.kind == "signal":
+                _signal_wait(a, w, out)
+            else:
+                _count_wait(a, w, out)
+        _decreasing(a, out)
+        for c in a.conflicts_of(ConflictKind.OTHER_QUEUE):
+            _other_queue(c, out)
+        _resets(a, out)
+        out.flush()
+
+
+def _op(a: Analysis, rank: int, index: int) -> OpInst:
+    return a.instance.ranks[rank][index]
+
+
+# ============================================================================= E021–E023
+
+
+def _signal_wait(a: Analysis, w: WaitMatch, out: Findings) -> None:
+    if w.expected is None or w.expected > w.total:
+        if not (_shared_queues(a, w, out) or _per_lane(a, w, out)):
+            _unsatisfiable(a, w, out)
+    else:
+        _per_group(a, w, out)
+
+
+def _signallers(a: Analysis, slot: object) -> list[tuple[Span | None, str]]:
+    incs: tuple[Increment, ...] = a.matching.increments.get(slot, ())  # type: ignore[call-overload]
+    labels: list[tuple[Span | None, str]] = []
+    for inc in incs[:MAX_LABELS]:
+        op = _op(a, inc.sender, inc.first)
+        what = "signals" if len(inc.ops) == 1 else f"signals once for {len(inc.ops)} lanes"
+        labels.append((op.span, f"{what} rank {inc.slot[0]} on queue {inc.slot[2]}"))
+    return labels
+
+
+def _other_slots(a: Analysis, slot: SlotKey) -> list[str]:
+    me, src, q = slot
+    notes = []
+    for (r, s, q2), incs in sorted(a.matching.increments.items()):
+        if (r, s) == (me, src) and q2 != q:
+            notes.append(f"rank {src} signals rank {me} on queue {q2} "
+                         f"({times(len(incs))} per epoch)")
+    return notes
+
+
+def _unsatisfiable(a: Analysis, w: WaitMatch, out: Findings) -> None:
+    op = _op(a, w.rank, w.op)
+    me, src, q = w.key  # type: ignore[misc]
+    sends = f"rank {src} sends {_count(w.total)} on queue {q}"
+    if w.handwritten:
+        label = f"waits for {times(w.expected or 0, 'signal')}, but {sends}"
+        notes = []
+    else:
+        label = f"waits for signal #{w.ordinal} from rank {src}, but {sends}"
+        notes = ["with `expected` omitted, the k-th wait on a `(src, queue)` pair waits for "
+                 "the k-th signal that `src` sends on that queue"]
+    notes += _other_slots(a, w.key)  # type: ignore[arg-type]
+    out.error("E021", "`wait_signal` can never be satisfied", op.span, label, rank=w.rank,
+              secondary=_signallers(a, w.key), notes=notes, help=_fix(w, src, q))
+
+
+def _count(n: int) -> str:
+    return "no signal" if n == 0 else times(n, "signal")
+
+
+def _fix(w: WaitMatch, src: int, q: int) -> str:
+    if w.handwritten and w.total:
+        return f"wait for `expected={w.total}`, or send more signalled puts"
+    if w.total:
+        return "remove this wait, or pair it with one more signalled put"
+    return f"give rank {src}'s put on queue {q} `signal=\"remote\"`, or remove this wait"
+
+
+def _shared_queues(a: Analysis, w: WaitMatch, out: Findings) -> bool:
+    """A hand-written total that continues the count of another queue (E022)."""
+    if not w.handwritten or w.expected is None:
+        return False
+    me, src, q = w.key  # type: ignore[misc]
+    earlier = _earlier_waits_other_queue(a, w)
+    everything = sum(len(v) for (r, s, _), v in a.matching.increments.items()
+                     if (r, s) == (me, src))
+    if not earlier or w.expected > everything:
+        return False
+    op, other = _op(a, w.rank, w.op), earlier[-1]
+    out.error("E022", "`expected` continues the count of another queue", op.span,
+              f"expects {w.expected} on queue {q}, which gets {times(w.total, 'signal')}",
+              rank=w.rank, secondary=[(other.span, f"counts queue {other.queue}")],
+              notes=[f"each `(src, queue)` pair has its own slot that counts from zero; "
+                     f"a total shared across queues waits forever"],
+              help=f"count queue {q} on its own: `expected={min(w.ordinal, w.total)}`")
+    return True
+
+
+def _earlier_waits_other_queue(a: Analysis, w: WaitMatch) -> list[OpInst]:
+    g = a.graph
+    me, src, q = w.key  # type: ignore[misc]
+    issue = g.issue(w.rank, w.op)
+    return [op for op in a.instance.ranks[me][: w.op]
+            if op.kind == "wait_signal" and op.peer == src and op.queue != q
+            and g.hb(g.issue(me, op.index), issue)]
+
+
+def _per_lane(a: Analysis, w: WaitMatch, out: Findings) -> bool:
+    """A hand-written value that counts lanes of groups that signal once (E023)."""
+    incs = a.matching.increments.get(w.key, ())  # type: ignore[call-overload]
+    lanes = sum(len(i.ops) for i in incs)
+    if not w.handwritten or w.expected is None or lanes == len(incs) or w.expected > lanes:
+        return False
+    op = _op(a, w.rank, w.op)
+    group = next(i for i in incs if len(i.ops) > 1)
+    put = _op(a, group.sender, group.first)
+    out.error("E023", "`expected` counts lanes, but a group of lanes signals once per `put`",
+              op.span, f"expects {w.expected}; the slot reaches {w.total} per epoch",
+              rank=w.rank, secondary=[(put.span, f"{len(group.ops)} lanes post together and "
+                                                 "signal once")],
+              notes=["one `put()` call by a group of lanes advances the slot by one, "
+                     "however many lanes join, unless `signal_per_copy=True`"],
+              help=f"wait for `expected={w.total}`, or omit `expected`")
+    return True
+
+
+def _per_group(a: Analysis, w: WaitMatch, out: Findings) -> None:
+    """The last wait counts per-copy groups once each: it returns early (E023)."""
+    if not a.matching.counts_groups(w):
+        return
+    incs = a.matching.increments.get(w.key, ())  # type: ignore[call-overload]
+    first = next(i for i in incs if i.per_copy)
+    op, put = _op(a, w.rank, w.op), _op(a, first.sender, first.first)
+    out.error("E023", "`expected` counts groups, but `signal_per_copy=True` signals per lane",
+              op.span, f"expects {w.expected}; the slot reaches {w.total} per epoch",
+              rank=w.rank, secondary=[(put.span, "signals once per lane")],
+              notes=["with `signal_per_copy=True` every lane's copy adds one: the wait "
+                     "returns before the other lanes' data has landed"],
+              help=f"wait for `expected={w.total}`, or omit `expected`")
+
+
+def _decreasing(a: Analysis, out: Findings) -> None:
+    """Successive waits on one pair whose hand-written values go down (E022)."""
+    g = a.graph
+    last: dict[object, WaitMatch] = {}
+    for w in sorted(a.matching.waits.values(), key=lambda x: (x.rank, x.op)):
+        if w.kind != "signal" or w.expected is None:
+            continue
+        prev = last.get(w.key)
+        last[w.key] = w
+        if prev is None or prev.expected is None or not (prev.handwritten or w.handwritten):
+            continue
+        if w.expected < prev.expected and g.hb(g.done(prev.rank, prev.op), g.issue(w.rank, w.op)):
+            op, before = _op(a, w.rank, w.op), _op(a, prev.rank, prev.op)
+            out.error("E022", "`expected` decreases over successive waits on one `(src, queue)`",
+                      op.span, f"expects {w.expected} after a wait for {prev.expected}",
+                      rank=w.rank, secondary=[(before.span, f"waited for {prev.expected} here")],
+                      notes=["a slot only grows: a smaller value is met already and orders "
+                             "nothing"],
+                      help=_decrease_fix(prev, w))
+
+
+def _decrease_fix(prev: WaitMatch, w: WaitMatch) -> str:
+    assert prev.expected is not None
+    if prev.expected < w.total:
+        return f"count on from the previous wait: `expected={prev.expected + 1}` or more"
+    return f"drop this wait: the wait for {prev.expected} already covers it"
+
+
+# ============================================================================= E024
+
+
+def _other_queue(c: Conflict, out: Findings) -> None:
+    put, wait, signal = c.second.op, c.wait, c.signal
+    assert put is not None and wait is not None and signal is not None
+    reader = c.first.op.span if c.first.op is not None else c.first.check.span  # type: ignore[union-attr]
+    out.error("E024", "data and the signal that announces it travel on different queues",
+              put.span, f"carries {region(c.overlap)} on queue {put.queue}", rank=put.rank,
+              secondary=[(signal.span, f"signals on queue {signal.queue}"),
+                         (wait.span, f"waits on queue {wait.queue}"),
+                         (reader, "reads the data here")],
+              notes=[f"queues are unordered with each other: the signal on queue "
+                     f"{signal.queue} can arrive before the data on queue {put.queue}"],
+              help=f"send the data on the signal's queue (`queue={signal.queue}`), or also "
+                   f"wait on queue {put.queue}")
+
+
+# ============================================================================= E026, E027
+
+
+def _count_wait(a: Analysis, w: WaitMatch, out: Findings) -> None:
+    op = _op(a, w.rank, w.op)
+    me, counter = w.key  # type: ignore[misc]
+    writes = a.matching.counted.get(w.key, ())  # type: ignore[call-overload]
+    secondary = [(_op(a, c.sender, c.op).span, f"counts {c.nbytes} bytes to rank {me}")
+                 for c in writes[:MAX_LABELS]]
+    if not writes:
+        out.error("E026", "`wait_count` on a counter that no `put` counts to", op.span,
+                  f"waits on `{counter}` of rank {me}", rank=w.rank,
+                  notes=[f"no `put(..., count={counter})` writes to rank {me}"],
+                  help=f"add `count={counter}` to the puts that deliver this rank's data, or "
+                       "remove the wait")
+    elif w.expected is not None and w.expected > w.total:
+        out.error("E026", "`wait_count` expects more bytes than are ever counted", op.span,
+                  f"waits for {w.expected} bytes; {w.total} reach `{counter}` per epoch",
+                  rank=w.rank, secondary=secondary,
+                  notes=["a counted put adds its payload size in bytes, not 1"],
+                  help=f"wait for `expected={w.total}` (bytes), or omit `expected`")
+
+
+def _resets(a: Analysis, out: Findings) -> None:
+    g = a.graph
+    for ops in a.instance.ranks:
+        for op in ops:
+            if op.kind != "reset_count" or not g.executes(g.issue(op.rank, op.index)):
+                continue
+            reset = g.issue(op.rank, op.index)
+            for c in a.matching.counted.get((op.rank, op.counter or ""), ()):
+                count = g.event(EventKind.COUNT, c.sender, c.op)
+                if count is not None and g.executes(count) and not g.ordered(count, reset):
+                    put = _op(a, c.sender, c.op)
+                    _reset_error(op, put, out)
+                    break
+
+
+def _reset_error(op: OpInst, put: OpInst, out: Findings) -> None:
+    out.error("E027", "counter reset while counted writes may be in flight", op.span,
+              f"resets `{op.counter}` on rank {op.rank}", rank=op.rank,
+              secondary=[(put.span, "may add its bytes before or after the reset")],
+              notes=["a reset does not synchronise with producers: a write that lands after it "
+                     "counts toward the next wait, which then returns early"],
+              help="remove `reset_count`: expected values advance across epochs by themselves; "
+                   "or reset only after a `wait_count` that covers every write")
+
+
+__all__ = ["CheckSignals"]

@@ -1,0 +1,222 @@
+"""The capability model: what one backend can lower, as frozen data.
+
+Each target module (`mori_sdma`, `nccl_cft`, `nvshmem`, `nccl_lsa`) exports one
+`Capabilities` instance; the checks (E011, E012, E040-E042, W100-W107), the code
+generators and the simulator's cost model all read the facts from there, so a
+backend fact lives in exactly one place.  Nothing here knows about passes or
+templates: the helpers below only compute from the data.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from enum import Enum
+
+from ccogen.ir.instance import IssuerLevel
+from ccogen.ir.nodes import TeamKind
+
+
+class Language(str, Enum):
+    HIP = "hip"
+    CUDA = "cuda"
+
+
+class Support(str, Enum):
+    """How a target provides a feature."""
+
+    NATIVE = "native"  # one device API call does it
+    EMULATED = "emulated"  # the generated code builds it from other calls
+    NONE = "none"  # the target cannot lower it (E042)
+
+    @property
+    def available(self) -> bool:
+        return self is not Support.NONE
+
+
+class SignalStorage(str, Enum):
+    """Where the `[sender, queue]` signal slots live."""
+
+    QUEUE_SLOTS = "queue-slots"  # the engine's own per-(sender, queue) slots (MORI signalBuf)
+    SIGNAL_WINDOW = "signal-window"  # 64-bit words in a runtime-allocated window, nranks x queues
+
+
+class QueueKind(str, Enum):
+    """What a `.cco` queue is on the target."""
+
+    HARDWARE = "hardware"  # an engine queue with its own ring, doorbell and commit chain
+    EMULATED = "emulated"  # an ordering domain plus a column of signal slots in generated code
+
+
+class RankSpace(str, Enum):
+    """Which rank numbering the target's device calls take for peers and signal sources."""
+
+    LSA = "lsa"  # node-local (load/store or copy-engine reachable) ranks only
+    WORLD = "world"  # any rank of the communicator
+
+
+class Feature(str, Enum):
+    """A protocol feature a target may lack; E042 names the targets that have it."""
+
+    TEAM_LSA = "team lsa"
+    TEAM_WORLD = "team world"
+    COUNTED_WRITES = "counted writes"
+    GET = "get"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Alignment:
+    """Byte alignment an op's operands need (1: none).
+
+    `operand`: every `src`/`dst` address (window base + offset) a multiple of it;
+    `length`: the byte count a multiple of it; `counter`: a counted-write counter's
+    address a multiple of it.
+    """
+
+    operand: int = 1
+    length: int = 1
+    counter: int = 8
+
+    @property
+    def unconstrained(self) -> bool:
+        return self.operand == 1 and self.length == 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Barriers:
+    """How `barrier()` is lowered and what resource it needs.
+
+    `slots_per_block` is set where each barrier session needs its own slot,
+    requested once per block (`requirement` names the host field, e.g.
+    `reqs.cftBarrierCount = blocks`) and indexed by `blockIdx.x`: a block has that
+    many slots, so at most that many concurrent barrier issuers (E041).  None: the
+    lowering needs no per-issuer resource (`nvshmemx_barrier_all_block`) or the code
+    generator may request one slot per issuer.
+    """
+
+    lowering: str
+    slots_per_block: int | None = None
+    requirement: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CostModel:
+    """The figures performance warnings and the simulator rest on.
+
+    Times in microseconds, bandwidth in GB/s (10**9 bytes per second).  A `None`
+    figure is unknown or not applicable; a warning whose figure is `None` for the
+    target stays silent rather than guess.  `source` says where the figures come from.
+    """
+
+    source: str
+    bandwidth: tuple[tuple[int, float], ...] = ()  # (bytes per op, GB/s), ascending
+    peak_gbps: float | None = None
+    dispatch_us: float | None = None  # fixed per-op cost before any byte moves
+    per_packet_us: float | None = None  # engine cost per packet (copy or signal)
+    signal_us: float | None = None  # extra cost of one signal packet / flag update
+    flag_latency_us: float | None = None  # a flag store seen by the peer
+    launch_us: float | None = None
+    small_op_bytes: int | None = None  # below this an op is latency-bound
+    local_gather_gbps: float | None = None  # a local pack (`copy`) on the compute units
+    shared_queue_slowdown: tuple[int, float] | None = None  # (issuers, x slower) on one queue
+    doorbell_batch: tuple[int, int] | None = None  # sweet spot of aggregate ops per commit
+    trigger_cycles_same_queue: tuple[tuple[int, int], ...] = ()  # (lanes, cycles) one queue
+    trigger_cycles_spread: tuple[tuple[int, int], ...] = ()  # (lanes, cycles) one queue each
+    sgpr_same_queue: int | None = None
+    sgpr_independent: int | None = None
+    quiet_idle_queue_reads: int | None = None  # uncached reads per idle queue in `quiet(peer)`
+
+    def bandwidth_at(self, nbytes: int) -> float | None:
+        """GB/s for one op of `nbytes`: the table's step at or below it (its first row below)."""
+        if not self.bandwidth:
+            return self.peak_gbps
+        sizes = [size for size, _ in self.bandwidth]
+        i = max(0, bisect.bisect_right(sizes, nbytes) - 1)
+        return self.bandwidth[i][1]
+
+    def op_time_us(self, nbytes: int) -> float | None:
+        """Estimated engine time of one op of `nbytes`: at least one packet's cost."""
+        gbps = self.bandwidth_at(nbytes)
+        if gbps is None:
+            return None
+        time = nbytes / (gbps * 1e3)
+        return max(time, self.per_packet_us or 0.0)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Capabilities:
+    """Everything the compiler may assume about one target.  See docs/checker.md."""
+
+    name: str
+    vendor_api: str
+    language: Language
+    runs_on: str
+    put_lowering: str
+    # ranks and teams
+    team_kinds: frozenset[TeamKind]
+    rank_space: RankSpace
+    # queues and issuers
+    queue_kind: QueueKind
+    queue_cap: int | None  # most queues per peer; None: no cap (emulated queues)
+    issuer_scopes: tuple[tuple[IssuerLevel, str], ...]  # scope -> the API's cooperative group
+    thread_modes: bool  # `mode=` changes the lowering (MORI ccoSdmaThreadMode)
+    # ops
+    get: Support
+    counted_writes: Support
+    counted_writes_lowering: str
+    aggregate: Support  # `aggregate=True` + `commit`
+    signal_per_copy: Support
+    # signals and completion
+    signal_storage: SignalStorage
+    signal_after_data: bool  # a signal on a queue lands after that queue's earlier data
+    completion_sender_side: bool  # quiet/flush tell the sender, never that the peer observed
+    # memory
+    alignment: Alignment  # every put/get
+    counted_alignment: Alignment  # counted puts (at least `alignment`)
+    window_align: int  # least base alignment of a window in the heap (raised by `align=`)
+    counter_stride: int  # bytes between counters in the heap
+    barriers: Barriers
+    cost: CostModel
+    unsupported: tuple[tuple[Feature, str], ...] = field(default=())  # why a feature is missing
+
+    def supports(self, feature: Feature) -> Support:
+        """How this target provides `feature` (`Support.NONE`: E042)."""
+        if feature is Feature.TEAM_LSA:
+            return Support.NATIVE if TeamKind.LSA in self.team_kinds else Support.NONE
+        if feature is Feature.TEAM_WORLD:
+            return Support.NATIVE if TeamKind.WORLD in self.team_kinds else Support.NONE
+        if feature is Feature.COUNTED_WRITES:
+            return self.counted_writes
+        return self.get
+
+    def reason(self, feature: Feature) -> str | None:
+        """Why `feature` is missing here (None when it is supported)."""
+        return dict(self.unsupported).get(feature)
+
+    @property
+    def hardware_queues(self) -> bool:
+        return self.queue_kind is QueueKind.HARDWARE
+
+    def coop(self, level: IssuerLevel) -> str:
+        """The API's cooperative-group spelling for an issuer scope."""
+        return dict(self.issuer_scopes)[level]
+
+
+
+
+def align_up(value: int, alignment: int) -> int:
+    return -(-value // alignment) * alignment
+
+__all__ = [
+    "Alignment",
+    "Barriers",
+    "Capabilities",
+    "CostModel",
+    "Feature",
+    "Language",
+    "QueueKind",
+    "RankSpace",
+    "SignalStorage",
+    "Support",
+    "align_up",
+]

@@ -1,0 +1,62 @@
+"""`nccl-cft`: NCCL >= 2.31 device API, Compute Fabric Transport (CUDA, sm_100).
+
+Sources: ../shared/seeds/nccl-compute-fabric-transport.md and
+../shared/reference/nccl-device-api.md §6.  No CFT hardware is available to us, so
+the cost model has no figures and the performance warnings stay silent here.
+"""
+
+from __future__ import annotations
+
+from ccogen.ir.instance import IssuerLevel
+from ccogen.ir.nodes import TeamKind
+from ccogen.targets.base import (
+    Alignment,
+    Barriers,
+    Capabilities,
+    CostModel,
+    Language,
+    QueueKind,
+    RankSpace,
+    SignalStorage,
+    Support,
+)
+
+# "CFT source and destination shared memory pointers must be 16-byte aligned, and the
+# byte count must be a multiple of 16" (the PTX is .b128); "the user-managed counter ...
+# should be 256-byte aligned".
+CFT_ALIGNMENT = Alignment(operand=16, length=16, counter=256)
+
+CAPABILITIES = Capabilities(
+    name="nccl-cft",
+    vendor_api="NCCL >= 2.31 device API, Compute Fabric Transport (ncclCft)",
+    language=Language.CUDA,
+    runs_on="sm_100 with fabric logical endpoints (CUDA >= 13.3)",
+    put_lowering="stage in shared memory, cft.put / cft.putCounted(coop, leId, leOffset, "
+                 "[counterOffset,] smem, bytes), cft.submit, cft.flush",
+    # The CFT team spans the fabric: peers are CFT-team ranks (ncclGetCftLeInfo) or
+    # world ranks (ncclGetPeerLeInfo), on one node or across an NVLink fabric.
+    team_kinds=frozenset({TeamKind.LSA, TeamKind.WORLD}),
+    rank_space=RankSpace.WORLD,
+    queue_kind=QueueKind.EMULATED,
+    queue_cap=None,  # a queue is a signal-window column + ordering domain; nothing caps it
+    issuer_scopes=((IssuerLevel.LANE, "ncclCoopThread"), (IssuerLevel.WARP, "ncclCoopWarp"),
+                   (IssuerLevel.BLOCK, "ncclCoopCta")),
+    thread_modes=False,
+    get=Support.NATIVE,  # cft.get into shared memory, then a local store
+    counted_writes=Support.NATIVE,  # cft.putCounted + cft.waitCounted
+    counted_writes_lowering="cft.putCounted(coop, leId, dataOffset, counterOffset, smem, bytes); "
+                            "receiver cft.waitCounted(coop, acquire, Generic, counter, bytes)",
+    aggregate=Support.NATIVE,  # ops are issued, then one cft.submit: commit = submit
+    signal_per_copy=Support.EMULATED,
+    signal_storage=SignalStorage.SIGNAL_WINDOW,
+    signal_after_data=True,  # generated: data, ncclMemFence(release, Fabric->Generic), flag
+    completion_sender_side=True,  # cft.flush: the sender's ops are done, not observed
+    alignment=CFT_ALIGNMENT,
+    counted_alignment=CFT_ALIGNMENT,
+    window_align=256,  # codegen/layout.py: every heap offset is 256-byte aligned
+    counter_stride=256,
+    barriers=Barriers(lowering="ncclCftBarrierSession<ncclCoopCta>{coop, dc, blockIdx.x}"
+                               ".sync(coop, acq_rel, Generic, Fabric)",
+                      slots_per_block=1, requirement="reqs.cftBarrierCount"),
+    cost=CostModel(source="none: no CFT (sm_100) hardware has been measured"),
+)

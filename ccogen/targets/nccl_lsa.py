@@ -1,0 +1,61 @@
+"""`nccl-lsa`: NCCL >= 2.28 device API over load/store accessible peers (CUDA, NVLink).
+
+Sources: ../shared/reference/nccl-device-api.md (verified on 2 x H200, NCCL 2.28.9)
+and the H200 NVLink ceilings measured on the lent machines.  Puts are vectorised SM
+copies into `ncclGetLsaPointer(win, off, peer)`; signals are release atomics into a
+runtime signal window; counted writes are emulated by an atomic add of the byte
+count after the data.
+"""
+
+from __future__ import annotations
+
+from ccogen.ir.instance import IssuerLevel
+from ccogen.ir.nodes import TeamKind
+from ccogen.targets.base import (
+    Alignment,
+    Barriers,
+    Capabilities,
+    Feature,
+    Language,
+    QueueKind,
+    RankSpace,
+    SignalStorage,
+    Support,
+)
+from ccogen.targets.hardware import H200_NVLINK
+
+CAPABILITIES = Capabilities(
+    name="nccl-lsa",
+    vendor_api="NCCL >= 2.28 device API, load/store accessible peers (LSA)",
+    language=Language.CUDA,
+    runs_on="H200 (sm_90) and later over NVLink, one node",
+    put_lowering="vectorised SM copy into ncclGetLsaPointer(win, off, lsaPeer); "
+                 "release atomic add on the peer's signal slot",
+    team_kinds=frozenset({TeamKind.LSA}),
+    rank_space=RankSpace.LSA,  # ncclGetLsaPointer takes an LSA rank, 0..dc.lsaSize-1
+    queue_kind=QueueKind.EMULATED,
+    queue_cap=None,  # a queue is a signal-window column + ordering domain; nothing caps it
+    issuer_scopes=((IssuerLevel.LANE, "ncclCoopThread"), (IssuerLevel.WARP, "ncclCoopWarp"),
+                   (IssuerLevel.BLOCK, "ncclCoopCta")),
+    thread_modes=False,
+    get=Support.NATIVE,  # SM loads from ncclGetLsaPointer
+    counted_writes=Support.EMULATED,
+    counted_writes_lowering="SM copy, then a release atomicAdd_system of the byte count on "
+                            "the peer's counter",
+    aggregate=Support.EMULATED,  # SM stores need no doorbell: commit is only an ordering point
+    signal_per_copy=Support.EMULATED,
+    signal_storage=SignalStorage.SIGNAL_WINDOW,
+    signal_after_data=True,  # release ordering at system scope after the copy
+    completion_sender_side=True,  # quiet = a fence after the copy
+    alignment=Alignment(),  # the copy loop handles any alignment (vector body, scalar edges)
+    counted_alignment=Alignment(operand=1, length=1, counter=256),
+    window_align=256,  # codegen/layout.py: every heap offset is 256-byte aligned
+    counter_stride=256,
+    barriers=Barriers(lowering="ncclLsaBarrierSession<ncclCoopCta>{coop, dc, ncclTeamTagLsa(), "
+                               "index}.sync(coop, acq_rel)"),
+    cost=H200_NVLINK,
+    unsupported=(
+        (Feature.TEAM_WORLD, "LSA peers are the load/store accessible GPUs of one node; other "
+                             "nodes need GIN, not a v1 target"),
+    ),
+)
