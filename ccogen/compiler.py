@@ -39,7 +39,8 @@ def default_ranks(protocol: Protocol, params: dict[str, int]) -> int:
 
 
 def compile_protocol(protocol: Protocol, target: str, *, source: str, ranks: int | None = None,
-                     params: dict[str, int] | None = None, debug: bool = False) -> Compiled:
+                     params: dict[str, int] | None = None, debug: bool = False,
+                     arch: str | None = None) -> Compiled:
     """Check the instance (errors refuse) and generate its files for `target`."""
     from ccogen.codegen import BACKENDS, Options, Unsupported, generate
     from ccogen.driver import CheckOptions, check_protocol
@@ -56,7 +57,8 @@ def compile_protocol(protocol: Protocol, target: str, *, source: str, ranks: int
         raise CompileError(errors or result.diagnostics)
     instance = result.instances[0]
     try:
-        files = generate(instance, target, source=source, options=Options(debug=debug))
+        options = Options(debug=debug, **({"arch": arch} if arch else {}))
+        files = generate(instance, target, source=source, options=options)
     except Unsupported as exc:
         raise CompileError([error("E042", str(exc), exc.span, "not supported here",
                                   help=f"`{target}` cannot lower this shape yet")]) from None
@@ -64,7 +66,7 @@ def compile_protocol(protocol: Protocol, target: str, *, source: str, ranks: int
 
 
 def compile_file(path: str, target: str, *, ranks: int | None, params_text: Sequence[str],
-                 out_dir: str | None, debug: bool = False) -> Path:
+                 out_dir: str | None, debug: bool = False, arch: str | None = None) -> Path:
     from ccogen.codegen.files import GeneratedFiles
     from ccogen.syntax import parse_ir
 
@@ -77,7 +79,7 @@ def compile_file(path: str, target: str, *, ranks: int | None, params_text: Sequ
 
     params = parse_params(params_text, protocol)
     compiled = compile_protocol(protocol, target, source=path, ranks=ranks, params=params,
-                                debug=debug)
+                                debug=debug, arch=arch)
     out = Path(out_dir) if out_dir else Path("build") / (
         f"{protocol.name}-{target}-n{compiled.instance.nranks}")
     GeneratedFiles(compiled.files).write(out)

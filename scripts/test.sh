@@ -5,5 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-python -m pip install -e '.[test]'
+python -m pip install -e '.[test,toolchain]'
+# clang-22 + mori headers (mori-sdma) and nvcc 13.5 (nccl-cft, nvshmem sm_100); fast when present
+bash scripts/install-toolchains.sh
 python -m pytest -q "$@"

@@ -20,7 +20,11 @@ class Step:
     `wait` (acquire-spin until the local word at `off` >= `value` + epoch * `per_epoch`),
     `sync` (barrier of the executing scope; `seq` numbers group syncs), `fence`, `quiet`,
     `barrier` (the whole team), `reset` (store 0 at local `off`), `putsig` (a fused
-    copy + signal where the backend has one: copy fields plus sig_off/value/peer).
+    copy + signal where the backend has one: copy fields plus sig_off/value/peer),
+    `putcounted` (a copy to `dst_peer` whose `nbytes` the engine itself adds to the
+    peer's counter at `off` after the data: NCCL CFT `putCounted`, NVSHMEM
+    `putmem_signal_counted`), `waitcounted` (a `wait` through the engine's counted or
+    fabric-aware wait, with the fields of `wait`).
     """
 
     kind: str

@@ -9,6 +9,8 @@ from ccogen.codegen.backends.base import Backend, Options
 BACKENDS: dict[str, str] = {
     "nccl-lsa": "ccogen.codegen.backends.nccl_lsa:NcclLsa",
     "nvshmem": "ccogen.codegen.backends.nvshmem:Nvshmem",
+    "mori-sdma": "ccogen.codegen.backends.mori_sdma:MoriSdma",
+    "nccl-cft": "ccogen.codegen.backends.nccl_cft:NcclCft",
 }
 
 

@@ -5,17 +5,42 @@ by issuer scope (block-collective calls split over the CTA group for large copie
 each CTA completing its slice with `nvshmem_quiet`), gets `..._getmem_nbi_...`, signals
 `nvshmemx_signal_op(..., NVSHMEM_SIGNAL_ADD, pe)`, waits acquire-spin with `>=` on the
 local slot, `barrier()` is `nvshmemx_barrier_all_block`.  Counted writes are emulated
-on sm_90 by adding the byte count to the peer's counter after the data (the native
-counted path belongs to the sm_100 target work).  A copy followed by one signal to the
-same peer, on a one-CTA group, is fused into `putmem_signal_nbi`.
+on sm_90 by adding the byte count to the peer's counter after the data.  A copy followed
+by one signal to the same peer, on a one-CTA group, is fused into `putmem_signal_nbi`.
+
+Counted writes on sm_100 (`Options.arch` sm_100 or later): a counted put becomes one
+`putcounted` step, `nvshmemx_putmem_signal_counted_nbi_block` (CTA-collective; each CTA
+of a group puts its 16-byte-aligned slice and the counter sums the slices), and a wait
+on a counter `nvshmemx_signal_counted_wait_until`; every CTA of such a kernel donates
+`NVSHMEMX_SMEM_MINIMUM` bytes of dynamic shared memory (`nvshmemx_give_smem` /
+`nvshmemx_release_smem`; the manifest's `shared_mem`).  The generated file takes that
+path only where the headers support it: NVSHMEM >= 3.8 compiled with
+`NVSHMEM_CFT_HANDLES_SUPPORT` defined, CUDA >= 13.3 and sm_100 (`CCOGEN_COUNTED_NATIVE`);
+elsewhere the same steps compile to the `NVSHMEM_SIGNAL_ADD` emulation.  A counted
+write the library refuses (not `NVSHMEMX_SUCCESS`) traps with the status in the debug
+record (kind 4): counted writes never fall back at run time.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from ccogen.codegen.backends.base import Options
+from ccogen.codegen.backends.counted import counted_waits, fuse_counted, map_steps
 from ccogen.codegen.backends.sm import SmBackend
-from ccogen.codegen.model import Branch, Segment, Step
+from ccogen.codegen.files import GeneratedFiles
+from ccogen.codegen.layout import HeapLayout
+from ccogen.codegen.model import Branch, ProtocolModel, Segment, Step
+from ccogen.codegen.plan import Unsupported
+from ccogen.ir.instance import Instance
+
+COUNTED_ARCH = 100  # sm_100: CFT, the hardware path of counted writes
+DONATED_SMEM = 32768  # NVSHMEMX_SMEM_MINIMUM: the payload comes from global memory
+
+
+def native_counted(options: Options) -> bool:
+    digits = "".join(ch for ch in options.arch if ch.isdigit())
+    return bool(digits) and int(digits) >= COUNTED_ARCH
 
 
 def fuse(steps: tuple[Step, ...]) -> tuple[Step, ...]:
@@ -42,9 +67,53 @@ class Nvshmem(SmBackend):
     template = "nvshmem/kernels.cu.j2"
     kernel_params = ("heap", "epoch", "debug")
 
+    def generate(self, instance: Instance, source: str, options: Options) -> GeneratedFiles:
+        self._native = native_counted(options)
+        return super().generate(instance, source, options)
+
+    def plan_layout(self, instance: Instance, scratch: int) -> HeapLayout:
+        layout = super().plan_layout(instance, scratch)
+        self._counters = frozenset(c.offset for c in layout.counters)
+        return layout
+
+    def model(self, instance: Instance, source: str,
+              options: Options) -> tuple[ProtocolModel, HeapLayout]:
+        model, layout = super().model(instance, source, options)
+        if not self._native:
+            return model, layout
+        donate = [k.symbol for k in model.kernels
+                  if any(s.kind == "putcounted" for p in k.programs for seg in p.segments
+                         for s in seg.steps)]
+        return replace(model, extra={"counted_native": True, "donate": donate,
+                                     "smem": DONATED_SMEM}), layout
+
+    def manifest(self, model: ProtocolModel, layout: HeapLayout, instance: Instance,
+                 options: Options) -> dict[str, object]:
+        out = super().manifest(model, layout, instance, options)
+        if self._native:
+            donate = model.extra["donate"]
+            for k in out["kernels"]:  # type: ignore[attr-defined]
+                k["shared_mem"] = DONATED_SMEM if k["symbol"] in donate else 0
+            out["nvshmem"] = {"counted": "native (NVSHMEM >= 3.8 with CFT handles, sm_100); "
+                                         "else NVSHMEM_SIGNAL_ADD emulation",
+                              "env": {"NVSHMEM_TMA_POLICY": "ENABLE"}, "heap_align": 256}
+        return out
+
+    def counted(self, segments: list[Segment]) -> list[Segment]:
+        """sm_100: counted puts and counter waits go through the counted API."""
+        out = map_steps(segments, lambda steps: counted_waits(
+            fuse_counted(steps, self._counters), lambda s: s.wait_kind == 2))
+        if any(s.kind == "putcounted" for seg in out for br in seg.branches for s in br.steps):
+            raise Unsupported("`nvshmemx_putmem_signal_counted_nbi_block` is CTA-collective: "
+                              "issue counted puts at block level on sm_100", None)
+        return out
+
     def refine(self, segments: list[Segment], ctas: int) -> list[Segment]:
+        if self._native:
+            segments = self.counted(segments)
         if ctas != 1:
             return segments
         return [replace(seg, steps=fuse(seg.steps),
-                        branches=tuple(Branch(b.scope, b.index, fuse(b.steps)) for b in seg.branches))
+                        branches=tuple(Branch(b.scope, b.index, fuse(b.steps))
+                                       for b in seg.branches))
                 for seg in segments]

@@ -57,7 +57,7 @@ class SmBackend(Backend):
     def model(self, instance: Instance, source: str,
               options: Options) -> tuple[ProtocolModel, HeapLayout]:
         scratch = sum(k.blocks for k in instance.kernels) + len(instance.kernels)
-        layout = plan_heap(instance, scratch)
+        layout = self.plan_layout(instance, scratch)
         expected = expected_values(instance)
         oracle = lambda op: expected[(op.rank, op.index)]  # noqa: E731
         kernels = []
@@ -72,6 +72,10 @@ class SmBackend(Backend):
             nranks=instance.nranks, queues=instance.queues, kernels=tuple(kernels),
             heap_size=layout.size, debug=options.debug)
         return model, layout
+
+    def plan_layout(self, instance: Instance, scratch: int) -> HeapLayout:
+        """Where windows, slots and counters live (default: `layout.plan_heap`)."""
+        return plan_heap(instance, scratch)
 
     def _kernel(self, instance: Instance, index: int, layout: HeapLayout, oracle: object,
                 source: str, word: int) -> KernelModel:

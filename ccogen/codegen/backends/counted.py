@@ -1,0 +1,53 @@
+"""Step rewrites for engines with native counted writes (nccl-cft, nvshmem on sm_100).
+
+`codegen.plan` lowers a counted put as a copy, a group sync, then an add of the payload
+bytes on the peer's counter (the emulation).  Where the engine counts by itself, the copy
+and its add become one `putcounted` step (the engine adds the bytes after the data), and
+waits on counters become `waitcounted` steps (the engine's own wait and acquire).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from ccogen.codegen.model import Branch, Segment, Step
+
+_BETWEEN = frozenset({"copy", "sync", "signal", "comment", "putcounted"})
+
+
+def fuse_counted(steps: tuple[Step, ...], counters: frozenset[int]) -> tuple[Step, ...]:
+    """Each add of `n` bytes on a counter in `counters` of peer P absorbs the nearest
+    earlier copy of `n` bytes to P in the same transfer run (copies, syncs, adds)."""
+    out: list[Step | None] = list(steps)
+    for i, s in enumerate(steps):
+        if s.kind != "signal" or s.peer < 0 or s.off not in counters:
+            continue
+        j = i - 1
+        while j >= 0 and out[j] is not None and out[j].kind in _BETWEEN:  # type: ignore[union-attr]
+            c = out[j]
+            assert c is not None
+            if c.kind == "copy" and c.dst_peer == s.peer and c.nbytes == s.value:
+                out[j] = replace(c, kind="putcounted", off=s.off, value=s.value)
+                out[i] = None
+                break
+            j -= 1
+    return tuple(s for s in out if s is not None)
+
+
+def counted_waits(steps: tuple[Step, ...], which: Callable[[Step], bool]) -> tuple[Step, ...]:
+    """`wait` steps selected by `which` become `waitcounted`."""
+    return tuple(replace(s, kind="waitcounted") if s.kind == "wait" and which(s) else s
+                 for s in steps)
+
+
+def map_steps(segments: list[Segment],
+              rewrite: Callable[[tuple[Step, ...]], tuple[Step, ...]]) -> list[Segment]:
+    """Apply `rewrite` to the steps of every segment and branch."""
+    return [replace(seg, steps=rewrite(seg.steps),
+                    branches=tuple(Branch(b.scope, b.index, rewrite(b.steps))
+                                   for b in seg.branches))
+            for seg in segments]
+
+
+__all__ = ["counted_waits", "fuse_counted", "map_steps"]

@@ -1,0 +1,66 @@
+"""Shared helpers of the seed-target tests (mori-sdma, nccl-cft, nvshmem at sm_100).
+
+A protocol is *expressible* on a target when `ccogen compile` accepts it there: the
+checker (with the target's capability table) finds no error and the backend lowers it.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+from ccogen.compiler import Compiled, CompileError, compile_protocol
+from ccogen.syntax import load_ir
+
+ROOT = Path(__file__).resolve().parents[2]
+PROTOCOLS = sorted((ROOT / "protocols").glob("*.cco"))
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A target and the options one of its golden directories uses."""
+
+    name: str  # golden directory
+    target: str
+    arch: str | None = None
+
+    def __str__(self) -> str:
+        return self.name
+
+
+MORI = Variant("mori-sdma", "mori-sdma")
+CFT = Variant("nccl-cft", "nccl-cft")
+NVSHMEM_SM100 = Variant("nvshmem-sm100", "nvshmem", "sm_100")
+VARIANTS = (MORI, CFT, NVSHMEM_SM100)
+
+# What each target cannot express among the library protocols, and the rule that says so.
+REFUSED = {
+    MORI: {"counted_broadcast": "E042", "counted_gather": "E042"},
+    CFT: {"pingpong": "E040"},
+    NVSHMEM_SM100: {},
+}
+
+
+@functools.cache
+def compiled(stem: str, variant: Variant, nranks: int = 2, debug: bool = False) -> Compiled:
+    """`ccogen compile` of protocols/<stem>.cco for the variant (CompileError if refused)."""
+    path = ROOT / "protocols" / f"{stem}.cco"
+    return compile_protocol(load_ir(path), variant.target, source=f"protocols/{stem}.cco",
+                            ranks=nranks, debug=debug, arch=variant.arch)
+
+
+def refused_codes(stem: str, variant: Variant, nranks: int = 2) -> list[str]:
+    try:
+        compiled(stem, variant, nranks)
+    except CompileError as exc:
+        return sorted({d.code for d in exc.diagnostics if d.is_error})
+    return []
+
+
+def expressible(variant: Variant) -> list[str]:
+    return [p.stem for p in PROTOCOLS if p.stem not in REFUSED[variant]]
+
+
+__all__ = ["CFT", "MORI", "NVSHMEM_SM100", "PROTOCOLS", "REFUSED", "ROOT", "VARIANTS", "Variant",
+           "compiled", "expressible", "refused_codes"]
