@@ -64,8 +64,8 @@ Kernels and ensure
   `k.get(peer, dst=, src=, queue=, signal=, aggregate=, mode=)`, `k.copy(dst=, src=)`,
   `k.commit(peer, queue=)`, `k.quiet()`, `k.quiet(peer)`, `k.quiet(peer, queue=)`,
   `k.wait_signal(src, queue=, expected=)`, `k.wait_count(counter, expected=)`,
-  `k.barrier()`, `k.fence()`.  `queue` is an integer or `"auto"` (the default);
-  `signal`/`mode` are the strings of the text (or `ir.SignalKind`/`ir.Mode`);
+  `k.reset_count(counter)`, `k.barrier()`, `k.fence()`.  `queue` is an integer or `"auto"`
+  (the default); `signal`/`mode` are the strings of the text (or `ir.SignalKind`/`ir.Mode`);
   `aggregate`/`signal_per_copy` are Python bools; `count`/`counter` a `Counter` or the name
   of a declared one; regions are a `Window` (the whole window) or a slice of one.
 - ensure only: `e.check(region == region)` / `e.check(region != region)`.
@@ -1018,6 +1018,10 @@ class Kernel(_Scope):
     def wait_count(self, *args: object, src_loc_at: int = 0, **kwargs: object) -> None:
         """`wait_count(counter, expected=None)` (None: every byte counted this epoch)."""
         self._op("wait_count", args, kwargs, _span_at(src_loc_at))
+
+    def reset_count(self, *args: object, src_loc_at: int = 0, **kwargs: object) -> None:
+        """`reset_count(counter)`: zero this rank's counter (see E027 before using it)."""
+        self._op("reset_count", args, kwargs, _span_at(src_loc_at))
 
     def barrier(self, *args: object, src_loc_at: int = 0, **kwargs: object) -> None:
         """`barrier()`: every rank of the team, all blocks."""

@@ -253,6 +253,15 @@ class WaitCount:
 
 
 @_node
+class ResetCount:
+    """`reset_count(C)`: set this rank's counter `C` to zero (NVSHMEM
+    `nvshmemx_signal_counted_reset`); it does not synchronise with producers."""
+
+    counter: str
+    span: Span | None = _span()
+
+
+@_node
 class Barrier:
     span: Span | None = _span()
 
@@ -262,7 +271,9 @@ class Fence:
     span: Span | None = _span()
 
 
-Op: TypeAlias = Put | Get | Copy | Commit | Quiet | WaitSignal | WaitCount | Barrier | Fence
+Op: TypeAlias = (
+    Put | Get | Copy | Commit | Quiet | WaitSignal | WaitCount | ResetCount | Barrier | Fence
+)
 
 OP_NAMES: dict[type, str] = {
     Put: "put",
@@ -272,6 +283,7 @@ OP_NAMES: dict[type, str] = {
     Quiet: "quiet",
     WaitSignal: "wait_signal",
     WaitCount: "wait_count",
+    ResetCount: "reset_count",
     Barrier: "barrier",
     Fence: "fence",
 }

@@ -61,6 +61,7 @@ SIGNATURES: dict[str, tuple[ParamSpec, ...]] = {
         _p("expected", "int"),
     ),
     "wait_count": (_p("counter", "counter", required=True, positional=True), _p("expected", "int")),
+    "reset_count": (_p("counter", "counter", required=True, positional=True),),
     "barrier": (),
     "fence": (),
 }
@@ -73,6 +74,7 @@ OP_CLASSES: dict[str, type] = {
     "quiet": ir.Quiet,
     "wait_signal": ir.WaitSignal,
     "wait_count": ir.WaitCount,
+    "reset_count": ir.ResetCount,
     "barrier": ir.Barrier,
     "fence": ir.Fence,
 }

@@ -57,7 +57,7 @@ def _unique(secondary: Iterable[tuple[Span | None, str]],
             primary: Span | None) -> list[tuple[Span | None, str]]:
     """Drop labels on the primary span or repeating an earlier span."""
     seen = {None if primary is None else (primary.start, primary.end)}
-    out = []
+    out: list[tuple[Span | None, str]] = []
     for span, text in secondary:
         key = None if span is None else (span.start, span.end)
         if span is not None and key not in seen:

@@ -122,9 +122,10 @@ def _source_reuse(c: Conflict, out: Findings) -> None:
     reader, writer = c.first.op, c.second.op
     assert reader is not None and writer is not None
     incoming = writer.rank != c.overlap.rank
-    what = f"the {name(writer)} from rank {writer.rank}" if incoming else name(writer)
+    what = f"an incoming {name(writer)}" if incoming else name(writer)
+    label = f"writes {region(c.overlap)}" + (f" from rank {writer.rank}" if incoming else "")
     out.error("E025", f"{what} overwrites the source of a {name(reader)} that may still be "
-              "reading it", writer.span, f"writes {region(c.overlap)}", rank=c.overlap.rank,
+              "reading it", writer.span, label, rank=c.overlap.rank,
               secondary=[(reader.span, f"reads {region(c.overlap)}, not yet complete")],
               notes=[f"a {name(reader)} is complete only after a `quiet` that covers it or a "
                      "wait on its local signal; until then the engine may read the new bytes"],

@@ -93,6 +93,7 @@ def _line(op: OpInst) -> str:
 def _cycle(a: Analysis, cycle: list[Edge], out: Findings) -> None:
     found = hops(a, cycle)
     if not found:
+        _bare_cycle(a, cycle, out)
         return
     first = min(found, key=lambda h: (h.wait.rank, h.wait.index))
     secondary: list[tuple[Span | None, str]] = []
@@ -104,6 +105,18 @@ def _cycle(a: Analysis, cycle: list[Edge], out: Findings) -> None:
               secondary=secondary, notes=[_hop_note(h) for h in found],
               help="on at least one rank, issue the signalling op before the wait "
                    "(send first, then wait)")
+
+
+def _bare_cycle(a: Analysis, cycle: list[Edge], out: Findings) -> None:
+    """A cycle without a wait on it (not expected to happen): name its ops."""
+    ops = [op for e in cycle if (op := a.graph.op(e.src)) is not None]
+    if not ops:
+        return
+    out.error("E030", "deadlock: these waits wait for each other", ops[0].span,
+              "part of a cycle of events that wait for each other", rank=ops[0].rank,
+              secondary=[(op.span, f"{name(op)} on rank {op.rank}") for op in ops[1:]],
+              notes=[" -> ".join(a.graph.describe(e.src) for e in cycle)],
+              help="on at least one rank, issue the signalling op before the wait")
 
 
 # ============================================================================= barriers

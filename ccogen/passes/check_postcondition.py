@@ -3,7 +3,7 @@
 Requires an instance; uses the happens-before graph and `ccogen.analysis.symbolic`
 (symbolic execution with provenance, MSCCLang style).  Runs only when the order of
 every conflicting access is fixed: an instance with a deadlock, an unsatisfiable
-wait or a memory conflict (E020–E025, E030–E032) has no single result, and those
+wait or a memory conflict (E020-E025, E030-E032) has no single result, and those
 findings come first.  Guarantees, when it reports nothing and ran: every
 postcondition holds byte for byte on every rank, whatever the schedule.
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ccogen.analysis import Analysis, analysis_of
+from ccogen.analysis import Analysis, analysis_of, gc_paused
 from ccogen.analysis.symbolic import Mismatch, Piece, evaluate, execute
 from ccogen.passes._report import Findings, name, ranks_note
 from ccogen.passes.base import Pass, PassContext
@@ -34,12 +34,13 @@ class CheckPostcondition(Pass):
         a = analysis_of(ctx)
         if not a.instance.checks or not decidable(a):
             return
-        mem = execute(a.graph)
         failed: dict[Span | None, list[Mismatch]] = {}
-        for check in a.instance.checks:
-            m = evaluate(mem, check)
-            if m is not None:
-                failed.setdefault(check.span, []).append(m)
+        with gc_paused():
+            mem = execute(a.graph)
+            for check in a.instance.checks:
+                m = evaluate(mem, check)
+                if m is not None:
+                    failed.setdefault(check.span, []).append(m)
         out = Findings(ctx)
         for ms in failed.values():
             _report(ms, out, a.instance.nranks)

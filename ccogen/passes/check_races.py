@@ -52,7 +52,7 @@ def _span(x: Access) -> Span | None:
 
 
 def _what(op: OpInst, bytes_rank: int) -> str:
-    if op.kind == "copy" or op.rank == bytes_rank and op.kind == "get":
+    if op.kind == "copy" or (op.rank == bytes_rank and op.kind == "get"):
         return f"the {name(op)} of rank {op.rank}"
     return f"the {name(op)} from rank {op.rank}"
 

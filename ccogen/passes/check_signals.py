@@ -33,7 +33,7 @@ MAX_LABELS = 4
 
 @dataclass(frozen=True)
 class CheckSignals(Pass):
-    """Waits match what is sent (E021–E024, E026, E027); see the module docstring."""
+    """Waits match what is sent (E021-E024, E026, E027); see the module docstring."""
 
     name: ClassVar[str] = "check-signals"
     codes: ClassVar[tuple[str, ...]] = ("E021", "E022", "E023", "E024", "E026", "E027")
@@ -57,7 +57,7 @@ def _op(a: Analysis, rank: int, index: int) -> OpInst:
     return a.instance.ranks[rank][index]
 
 
-# ============================================================================= E021–E023
+# ============================================================================= E021-E023
 
 
 def _signal_wait(a: Analysis, w: WaitMatch, out: Findings) -> None:
@@ -90,7 +90,7 @@ def _other_slots(a: Analysis, slot: SlotKey) -> list[str]:
 
 def _unsatisfiable(a: Analysis, w: WaitMatch, out: Findings) -> None:
     op = _op(a, w.rank, w.op)
-    me, src, q = w.key  # type: ignore[misc]
+    _, src, q = w.key  # type: ignore[misc]
     sends = f"rank {src} sends {_count(w.total)} on queue {q}"
     if w.handwritten:
         label = f"waits for {times(w.expected or 0, 'signal')}, but {sends}"
@@ -130,8 +130,8 @@ def _shared_queues(a: Analysis, w: WaitMatch, out: Findings) -> bool:
     out.error("E022", "`expected` continues the count of another queue", op.span,
               f"expects {w.expected} on queue {q}, which gets {times(w.total, 'signal')}",
               rank=w.rank, secondary=[(other.span, f"counts queue {other.queue}")],
-              notes=[f"each `(src, queue)` pair has its own slot that counts from zero; "
-                     f"a total shared across queues waits forever"],
+              notes=["each `(src, queue)` pair has its own slot that counts from zero; "
+                     "a total shared across queues waits forever"],
               help=f"count queue {q} on its own: `expected={min(w.ordinal, w.total)}`")
     return True
 
@@ -147,7 +147,7 @@ def _earlier_waits_other_queue(a: Analysis, w: WaitMatch) -> list[OpInst]:
 
 def _per_lane(a: Analysis, w: WaitMatch, out: Findings) -> bool:
     """A hand-written value that counts lanes of groups that signal once (E023)."""
-    incs = a.matching.increments.get(w.key, ())  # type: ignore[call-overload]
+    incs = a.matching.incs(w)
     lanes = sum(len(i.ops) for i in incs)
     if not w.handwritten or w.expected is None or lanes == len(incs) or w.expected > lanes:
         return False
@@ -168,7 +168,7 @@ def _per_group(a: Analysis, w: WaitMatch, out: Findings) -> None:
     """The last wait counts per-copy groups once each: it returns early (E023)."""
     if not a.matching.counts_groups(w):
         return
-    incs = a.matching.increments.get(w.key, ())  # type: ignore[call-overload]
+    incs = a.matching.incs(w)
     first = next(i for i in incs if i.per_copy)
     op, put = _op(a, w.rank, w.op), _op(a, first.sender, first.first)
     out.error("E023", "`expected` counts groups, but `signal_per_copy=True` signals per lane",
@@ -231,7 +231,7 @@ def _other_queue(c: Conflict, out: Findings) -> None:
 def _count_wait(a: Analysis, w: WaitMatch, out: Findings) -> None:
     op = _op(a, w.rank, w.op)
     me, counter = w.key  # type: ignore[misc]
-    writes = a.matching.counted.get(w.key, ())  # type: ignore[call-overload]
+    writes = a.matching.writes(w)
     secondary = [(_op(a, c.sender, c.op).span, f"counts {c.nbytes} bytes to rank {me}")
                  for c in writes[:MAX_LABELS]]
     if not writes:
@@ -246,6 +246,28 @@ def _count_wait(a: Analysis, w: WaitMatch, out: Findings) -> None:
                   rank=w.rank, secondary=secondary,
                   notes=["a counted put adds its payload size in bytes, not 1"],
                   help=f"wait for `expected={w.total}` (bytes), or omit `expected`")
+    else:
+        _after_reset(a, w, op, out)
+
+
+def _after_reset(a: Analysis, w: WaitMatch, op: OpInst, out: Findings) -> None:
+    """A wait after a `reset_count` that erased bytes it counts on (E026)."""
+    g = a.graph
+    issue = g.issue(w.rank, w.op)
+    resets = [r for r in a.instance.ranks[w.rank][: w.op] if r.kind == "reset_count"
+              and r.counter == op.counter and g.hb(g.issue(r.rank, r.index), issue)]
+    if not resets or w.expected is None:
+        return
+    last = g.issue(resets[-1].rank, resets[-1].index)
+    counts = [(c.nbytes, g.event(EventKind.COUNT, c.sender, c.op)) for c in a.matching.writes(w)]
+    left = sum(n for n, e in counts if e is None or not g.hb(e, last))
+    if w.expected > left:
+        out.error("E026", "`wait_count` expects more bytes than are ever counted", op.span,
+                  f"waits for {w.expected} bytes; {left} reach `{op.counter}` after the reset",
+                  rank=w.rank, secondary=[(resets[-1].span, "the counter restarts from zero here")],
+                  notes=["with `reset_count` an omitted `expected` still means every byte of "
+                         "the epoch; the bytes counted before the reset are gone"],
+                  help=f"wait for `expected={left}` (bytes), or remove the `reset_count`")
 
 
 def _resets(a: Analysis, out: Findings) -> None:

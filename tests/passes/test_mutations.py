@@ -17,12 +17,12 @@ skipped silently) and printed with `pytest -s`.
 
 Why these are harmless (the simulator's verdict, and the reason):
 
-- deleting or hoisting a `quiet` that only guards sender-side completion at the very
-  end of a program (nothing reuses the source afterwards, and a quiet orders no
-  arrival): alltoall, counted_gather, ring_allgather, pack_then_send, pingpong,
-  two_queue_pipeline, lane_ship, counted_broadcast, aggregated_batch;
-- moving a wait to the start of its block when it is already the first op that
-  depends on it, or when the block holds nothing else (striped_put's loop);
+- deleting or hoisting a `quiet`: in the library a quiet only frees sources that no
+  later op rewrites (a quiet is sender-side; it orders no arrival), in every protocol
+  that has one;
+- moving `counted_gather`'s `wait_count` above rank 0's own `copy` (the copy's bytes are
+  not counted ones), and `two_queue_pipeline`'s second wait above the first one of the
+  same step (both still precede both copies);
 
 see `HARMLESS` for the exact list.
 """
@@ -42,7 +42,7 @@ from ccogen.syntax import parse_ir
 ROOT = Path(__file__).resolve().parents[2]
 PROTOCOLS = sorted((ROOT / "protocols").glob("*.cco"))
 SYNC_OPS = (ir.WaitSignal, ir.WaitCount, ir.Commit, ir.Quiet)
-SIM_SEEDS = 12
+SIM_SEEDS = 8
 
 Path_ = tuple[int | str, ...]  # index, field, index, field, ..., index from a kernel body
 
@@ -101,7 +101,7 @@ def mutants(p: ir.Protocol) -> Iterator[Mutant]:
                 weaker = ir.SignalKind.LOCAL if s.signal is ir.SignalKind.BOTH else \
                     ir.SignalKind.NONE
                 body = _edit(kernel.body, path,
-                             lambda b, i: (*b[:i], replace(b[i], signal=weaker), *b[i + 1:]))
+                             lambda b, i, w=weaker: (*b[:i], replace(b[i], signal=w), *b[i + 1:]))
                 yield Mutant(what.format("drop the signal of"), _with_kernel_body(p, k, body))
             if not isinstance(s, SYNC_OPS):
                 continue
@@ -128,19 +128,72 @@ def checker_errors(p: ir.Protocol) -> list[str]:
 
 
 def simulator_failures(p: ir.Protocol) -> list[str]:
-    """Failures the simulator finds: exhaustively on small instances, else seeded."""
+    """Failures the simulator finds: every schedule (up to partial-order equivalence,
+    bounded) of the two smallest instances, seeded random schedules of every instance."""
+    from ccogen.instantiate import team_sizes
     from ccogen.sim import simulate
 
-    found: set[str] = set()
-    for exhaustive in (True, False):
-        report = simulate(p, seeds=SIM_SEEDS, exhaustive=exhaustive, time_limit=5.0)
-        found |= {d.code for d in report.diagnostics if d.is_error}
-    return sorted(found)
+    small = team_sizes(p)[:2]
+    reports = [simulate(p, ranks=small, exhaustive=True, time_limit=2.0),
+               simulate(p, seeds=SIM_SEEDS)]
+    return sorted({d.code for r in reports for d in r.diagnostics if d.is_error})
 
 
 # ============================================================================= the test
 
-HARMLESS: dict[str, str] = {}
+QUIET = ("a quiet completes only the sender's side (the source may be reused); nothing "
+         "after it rewrites a source or depends on it")
+QUIET_EARLY = ("the quiet now runs before its block's transfers are issued (it drains at most "
+               "earlier ones); as above, no source is rewritten afterwards")
+
+HARMLESS: dict[str, str] = {
+    "aggregated_batch: delete quiet (line 19)":
+        QUIET,
+    "aggregated_batch: move to the start of its block quiet (line 19)":
+        QUIET_EARLY,
+    'alltoall: delete quiet (line 13)':
+        QUIET,
+    'alltoall: move to the start of its block quiet (line 13)':
+        QUIET_EARLY,
+    'counted_broadcast: delete quiet (line 14)':
+        QUIET,
+    'counted_broadcast: move to the start of its block quiet (line 14)':
+        QUIET_EARLY,
+    'counted_gather: delete quiet (line 13)':
+        QUIET,
+    'counted_gather: move to the start of its block quiet (line 13)':
+        QUIET_EARLY,
+    'counted_gather: move to the start of its block wait_count (line 16)':
+        "rank 0's own `copy` writes `gather[0 : block]`, which no counted put touches: "
+        "waiting before the copy is as good",
+    'lane_ship: delete quiet (line 15)':
+        QUIET,
+    'lane_ship: move to the start of its block quiet (line 15)':
+        QUIET_EARLY,
+    'pack_then_send: delete quiet (line 14)':
+        QUIET,
+    'pack_then_send: move to the start of its block quiet (line 14)':
+        QUIET_EARLY,
+    'pingpong: delete quiet (line 13)':
+        QUIET,
+    'pingpong: delete quiet (line 17)':
+        QUIET,
+    'pingpong: move to the start of its block quiet (line 13)':
+        QUIET_EARLY,
+    'pingpong: move to the start of its block quiet (line 17)':
+        QUIET_EARLY,
+    'ring_allgather: delete quiet (line 14)':
+        QUIET,
+    'ring_allgather: move to the start of its block quiet (line 14)':
+        QUIET_EARLY,
+    'two_queue_pipeline: delete quiet (line 17)':
+        QUIET,
+    'two_queue_pipeline: move to the start of its block quiet (line 17)':
+        QUIET_EARLY,
+    'two_queue_pipeline: move to the start of its block wait_signal (line 22)':
+        "the wait on queue 1 moves above the wait on queue 0 of the same step: both still "
+        "precede both copies",
+}
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,293 @@
+"""The structural part of the happens-before graph: events, and the edges that need no ordering.
+
+See `ccogen.analysis.hb_graph` for the model.  This module creates every event and
+the edges that follow from the program text alone: program order, the life of a
+transfer (issue -> read -> land -> signals), queue order between transfers of one
+issuer, `fence`, barriers and the end of each rank's program.  Edges that need
+happens-before facts to be placed (rings, quiets, waits, queue order across
+issuers) are added by `_hb_derive`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from ccogen.analysis.events import BLOCKING, EdgeKind, Event, EventKind
+from ccogen.analysis.matching import Matching
+from ccogen.ir.instance import Instance, Issuer, OpInst
+
+TRANSFERS = frozenset({"put", "get"})
+QueueKey = tuple[int, int, int]  # (rank, peer, queue)
+
+
+@dataclass(slots=True)
+class QueueOps:
+    """The ops of one rank on one `(peer, queue)`, per issuer, in program order."""
+
+    transfers: dict[Issuer, list[int]] = field(default_factory=dict)
+    ringers: dict[Issuer, list[int]] = field(default_factory=dict)  # commits, plain transfers
+
+
+@dataclass(slots=True)
+class BarrierMismatch:
+    """`barrier()` reached `counts[(rank, block)]` times in kernel `kernel`."""
+
+    kernel: int
+    counts: dict[tuple[int, int], int]
+    extra: list[tuple[int, int]]  # (rank, op) of the barriers beyond the common count
+
+
+@dataclass
+class Skeleton:
+    """Events and edges under construction (the mutable half of `HBGraph`)."""
+
+    instance: Instance
+    matching: Matching
+    kinds: list[EventKind] = field(default_factory=list)
+    ranks: list[int] = field(default_factory=list)
+    opidx: list[int] = field(default_factory=list)
+    wheres: list[int] = field(default_factory=list)
+    keys: list[int] = field(default_factory=list)
+    key_ids: dict[object, int] = field(default_factory=dict)
+    ids: dict[tuple[EventKind, int, int], int] = field(default_factory=dict)
+    preds: list[list[int]] = field(default_factory=list)
+    succs: list[list[int]] = field(default_factory=list)
+    edge_kind: dict[tuple[int, int], EdgeKind] = field(default_factory=dict)
+    blocked: set[int] = field(default_factory=set)
+    queues: dict[QueueKey, QueueOps] = field(default_factory=dict)
+    mismatches: list[BarrierMismatch] = field(default_factory=list)
+    _by_rank: dict[int, list[tuple[QueueKey, QueueOps]]] | None = None
+
+    def rank_queues(self, rank: int) -> list[tuple[QueueKey, QueueOps]]:
+        """The queues of one rank (built once the skeleton is complete)."""
+        if self._by_rank is None:
+            self._by_rank = {}
+            for key, qo in self.queues.items():
+                self._by_rank.setdefault(key[0], []).append((key, qo))
+        return self._by_rank.get(rank, [])
+
+    # ------------------------------------------------------------------ primitives
+    def add_event(self, kind: EventKind, rank: int, op: int, where: int, key: object) -> int:
+        e = len(self.kinds)
+        self.kinds.append(kind)
+        self.ranks.append(rank)
+        self.opidx.append(op)
+        self.wheres.append(where)
+        kid = self.key_ids.get(key)
+        if kid is None:
+            kid = self.key_ids[key] = len(self.key_ids)
+        self.keys.append(kid)
+        self.ids[(kind, rank, op)] = e
+        self.preds.append([])
+        self.succs.append([])
+        return e
+
+    def event(self, e: int) -> Event:
+        return Event(self.kinds[e], self.ranks[e], self.opidx[e], self.wheres[e])
+
+    def __len__(self) -> int:
+        return len(self.kinds)
+
+    def add_edge(self, u: int, v: int, kind: EdgeKind) -> bool:
+        if (u, v) in self.edge_kind or u == v:
+            return False
+        self.edge_kind[(u, v)] = kind
+        self.preds[v].append(u)
+        self.succs[u].append(v)
+        return True
+
+    def id(self, kind: EventKind, rank: int, op: int) -> int | None:
+        return self.ids.get((kind, rank, op))
+
+    def op(self, rank: int, index: int) -> OpInst:
+        return self.instance.ranks[rank][index]
+
+    def completion(self, rank: int, index: int) -> int:
+        """The event after which program order continues: `done` of a blocking op, else `issue`."""
+        kind = self.op(rank, index).kind
+        return self.ids[(EventKind.DONE if kind in BLOCKING else EventKind.ISSUE, rank, index)]
+
+    def terminal(self, rank: int, index: int) -> list[int]:
+        """The last events of a transfer: its signals and count, or its land."""
+        ends = [e for k in (EventKind.RSIG, EventKind.LSIG, EventKind.COUNT)
+                if (e := self._signal_event(k, rank, index)) is not None]
+        return ends or [self.ids[(EventKind.LAND, rank, index)]]
+
+    def _signal_event(self, kind: EventKind, rank: int, index: int) -> int | None:
+        if kind is EventKind.COUNT:
+            return self.ids.get((kind, rank, index))
+        inc = self.matching.signal_of.get((rank, index, kind is EventKind.LSIG))
+        return None if inc is None else self.ids.get((kind, rank, inc.first))
+
+
+# ============================================================================= events
+
+
+def build_skeleton(instance: Instance, matching: Matching) -> Skeleton:
+    sk = Skeleton(instance, matching)
+    for rank, ops in enumerate(instance.ranks):
+        who: dict[Issuer, int] = {}
+        for op in ops:
+            _op_events(sk, op, who.setdefault(op.issuer, len(who)))
+        sk.add_event(EventKind.END, rank, -1, rank, ("end", rank))
+    for rank, ops in enumerate(instance.ranks):
+        _program_edges(sk, rank, ops)
+        for op in ops:
+            if op.kind in TRANSFERS:
+                _transfer_edges(sk, op)
+        _queue_edges(sk, rank, ops)
+        _fence_edges(sk, rank, ops)
+    _barriers(sk)
+    return sk
+
+
+def _op_events(sk: Skeleton, op: OpInst, who: int) -> None:
+    """The events of one op; `who` numbers its issuer on its rank.
+
+    Chain keys: the issuer's program (issue, done); per issuer and queue, the data
+    events and the first signal event of each transfer (the queue runs them in
+    order); a second signal kind of the same transfer gets a key of its own.
+    """
+    r, i = op.rank, op.index
+    sk.add_event(EventKind.ISSUE, r, i, r, (r, who))
+    if op.kind in BLOCKING:
+        sk.add_event(EventKind.DONE, r, i, r, (r, who))
+    if op.kind not in TRANSFERS or op.peer is None:
+        return
+    assert op.src is not None and op.dst is not None
+    queue = (r, who, op.peer, op.queue)
+    sk.add_event(EventKind.READ, r, i, op.src.rank, queue)
+    sk.add_event(EventKind.LAND, r, i, op.dst.rank, queue)
+    first = True
+    for local, kind in ((False, EventKind.RSIG), (True, EventKind.LSIG)):
+        inc = sk.matching.signal_of.get((r, i, local))
+        if inc is not None and inc.first == i:
+            sk.add_event(kind, r, i, inc.slot[0], queue if first else (*queue, kind))
+            first = False
+    if op.kind == "put" and op.counter is not None:
+        sk.add_event(EventKind.COUNT, r, i, op.peer,
+                     queue if first else (*queue, EventKind.COUNT))
+
+
+# ============================================================================= edges
+
+
+def _program_edges(sk: Skeleton, rank: int, ops: tuple[OpInst, ...]) -> None:
+    has_succ = [False] * len(ops)
+    for op in ops:
+        issue = sk.ids[(EventKind.ISSUE, rank, op.index)]
+        for p in op.preds:
+            has_succ[p] = True
+            sk.add_edge(sk.completion(rank, p), issue, EdgeKind.PROGRAM)
+        if op.kind in BLOCKING:
+            sk.add_edge(issue, sk.ids[(EventKind.DONE, rank, op.index)], EdgeKind.PROGRAM)
+    end = sk.ids[(EventKind.END, rank, -1)]
+    for op in ops:
+        if not has_succ[op.index]:
+            sk.add_edge(sk.completion(rank, op.index), end, EdgeKind.PROGRAM)
+
+
+def _transfer_edges(sk: Skeleton, op: OpInst) -> None:
+    r, i = op.rank, op.index
+    read = sk.id(EventKind.READ, r, i)
+    if read is None:
+        return
+    land = sk.ids[(EventKind.LAND, r, i)]
+    sk.add_edge(sk.ids[(EventKind.ISSUE, r, i)], read, EdgeKind.TRANSFER)
+    sk.add_edge(read, land, EdgeKind.TRANSFER)
+    for kind in (EventKind.RSIG, EventKind.LSIG, EventKind.COUNT):
+        sig = sk._signal_event(kind, r, i)
+        if sig is not None:
+            sk.add_edge(land, sig, EdgeKind.TRANSFER)
+
+
+def _queue_edges(sk: Skeleton, rank: int, ops: tuple[OpInst, ...]) -> None:
+    """Transfers of one issuer on one queue: each reads after the previous one finished."""
+    last: dict[tuple[Issuer, int, int], int] = {}
+    for op in ops:
+        if op.peer is None or op.queue is None or op.kind not in (*TRANSFERS, "commit"):
+            continue
+        q = sk.queues.setdefault((rank, op.peer, op.queue), QueueOps())
+        if op.kind == "commit" or not op.aggregate:
+            q.ringers.setdefault(op.issuer, []).append(op.index)
+        if op.kind == "commit":
+            continue
+        q.transfers.setdefault(op.issuer, []).append(op.index)
+        key = (op.issuer, op.peer, op.queue)
+        if key in last:
+            read = sk.ids[(EventKind.READ, rank, op.index)]
+            for t in sk.terminal(rank, last[key]):
+                sk.add_edge(t, read, EdgeKind.QUEUE)
+        last[key] = op.index
+
+
+def _fence_edges(sk: Skeleton, rank: int, ops: tuple[OpInst, ...]) -> None:
+    """`fence()`: the issuer's earlier transfers land before its later ones land."""
+    by_issuer: dict[Issuer, list[OpInst]] = {}
+    for op in ops:
+        if op.kind == "fence" or (op.kind in TRANSFERS and op.peer is not None):
+            by_issuer.setdefault(op.issuer, []).append(op)
+    for seq in by_issuer.values():
+        if any(op.kind == "fence" for op in seq):
+            _fence_issuer(sk, rank, seq)
+
+
+def _fence_issuer(sk: Skeleton, rank: int, seq: list[OpInst]) -> None:
+    last_land: dict[tuple[int | None, int | None], int] = {}
+    sources: dict[tuple[int | None, int | None], int] = {}
+    fenced: set[tuple[int | None, int | None]] = set()
+    for op in seq:
+        if op.kind == "fence":
+            sources, fenced = dict(last_land), set()
+            continue
+        where = (op.peer, op.queue)
+        land = sk.ids[(EventKind.LAND, rank, op.index)]
+        if where not in fenced:
+            fenced.add(where)
+            for q, src in sources.items():
+                if q != where:
+                    sk.add_edge(src, land, EdgeKind.FENCE)
+        last_land[where] = land
+
+
+# ============================================================================= barriers
+
+
+def _barrier_ops(instance: Instance, kernel: int) -> dict[tuple[int, int], list[int]]:
+    grid = instance.kernels[kernel].blocks if kernel < len(instance.kernels) else 1
+    found: dict[tuple[int, int], list[int]] = {
+        (r, b): [] for r in range(instance.nranks) for b in range(grid)}
+    for rank, ops in enumerate(instance.ranks):
+        for op in ops:
+            if op.kind == "barrier" and op.kernel == kernel:
+                found.setdefault((rank, op.issuer.block), []).append(op.index)
+    return found
+
+
+def _barriers(sk: Skeleton) -> None:
+    """The k-th barrier of every (rank, block) of a kernel joins; extra ones never return."""
+    serial = 0
+    for kernel in _kernels_with_barriers(sk.instance):
+        found = _barrier_ops(sk.instance, kernel)
+        common = min(len(v) for v in found.values())
+        for k in range(common):
+            join = sk.add_event(EventKind.JOIN, -1, serial, -1, ("barrier",))
+            serial += 1
+            for (rank, _), idx in found.items():
+                sk.add_edge(sk.ids[(EventKind.ISSUE, rank, idx[k])], join, EdgeKind.BARRIER)
+                sk.add_edge(join, sk.ids[(EventKind.DONE, rank, idx[k])], EdgeKind.BARRIER)
+        extra = [(rank, i) for (rank, _), idx in found.items() for i in idx[common:]]
+        for rank, i in extra:
+            sk.blocked.add(sk.ids[(EventKind.DONE, rank, i)])
+        if extra:
+            counts = {k: len(v) for k, v in found.items()}
+            sk.mismatches.append(BarrierMismatch(kernel, counts, extra))
+
+
+def _kernels_with_barriers(instance: Instance) -> Iterator[int]:
+    kernels = {op.kernel for ops in instance.ranks for op in ops if op.kind == "barrier"}
+    yield from sorted(kernels)
+
+
+__all__ = ["BarrierMismatch", "QueueKey", "QueueOps", "Skeleton", "build_skeleton"]

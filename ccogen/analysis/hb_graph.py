@@ -1,0 +1,288 @@
+"""The happens-before graph of an instance: events, the order between them, and queries.
+
+networkx stays behind this door: checks ask `happens_before`, `cycles`, `ancestors`
+and read `nx` (built on demand) for anything else.
+
+*Events* (`events.EventKind`), per op instance: `issue`; for a put/get also `read`
+(its source bytes are read, on the source's rank), `land` (its destination bytes
+are written), `rsig` / `lsig` (the remote / local signal increment, after `land`;
+one event per posting group that signals once) and `count` (a counted put's add,
+after `land`); `done` for quiet, wait_signal, wait_count and barrier; one `join`
+per barrier and one `end` per rank (where `ensure` reads).  A copy is synchronous:
+it reads and writes at its `issue`.
+
+*Edges* (`events.EdgeKind`):
+
+- program order: `OpInst.preds`, from the completion of the predecessor (`done` of
+  a blocking op, else `issue`) to the next `issue`; `issue -> done`; the completion
+  of each op without successor -> `end`.  Kernel boundaries add nothing else, so
+  transfers stay in flight across them;
+- a transfer's life: `issue -> read -> land -> rsig/lsig/count`;
+- queue order: transfers on one `(rank, peer, queue)` whose issues are ordered
+  complete in that order: the next transfer's `read` follows the previous one's
+  signals (or `land`).  Same issuer: always; different issuers: once their issues
+  are known to be ordered;
+- rings: an aggregate op is read only after a doorbell, a `commit(peer, queue)` or
+  a plain transfer on its queue posted after it; the edge comes from the doorbell
+  that every possible ringer follows, when there is one;
+- quiet(p[, q]) returns after the `read` of the last surely-rung op per issuer
+  issued before it toward p [on q].  Sender-side only: a quiet does not order any
+  `land` (the MORI seed: completion says the engine consumed the command, not that
+  a receiver observed it);
+- wait_signal(src, q, E) returns after each increment of the slot `[src, q]` that
+  is among the first E in every schedule: s is when `1 + #{t != s : not s -> t} <= E`;
+  wait_count(C, E) after each counted write c with `sum(bytes of t != c : not
+  c -> t) < E`.  A wait expecting more than its key ever receives is *blocked*
+  (never returns);
+- barriers: the k-th barrier of every (rank, block) of a kernel's grid: every
+  `issue` -> `join` -> every `done`; barriers beyond the common count are blocked;
+- fence(): the issuer's transfers before it land before its transfers after it.
+
+Reachability uses vector clocks over chains of events (`_clock`): an instance of
+~20k ops sweeps in a fraction of a second.  Events behind a cycle or a blocked
+event never happen: `executes` is False for them and they have no order.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import networkx as nx
+
+from ccogen.analysis import _hb_derive as derive
+from ccogen.analysis._clock import Clock, sweep
+from ccogen.analysis._hb_build import BarrierMismatch, QueueOps, build_skeleton
+from ccogen.analysis.events import BLOCKING, EdgeKind, Event, EventKind
+from ccogen.analysis.matching import Matching, match
+from ccogen.ir.instance import Instance, OpInst
+from ccogen.source import Span
+
+MAX_ROUNDS = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    """One edge of a cycle or path: `src -> dst` of kind `kind`."""
+
+    src: int
+    dst: int
+    kind: EdgeKind
+
+
+class HBGraph:
+    """The happens-before graph of one instance (see the module docstring)."""
+
+    def __init__(self, instance: Instance, matching: Matching | None = None) -> None:
+        self.instance = instance
+        self.matching = matching if matching is not None else match(instance)
+        self._sk = build_skeleton(instance, self.matching)
+        derive.block_unsatisfiable(self._sk)
+        self.clock0 = self._sweep()
+        self.clock = self._fixpoint()
+
+    # ------------------------------------------------------------------ construction
+    def _sweep(self) -> Clock:
+        sk = self._sk
+        return sweep(sk.preds, sk.succs, sk.keys, len(sk.key_ids), sk.blocked)
+
+    def _fixpoint(self) -> Clock:
+        sk, clock0 = self._sk, self.clock0
+        fresh = derive.ring_edges(sk, clock0.hb) == 0
+        clock = clock0
+        for n in range(MAX_ROUNDS):
+            hb = derive.oracle(clock, clock0)
+            again = n > 0
+            added = (derive.quiet_edges(sk, hb, again)
+                     + derive.wait_edges(sk, clock, clock0, again)
+                     + derive.cross_queue_edges(sk, hb))
+            if added == 0 and fresh:
+                break
+            clock, fresh = self._sweep(), True
+        return clock
+
+    # ------------------------------------------------------------------ events
+    def event_at(self, e: int) -> Event:
+        """The event with id `e`."""
+        return self._sk.event(e)
+
+    def kind(self, e: int) -> EventKind:
+        return self._sk.kinds[e]
+
+    def __len__(self) -> int:
+        return len(self._sk)
+
+    def event(self, kind: EventKind, rank: int, op: int) -> int | None:
+        """The id of an event, None if the op has no such event."""
+        return self._sk.id(kind, rank, op)
+
+    def issue(self, rank: int, op: int) -> int:
+        return self._sk.ids[(EventKind.ISSUE, rank, op)]
+
+    def done(self, rank: int, op: int) -> int:
+        return self._sk.ids[(EventKind.DONE, rank, op)]
+
+    def read(self, rank: int, op: int) -> int:
+        """Where an op reads its source: `read` of a transfer, `issue` of a copy."""
+        e = self._sk.id(EventKind.READ, rank, op)
+        return self.issue(rank, op) if e is None else e
+
+    def write(self, rank: int, op: int) -> int:
+        """Where an op writes its destination: `land` of a transfer, `issue` of a copy."""
+        e = self._sk.id(EventKind.LAND, rank, op)
+        return self.issue(rank, op) if e is None else e
+
+    def end(self, rank: int) -> int:
+        return self._sk.ids[(EventKind.END, rank, -1)]
+
+    def completion(self, rank: int, op: int) -> int:
+        return self._sk.completion(rank, op)
+
+    def signal_event(self, rank: int, op: int, local: bool) -> int | None:
+        """The increment event that op `(rank, op)` takes part in."""
+        inc = self.matching.signal_of.get((rank, op, local))
+        if inc is None:
+            return None
+        return self._sk.id(EventKind.LSIG if local else EventKind.RSIG, inc.sender, inc.first)
+
+    def op(self, e: int) -> OpInst | None:
+        rank, op = self._sk.ranks[e], self._sk.opidx[e]
+        if rank < 0 or op < 0:
+            return None
+        return self.instance.ranks[rank][op]
+
+    def span(self, e: int) -> Span | None:
+        op = self.op(e)
+        return op.span if op is not None else None
+
+    # ------------------------------------------------------------------ order
+    def happens_before(self, a: int, b: int) -> bool:
+        """`a` happens strictly before `b` in every schedule (both must happen)."""
+        return self.clock.hb(a, b)
+
+    hb = happens_before
+
+    def ordered(self, a: int, b: int) -> bool:
+        return self.clock.hb(a, b) or self.clock.hb(b, a)
+
+    def executes(self, e: int) -> bool:
+        """`e` happens in every schedule (it is not behind a cycle or a blocked wait)."""
+        return self.clock.executes(e)
+
+    def topo(self, e: int) -> int:
+        """The position of `e` in one topological order (-1 if it never happens)."""
+        return self.clock.topo[e]
+
+    @property
+    def order(self) -> list[int]:
+        return self.clock.order
+
+    @property
+    def blocked(self) -> frozenset[int]:
+        """Waits that expect more than they can ever get, and unmatched barriers."""
+        return frozenset(self._sk.blocked)
+
+    @property
+    def stuck(self) -> list[int]:
+        return self.clock.stuck
+
+    @property
+    def barrier_mismatches(self) -> list[BarrierMismatch]:
+        return self._sk.mismatches
+
+    def preds(self, e: int) -> list[int]:
+        return self._sk.preds[e]
+
+    def succs(self, e: int) -> list[int]:
+        return self._sk.succs[e]
+
+    def edge_kind(self, u: int, v: int) -> EdgeKind | None:
+        return self._sk.edge_kind.get((u, v))
+
+    def ancestors(self, e: int) -> set[int]:
+        """Every event with a path to `e` (a walk; meant for explanations, not loops)."""
+        seen: set[int] = set()
+        todo = deque(self._sk.preds[e])
+        while todo:
+            p = todo.popleft()
+            if p not in seen:
+                seen.add(p)
+                todo.extend(self._sk.preds[p])
+        return seen
+
+    # ------------------------------------------------------------------ queue facts
+    def queue_ops(self, rank: int, peer: int, queue: int) -> QueueOps | None:
+        return self._sk.queues.get((rank, peer, queue))
+
+    def sure_ringers(self, rank: int, op: int) -> list[int]:
+        """Per issuer, the first doorbell (commit or plain op) issued after aggregate `op`.
+
+        Judged on the structural order (`clock0`: no waits), so a doorbell behind a
+        deadlock still counts as issued after the op.
+        """
+        o = self.instance.ranks[rank][op]
+        qo = self._sk.queues.get((rank, o.peer, o.queue))  # type: ignore[arg-type]
+        if qo is None:
+            return []
+        return derive.sure_ringers(self._sk, rank, qo, op, self.clock0.hb)
+
+    def drained(self, rank: int, quiet: int) -> list[int]:
+        """The `read` events that quiet `quiet` of `rank` waits for."""
+        return derive.drained(self._sk, rank, quiet, self.hb)
+
+    # ------------------------------------------------------------------ cycles
+    def cycles(self) -> list[list[Edge]]:
+        """One cycle per strongly connected group of events that never happen."""
+        return self._cycles
+
+    @cached_property
+    def _cycles(self) -> list[list[Edge]]:
+        stuck = set(self.stuck)
+        if not stuck:
+            return []
+        sub = nx.DiGraph()
+        sub.add_edges_from((u, v) for v in stuck for u in self._sk.preds[v] if u in stuck)
+        found = []
+        for comp in sorted(nx.strongly_connected_components(sub), key=min):
+            if len(comp) > 1:
+                cyc = nx.find_cycle(sub.subgraph(comp), source=min(comp))
+                found.append([Edge(u, v, self._sk.edge_kind[(u, v)]) for u, v in cyc])
+        return found
+
+    # ------------------------------------------------------------------ networkx
+    @cached_property
+    def nx(self) -> nx.DiGraph:
+        """The graph as a networkx DiGraph: nodes are `Event`s, edges carry `kind` and `spans`."""
+        g = nx.DiGraph()
+        evs = [self._sk.event(e) for e in range(len(self._sk))]
+        for e, ev in enumerate(evs):
+            g.add_node(ev, id=e, span=self.span(e), executes=self.executes(e))
+        for (u, v), kind in self._sk.edge_kind.items():
+            g.add_edge(evs[u], evs[v], kind=kind, spans=(self.span(u), self.span(v)))
+        return g
+
+    def describe(self, e: int) -> str:
+        """`land of `put` #3 on rank 0`: for debugging and test failures."""
+        ev = self._sk.event(e)
+        op = self.op(e)
+        if op is None:
+            return str(ev)
+        return f"{ev.kind.value} of `{op.kind}` #{ev.op} on rank {ev.rank}"
+
+    def iter_ops(self) -> Iterator[OpInst]:
+        for ops in self.instance.ranks:
+            yield from ops
+
+    def stats(self) -> dict[str, Any]:
+        return {"events": len(self._sk), "edges": len(self._sk.edge_kind),
+                "chains": max(self.clock.chain, default=-1) + 1, "stuck": len(self.stuck)}
+
+
+def is_blocking(op: OpInst) -> bool:
+    return op.kind in BLOCKING
+
+
+__all__ = ["Edge", "EdgeKind", "Event", "EventKind", "HBGraph", "is_blocking"]

@@ -1,0 +1,247 @@
+"""Conflicting memory accesses: the facts behind E024, E025, E031 and E032.
+
+Every access to window bytes is placed at one event of the happens-before graph:
+a transfer reads its source at `read` and writes its destination at `land`; a copy
+reads and writes at its `issue`; a postcondition reads the final state of a window
+at the `end` of the rank that evaluates it (transfers may still be in flight after
+the kernel ends, so only a wait on that rank orders their arrival).
+
+Candidate pairs come from interval overlap per `(rank, window)`: accesses are
+grouped by identical byte range, and a sweep over sorted ranges pairs groups that
+overlap, so no all-pairs loop.  Writes to one range are sorted in topological order;
+when that sequence is a chain (each write ordered before the next) a read is
+checked against it with two binary searches.
+
+A `Conflict` is one of:
+
+- `write-write`: two writes of overlapping bytes with no order between them (E031);
+- `read-before-arrival`: a read of bytes that a transfer writes, neither ordered
+  before nor after the write (E032);
+- `other-queue`: the same, where the reading rank waits for a signal that the writer
+  sent after the data but on another queue (E024);
+- `source-reuse`: a transfer's source is written after the transfer was issued but
+  not surely after it read its source (no quiet or local-signal wait between) (E025).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+from itertools import pairwise
+
+from ccogen.analysis._hb_derive import prefix_len
+from ccogen.analysis.hb_graph import HBGraph
+from ccogen.ir.instance import CheckInst, OpInst, RegionInst
+
+MAX_PAIRWISE = 64
+
+
+class ConflictKind(StrEnum):
+    WRITE_WRITE = "write-write"
+    READ_BEFORE_ARRIVAL = "read-before-arrival"
+    OTHER_QUEUE = "other-queue"
+    SOURCE_REUSE = "source-reuse"
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """Bytes `region` read or written at event `event` by `op` (or by postcondition `check`)."""
+
+    region: RegionInst
+    event: int
+    issue: int
+    op: OpInst | None
+    check: CheckInst | None = None
+
+    @property
+    def by_transfer(self) -> bool:
+        return self.op is not None and self.op.kind in ("put", "get")
+
+
+@dataclass(frozen=True, slots=True)
+class Conflict:
+    """Two accesses that may touch the same bytes in either order (see the module docstring).
+
+    `first` is the read (or one write), `second` the write; `overlap` the shared bytes.
+    For `other-queue`, `wait` is the reader's wait and `signal` the op whose signal it
+    waits for.
+    """
+
+    kind: ConflictKind
+    first: Access
+    second: Access
+    overlap: RegionInst
+    wait: OpInst | None = None
+    signal: OpInst | None = None
+
+
+# ============================================================================= accesses
+
+
+def accesses(graph: HBGraph) -> tuple[list[Access], list[Access]]:
+    """Every read and every write of the instance that happens."""
+    reads: list[Access] = []
+    writes: list[Access] = []
+    for op in graph.iter_ops():
+        if op.kind not in ("put", "get", "copy") or op.src is None or op.dst is None:
+            continue
+        issue = graph.issue(op.rank, op.index)
+        reads.append(Access(op.src, graph.read(op.rank, op.index), issue, op))
+        writes.append(Access(op.dst, graph.write(op.rank, op.index), issue, op))
+    for check in graph.instance.checks:
+        end = graph.end(check.rank)
+        for region, init in ((check.left, check.left_init), (check.right, check.right_init)):
+            if not init:
+                reads.append(Access(region, end, end, None, check))
+    return ([a for a in reads if graph.executes(a.event)],
+            [a for a in writes if graph.executes(a.event)])
+
+
+def _overlap(a: RegionInst, b: RegionInst) -> RegionInst:
+    return RegionInst(a.window, max(a.start, b.start), min(a.stop, b.stop), a.rank)
+
+
+# ============================================================================= overlap sweep
+
+
+@dataclass(slots=True)
+class _Group:
+    """Accesses of one kind to one exact byte range, in topological order."""
+
+    region: RegionInst
+    items: list[Access]
+    write: bool
+
+
+def _groups(graph: HBGraph, accs: list[Access], write: bool) -> list[_Group]:
+    by_range: dict[tuple[int, str, int, int], list[Access]] = {}
+    for a in accs:
+        r = a.region
+        by_range.setdefault((r.rank, r.window, r.start, r.stop), []).append(a)
+    return [_Group(items[0].region, sorted(items, key=lambda a: graph.topo(a.event)), write)
+            for items in by_range.values()]
+
+
+def overlapping(groups: list[_Group]) -> Iterator[tuple[_Group, _Group]]:
+    """Pairs of groups on one (rank, window) whose ranges overlap (writes first in reads' pairs)."""
+    by_place: dict[tuple[int, str], list[_Group]] = {}
+    for g in groups:
+        by_place.setdefault((g.region.rank, g.region.window), []).append(g)
+    for place in by_place.values():
+        yield from _sweep(sorted(place, key=lambda g: (g.region.start, g.region.stop)))
+
+
+def _sweep(place: list[_Group]) -> Iterator[tuple[_Group, _Group]]:
+    active: list[tuple[int, int, _Group]] = []
+    for n, g in enumerate(place):
+        while active and active[0][0] <= g.region.start:
+            heapq.heappop(active)
+        for _, _, other in active:
+            if other.write or g.write:
+                yield (other, g) if other.write else (g, other)
+        heapq.heappush(active, (g.region.stop, n, g))
+
+
+# ============================================================================= conflicts
+
+
+def conflicts(graph: HBGraph) -> list[Conflict]:
+    """Every conflict of the instance, in a deterministic order."""
+    reads, writes = accesses(graph)
+    wgroups = _groups(graph, writes, True)
+    found: list[Conflict] = []
+    for g in wgroups:
+        found += _within(graph, g)
+    for a, b in overlapping(wgroups + _groups(graph, reads, False)):
+        if b.write:
+            found += _between_writes(graph, a, b)
+        else:
+            found += _reads_against(graph, b, a)
+    return found
+
+
+def _within(graph: HBGraph, g: _Group) -> list[Conflict]:
+    """Writes to one exact range: every adjacent pair in topological order must be ordered."""
+    out = []
+    for x, y in pairwise(g.items):
+        if not graph.hb(x.event, y.event):
+            out.append(Conflict(ConflictKind.WRITE_WRITE, x, y, g.region))
+    return out
+
+
+def _between_writes(graph: HBGraph, a: _Group, b: _Group) -> list[Conflict]:
+    merged = sorted(a.items + b.items, key=lambda x: graph.topo(x.event))
+    overlap = _overlap(a.region, b.region)
+    for x, y in pairwise(merged):
+        if x.region != y.region and not graph.hb(x.event, y.event):
+            return [Conflict(ConflictKind.WRITE_WRITE, x, y, overlap)]
+    return []
+
+
+def _is_chain(graph: HBGraph, g: _Group) -> bool:
+    return all(graph.hb(x.event, y.event) for x, y in pairwise(g.items))
+
+
+def _reads_against(graph: HBGraph, reads: _Group, writes: _Group) -> list[Conflict]:
+    overlap = _overlap(reads.region, writes.region)
+    items = writes.items
+    if not _is_chain(graph, writes):
+        items = items[:MAX_PAIRWISE]
+        return [c for r in reads.items for w in items
+                if (c := _classify(graph, r, w, overlap)) is not None][:1]
+    out = []
+    for r in reads.items:
+        c = _read_in_chain(graph, r, items, overlap)
+        if c is not None:
+            out.append(c)
+    return out
+
+
+def _read_in_chain(graph: HBGraph, r: Access, chain: list[Access],
+                   overlap: RegionInst) -> Conflict | None:
+    k = prefix_len(chain, lambda w: graph.hb(w.event, r.event))
+    if k and r.issue != r.event and graph.hb(r.issue, chain[k - 1].event):
+        return Conflict(ConflictKind.SOURCE_REUSE, r, chain[k - 1], overlap)
+    if k < len(chain):
+        return _classify(graph, r, chain[k], overlap)
+    return None
+
+
+def _classify(graph: HBGraph, r: Access, w: Access, overlap: RegionInst) -> Conflict | None:
+    """The conflict between read `r` and write `w`, if they are not safely ordered."""
+    if w.op is r.op and r.op is not None:
+        return None
+    reused = r.issue != r.event and graph.hb(r.issue, w.event)
+    if reused and not graph.hb(r.event, w.event):
+        return Conflict(ConflictKind.SOURCE_REUSE, r, w, overlap)
+    if graph.ordered(r.event, w.event) or not w.by_transfer:
+        return None
+    announced = _other_queue(graph, r, w)
+    if announced is not None:
+        wait, signal = announced
+        return Conflict(ConflictKind.OTHER_QUEUE, r, w, overlap, wait, signal)
+    return Conflict(ConflictKind.READ_BEFORE_ARRIVAL, r, w, overlap)
+
+
+def _other_queue(graph: HBGraph, r: Access, w: Access) -> tuple[OpInst, OpInst] | None:
+    """A wait before `r` on a signal that `w`'s issuer sent after `w`, on another queue."""
+    put = w.op
+    if put is None or put.kind != "put" or put.queue is None:
+        return None
+    reader = r.op.rank if r.op is not None else r.check.rank  # type: ignore[union-attr]
+    m = graph.matching
+    issue_put = graph.issue(put.rank, put.index)
+    for op in graph.instance.ranks[reader]:
+        if op.kind != "wait_signal" or op.peer != put.rank or op.queue in (None, put.queue):
+            continue
+        if not graph.hb(graph.done(reader, op.index), r.event):
+            continue
+        for inc in m.increments.get((reader, put.rank, op.queue), ()):
+            if graph.hb(issue_put, graph.issue(inc.sender, inc.first)):
+                return op, graph.instance.ranks[inc.sender][inc.first]
+    return None
+
+
+__all__ = ["Access", "Conflict", "ConflictKind", "accesses", "conflicts", "overlapping"]

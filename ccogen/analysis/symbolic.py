@@ -1,0 +1,196 @@
+"""Symbolic execution with provenance: which initial bytes every byte of every window holds.
+
+The state of a `(rank, window)` is an interval map of segments; a segment says that
+its bytes hold consecutive bytes of the initial state, starting at `(rank, window,
+offset)`, and which op wrote them last (None: never written).  Copies and transfers
+are applied in a topological order of the happens-before graph: a transfer takes
+its source bytes at its `read` event and writes them at its `land` event, a copy at
+its `issue`.  The result is meaningful only when the order of conflicting accesses
+is fixed (no race, no deadlock): the checks skip it otherwise.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+from ccogen.analysis.events import EventKind
+from ccogen.analysis.hb_graph import HBGraph
+from ccogen.ir.instance import CheckInst, Instance, OpInst, RegionInst
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """`length` bytes holding the initial bytes `window@rank[offset : offset+length]`."""
+
+    length: int
+    rank: int
+    window: str
+    offset: int
+    writer: OpInst | None = None
+
+    def origin(self) -> RegionInst:
+        return RegionInst(self.window, self.offset, self.offset + self.length, self.rank)
+
+    def cut(self, skip: int, length: int) -> Piece:
+        return Piece(length, self.rank, self.window, self.offset + skip, self.writer)
+
+
+@dataclass(slots=True)
+class _Window:
+    """One window of one rank: segment starts and, per segment, its stop and piece."""
+
+    starts: list[int]
+    pieces: list[Piece]
+
+    @staticmethod
+    def initial(rank: int, window: str, size: int) -> _Window:
+        return _Window([0], [Piece(size, rank, window, 0)])
+
+    def _split(self, x: int) -> int:
+        """Make `x` a segment boundary; return the index of the segment starting at `x`."""
+        i = bisect.bisect_right(self.starts, x) - 1
+        if i < 0:
+            return 0
+        start, piece = self.starts[i], self.pieces[i]
+        if start == x:
+            return i
+        if x >= start + piece.length:
+            return i + 1
+        self.pieces[i] = piece.cut(0, x - start)
+        self.starts.insert(i + 1, x)
+        self.pieces.insert(i + 1, piece.cut(x - start, start + piece.length - x))
+        return i + 1
+
+    def read(self, start: int, stop: int) -> list[Piece]:
+        i = max(0, bisect.bisect_right(self.starts, start) - 1)
+        out = []
+        while i < len(self.starts) and self.starts[i] < stop:
+            s, p = self.starts[i], self.pieces[i]
+            lo, hi = max(s, start), min(s + p.length, stop)
+            if lo < hi:
+                out.append(p.cut(lo - s, hi - lo))
+            i += 1
+        return out
+
+    def write(self, start: int, pieces: list[Piece], writer: OpInst | None) -> None:
+        stop = start + sum(p.length for p in pieces)
+        i, j = self._split(start), self._split(stop)
+        starts, new = [], []
+        at = start
+        for p in pieces:
+            starts.append(at)
+            new.append(Piece(p.length, p.rank, p.window, p.offset, writer))
+            at += p.length
+        self.starts[i:j] = starts
+        self.pieces[i:j] = new
+
+
+@dataclass
+class Memory:
+    """The symbolic memory of every rank (windows are created on first touch)."""
+
+    instance: Instance
+    windows: dict[tuple[int, str], _Window] = field(default_factory=dict)
+
+    def _window(self, rank: int, window: str) -> _Window:
+        key = (rank, window)
+        w = self.windows.get(key)
+        if w is None:
+            w = self.windows[key] = _Window.initial(rank, window,
+                                                    self.instance.window_size(window))
+        return w
+
+    def read(self, r: RegionInst) -> list[Piece]:
+        return self._window(r.rank, r.window).read(r.start, r.stop)
+
+    def write(self, r: RegionInst, pieces: list[Piece], writer: OpInst | None) -> None:
+        self._window(r.rank, r.window).write(r.start, pieces, writer)
+
+
+def initial(r: RegionInst) -> list[Piece]:
+    return [Piece(r.size, r.rank, r.window, r.start)]
+
+
+_MOVES = frozenset({EventKind.READ, EventKind.LAND, EventKind.ISSUE})
+
+
+def execute(graph: HBGraph) -> Memory:
+    """Apply every copy and transfer in topological order; return the final memory."""
+    mem = Memory(graph.instance)
+    taken: dict[tuple[int, int], list[Piece]] = {}
+    for e in graph.order:
+        kind = graph.kind(e)
+        if kind not in _MOVES:
+            continue
+        op = graph.op(e)
+        if op is None or op.src is None or op.dst is None:
+            continue
+        if kind is EventKind.READ:
+            taken[(op.rank, op.index)] = mem.read(op.src)
+        elif kind is EventKind.LAND:
+            mem.write(op.dst, taken.pop((op.rank, op.index)), op)
+        elif op.kind == "copy":
+            mem.write(op.dst, mem.read(op.src), op)
+    return mem
+
+
+# ============================================================================= postconditions
+
+
+@dataclass(frozen=True, slots=True)
+class Mismatch:
+    """Bytes `[start, stop)` of the check's left region differ: `got` vs `want` provenance.
+
+    For a failing `!=` (`equal` True) the two sides hold the same bytes and `got`
+    is the first piece of both.
+    """
+
+    check: CheckInst
+    start: int
+    stop: int
+    got: Piece
+    want: Piece
+    equal: bool = False
+
+
+def side(mem: Memory, r: RegionInst, init: bool) -> list[Piece]:
+    return initial(r) if init else mem.read(r)
+
+
+def evaluate(mem: Memory, check: CheckInst) -> Mismatch | None:
+    """Why `check` fails on the final memory `mem`, or None when it holds."""
+    left = side(mem, check.left, check.left_init)
+    right = side(mem, check.right, check.right_init)
+    diff = first_difference(left, right)
+    if check.op == "!=":
+        if diff is not None or not left:
+            return None
+        return Mismatch(check, check.left.start, check.left.stop, left[0], left[0], equal=True)
+    if diff is None:
+        return None
+    pos, got, want = diff
+    start = check.left.start + pos
+    return Mismatch(check, start, start + got.length, got, want)
+
+
+def first_difference(left: list[Piece], right: list[Piece]) -> tuple[int, Piece, Piece] | None:
+    """Offset and the two differing pieces (cut to the same length) of the first difference."""
+    i = j = 0
+    ioff = joff = pos = 0
+    while i < len(left) and j < len(right):
+        a, b = left[i], right[j]
+        n = min(a.length - ioff, b.length - joff)
+        pa, pb = a.cut(ioff, n), b.cut(joff, n)
+        if (pa.rank, pa.window, pa.offset) != (pb.rank, pb.window, pb.offset):
+            return pos, pa, pb
+        pos, ioff, joff = pos + n, ioff + n, joff + n
+        if ioff == a.length:
+            i, ioff = i + 1, 0
+        if joff == b.length:
+            j, joff = j + 1, 0
+    return None
+
+
+__all__ = ["Memory", "Mismatch", "Piece", "evaluate", "execute", "first_difference",
+           "initial"]
