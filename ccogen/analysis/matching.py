@@ -103,6 +103,18 @@ class ExpectedValues:
     counter_totals: Mapping[CounterKey, int]
     reset_counters: frozenset[CounterKey]
 
+    def of_wait(self, op: OpInst) -> tuple[int, int] | None:
+        """(expected in epoch 0, added per epoch) of a wait; None if it pairs with nothing."""
+        base = self.waits.get((op.rank, op.index))
+        if base is None:
+            return None
+        if op.kind == "wait_count":
+            assert op.counter is not None
+            key: CounterKey = (op.rank, op.counter)
+            return base, 0 if key in self.reset_counters else self.counter_totals.get(key, 0)
+        assert op.peer is not None and op.queue is not None
+        return base, self.slot_totals.get((op.rank, op.peer, op.queue), 0)
+
     def at_epoch(self, rank: int, op: int, key: SlotKey | CounterKey, epoch: int) -> int:
         """`expected + epoch * total` for the wait `(rank, op)` on `key` in epoch `epoch`."""
         base = self.waits[(rank, op)]

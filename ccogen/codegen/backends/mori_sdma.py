@@ -162,12 +162,10 @@ class _Lowering:
         return Stmt("comment", text=f"// {self.source}:{line}: {op.kind}")
 
     def expected(self, op: OpInst) -> tuple[int, int]:
-        assert op.peer is not None and op.queue is not None
-        base = self.analysis.expected.waits.get((op.rank, op.index))
-        if base is None:
+        found = self.analysis.expected.of_wait(op)
+        if found is None:
             raise Unsupported("this `wait_signal` has no signal to pair with", op.span)
-        total = self.analysis.expected.slot_totals.get((op.rank, op.peer, op.queue), 0)
-        return base, total
+        return found
 
     def mode(self, op: OpInst) -> str:
         mode = op.mode if op.mode is not Mode.AUTO else self.analysis.matching.mode_of(op)

@@ -15,24 +15,39 @@ other).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import replace
 from typing import ClassVar
 
 from ccogen import __version__
 from ccogen.codegen.backends.base import Backend, Options
-from ccogen.codegen.expected import expected_values
 from ccogen.codegen.files import GeneratedFiles, banner, options_hash
 from ccogen.codegen.jinja import render
 from ccogen.codegen.layout import HeapLayout, plan_heap
 from ccogen.codegen.model import BlockProgram, KernelModel, ProtocolModel, Segment
 from ccogen.codegen.naming import c_identifier
 from ccogen.codegen.plan import Unsupported, block_ops, lower_block
-from ccogen.ir.instance import Instance
+from ccogen.ir.instance import Instance, OpInst
 
 MIN_BLOCK_DIM = 256
 SMALL_COPY = 64 << 10
 BYTES_PER_CTA = 256 << 10
 MAX_CTAS = 16
+
+
+def expected_oracle(instance: Instance) -> Callable[[OpInst], tuple[int, int]]:
+    """(expected in epoch 0, per-epoch total) of each wait, from the checker's matching."""
+    from ccogen.analysis import analyse
+
+    values = analyse(instance).expected
+
+    def oracle(op: OpInst) -> tuple[int, int]:
+        found = values.of_wait(op)
+        if found is None:
+            raise Unsupported("this wait pairs with no signal or counted write", op.span)
+        return found
+
+    return oracle
 
 
 def ctas_for(largest_copy: int) -> int:
@@ -58,8 +73,7 @@ class SmBackend(Backend):
               options: Options) -> tuple[ProtocolModel, HeapLayout]:
         scratch = sum(k.blocks for k in instance.kernels) + len(instance.kernels)
         layout = self.plan_layout(instance, scratch)
-        expected = expected_values(instance)
-        oracle = lambda op: expected[(op.rank, op.index)]  # noqa: E731
+        oracle = expected_oracle(instance)
         kernels = []
         word = layout.scratch.offset
         for k in instance.kernels:
