@@ -4,7 +4,8 @@ The extension loads the CUDA driver (libcuda.so.1) lazily, so importing ccogen n
 GPU.  Every function here that needs the driver raises `GpuUnavailable` with a message that
 says why (no driver, no device, extension not built); `driver_available()` never raises.
 
-Later: compile(source, backend, options) -> Module, launch(), on-disk cubin cache.
+Building, launching and checking generated code lives in `ccogen.rt` (which uses the
+extension's Context / Module / Function / Stream / Event / HostMapped / launch directly).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from types import ModuleType
 
 __all__ = [
     "GpuUnavailable",
+    "compute_capability",
     "device_count",
     "device_name",
     "driver_available",
@@ -68,3 +70,13 @@ def device_name(ordinal: int) -> str:
         return str(rt.device_name(ordinal))
     except rt.CudaUnavailable as exc:
         raise GpuUnavailable(str(exc)) from exc
+
+
+def compute_capability(ordinal: int) -> tuple[int, int]:
+    """(major, minor) compute capability of CUDA device `ordinal`."""
+    rt = _native()
+    try:
+        major, minor = rt.compute_capability(ordinal)
+    except rt.CudaUnavailable as exc:
+        raise GpuUnavailable(str(exc)) from exc
+    return int(major), int(minor)

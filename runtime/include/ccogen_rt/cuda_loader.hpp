@@ -25,9 +25,27 @@ using CUcontext = struct CUctx_st*;
 using CUmodule = struct CUmod_st*;
 using CUfunction = struct CUfunc_st*;
 using CUstream = struct CUstream_st*;
+using CUevent = struct CUevent_st*;
+using CUdeviceptr = unsigned long long;  // 64-bit on every supported platform
 
 inline constexpr CUresult CUDA_SUCCESS = 0;
 inline constexpr CUresult CUDA_ERROR_NO_DEVICE = 100;
+inline constexpr CUresult CUDA_ERROR_INVALID_VALUE = 1;
+inline constexpr CUresult CUDA_ERROR_NOT_READY = 600;
+
+// Enum values used by the runtime (cuda.h, stable driver ABI).
+inline constexpr int CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
+inline constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
+inline constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
+inline constexpr int CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH = 95;
+inline constexpr int CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 0;
+inline constexpr int CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1;
+inline constexpr int CU_FUNC_ATTRIBUTE_NUM_REGS = 4;
+inline constexpr int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
+inline constexpr unsigned CU_MEMHOSTALLOC_PORTABLE = 0x01;
+inline constexpr unsigned CU_MEMHOSTALLOC_DEVICEMAP = 0x02;
+inline constexpr unsigned CU_STREAM_NON_BLOCKING = 0x1;
+inline constexpr unsigned CU_EVENT_DEFAULT = 0x0;
 
 template <typename Signature>
 using FnPtr = Signature*;
@@ -41,10 +59,43 @@ using FnPtr = Signature*;
   X(cuDriverGetVersion, "cuDriverGetVersion", CUresult(int*))                                \
   X(cuDeviceGetCount,   "cuDeviceGetCount",   CUresult(int*))                                \
   X(cuDeviceGet,        "cuDeviceGet",        CUresult(CUdevice*, int))                      \
-  X(cuDeviceGetName,    "cuDeviceGetName",    CUresult(char*, int, CUdevice))
-// Next, for compile/load/launch: cuDevicePrimaryCtxRetain, cuCtxSetCurrent,
-// cuModuleLoadData, cuModuleUnload, cuModuleGetFunction, cuLaunchKernel,
-// cuLaunchCooperativeKernel, cuStreamSynchronize, ...
+  X(cuDeviceGetName,    "cuDeviceGetName",    CUresult(char*, int, CUdevice))                \
+  X(cuDeviceGetAttribute, "cuDeviceGetAttribute", CUresult(int*, int, CUdevice))             \
+  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", CUresult(CUcontext*, CUdevice))    \
+  X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", CUresult(CUdevice))           \
+  X(cuCtxSetCurrent,    "cuCtxSetCurrent",    CUresult(CUcontext))                           \
+  X(cuCtxSynchronize,   "cuCtxSynchronize",   CUresult())                                    \
+  X(cuModuleLoadData,   "cuModuleLoadData",   CUresult(CUmodule*, const void*))              \
+  X(cuModuleUnload,     "cuModuleUnload",     CUresult(CUmodule))                            \
+  X(cuModuleGetFunction, "cuModuleGetFunction", CUresult(CUfunction*, CUmodule, const char*)) \
+  X(cuFuncGetAttribute, "cuFuncGetAttribute", CUresult(int*, int, CUfunction))               \
+  X(cuFuncSetAttribute, "cuFuncSetAttribute", CUresult(CUfunction, int, int))                \
+  X(cuFuncGetParamInfo, "cuFuncGetParamInfo", CUresult(CUfunction, size_t, size_t*, size_t*)) \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor,                                             \
+    "cuOccupancyMaxActiveBlocksPerMultiprocessor", CUresult(int*, CUfunction, int, size_t))  \
+  X(cuLaunchKernel,     "cuLaunchKernel",                                                    \
+    CUresult(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,         \
+             unsigned, CUstream, void**, void**))                                            \
+  X(cuLaunchCooperativeKernel, "cuLaunchCooperativeKernel",                                  \
+    CUresult(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,         \
+             unsigned, CUstream, void**))                                                    \
+  X(cuMemcpyHtoD,       "cuMemcpyHtoD_v2",    CUresult(CUdeviceptr, const void*, size_t))    \
+  X(cuMemcpyDtoH,       "cuMemcpyDtoH_v2",    CUresult(void*, CUdeviceptr, size_t))          \
+  X(cuMemsetD8,         "cuMemsetD8_v2",      CUresult(CUdeviceptr, unsigned char, size_t))  \
+  X(cuMemHostAlloc,     "cuMemHostAlloc",     CUresult(void**, size_t, unsigned))            \
+  X(cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2",                               \
+    CUresult(CUdeviceptr*, void*, unsigned))                                                 \
+  X(cuMemFreeHost,      "cuMemFreeHost",      CUresult(void*))                               \
+  X(cuStreamCreate,     "cuStreamCreate",     CUresult(CUstream*, unsigned))                 \
+  X(cuStreamDestroy,    "cuStreamDestroy_v2", CUresult(CUstream))                            \
+  X(cuStreamSynchronize, "cuStreamSynchronize", CUresult(CUstream))                          \
+  X(cuStreamQuery,      "cuStreamQuery",      CUresult(CUstream))                            \
+  X(cuEventCreate,      "cuEventCreate",      CUresult(CUevent*, unsigned))                  \
+  X(cuEventDestroy,     "cuEventDestroy_v2",  CUresult(CUevent))                             \
+  X(cuEventRecord,      "cuEventRecord",      CUresult(CUevent, CUstream))                   \
+  X(cuEventSynchronize, "cuEventSynchronize", CUresult(CUevent))                             \
+  X(cuEventElapsedTime, "cuEventElapsedTime", CUresult(float*, CUevent, CUevent))         \
+  X(cuEventElapsedTime_v2, "cuEventElapsedTime_v2", CUresult(float*, CUevent, CUevent))
 // clang-format on
 
 // ---- errors ------------------------------------------------------------------------------

@@ -1,0 +1,191 @@
+"""Compiling generated CUDA into cubins, cached on disk (see ccogen.rt.cache).
+
+- `nccl-lsa`: the device API is header-only: `nvcc -cubin -std=c++17 -arch=ARCH
+  -I$NCCL/include kernels.cu` (plus `--extended-lambda` when the source uses NCCL's
+  reduce/copy helpers or the manifest asks for it).
+- `nvshmem`: relocatable device code linked with the device library of the NVSHMEM loaded at
+  run time: `nvcc -rdc=true -c ...` then `nvcc -dlink -cubin k.o $NV/lib/libnvshmem_device.a`.
+
+Debug builds add `-DCCOGEN_DEBUG=1` (bounded waits that fill the debug record, see
+docs/runtime-abi.md).  Every build adds `-lineinfo` so compute-sanitizer and the debug
+record name source lines.  A compile failure raises CompileError showing the compiler log,
+the generated file and the protocol line (`// file.cco:LINE` comment) the error lies in.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ccogen.rt.cache import cache_key, cached_build
+from ccogen.rt.errors import CompileError, ToolchainError
+from ccogen.rt.manifest import load_manifest
+from ccogen.rt.toolchain import Library, find_library, find_nvcc, library_spec, nvcc_version
+
+_REDUCE_COPY = re.compile(r"\bncclLsa(?:ReduceSum|Copy|ReduceSumCopy)\b")
+_LOG_LOCATION = re.compile(r"^(?P<file>[^\s:()]+)\((?P<line>\d+)\):\s*(?:error|catastrophic)",
+                           re.MULTILINE)
+_PROTOCOL_LINE = re.compile(r"//\s*(?P<file>[\w./-]+\.cco):(?P<line>\d+)")
+_ARCH = re.compile(r"^sm_\d+[a-z]?$")
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    target: str
+    arch: str = "sm_90"
+    debug: bool = False
+    spin_limit: int | None = None  # CCOGEN_TIMEOUT_CYCLES of debug waits (clock64 cycles)
+    extra_flags: tuple[str, ...] = ()
+
+
+def build_cubin(source: str | Path, target: str, arch: str = "sm_90", debug: bool = False,
+                *, spin_limit: int | None = None, extra_flags: Sequence[str] = ()) -> Path:
+    """Compile `source` (a manifest directory or a .cu file) for `target`; the cached cubin.
+
+    A manifest directory contributes its `nvcc_flags`.  Raises ToolchainError when nvcc or
+    the engine headers are missing and CompileError when nvcc fails.
+    """
+    path = Path(source)
+    flags = list(extra_flags)
+    if path.is_dir():
+        manifest = load_manifest(path)
+        if manifest.target != target:
+            raise ToolchainError(f"{path}/manifest.json is for target {manifest.target}, "
+                                 f"not {target}")
+        flags = [*manifest.nvcc_flags, *flags]
+        path = manifest.kernel_path
+        debug = debug or manifest.debug
+    if not path.is_file():
+        raise ToolchainError(f"{path} does not exist")
+    options = BuildOptions(target=target, arch=arch, debug=debug, spin_limit=spin_limit,
+                           extra_flags=tuple(flags))
+    return _build(path, options)
+
+
+def build_manifest_dir(directory: str | Path, arch: str | None = None,
+                       debug: bool | None = None) -> Path:
+    """What `ccogen build` does after generating: `<dir>/kernels.cubin` for the manifest."""
+    manifest = load_manifest(directory)
+    cubin = build_cubin(manifest.directory, manifest.target, arch or manifest.arch,
+                        manifest.debug if debug is None else debug)
+    out = manifest.directory / "kernels.cubin"
+    shutil.copyfile(cubin, out)
+    return out
+
+
+def _check_arch(arch: str) -> None:
+    if not _ARCH.match(arch):
+        raise ToolchainError(f"arch must look like sm_90 or sm_90a, not {arch!r}")
+
+
+def _defines(options: BuildOptions) -> list[str]:
+    out = ["-lineinfo"]
+    if options.debug:
+        out.append("-DCCOGEN_DEBUG=1")
+        if options.spin_limit is not None:
+            out.append(f"-DCCOGEN_TIMEOUT_CYCLES={int(options.spin_limit)}ULL")
+    return out
+
+
+def compile_flags(text: str, library: Library, options: BuildOptions) -> list[str]:
+    """The flags of the (first) compile step, without input and output."""
+    flags = ["-std=c++17", f"-arch={options.arch}", f"-I{library.include}", *_defines(options)]
+    if options.target == "nccl-lsa" and _REDUCE_COPY.search(text):
+        flags.append("--extended-lambda")
+    flags += [f for f in options.extra_flags if f not in flags]
+    return flags
+
+
+def _build(path: Path, options: BuildOptions) -> Path:
+    _check_arch(options.arch)
+    library_spec(options.target)
+    library = find_library(options.target)
+    nvcc = find_nvcc()
+    text = path.read_text(encoding="utf-8")
+    flags = compile_flags(text, library, options)
+    key = cache_key("cubin-v1", options.target, text, "\0".join(flags), nvcc_version(nvcc),
+                    library.version_text, str(library.root))
+
+    def build(tmp: Path) -> dict[str, object]:
+        # Compile a copy under its own name: line info and logs then name `kernels.cu`, not
+        # a temporary path, so one cache entry serves every directory holding this text.
+        shutil.copyfile(path, tmp / path.name)
+        if options.target == "nccl-lsa":
+            commands = [[str(nvcc), "-cubin", *flags, path.name, "-o", "kernels.cubin"]]
+        else:
+            device_lib = library.lib / "libnvshmem_device.a"
+            if not device_lib.is_file():
+                raise ToolchainError(f"{device_lib} is missing: the NVSHMEM package is "
+                                     "incomplete (reinstall nvidia-nvshmem-cu13)")
+            commands = [
+                [str(nvcc), "-rdc=true", "-c", *flags, path.name, "-o", "kernels.o"],
+                [str(nvcc), f"-arch={options.arch}", "-dlink", "-cubin", "kernels.o",
+                 str(device_lib), "-o", "kernels.cubin"],
+            ]
+        for command in commands:
+            _run_nvcc(command, path, tmp)
+        return {"source": str(path), "target": options.target, "arch": options.arch,
+                "library": library.describe(), "commands": commands}
+
+    return cached_build("cubin", key, "kernels.cubin", build)
+
+
+def _run_nvcc(command: list[str], source: Path, cwd: Path) -> None:
+    try:
+        done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        raise CompileError(f"nvcc took more than 600 s on {source}", "", str(source)) from None
+    except OSError as exc:
+        raise ToolchainError(f"cannot run {command[0]}: {exc}") from None
+    if done.returncode != 0:
+        log = (done.stderr + done.stdout).strip()
+        raise CompileError(compile_error_message(log, source, command), log, str(source))
+
+
+def compile_error_message(log: str, source: Path, command: Sequence[str]) -> str:
+    """The CompileError text: log, generated file, and the protocol line of the first error."""
+    lines = [f"nvcc failed to compile {source}", ""]
+    lines += ["  " + line for line in log.splitlines()[:60]]
+    if len(log.splitlines()) > 60:
+        lines.append(f"  ... {len(log.splitlines()) - 60} more lines")
+    lines.append("")
+    origin = protocol_origin(log, source)
+    if origin is not None:
+        lines.append(f"  = note: {source.name}:{origin[0]} was generated from {origin[1]}")
+    lines.append(f"  = note: command: {' '.join(command)}")
+    return "\n".join(lines)
+
+
+def protocol_origin(log: str, source: Path) -> tuple[int, str] | None:
+    """(line in source, `file.cco:LINE`) for the first error in `log` that points into source."""
+    try:
+        text = source.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    for m in _LOG_LOCATION.finditer(log):
+        if Path(m.group("file")).name != source.name:
+            continue
+        line = int(m.group("line"))
+        for i in range(min(line, len(text)) - 1, -1, -1):
+            found = _PROTOCOL_LINE.search(text[i])
+            if found:
+                return line, f"{found.group('file')}:{found.group('line')}"
+        return None
+    return None
+
+
+def compile_text(text: str, target: str, arch: str = "sm_90", debug: bool = False) -> Path:
+    """build_cubin for CUDA source given as text (written to a temporary kernels.cu)."""
+    with tempfile.TemporaryDirectory(prefix="ccogen-src-") as tmp:
+        path = Path(tmp) / "kernels.cu"
+        path.write_text(text, encoding="utf-8")
+        return build_cubin(path, target, arch, debug)
+
+
+__all__ = ["BuildOptions", "build_cubin", "build_manifest_dir", "compile_error_message",
+           "compile_flags", "compile_text", "protocol_origin"]

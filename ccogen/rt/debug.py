@@ -1,0 +1,55 @@
+"""The debug record (docs/runtime-abi.md): a 64-byte host-mapped struct that a debug build's
+timed-out wait fills before trapping, and the report the runtime makes of it."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+RECORD_SIZE = 64
+_FORMAT = struct.Struct("<IiiiiiQQQ16x")  # hit rank line src queue kind expected observed epoch
+assert _FORMAT.size == RECORD_SIZE
+
+KIND_WAIT_SIGNAL, KIND_WAIT_COUNT, KIND_BARRIER = 1, 2, 3
+
+
+@dataclass(frozen=True)
+class DebugRecord:
+    hit: int
+    rank: int
+    line: int
+    src: int
+    queue: int
+    kind: int
+    expected: int
+    observed: int
+    epoch: int
+
+    @classmethod
+    def parse(cls, data: bytes) -> DebugRecord:
+        return cls(*_FORMAT.unpack(data[:RECORD_SIZE]))
+
+    def pack(self) -> bytes:
+        return _FORMAT.pack(self.hit, self.rank, self.line, self.src, self.queue, self.kind,
+                            self.expected, self.observed, self.epoch)
+
+
+def describe_wait(record: DebugRecord, source: str, counters: Sequence[str] = ()) -> str:
+    """`rank R: wait at file.cco:LINE for (src S, queue Q) expected E, observed O`."""
+    where = f"{source}:{record.line}" if record.line > 0 else source
+    if record.kind == KIND_WAIT_COUNT:
+        if 0 <= record.queue < len(counters):  # queue = the counter's index in the manifest
+            what = f"for counter `{counters[record.queue]}`"
+        else:
+            what = "for a counter"
+    elif record.kind == KIND_BARRIER:
+        what = "in a barrier"
+    else:
+        what = f"for (src {record.src}, queue {record.queue})"
+    return (f"rank {record.rank}: wait at {where} {what} expected {record.expected}, "
+            f"observed {record.observed} (epoch {record.epoch})")
+
+
+__all__ = ["KIND_BARRIER", "KIND_WAIT_COUNT", "KIND_WAIT_SIGNAL", "RECORD_SIZE", "DebugRecord",
+           "describe_wait"]

@@ -1,0 +1,275 @@
+"""manifest.json: what the runtime needs to allocate, launch and check one generated instance.
+
+The format is defined in docs/runtime-abi.md (the contract with the code generators); this
+module parses and validates it into frozen dataclasses.  Every problem is a ManifestError
+naming the file and the field.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ccogen.rt.errors import ManifestError
+
+ABI_VERSION = 1
+HEAP_ALIGN = 256
+PARAM_KINDS = ("devcomm", "window", "heap", "epoch", "debug")
+TARGET_PARAM_KINDS = {
+    "nccl-lsa": frozenset(PARAM_KINDS),
+    "nvshmem": frozenset({"heap", "epoch", "debug"}),
+}
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    name: str
+    offset: int
+    size: int
+
+
+@dataclass(frozen=True)
+class SignalSpec:
+    offset: int
+    count: int  # nranks * queues 64-bit slots
+
+    @property
+    def size(self) -> int:
+        return self.count * 8
+
+
+@dataclass(frozen=True)
+class CounterSpec:
+    name: str
+    offset: int
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    name: str
+    symbol: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_mem: int
+    cooperative: bool
+    params: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Manifest:
+    directory: Path
+    abi: int
+    protocol: str
+    source: str
+    target: str
+    arch: str
+    nranks: int
+    params: tuple[tuple[str, int], ...]
+    queues: int
+    debug: bool
+    heap_size: int
+    windows: tuple[WindowSpec, ...]
+    signals: SignalSpec
+    counters: tuple[CounterSpec, ...]
+    kernels: tuple[KernelSpec, ...]
+    lsa_barrier_count: int
+    nvcc_flags: tuple[str, ...]
+    kernel_file: str = "kernels.cu"
+
+    @property
+    def kernel_path(self) -> Path:
+        return self.directory / self.kernel_file
+
+    def window(self, name: str) -> WindowSpec:
+        for w in self.windows:
+            if w.name == name:
+                return w
+        raise KeyError(name)
+
+
+class _Reader:
+    """Typed field access with errors that name the file and the JSON path."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def fail(self, where: str, what: str) -> ManifestError:
+        return ManifestError(f"{self.path}: `{where}` {what} (see docs/runtime-abi.md)")
+
+    def obj(self, data: Any, where: str) -> Mapping[str, Any]:
+        if not isinstance(data, Mapping):
+            raise self.fail(where, "must be an object")
+        return data
+
+    def get(self, data: Mapping[str, Any], key: str, where: str, default: Any = ...) -> Any:
+        if key in data:
+            return data[key]
+        if default is ...:
+            raise self.fail(f"{where}{key}", "is missing")
+        return default
+
+    def int_(self, data: Mapping[str, Any], key: str, where: str, default: Any = ...,
+             minimum: int = 0) -> int:
+        value = self.get(data, key, where, default)
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            raise self.fail(f"{where}{key}", f"must be an integer >= {minimum}, not {value!r}")
+        return value
+
+    def str_(self, data: Mapping[str, Any], key: str, where: str, default: Any = ...) -> str:
+        value = self.get(data, key, where, default)
+        if not isinstance(value, str) or not value:
+            raise self.fail(f"{where}{key}", f"must be a non-empty string, not {value!r}")
+        return value
+
+    def bool_(self, data: Mapping[str, Any], key: str, where: str, default: Any = ...) -> bool:
+        value = self.get(data, key, where, default)
+        if not isinstance(value, bool):
+            raise self.fail(f"{where}{key}", f"must be true or false, not {value!r}")
+        return value
+
+    def list_(self, data: Mapping[str, Any], key: str, where: str, default: Any = ...
+              ) -> Sequence[Any]:
+        value = self.get(data, key, where, default)
+        if not isinstance(value, list):
+            raise self.fail(f"{where}{key}", "must be a list")
+        return value
+
+    def dim3(self, data: Mapping[str, Any], key: str, where: str) -> tuple[int, int, int]:
+        value = self.get(data, key, where)
+        items = [value] if isinstance(value, int) and not isinstance(value, bool) else value
+        if (not isinstance(items, list) or not 1 <= len(items) <= 3
+                or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1
+                           for x in items)):
+            raise self.fail(f"{where}{key}",
+                            f"must be a positive int or 1-3 of them, not {value!r}")
+        full = [*items, 1, 1][:3]
+        return (full[0], full[1], full[2])
+
+
+def load_manifest(path: str | Path) -> Manifest:
+    """Parse `<dir>/manifest.json` (or the file itself) and validate it."""
+    path = Path(path)
+    file = path / "manifest.json" if path.is_dir() else path
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ManifestError(f"{file} does not exist: generate it with `ccogen compile` "
+                            "(or ccogen.codegen.generate)") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ManifestError(f"{file}: cannot read: {exc}") from None
+    return parse_manifest(data, file)
+
+
+def parse_manifest(data: Any, file: Path) -> Manifest:
+    r = _Reader(file)
+    top = r.obj(data, "(top level)")
+    abi = r.int_(top, "abi", "")
+    if abi != ABI_VERSION:
+        raise r.fail("abi", f"is {abi}; this runtime implements ABI {ABI_VERSION}")
+    target = r.str_(top, "target", "")
+    if target not in TARGET_PARAM_KINDS:
+        raise r.fail("target", f"is {target!r}; the runtime runs "
+                     f"{', '.join(TARGET_PARAM_KINDS)}")
+    heap_size = r.int_(top, "heap_size", "", minimum=1)
+    windows = tuple(_window(r, w, i) for i, w in enumerate(r.list_(top, "windows", "")))
+    sig = r.obj(r.get(top, "signals", "", {"offset": 0, "count": 0}), "signals")
+    signals = SignalSpec(r.int_(sig, "offset", "signals."), r.int_(sig, "count", "signals."))
+    counters = tuple(_counter(r, c, i) for i, c in enumerate(r.list_(top, "counters", "", [])))
+    kernels = tuple(_kernel(r, k, i, target) for i, k in enumerate(r.list_(top, "kernels", "")))
+    if not kernels:
+        raise r.fail("kernels", "is empty")
+    nccl = r.obj(r.get(top, "nccl", "", {}), "nccl")
+    flags = r.list_(top, "nvcc_flags", "", [])
+    if not all(isinstance(f, str) for f in flags):
+        raise r.fail("nvcc_flags", "must be a list of strings")
+    params = r.obj(r.get(top, "params", "", {}), "params")
+    manifest = Manifest(
+        directory=file.parent,
+        abi=abi,
+        protocol=r.str_(top, "protocol", ""),
+        source=r.str_(top, "source", "", "protocol.cco"),
+        target=target,
+        arch=r.str_(top, "arch", "", "sm_90"),
+        nranks=r.int_(top, "nranks", "", minimum=1),
+        params=tuple((str(k), int(v)) for k, v in params.items()),
+        queues=r.int_(top, "queues", "", 1, minimum=1),
+        debug=r.bool_(top, "debug", "", False),
+        heap_size=heap_size,
+        windows=windows,
+        signals=signals,
+        counters=counters,
+        kernels=kernels,
+        lsa_barrier_count=r.int_(nccl, "lsa_barrier_count", "nccl.", 0),
+        nvcc_flags=tuple(flags),
+        kernel_file=r.str_(top, "kernel_file", "", "kernels.cu"),
+    )
+    _check_layout(r, manifest)
+    return manifest
+
+
+def _window(r: _Reader, data: Any, i: int) -> WindowSpec:
+    where = f"windows[{i}]."
+    w = r.obj(data, where[:-1])
+    return WindowSpec(r.str_(w, "name", where), r.int_(w, "offset", where),
+                      r.int_(w, "size", where, minimum=1))
+
+
+def _counter(r: _Reader, data: Any, i: int) -> CounterSpec:
+    where = f"counters[{i}]."
+    c = r.obj(data, where[:-1])
+    return CounterSpec(r.str_(c, "name", where), r.int_(c, "offset", where))
+
+
+def _kernel(r: _Reader, data: Any, i: int, target: str) -> KernelSpec:
+    where = f"kernels[{i}]."
+    k = r.obj(data, where[:-1])
+    params = tuple(r.list_(k, "params", where))
+    allowed = TARGET_PARAM_KINDS[target]
+    for j, kind in enumerate(params):
+        if kind not in PARAM_KINDS:
+            raise r.fail(f"{where}params[{j}]", f"is {kind!r}; kinds are {', '.join(PARAM_KINDS)}")
+        if kind not in allowed:
+            raise r.fail(f"{where}params[{j}]", f"{kind!r} does not exist on target {target}")
+    name = r.str_(k, "name", where)
+    return KernelSpec(
+        name=name,
+        symbol=r.str_(k, "symbol", where, name),
+        grid=r.dim3(k, "grid", where),
+        block=r.dim3(k, "block", where),
+        shared_mem=r.int_(k, "shared_mem", where, 0),
+        cooperative=r.bool_(k, "cooperative", where, False),
+        params=params,
+    )
+
+
+def _check_layout(r: _Reader, m: Manifest) -> None:
+    """Offsets 256-byte aligned, every area inside the heap, no two areas overlapping."""
+    areas: list[tuple[str, int, int]] = [(f"windows `{w.name}`", w.offset, w.size)
+                                         for w in m.windows]
+    if m.signals.count:
+        areas.append(("signals", m.signals.offset, m.signals.size))
+        if m.signals.count < m.nranks * m.queues:
+            raise r.fail("signals.count", f"is {m.signals.count}, below nranks * queues = "
+                         f"{m.nranks * m.queues}")
+    areas += [(f"counters `{c.name}`", c.offset, 8) for c in m.counters]
+    names = [w.name for w in m.windows]
+    if len(set(names)) != len(names):
+        raise r.fail("windows", "has two windows of one name")
+    for what, offset, size in areas:
+        if offset % HEAP_ALIGN:
+            raise r.fail(what, f"offset {offset} is not {HEAP_ALIGN}-byte aligned")
+        if offset + size > m.heap_size:
+            raise r.fail(what, f"[{offset}, {offset + size}) lies outside heap_size "
+                         f"{m.heap_size}")
+    ordered = sorted(areas, key=lambda a: a[1])
+    for (a, a_off, a_size), (b, b_off, _) in itertools.pairwise(ordered):
+        if a_off + a_size > b_off:
+            raise r.fail(b, f"overlaps {a}")
+
+
+__all__ = ["ABI_VERSION", "PARAM_KINDS", "CounterSpec", "KernelSpec", "Manifest",
+           "SignalSpec", "WindowSpec", "load_manifest", "parse_manifest"]

@@ -1,0 +1,175 @@
+"""Where nvcc and the engines' headers and libraries are, and which versions they are.
+
+The NCCL and NVSHMEM headers used to compile kernels and engine shims must be those of the
+library the process loads at run time (`ncclDevComm` changes size between NCCL releases; an
+NVSHMEM cubin's device library must not be newer than the host library).  ccogen therefore
+takes both from one place: the `nvidia.nccl` / `nvidia.nvshmem` Python packages
+(`pip install nvidia-nccl-cu13 nvidia-nvshmem-cu13`, or `pip install 'ccogen[toolchain]'`),
+or a directory named by `CCOGEN_NCCL_HOME` / `CCOGEN_NVSHMEM_HOME` (with `include/` and
+`lib/`).  nvcc is `$CCOGEN_NVCC`, else `nvcc` on PATH, else `$CUDA_HOME/bin/nvcc`.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from ccogen.rt.errors import LibraryVersionError, ToolchainError
+
+TARGETS = ("nccl-lsa", "nvshmem")
+
+
+@dataclass(frozen=True)
+class LibrarySpec:
+    """How to find one engine library."""
+
+    name: str            # NCCL | NVSHMEM
+    module: str          # Python package that ships it
+    pip: str             # pip distribution name
+    env: str             # directory override
+    header: str          # header that defines the version, relative to include/
+    version_macros: tuple[str, str, str]
+    minimum: tuple[int, int, int]
+    runtime_lib: str     # the shared library loaded at run time
+
+
+LIBRARIES: dict[str, LibrarySpec] = {
+    "nccl-lsa": LibrarySpec(
+        name="NCCL", module="nvidia.nccl", pip="nvidia-nccl-cu13", env="CCOGEN_NCCL_HOME",
+        header="nccl.h", version_macros=("NCCL_MAJOR", "NCCL_MINOR", "NCCL_PATCH"),
+        minimum=(2, 28, 0), runtime_lib="libnccl.so.2"),
+    "nvshmem": LibrarySpec(
+        name="NVSHMEM", module="nvidia.nvshmem", pip="nvidia-nvshmem-cu13",
+        env="CCOGEN_NVSHMEM_HOME", header="non_abi/nvshmem_version.h",
+        version_macros=("NVSHMEM_VENDOR_MAJOR_VERSION", "NVSHMEM_VENDOR_MINOR_VERSION",
+                        "NVSHMEM_VENDOR_PATCH_VERSION"),
+        minimum=(3, 4, 0), runtime_lib="libnvshmem_host.so.3"),
+}
+
+
+@dataclass(frozen=True)
+class Library:
+    """An installed NCCL or NVSHMEM: headers, libraries and version."""
+
+    spec: LibrarySpec
+    root: Path
+    version: tuple[int, int, int]
+
+    @property
+    def include(self) -> Path:
+        return self.root / "include"
+
+    @property
+    def lib(self) -> Path:
+        return self.root / "lib"
+
+    @property
+    def version_text(self) -> str:
+        return ".".join(map(str, self.version))
+
+    @property
+    def version_code(self) -> int:
+        """NCCL_VERSION_CODE / ccogen's NVSHMEM code (major*10000 + minor*100 + patch)."""
+        major, minor, patch = self.version
+        if self.spec.name == "NCCL" and major <= 2 and minor <= 8:
+            return major * 1000 + minor * 100 + patch
+        return major * 10000 + minor * 100 + patch
+
+    def describe(self) -> str:
+        return f"{self.spec.name} {self.version_text} ({self.root})"
+
+
+def library_spec(target: str) -> LibrarySpec:
+    try:
+        return LIBRARIES[target]
+    except KeyError:
+        raise ToolchainError(
+            f"unknown target {target!r}: the runtime supports {', '.join(TARGETS)}") from None
+
+
+def _package_roots(module: str) -> list[Path]:
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return []
+    if spec is None or spec.submodule_search_locations is None:
+        return []
+    return [Path(p) for p in spec.submodule_search_locations]
+
+
+def find_library(target: str) -> Library:
+    """The NCCL / NVSHMEM for `target`; ToolchainError naming the package when absent."""
+    spec = library_spec(target)
+    override = os.environ.get(spec.env, "").strip()
+    candidates = [Path(override)] if override else _package_roots(spec.module)
+    for root in candidates:
+        if (root / "include" / spec.header).is_file():
+            library = Library(spec, root.resolve(), parse_version(root / "include", spec))
+            _check_minimum(library)
+            return library
+    where = f"{spec.env}={override}" if override else f"the Python package {spec.module}"
+    raise ToolchainError(
+        f"{spec.name} headers not found ({where} has no include/{spec.header}); "
+        f"install them with `pip install {spec.pip}` (or `pip install 'ccogen[toolchain]'`), "
+        f"or point {spec.env} at a directory with include/ and lib/")
+
+
+def parse_version(include: Path, spec: LibrarySpec) -> tuple[int, int, int]:
+    text = (include / spec.header).read_text(encoding="utf-8", errors="replace")
+    parts = []
+    for macro in spec.version_macros:
+        m = re.search(rf"#\s*define\s+{macro}\s+(\d+)", text)
+        if m is None:
+            raise ToolchainError(f"cannot read {macro} from {include / spec.header}")
+        parts.append(int(m.group(1)))
+    return (parts[0], parts[1], parts[2])
+
+
+def _check_minimum(library: Library) -> None:
+    if library.version < library.spec.minimum:
+        need = ".".join(map(str, library.spec.minimum))
+        raise LibraryVersionError(
+            f"{library.describe()} is too old: the {library.spec.name} target needs "
+            f"{library.spec.name} >= {need}; upgrade with `pip install -U {library.spec.pip}`")
+
+
+def find_nvcc() -> Path:
+    """nvcc: $CCOGEN_NVCC, PATH, $CUDA_HOME/bin, /usr/local/cuda/bin."""
+    override = os.environ.get("CCOGEN_NVCC", "").strip()
+    if override:
+        if not Path(override).is_file():
+            raise ToolchainError(f"CCOGEN_NVCC={override} does not exist")
+        return Path(override)
+    found = shutil.which("nvcc")
+    if found:
+        return Path(found)
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if home and (Path(home) / "bin" / "nvcc").is_file():
+            return Path(home) / "bin" / "nvcc"
+    raise ToolchainError("nvcc not found: install the CUDA toolkit (>= 12.8; 13.0 is tested), "
+                         "put nvcc on PATH or set CCOGEN_NVCC")
+
+
+@functools.cache
+def _nvcc_version_cached(path: str, mtime_ns: int) -> str:
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, check=True,
+                             timeout=60)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ToolchainError(f"`{path} --version` failed: {exc}") from None
+    return out.stdout.strip()
+
+
+def nvcc_version(nvcc: Path) -> str:
+    """`nvcc --version` text (part of every cache key); cached per binary."""
+    return _nvcc_version_cached(str(nvcc), nvcc.stat().st_mtime_ns)
+
+
+__all__ = ["LIBRARIES", "TARGETS", "Library", "LibrarySpec", "find_library", "find_nvcc",
+           "library_spec", "nvcc_version", "parse_version"]

@@ -1,0 +1,77 @@
+// putsig.cco on nccl-lsa, written by hand: each rank copies its `src` window into the peer's
+// `dst` window through LSA pointers, each CTA then adds 1 to the peer's signal slot
+// [me * queues + 0]; every CTA waits until its own slot [peer] reaches (epoch+1) * gridDim.x,
+// then an LSA barrier (checks the device communicator passed by value).
+#include <nccl.h>
+#include <nccl_device.h>
+// ---- shared test support: kernels.cu must be self-contained, like generated code ----
+#include <stdint.h>
+
+#ifndef CCOGEN_TIMEOUT_CYCLES
+#define CCOGEN_TIMEOUT_CYCLES 4000000000ULL  // about 2 s
+#endif
+
+struct ccogen_debug_record {
+  uint32_t hit;
+  int32_t rank, line, src, queue, kind;
+  uint64_t expected, observed, epoch, reserved[2];
+};
+
+// Spin until *slot >= target (acquire); debug builds give up after CCOGEN_TIMEOUT_CYCLES and
+// report (rank, line, src, queue) in the record before trapping.
+__device__ __forceinline__ void test_wait(volatile uint64_t* slot, uint64_t target,
+                                          ccogen_debug_record* dbg, int rank, int line,
+                                          int src, int queue, uint64_t epoch) {
+#ifdef CCOGEN_DEBUG
+  const long long start = clock64();
+#endif
+  uint64_t seen;
+  while ((seen = *slot) < target) {
+#ifdef CCOGEN_DEBUG
+    if ((uint64_t)(clock64() - start) > CCOGEN_TIMEOUT_CYCLES) {
+      if (dbg != nullptr && atomicCAS(&dbg->hit, 0u, 1u) == 0u) {
+        volatile ccogen_debug_record* r = dbg;
+        r->rank = rank; r->line = line; r->src = src; r->queue = queue; r->kind = 1;
+        r->expected = target; r->observed = seen; r->epoch = epoch;
+        __threadfence_system();
+      }
+      __trap();
+    }
+#endif
+  }
+  __threadfence();
+}
+
+__device__ __forceinline__ void test_copy(char* dst, const char* src, uint64_t bytes) {
+  // this CTA's share of `bytes`, 16-byte vectors (sizes are multiples of 16 * gridDim.x)
+  const uint64_t share = bytes / gridDim.x;
+  const int4* s = reinterpret_cast<const int4*>(src + blockIdx.x * share);
+  int4* d = reinterpret_cast<int4*>(dst + blockIdx.x * share);
+  for (uint64_t i = threadIdx.x; i < share / 16; i += blockDim.x) d[i] = s[i];
+}
+
+#define SRC_OFF 0ull
+#define DST_OFF 1048576ull
+#define BYTES 1048576ull
+#define SIG_OFF 2097152ull
+#define QUEUES 1
+
+extern "C" __global__ void __launch_bounds__(256)
+putsig(ncclDevComm dc, ncclWindow_t win, uint64_t epoch, ccogen_debug_record* dbg) {
+  const int me = dc.rank, peer = 1 - dc.rank;
+  char* local = static_cast<char*>(ncclGetLocalPointer(win, 0));
+  char* remote = static_cast<char*>(ncclGetPeerPointer(win, 0, peer));
+  // putsig.cco:9
+  test_copy(remote + DST_OFF, local + SRC_OFF, BYTES);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence_system();
+    atomicAdd_system(reinterpret_cast<unsigned long long*>(remote + SIG_OFF) + me * QUEUES, 1ull);
+    // putsig.cco:11
+    test_wait(reinterpret_cast<volatile uint64_t*>(local + SIG_OFF) + peer * QUEUES,
+              (epoch + 1) * gridDim.x, dbg, me, 11, peer, 0, epoch);
+  }
+  __syncthreads();
+  ncclLsaBarrierSession<ncclCoopCta> bar{ncclCoopCta(), dc, ncclTeamTagLsa(), blockIdx.x};
+  bar.sync(ncclCoopCta(), cuda::memory_order_acq_rel);
+}

@@ -1,0 +1,144 @@
+"""Cubin builds and the build cache (toolchain: nvcc + the engine headers; no GPU)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from ccogen.rt.build import build_cubin, build_manifest_dir, protocol_origin
+from ccogen.rt.errors import CompileError, LibraryVersionError, ToolchainError
+from ccogen.rt.toolchain import find_library
+
+from .conftest import DATA, require_toolchain
+
+TARGETS = {"nccl-lsa": "nccl_putsig", "nvshmem": "nvshmem_putsig"}
+
+
+def _counting_nvcc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point CCOGEN_NVCC at a wrapper that logs every compile (not `--version`)."""
+    from ccogen.rt.toolchain import find_nvcc
+
+    real = find_nvcc()
+    log = tmp_path / "nvcc.log"
+    wrapper = tmp_path / "nvcc"
+    wrapper.write_text(f'#!/bin/sh\n[ "$1" = --version ] || echo "$@" >> "{log}"\n'
+                       f'exec "{real}" "$@"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("CCOGEN_NVCC", str(wrapper))
+    return log
+
+
+def _compiles(log: Path) -> int:
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+@pytest.mark.toolchain
+@pytest.mark.parametrize("target", sorted(TARGETS))
+def test_builds_and_caches(target: str, cache_dir: Path, tmp_path: Path,
+                           monkeypatch: pytest.MonkeyPatch) -> None:
+    require_toolchain(target)
+    log = _counting_nvcc(tmp_path, monkeypatch)
+    cubin = build_cubin(DATA / TARGETS[target], target, "sm_90")
+    assert cubin.is_file() and cubin.is_relative_to(cache_dir)
+    assert cubin.read_bytes()[:4] == b"\x7fELF"
+    steps = 1 if target == "nccl-lsa" else 2  # nvshmem: -rdc -c, then -dlink -cubin
+    assert _compiles(log) == steps
+    assert build_cubin(DATA / TARGETS[target], target, "sm_90") == cubin
+    assert _compiles(log) == steps, "the second build must compile nothing"
+    if target == "nccl-lsa":  # a debug build is another entry (nvshmem: same path, slower)
+        debug = build_cubin(DATA / TARGETS[target], target, "sm_90", debug=True)
+        assert debug != cubin and _compiles(log) == 2 * steps
+        assert "-DCCOGEN_DEBUG=1" in log.read_text()
+    else:
+        assert "libnvshmem_device.a" in log.read_text() and "-rdc=true" in log.read_text()
+
+
+@pytest.mark.toolchain
+def test_same_text_elsewhere_hits_the_cache(cache_dir: Path, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    require_toolchain("nccl-lsa")
+    log = _counting_nvcc(tmp_path, monkeypatch)
+    first = build_cubin(DATA / "nccl_hang" / "kernels.cu", "nccl-lsa")
+    copy = tmp_path / "elsewhere" / "kernels.cu"
+    copy.parent.mkdir()
+    copy.write_text((DATA / "nccl_hang" / "kernels.cu").read_text())
+    assert build_cubin(copy, "nccl-lsa") == first
+    copy.write_text(copy.read_text() + "\n// changed\n")
+    assert build_cubin(copy, "nccl-lsa") != first
+    assert _compiles(log) == 2
+
+
+@pytest.mark.toolchain
+def test_build_manifest_dir_writes_cubin(cache_dir: Path, tmp_path: Path) -> None:
+    require_toolchain("nccl-lsa")
+    out = tmp_path / "gen"
+    out.mkdir()
+    for name in ("kernels.cu", "manifest.json"):
+        (out / name).write_text((DATA / "nccl_hang" / name).read_text())
+    cubin = build_manifest_dir(out)
+    assert cubin == out / "kernels.cubin" and cubin.stat().st_size > 0
+
+
+@pytest.mark.toolchain
+def test_compile_error_names_the_protocol_line(cache_dir: Path, tmp_path: Path) -> None:
+    require_toolchain("nccl-lsa")
+    src = tmp_path / "kernels.cu"
+    src.write_text('#include <nccl.h>\n// broken.cco:3\nextern "C" __global__ void k() {\n'
+                   "  // broken.cco:5\n  int x = no_such_name;\n}\n")
+    with pytest.raises(CompileError) as info:
+        build_cubin(src, "nccl-lsa")
+    text = str(info.value)
+    assert f"nvcc failed to compile {src}" in text
+    assert 'identifier "no_such_name" is undefined' in text
+    assert "kernels.cu:5 was generated from broken.cco:5" in text
+    assert not list((cache_dir / "cubin").glob("*/kernels.cubin"))
+
+
+def test_protocol_origin(tmp_path: Path) -> None:
+    src = tmp_path / "kernels.cu"
+    src.write_text("a\n// p.cco:10\nb\nc\n// p.cco:20\nd\n")
+    assert protocol_origin("kernels.cu(4): error: x", src) == (4, "p.cco:10")
+    assert protocol_origin("kernels.cu(6): error: x", src) == (6, "p.cco:20")
+    assert protocol_origin("other.h(6): error: x", src) is None
+    assert protocol_origin("kernels.cu(1): error: x", src) is None
+
+
+def test_missing_headers_name_the_package(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+                                          ) -> None:
+    monkeypatch.setenv("CCOGEN_NVSHMEM_HOME", str(tmp_path))
+    with pytest.raises(ToolchainError, match=r"pip install nvidia-nvshmem-cu13"):
+        find_library("nvshmem")
+
+
+def test_old_library_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / "include").mkdir()
+    (tmp_path / "include" / "nccl.h").write_text(
+        "#define NCCL_MAJOR 2\n#define NCCL_MINOR 27\n#define NCCL_PATCH 7\n")
+    monkeypatch.setenv("CCOGEN_NCCL_HOME", str(tmp_path))
+    with pytest.raises(LibraryVersionError, match=r"NCCL 2\.27\.7 .* is too old: .* >= 2\.28"):
+        find_library("nccl-lsa")
+
+
+def test_missing_nvcc(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("CCOGEN_NVCC", str(tmp_path / "nope"))
+    with pytest.raises(ToolchainError, match=r"CCOGEN_NVCC=.* does not exist"):
+        build_cubin(DATA / "nccl_hang", "nccl-lsa")
+
+
+@pytest.mark.toolchain
+@pytest.mark.parametrize("target", sorted(TARGETS))
+def test_engine_shim_builds_and_loads(target: str, cache_dir: Path) -> None:
+    """The host shim compiles against the installed headers and loads without a GPU."""
+    require_toolchain(target)
+    from ccogen.rt.engines import load_engine
+
+    engine = load_engine(target)
+    library = find_library(target)
+    assert engine.header_version == engine.runtime_version() == library.version_code
+    if target == "nccl-lsa":
+        assert engine.devcomm_size in (200, 248) or engine.devcomm_size > 0
+        assert len(engine.unique_id()) == 128  # ncclGetUniqueId works without a GPU
+    assert os.path.getsize(next(cache_dir.glob("engine/*/libccogen_engine.so"))) > 0
