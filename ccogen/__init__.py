@@ -72,6 +72,13 @@ def render(diagnostics: list[Diagnostic], fmt: str = "full", color: bool = False
     return _render(diagnostics, fmt, color=color)
 
 
+def run(*args: Any, **kwargs: Any) -> Any:
+    """Generate, build and launch a protocol on GPUs, checking `ensure` (see `ccogen.rt`)."""
+    from ccogen.rt import run as _run
+
+    return _run(*args, **kwargs)
+
+
 def simulate(*args: Any, **kwargs: Any) -> Any:
     """Run a protocol on the CPU model under adversarial schedules (see `ccogen.sim`)."""
     from ccogen.sim import simulate as _simulate
@@ -104,6 +111,7 @@ __all__ = [
     "or_",
     "parse",
     "render",
+    "run",
     "simulate",
     "where",
     "world",

@@ -1,5 +1,9 @@
 """`ccogen compile`: check one instance, then generate its code for a target.
 
+`force=True` (`--force`) still generates when the checks found errors, as long as the
+instance itself could be built: for watching a broken protocol fail on the device
+(with `--debug`, a hanging wait is then reported instead of hanging).
+
 The instance is the protocol at one team size (`ranks`, default: the protocol's fixed
 size, else 2) with the parameters given.  Any error — syntax, names, an instance
 check, the target's capabilities, or a shape the target cannot lower — refuses to
@@ -40,6 +44,7 @@ def default_ranks(protocol: Protocol, params: dict[str, int]) -> int:
 
 def compile_protocol(protocol: Protocol, target: str, *, source: str, ranks: int | None = None,
                      params: dict[str, int] | None = None, debug: bool = False,
+                     force: bool = False,
                      arch: str | None = None) -> Compiled:
     """Check the instance (errors refuse) and generate its files for `target`."""
     from ccogen.codegen import BACKENDS, Options, Unsupported, generate
@@ -53,7 +58,7 @@ def compile_protocol(protocol: Protocol, target: str, *, source: str, ranks: int
     n = ranks if ranks is not None else default_ranks(protocol, params)
     result = check_protocol(protocol, CheckOptions(ranks=(n,), params=params, target=target))
     errors = [d for d in result.diagnostics if d.is_error]
-    if errors or not result.instances:
+    if not result.instances or (errors and not force):
         raise CompileError(errors or result.diagnostics)
     instance = result.instances[0]
     try:

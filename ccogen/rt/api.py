@@ -46,7 +46,8 @@ def _protocol_ir(protocol: Any) -> tuple[IrProtocol, str]:
 
 
 def compile_for_run(protocol: IrProtocol, source: str, target: str, ranks: int,
-                    params: Mapping[str, int], out_dir: Path, *, debug: bool) -> Instance:
+                    params: Mapping[str, int], out_dir: Path, *, debug: bool,
+                    force: bool = False) -> Instance:
     """Check the instance (errors raise DiagnosticError), generate its files into out_dir."""
     from ccogen.compiler import CompileError as ProtocolError
     from ccogen.compiler import compile_protocol
@@ -54,7 +55,7 @@ def compile_for_run(protocol: IrProtocol, source: str, target: str, ranks: int,
 
     try:
         compiled = compile_protocol(protocol, target, source=source, ranks=ranks,
-                                    params=dict(params), debug=debug)
+                                    params=dict(params), debug=debug, force=force)
     except ProtocolError as exc:
         raise DiagnosticError(exc.diagnostics) from None
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -66,10 +67,11 @@ def compile_for_run(protocol: IrProtocol, source: str, target: str, ranks: int,
 def run(protocol: Any, target: str = "nccl-lsa", ranks: int = 2,
         params: Mapping[str, int] | None = None, iters: int = 100, *, debug: bool = False,
         seed: int = 0, watchdog_s: float = DEFAULT_WATCHDOG_S,
-        out_dir: str | Path | None = None) -> RunReport:
+        out_dir: str | Path | None = None, force: bool = False) -> RunReport:
     """Generate, build and run `protocol` on `ranks` GPUs; check every `ensure` each epoch.
 
-    `out_dir` keeps the generated files (a temporary directory otherwise).  Raises
+    `out_dir` keeps the generated files (a temporary directory otherwise).  `force` runs
+    a protocol the checker rejects (with `debug`, to see its hang reported).  Raises
     DiagnosticError for a protocol with errors and RunError for set-up problems (no GPU,
     too few, missing toolchain, compile failure); the report says whether `ensure` held.
     """
@@ -77,7 +79,7 @@ def run(protocol: Any, target: str = "nccl-lsa", ranks: int = 2,
     with tempfile.TemporaryDirectory(prefix="ccogen-gen-") as tmp:
         directory = Path(out_dir) if out_dir is not None else Path(tmp)
         instance = compile_for_run(ir, Path(source).name, target, ranks, params or {},
-                                   directory, debug=debug)
+                                   directory, debug=debug, force=force)
         return run_manifest(directory, instance, iters=iters, seed=seed, debug=debug,
                             watchdog_s=watchdog_s)
 

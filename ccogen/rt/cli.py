@@ -27,6 +27,8 @@ def add_run_parser(sub: Any) -> None:
                    help="override a parameter, e.g. --param block=4KiB")
     p.add_argument("--debug", action="store_true",
                    help="bounded waits: a wait that times out is reported by name")
+    p.add_argument("--force", action="store_true",
+                   help="run even if the checker finds errors (with --debug: see the hang)")
     p.add_argument("--seed", type=int, default=0, help="seed of the window contents")
     p.add_argument("--watchdog", type=float, default=30.0, metavar="S",
                    help="seconds an epoch's kernels may run before the run stops")
@@ -52,7 +54,8 @@ def run_command(args: argparse.Namespace) -> int:
         with tempfile.TemporaryDirectory(prefix="ccogen-gen-") as tmp:
             out = Path(args.out) if args.out else Path(tmp)
             instance = compile_for_run(protocol, Path(args.file).name, args.target,
-                                       args.ranks, params, out, debug=args.debug)
+                                       args.ranks, params, out, debug=args.debug,
+                                       force=args.force)
             report = run_manifest(out, instance, iters=args.iters, seed=args.seed,
                                   debug=args.debug, watchdog_s=args.watchdog)
     except DiagnosticError as exc:

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# One batched GPU session on a 2-GPU machine (the device tool's nvidia-h200-x2):
+# build the extension, run every gpu-marked test (the protocol library on both targets,
+# 100 epochs each; the debug hang reports; the runtime's own checks), then
+# compute-sanitizer memcheck and racecheck on generated alltoall and ring allgather.
+# Logs go to $OUT.  Wheels the machine lacks (lark) are expected in .whl/.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+export PYTHONUNBUFFERED=1 CCOGEN_CACHE_DIR=${CCOGEN_CACHE_DIR:-/tmp/ccogen-cache}
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+PY=python3
+{
+  nvidia-smi -L; nvidia-smi topo -m
+  cmake -S runtime -B /tmp/ccogen-build -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DPython_EXECUTABLE="$(command -v $PY)" -Dpybind11_DIR="$($PY -m pybind11 --cmakedir)" \
+    >/dev/null && ninja -C /tmp/ccogen-build >/dev/null && cp /tmp/ccogen-build/_ccogen_rt*.so ccogen/
+  $PY -c "from ccogen import runtime as r; print('devices', r.device_count())"
+} 2>&1 | tee "$OUT/setup.log"
+PYTEST="$PY -m pytest -v -rA --durations=15 -p no:cacheprovider --timeout=120"
+timeout ${PYTEST_BUDGET:-300} $PYTEST -m gpu ${GPU_TESTS:-tests/runtime tests/test_runtime.py} \
+  2>&1 | tee "$OUT/pytest.log"
+for p in alltoall ring_allgather; do
+  for tool in memcheck racecheck; do
+    for t in ${SAN_TARGETS:-nccl-lsa}; do
+      if [ "$SECONDS" -gt "${DEADLINE:-520}" ]; then echo "== skipped $tool $p $t: out of time"; continue; fi
+      echo "== compute-sanitizer --tool $tool: $p on $t"
+      timeout 45 compute-sanitizer --tool $tool --target-processes all --report-api-errors no \
+        $PY -m ccogen run protocols/$p.cco --target $t --ranks 2 --iters 2 \
+        --param $([ $p = alltoall ] && echo block || echo chunk)=64KiB 2>&1 | tail -8
+    done
+  done
+done 2>&1 | tee "$OUT/sanitizer.log"
