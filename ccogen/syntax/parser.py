@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from functools import cache
 from importlib import resources
 
@@ -133,11 +134,19 @@ def _dedent_error(file: SourceFile, exc: DedentError) -> Diagnostic:
     return error("E001", "inconsistent indentation", Span(file, 0, 0), "")
 
 
+# lark's layout post-lexer keeps state on the shared parser: one parse at a time
+_LOCK = threading.Lock()
+
+
 def parse_ast(file: SourceFile) -> A.ProtocolDecl:
-    """Parse a whole `.cco` file; raise `DiagnosticError` with E001 on a syntax error."""
+    """Parse a whole `.cco` file; raise `DiagnosticError` with E001 on a syntax error.
+
+    Thread-safe: parses are serialised (the cached parser's layout state is shared).
+    """
     text = file.text if file.text.endswith("\n") else file.text + "\n"
     try:
-        tree = _parser().parse(text)
+        with _LOCK:
+            tree = _parser().parse(text)
     except UnexpectedInput as exc:
         raise DiagnosticError([_syntax_error(file, exc)]) from None
     except DedentError as exc:

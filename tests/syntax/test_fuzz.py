@@ -113,3 +113,13 @@ def test_the_whole_checker_survives_mutations(text: str) -> None:
 def test_random_ir_checks_without_exceptions(p: ir.Protocol) -> None:
     parsed = parse_ir(to_source(p), "gen.cco")
     check_protocol(parsed, OPTIONS)
+
+
+def test_parsing_from_many_threads_is_safe() -> None:
+    """The cached parser is shared: concurrent parses must not corrupt each other."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = SEEDS * 4
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda t: parse_ir(t, "t.cco"), texts))
+    assert results == [parse_ir(t, "t.cco") for t in texts]
