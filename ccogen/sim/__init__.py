@@ -1,0 +1,162 @@
+"""The CPU simulator: byte-accurate runs of protocol instances under adversarial schedules.
+
+An independent judge of the IR: it executes `ccogen.ir.instance.Instance` with the
+semantics of the device APIs and does not use the checker.  `simulate(...)` runs
+every instance (team sizes and parameters as `ccogen lint` picks them) under
+seeded random schedules or exhaustively (partial-order reduction), each for
+several launches (epochs), and reports failed postconditions, deadlocks and races
+as diagnostics with the checker's rule codes.  See `docs/simulator.md`.
+
+Layout: `plan` (static facts of an instance, expected values), `state` (memory
+and control state), `ops` (one class per op), `engine` (the machine), `race`
+(vector clocks), `schedule` (seeded, replayed and timed schedulers), `dpor`
+(exhaustive exploration), `explain` (diagnostics), `report` (results), `cost`
+and `trace` (Perfetto traces, notes for counterexamples).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from ccogen.diag import Diagnostic
+from ccogen.ir.instance import Instance
+from ccogen.ir.nodes import Protocol
+from ccogen.sim.cost import model_for
+from ccogen.sim.dpor import explore
+from ccogen.sim.plan import build_plan
+from ccogen.sim.report import InstanceReport, SimReport, SimResult, merge, result_of
+from ccogen.sim.schedule import Run, Setup, run_seeded
+from ccogen.sim.state import random_image
+from ccogen.sim.trace import chrome_trace, to_notes
+
+DEFAULT_SEEDS = 20
+DEFAULT_EPOCHS = 2
+EXHAUSTIVE_MAX_OPS = 64
+
+
+def simulate(
+    protocol: Protocol | str | Path,
+    ranks: Iterable[int] | int | None = None,
+    params: Mapping[str, int] | None = None,
+    seeds: int | Iterable[int] = DEFAULT_SEEDS,
+    exhaustive: bool = False,
+    trace: str | Path | None = None,
+    *,
+    epochs: int = DEFAULT_EPOCHS,
+    pieces: int = 2,
+    data_seed: int = 0,
+    target: str | None = None,
+    max_schedules: int = 100_000,
+    time_limit: float = 10.0,
+    keep_memory: bool = False,
+    digests: bool | None = None,
+    path: str | None = None,
+) -> SimReport:
+    """Simulate `protocol` (a `Protocol`, `.cco` text, or a path to a `.cco` file).
+
+    `seeds`: how many seeded random schedules (seeds 0..K-1), or which seeds.
+    `exhaustive`: every schedule up to partial-order equivalence instead, bounded by
+    `max_schedules` and `time_limit` seconds per instance.  Each schedule runs
+    `epochs` launches; transfers move in `pieces` pieces.  `trace` writes a
+    Chrome/Perfetto trace of the first instance's timed schedule with the cost
+    model of `target` (MORI SDMA by default).  `keep_memory` keeps every
+    schedule's final memory in the results; `digests` hashes it (by default when
+    exploring exhaustively or keeping memory).
+    """
+    proto, shown = _load(protocol, path)
+    sizes = _sizes(proto, ranks, params)
+    report = SimReport(proto.name, shown, epochs)
+    setups: list[Setup] = []
+    for n in sizes:
+        inst, diags = _instance(proto, n, params)
+        if inst is None:
+            report.instances.append(InstanceReport(f"nranks={n}", n, setup=diags))
+            continue
+        plan = build_plan(inst)
+        digest = digests if digests is not None else exhaustive or keep_memory
+        setup = Setup(plan, random_image(plan, data_seed), epochs, pieces, digest)
+        setups.append(setup)
+        report.instances.append(_run_instance(setup, seeds, exhaustive, max_schedules,
+                                              time_limit, keep_memory))
+    report.diagnostics = merge(report.instances, f"ccogen simulate {shown}")
+    if trace is not None and setups:
+        report.trace = _write_trace(setups[0], trace, target, shown)
+        report.trace_label = setups[0].plan.instance.label()
+    return report
+
+
+def _load(protocol: Protocol | str | Path, path: str | None) -> tuple[Protocol, str]:
+    from ccogen.syntax import load_ir, parse_ir
+
+    if isinstance(protocol, Protocol):
+        return protocol, path or f"{protocol.name}.cco"
+    if isinstance(protocol, Path) or ("\n" not in protocol and protocol.endswith(".cco")):
+        return load_ir(protocol), path or str(protocol)
+    shown = path or "<string>"
+    return parse_ir(protocol, shown), shown
+
+
+def _sizes(proto: Protocol, ranks: Iterable[int] | int | None,
+           params: Mapping[str, int] | None) -> list[int]:
+    from ccogen.instantiate import team_sizes
+
+    given = [ranks] if isinstance(ranks, int) else list(ranks or [])
+    return team_sizes(proto, given or None, params=params)
+
+
+def _instance(proto: Protocol, n: int, params: Mapping[str, int] | None
+              ) -> tuple[Instance | None, list[Diagnostic]]:
+    from ccogen.instantiate import instantiate
+
+    inst, diags = instantiate(proto, n, dict(params or {}))
+    errors = [d for d in diags if d.is_error]
+    return (None, errors) if inst is None or errors else (inst, [])
+
+
+def _run_instance(setup: Setup, seeds: int | Iterable[int], exhaustive: bool,
+                  max_schedules: int, time_limit: float, keep_memory: bool) -> InstanceReport:
+    inst = setup.plan.instance
+    report = InstanceReport(inst.label(), inst.nranks, exhaustive=exhaustive)
+    start = time.monotonic()
+    if exhaustive:
+        explored = explore(setup, max_schedules=max_schedules, time_limit=time_limit,
+                           keep_memory=keep_memory)
+        runs: list[Run] = explored.runs
+        report.complete, report.limit = explored.complete, explored.limit
+    else:
+        chosen = range(seeds) if isinstance(seeds, int) else list(seeds)
+        runs = [run_seeded(setup, s, keep_memory) for s in chosen]
+    report.results = [result_of(r) for r in runs]
+    report.elapsed = time.monotonic() - start
+    return report
+
+
+def _write_trace(setup: Setup, out: str | Path, target: str | None, source: str) -> str:
+    data = chrome_trace(setup, model_for(target), label=setup.plan.instance.label(),
+                        source=source)
+    Path(out).write_text(json.dumps(data, indent=None, separators=(",", ":")) + "\n",
+                         encoding="utf-8")
+    return str(out)
+
+
+def find_counterexample(instance: Instance, code: str, *, seeds: int = DEFAULT_SEEDS,
+                        epochs: int = DEFAULT_EPOCHS) -> tuple[SimResult, list[str]] | None:
+    """The first seeded schedule whose failures include `code`, with notes showing it.
+
+    For the checker: attach the notes to a finding, with
+    `help: ccogen simulate FILE --seed N shows it`.
+    """
+    plan = build_plan(instance)
+    setup = Setup(plan, random_image(plan, 0), epochs)
+    for seed in range(seeds):
+        result = result_of(run_seeded(setup, seed))
+        if any(d.code == code for d in result.failures):
+            return result, to_notes(setup, result.schedule)
+    return None
+
+
+__all__ = ["DEFAULT_EPOCHS", "DEFAULT_SEEDS", "EXHAUSTIVE_MAX_OPS", "InstanceReport", "SimReport",
+           "SimResult", "find_counterexample", "simulate"]

@@ -1,0 +1,84 @@
+"""`ccogen simulate FILE.cco [--ranks N] [--param k=v] [--seeds K | --seed N | --exhaustive]
+[--trace out.json]`.
+
+Prints the failures with the same renderers as `ccogen lint` (`--format`), then one
+summary line: how many schedules of how many launches on which team sizes, and
+whether all passed (`SimReport.summary`).  Exit
+status: 0 when every schedule of every instance passed, 1 otherwise, 2 for usage
+errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from ccogen.sim import DEFAULT_EPOCHS, DEFAULT_SEEDS
+
+EXIT_OK, EXIT_FAILED = 0, 1
+FORMATS = ("full", "concise", "json", "sarif", "github")
+
+
+def add_simulate_parser(sub: Any) -> None:
+    p = sub.add_parser("simulate", help="run the protocol on the CPU model under adversarial "
+                       "schedules")
+    p.add_argument("file", metavar="FILE.cco")
+    p.add_argument("--ranks", action="append", default=None, metavar="N",
+                   help="team size(s) to instantiate (repeat or comma-separate)")
+    p.add_argument("--param", action="append", default=[], metavar="K=V",
+                   help="override a parameter, e.g. --param block=4KiB")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--seeds", type=int, default=DEFAULT_SEEDS, metavar="K",
+                       help=f"run seeded random schedules 0..K-1 (default {DEFAULT_SEEDS})")
+    which.add_argument("--seed", type=int, default=None, metavar="N",
+                       help="run the one seeded schedule N (to replay a finding)")
+    which.add_argument("--exhaustive", action="store_true",
+                       help="every schedule, up to partial-order equivalence")
+    p.add_argument("--epochs", type=int, default=DEFAULT_EPOCHS, metavar="E",
+                   help=f"launches per schedule (default {DEFAULT_EPOCHS})")
+    p.add_argument("--max-schedules", type=int, default=100_000, metavar="N",
+                   help="--exhaustive: stop after N schedules per instance")
+    p.add_argument("--time-limit", type=float, default=10.0, metavar="S",
+                   help="--exhaustive: stop after S seconds per instance (default 10)")
+    p.add_argument("--trace", metavar="OUT.json",
+                   help="write a Chrome/Perfetto trace of the first instance")
+    p.add_argument("--target", metavar="TARGET",
+                   help="the cost figures the trace's times come from (default mori-sdma)")
+    p.add_argument("--format", choices=FORMATS, default="full")
+    p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+
+
+def simulate_command(args: argparse.Namespace) -> int:
+    from ccogen.cli import UsageError, _params, _ranks, _read, _target
+    from ccogen.diag.render import render
+    from ccogen.errors import DiagnosticError
+    from ccogen.sim import simulate
+    from ccogen.syntax import parse_ir
+
+    if args.seeds < 1 or args.epochs < 1:
+        raise UsageError("--seeds and --epochs must be at least 1")
+    target = _target(args.target)
+    text = _read(args.file)
+    try:
+        protocol = parse_ir(text, args.file)
+    except DiagnosticError as exc:
+        sys.stdout.write(render(list(exc.diagnostics), args.format, color=_color(args)))
+        return EXIT_FAILED
+    report = simulate(protocol, _ranks(args.ranks), _params(args.param, protocol),
+                      seeds=[args.seed] if args.seed is not None else args.seeds,
+                      exhaustive=args.exhaustive, trace=args.trace, epochs=args.epochs,
+                      target=target, max_schedules=args.max_schedules,
+                      time_limit=args.time_limit, path=args.file)
+    out = render(report.diagnostics, args.format, color=_color(args))
+    if out:
+        sys.stdout.write(out if out.endswith("\n") else out + "\n")
+    if args.format in ("full", "concise"):
+        print(report.summary())
+        if report.trace:
+            print(f"trace of {report.trace_label} written to {report.trace}")
+    return EXIT_OK if report.passed else EXIT_FAILED
+
+
+def _color(args: argparse.Namespace) -> bool:
+    return args.color == "always" or (args.color == "auto" and sys.stdout.isatty())

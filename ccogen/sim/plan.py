@@ -1,0 +1,319 @@
+"""What the simulator derives once from an instance, before any schedule runs.
+
+* Processes: one per issuer `(rank, Issuer)` (its op instances in order), one per
+  engine queue `(rank, peer, queue)` and one host process that ends each epoch.
+* Posting groups: the lanes of one warp that call one `put`/`get` together post in
+  one step; their copies toward one `(peer, queue)` signal once, after the last
+  copy, unless `signal_per_copy` (MORI's `SameQueue` grouping, per destination).
+* Expected values, computed here from the instance by the pairing rule of the
+  language spec (section 6), independently of the checker: the k-th wait of `me`
+  on `(src, q)` expects k and the last one the epoch's total; a wait with nothing
+  left to pair never passes.  `wait_count` without `expected` waits for every byte
+  counted to `me` in the epoch.  Each launch adds the epoch's total, except on a
+  counter its rank resets with `reset_count` (it starts from zero again).
+* Barrier generations: the g-th `barrier()` of every issuer that calls it meets
+  the g-th of every other (every rank takes part).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import cast
+
+from ccogen.ir.instance import Instance, Issuer, OpInst, RegionInst
+from ccogen.source import Span
+
+QueueKey = tuple[int, int, int]  # (issuing rank, peer, queue)
+SlotKey = tuple[int, int, int]  # (holding rank, sending rank, queue)
+CounterKey = tuple[int, str]  # (holding rank, counter name)
+OpKey = tuple[int, int]  # (rank, op index)
+
+POSTS = ("put", "get")
+
+
+@dataclass(frozen=True, slots=True)
+class TransferSpec:
+    """One copy an engine performs: read `src`, write `dst`, then signal/count.
+
+    `op` is the op instance (a lane's own `put` in a posting group) that posted it.
+    """
+
+    op: OpInst
+    queue: QueueKey
+    src: RegionInst
+    dst: RegionInst
+    remote_slot: SlotKey | None = None
+    local_slot: SlotKey | None = None
+    counter: CounterKey | None = None
+
+    @property
+    def size(self) -> int:
+        return self.src.size
+
+    @property
+    def signals(self) -> int:
+        """How many atomics follow the copy (signals and the counted add)."""
+        return sum(x is not None for x in (self.remote_slot, self.local_slot, self.counter))
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """The condition of one `wait_signal`/`wait_count`: `value(key) >= base + epoch*total`.
+
+    `base` is None when the wait has nothing to pair with: it never passes.
+    """
+
+    kind: str  # "slot" or "counter"
+    key: SlotKey | CounterKey
+    base: int | None
+    total: int
+    hand: bool  # `expected=` written by hand
+    ordinal: int  # this is the k-th wait of its rank on its key (1-based)
+    waits: int  # how many waits of its rank on its key
+    reset: bool = False  # a counter its rank resets: no epoch offset
+
+    def expected(self, epoch: int) -> int | None:
+        if self.base is None:
+            return None
+        return self.base if self.reset else self.base + epoch * self.total
+
+    @property
+    def source(self) -> tuple[int, int]:
+        """The sending rank and queue of a slot (`wait_signal`)."""
+        assert self.kind == "slot"
+        _, src, queue = cast(SlotKey, self.key)
+        return src, queue
+
+    def what(self) -> str:
+        if self.kind == "slot":
+            src, queue = self.source
+            return f"slot [from {src}, queue {queue}]"
+        return f"counter `{cast(CounterKey, self.key)[1]}`"
+
+
+@dataclass(frozen=True, slots=True)
+class IssuerProc:
+    rank: int
+    issuer: Issuer
+    ops: tuple[int, ...]  # op indices on `rank`, in program order
+
+
+@dataclass
+class Plan:
+    """Static facts for one instance (see the module docstring)."""
+
+    instance: Instance
+    issuers: list[IssuerProc]
+    queues: list[QueueKey]
+    proc_of_op: dict[OpKey, tuple[int, int]]  # -> (process, position in its ops)
+    members: dict[OpKey, tuple[int, ...]]  # group leader -> member op indices (leader first)
+    leader_of: dict[OpKey, int]  # member -> leader op index
+    posts: dict[OpKey, tuple[TransferSpec, ...]]  # group leader -> what it posts
+    waits: dict[OpKey, Wait]
+    barrier_gen: dict[OpKey, int]  # barrier op -> its generation (1-based)
+    barrier_parties: list[tuple[int, Issuer, int]]  # (rank, issuer, barriers per epoch)
+    queue_index: dict[QueueKey, int] = field(default_factory=dict)
+    rank_issuers: list[list[int]] = field(default_factory=list)
+    watchers: list[set[int]] = field(default_factory=list)  # proc -> procs its progress may enable
+    windows: tuple[tuple[str, int], ...] = ()
+    init_windows: frozenset[tuple[int, str]] = frozenset()
+    counters: tuple[str, ...] = ()
+    multi_source: frozenset[tuple[str, object]] = frozenset()  # fed by several queues
+
+    @property
+    def nissuers(self) -> int:
+        return len(self.issuers)
+
+    @property
+    def host(self) -> int:
+        return len(self.issuers) + len(self.queues)
+
+    @property
+    def nprocs(self) -> int:
+        return self.host + 1
+
+    def queue_proc(self, key: QueueKey) -> int:
+        return self.nissuers + self.queue_index[key]
+
+    def op(self, key: OpKey) -> OpInst:
+        return self.instance.ranks[key[0]][key[1]]
+
+    def span(self, key: OpKey) -> Span | None:
+        return self.op(key).span
+
+
+def build_plan(instance: Instance) -> Plan:
+    issuers, proc_of_op = _issuer_procs(instance)
+    members, leader_of = _groups(instance)
+    posts = {k: _transfers(instance, k, m) for k, m in members.items()
+             if instance.ranks[k[0]][k[1]].kind in POSTS}
+    queues = sorted({t.queue for specs in posts.values() for t in specs})
+    gens, parties = _barriers(instance, issuers)
+    plan = Plan(instance=instance, issuers=issuers, queues=queues, proc_of_op=proc_of_op,
+                members=members, leader_of=leader_of, posts=posts,
+                waits=_waits(instance, posts), barrier_gen=gens, barrier_parties=parties)
+    plan.queue_index = {q: i for i, q in enumerate(queues)}
+    plan.rank_issuers = [[p for p, ip in enumerate(issuers) if ip.rank == r]
+                         for r in range(instance.nranks)]
+    plan.watchers = _watchers(plan)
+    plan.windows = instance.window_sizes
+    plan.init_windows = frozenset((c.right.rank, c.right.window) for c in instance.checks
+                                  if c.right_init) | frozenset(
+        (c.left.rank, c.left.window) for c in instance.checks if c.left_init)
+    plan.counters = tuple(c.name for c in instance.protocol.counters)
+    plan.multi_source = _multi_source(posts)
+    return plan
+
+
+# ----------------------------------------------------------------------------- processes
+
+
+def _issuer_procs(instance: Instance) -> tuple[list[IssuerProc], dict[OpKey, tuple[int, int]]]:
+    procs: list[IssuerProc] = []
+    proc_of_op: dict[OpKey, tuple[int, int]] = {}
+    for rank, ops in enumerate(instance.ranks):
+        by_issuer: dict[Issuer, list[int]] = {}
+        for op in ops:
+            by_issuer.setdefault(op.issuer, []).append(op.index)
+        for issuer, indices in by_issuer.items():
+            pid = len(procs)
+            procs.append(IssuerProc(rank, issuer, tuple(indices)))
+            for pos, index in enumerate(indices):
+                proc_of_op[(rank, index)] = (pid, pos)
+    return procs, proc_of_op
+
+
+def _watchers(plan: Plan) -> list[set[int]]:
+    """For each issuer: the issuers whose next op may become ready when it advances."""
+    watchers: list[set[int]] = [set() for _ in range(plan.nprocs)]
+    for (rank, index), (proc, _) in plan.proc_of_op.items():
+        op = plan.instance.ranks[rank][index]
+        for pred in op.preds:
+            other = plan.proc_of_op[(rank, pred)][0]
+            if other != proc:
+                watchers[other].add(proc)
+        leader = plan.leader_of.get((rank, index))
+        if leader is not None and leader != index:
+            watchers[proc].add(plan.proc_of_op[(rank, leader)][0])
+    return watchers
+
+
+# ----------------------------------------------------------------------------- posting groups
+
+
+def _groups(instance: Instance) -> tuple[dict[OpKey, tuple[int, ...]], dict[OpKey, int]]:
+    """Posting groups of `put`/`get` run together; every other op instance runs alone."""
+    members: dict[OpKey, tuple[int, ...]] = {}
+    leader_of: dict[OpKey, int] = {}
+    for rank, ops in enumerate(instance.ranks):
+        by_group: dict[int, list[int]] = defaultdict(list)
+        for op in ops:
+            by_group[op.group].append(op.index)
+        for indices in by_group.values():
+            together = ops[indices[0]].kind in POSTS
+            for chunk in [indices] if together else [[i] for i in indices]:
+                members[(rank, chunk[0])] = tuple(chunk)
+                for index in chunk:
+                    leader_of[(rank, index)] = chunk[0]
+    return members, leader_of
+
+
+def _transfers(instance: Instance, leader: OpKey, member_ops: tuple[int, ...]
+               ) -> tuple[TransferSpec, ...]:
+    rank = leader[0]
+    ops = [instance.ranks[rank][i] for i in member_ops]
+    last_of_partition: dict[tuple[int | None, int | None], int] = {}
+    for op in ops:
+        last_of_partition[(op.peer, op.queue)] = op.index
+    return tuple(_spec(op, op.signal_per_copy or last_of_partition[(op.peer, op.queue)]
+                       == op.index) for op in ops)
+
+
+def _spec(op: OpInst, signals: bool) -> TransferSpec:
+    assert op.peer is not None and op.queue is not None and op.src and op.dst
+    queue = (op.rank, op.peer, op.queue)
+    remote = (op.peer, op.rank, op.queue) if signals and op.signal.remote else None
+    local = (op.rank, op.rank, op.queue) if signals and op.signal.local else None
+    counter = (op.dst.rank, op.counter) if op.counter is not None else None
+    return TransferSpec(op=op, queue=queue, src=op.src, dst=op.dst, remote_slot=remote,
+                        local_slot=local, counter=counter)
+
+
+# ----------------------------------------------------------------------------- expected values
+
+
+def _waits(instance: Instance, posts: dict[OpKey, tuple[TransferSpec, ...]]) -> dict[OpKey, Wait]:
+    totals: dict[tuple[str, SlotKey | CounterKey], int] = defaultdict(int)
+    for specs in posts.values():
+        for t in specs:
+            for slot in (t.remote_slot, t.local_slot):
+                if slot is not None:
+                    totals[("slot", slot)] += 1
+            if t.counter is not None:
+                totals[("counter", t.counter)] += t.size
+    waits: dict[OpKey, Wait] = {}
+    for rank, ops in enumerate(instance.ranks):
+        waits.update(_rank_waits(rank, ops, totals))
+    return waits
+
+
+def _rank_waits(rank: int, ops: tuple[OpInst, ...],
+                totals: dict[tuple[str, SlotKey | CounterKey], int]) -> dict[OpKey, Wait]:
+    keyed: dict[tuple[str, SlotKey | CounterKey], list[OpInst]] = defaultdict(list)
+    for op in ops:
+        if op.kind == "wait_signal":
+            assert op.peer is not None and op.queue is not None
+            keyed[("slot", (rank, op.peer, op.queue))].append(op)
+        elif op.kind == "wait_count":
+            assert op.counter is not None
+            keyed[("counter", (rank, op.counter))].append(op)
+    resets = {(rank, op.counter) for op in ops if op.kind == "reset_count"}
+    out: dict[OpKey, Wait] = {}
+    for (kind, key), waits in keyed.items():
+        total = totals.get((kind, key), 0)
+        for k, op in enumerate(waits, start=1):
+            base = op.expected if op.expected is not None else _paired(kind, k, len(waits), total)
+            out[(rank, op.index)] = Wait(kind, key, base, total, op.expected is not None, k,
+                                         len(waits), key in resets)
+    return out
+
+
+def _paired(kind: str, k: int, n: int, total: int) -> int | None:
+    """Spec section 6: the k-th wait expects k, the last the total; none left: never."""
+    if kind == "counter":
+        return total
+    if k > total:
+        return None
+    return total if k == n else k
+
+
+def _multi_source(posts: dict[OpKey, tuple[TransferSpec, ...]]) -> frozenset[tuple[str, object]]:
+    """Slots and counters that increments from several queues feed."""
+    sources: dict[tuple[str, object], set[QueueKey]] = defaultdict(set)
+    for specs in posts.values():
+        for t in specs:
+            for kind, key in (("slot", t.remote_slot), ("slot", t.local_slot),
+                              ("counter", t.counter)):
+                if key is not None:
+                    sources[(kind, key)].add(t.queue)
+    return frozenset(k for k, queues in sources.items() if len(queues) > 1)
+
+
+# ----------------------------------------------------------------------------- barriers
+
+
+def _barriers(instance: Instance, issuers: list[IssuerProc]
+              ) -> tuple[dict[OpKey, int], list[tuple[int, Issuer, int]]]:
+    gens: dict[OpKey, int] = {}
+    parties: list[tuple[int, Issuer, int]] = []
+    for ip in issuers:
+        barriers = [i for i in ip.ops if instance.ranks[ip.rank][i].kind == "barrier"]
+        for g, index in enumerate(barriers, start=1):
+            gens[(ip.rank, index)] = g
+        if barriers:
+            parties.append((ip.rank, ip.issuer, len(barriers)))
+    if parties:
+        present = {rank for rank, _, _ in parties}
+        parties += [(r, Issuer(block=0), 0) for r in range(instance.nranks) if r not in present]
+    return gens, parties

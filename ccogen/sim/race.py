@@ -1,0 +1,151 @@
+"""Race detection on the synchronisation order (vector clocks, FastTrack style).
+
+Every process (issuer, engine queue, host) has a vector clock.  Only what the
+device APIs guarantee orders two events:
+
+* program order of an issuer, and the order of steps of one queue (FIFO);
+* a post (and, for aggregate ops, the ring) before the transfer's first step;
+* a signal or counted add before a wait that needed it: increments from one queue
+  land in order, so the wait joins the one that reached its expected value; a slot
+  or counter that several queues feed joins every increment that had landed;
+* the last source read of a transfer before a `quiet` that saw it consumed;
+* every arrival at a barrier before every departure from it;
+* the end of every issuer of an epoch before the host's end-of-epoch step, and
+  that step before the next epoch's ops.  The host does *not* wait for engines.
+
+Each memory access is recorded as `Access` on its `(rank, window)`.  Two accesses
+of overlapping bytes, at least one a write, race when the earlier one is not
+ordered before the later one (its clock is ahead of what the later one knows).
+That finds a race whatever the interleaving of the schedule that exposed it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ccogen.ir.instance import RegionInst
+from ccogen.sim.state import WindowKey
+
+Clock = np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class Who:
+    """What made an access: `role` is copy-r / copy-w / src / dst / ensure / init, or
+    count / reset on a counter (`engine.counter_cell`)."""
+
+    role: str
+    rank: int
+    op: int  # op index on `rank`; -1 for ensure/init
+    epoch: int
+    region: RegionInst  # the whole region the op reads or writes (accesses may be pieces)
+    xid: int = -1  # the transfer, for src/dst
+    check: int = -1  # the postcondition, for ensure
+
+    @property
+    def write(self) -> bool:
+        return self.role in ("dst", "copy-w", "count", "reset")
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    window: WindowKey
+    start: int
+    stop: int
+    proc: int
+    clock: int
+    vc: Clock
+    who: Who
+
+
+class HB:
+    """The vector clocks (arrays are never mutated in place, so copies can share them)."""
+
+    __slots__ = ("barrier", "consumed", "counter", "fin_vc", "finish", "host", "post", "ring",
+                 "slot", "vc")
+
+    def __init__(self, nprocs: int) -> None:
+        zero = np.zeros(nprocs, dtype=np.int64)
+        self.vc: list[Clock] = [zero] * nprocs
+        self.post: dict[int, Clock] = {}
+        self.ring: dict[int, Clock] = {}
+        self.finish: dict[int, int] = {}
+        self.fin_vc: dict[int, Clock] = {}
+        self.slot: dict[object, Clock] = {}
+        self.counter: dict[object, Clock] = {}
+        self.consumed: dict[int, Clock] = {}
+        self.barrier: dict[int, Clock] = {}
+        self.host: Clock = zero
+
+    def copy(self) -> HB:
+        other = HB.__new__(HB)
+        other.vc = list(self.vc)
+        other.post, other.ring, other.finish = dict(self.post), dict(self.ring), dict(self.finish)
+        other.fin_vc = dict(self.fin_vc)
+        other.slot, other.counter = dict(self.slot), dict(self.counter)
+        other.consumed, other.barrier = dict(self.consumed), dict(self.barrier)
+        other.host = self.host
+        return other
+
+    def tick(self, proc: int, *joins: Clock | None) -> Clock:
+        """Advance `proc` by one step after joining `joins`; return its new clock."""
+        vc = self.vc[proc]
+        for other in joins:
+            if other is not None:
+                vc = np.maximum(vc, other)
+        vc = vc.copy() if vc is self.vc[proc] else vc
+        vc[proc] += 1
+        self.vc[proc] = vc
+        return vc
+
+    def absorb(self, proc: int, other: Clock | None) -> None:
+        """Let `proc` know everything `other` knows (no step of its own)."""
+        if other is not None:
+            self.vc[proc] = np.maximum(self.vc[proc], other)
+
+    @staticmethod
+    def merge(into: Clock | None, vc: Clock) -> Clock:
+        return vc if into is None else np.maximum(into, vc)
+
+
+class RaceLog:
+    """Accesses per window and the races found between them."""
+
+    __slots__ = ("records", "reported")
+
+    def __init__(self) -> None:
+        self.records: dict[WindowKey, list[Access]] = {}
+        self.reported: set[tuple[object, ...]] = set()
+
+    def copy(self) -> RaceLog:
+        other = RaceLog.__new__(RaceLog)
+        other.records = {k: list(v) for k, v in self.records.items()}
+        other.reported = set(self.reported)
+        return other
+
+    def access(self, new: Access) -> list[Access]:
+        """Record `new`; return the earlier accesses it races with."""
+        found: list[Access] = []
+        records = self.records.setdefault(new.window, [])
+        write = new.who.write
+        adds = new.who.role == "count"
+        for rec in records:
+            if (rec.start < new.stop and new.start < rec.stop and (write or rec.who.write)
+                    and not (adds and rec.who.role == "count")  # counted adds commute
+                    and rec.clock > new.vc[rec.proc]):
+                found.append(rec)
+        records.append(new)
+        return found
+
+    def first_report(self, key: tuple[object, ...]) -> bool:
+        if key in self.reported:
+            return False
+        self.reported.add(key)
+        return True
+
+    def prune(self, host: Clock) -> None:
+        """Drop accesses ordered before `host` (valid only when nothing is in flight)."""
+        for key, records in self.records.items():
+            self.records[key] = [r for r in records if r.clock > host[r.proc]]

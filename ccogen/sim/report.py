@@ -1,0 +1,160 @@
+"""What `simulate` returns: per instance the schedules run, and merged diagnostics.
+
+A finding seen in several schedules (or instances) is reported once, with notes
+saying in how many schedules of which instances it showed and a `help:` naming
+the command that replays the first one.  A postcondition failure in a schedule
+that also found another error is left out: it is a consequence, not a cause; so is
+a deadlock after a `reset_count` that raced with counted writes (E027), and a
+read that a `wait_count` on a counter nothing counts to failed to order (E026).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from ccogen.diag import Diagnostic, sort_key
+from ccogen.sim.explain import Finding
+from ccogen.sim.schedule import Run
+from ccogen.sim.state import WindowKey
+
+TIMES = "\N{MULTIPLICATION SIGN}"  # the summary's "20 schedules by 2 epochs"
+
+
+@dataclass
+class SimResult:
+    """One schedule of one instance: passed, what failed, the memory it left."""
+
+    name: str
+    seed: int | None
+    passed: bool
+    failures: list[Diagnostic]
+    digest: str | None
+    memory: dict[WindowKey, bytes] | None
+    schedule: list[int]
+    deadlocked: bool
+
+
+@dataclass
+class InstanceReport:
+    label: str
+    nranks: int
+    results: list[SimResult] = field(default_factory=list)
+    exhaustive: bool = False
+    complete: bool = True
+    limit: str = ""
+    elapsed: float = 0.0
+    setup: list[Diagnostic] = field(default_factory=list)  # instantiation errors
+
+    @property
+    def passed(self) -> bool:
+        return not self.setup and all(r.passed for r in self.results)
+
+    @property
+    def digests(self) -> set[str | None]:
+        return {r.digest for r in self.results}
+
+
+@dataclass
+class SimReport:
+    """Everything one `simulate` call found (see the module docstring)."""
+
+    protocol: str
+    path: str
+    epochs: int
+    instances: list[InstanceReport] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    trace: str | None = None
+    trace_label: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.instances) and all(i.passed for i in self.instances)
+
+    @property
+    def schedules(self) -> int:
+        return sum(len(i.results) for i in self.instances)
+
+    def summary(self) -> str:
+        sizes = ",".join(str(i.nranks) for i in self.instances)
+        counts = sorted({len(i.results) for i in self.instances})
+        runs = "/".join(map(str, counts)) if counts else "0"
+        kind = "exhaustive: " if any(i.exhaustive for i in self.instances) else ""
+        epochs = f"{self.epochs} epoch{'s' if self.epochs != 1 else ''}"
+        verdict = "all passed" if self.passed else self._failed()
+        plural = "s" if counts != [1] else ""
+        text = f"{kind}{runs} schedule{plural} {TIMES} {epochs} on nranks={sizes}: {verdict}"
+        bounded = [f"nranks={i.nranks} {i.limit}" for i in self.instances if not i.complete]
+        return text + (f" (not exhaustive: {'; '.join(bounded)})" if bounded else "")
+
+    def _failed(self) -> str:
+        bad = sum(1 for i in self.instances for r in i.results if not r.passed)
+        setup = sum(1 for i in self.instances if i.setup)
+        parts = [f"{bad} schedule{'s' if bad != 1 else ''} failed"] if bad else []
+        if setup:
+            parts.append(f"{setup} instance{'s' if setup != 1 else ''} could not be built")
+        return "; ".join(parts)
+
+
+def result_of(run: Run) -> SimResult:
+    findings = _root_causes(run.findings)
+    failures = [f.diagnostic for f in findings]
+    return SimResult(run.name, run.seed, not any(d.is_error for d in failures), failures,
+                     run.digest, run.memory, run.schedule, run.deadlocked)
+
+
+# code -> what it may cause in the same schedule, reported only without it
+_CONSEQUENCES = {"E027": {"E021", "E026", "E030", "E033"},  # a reset erased counted bytes
+                 "E026": {"E032"}}  # a wait on an uncounted counter orders no reads
+
+
+def _root_causes(findings: Sequence[Finding]) -> list[Finding]:
+    codes = {f.diagnostic.code for f in findings}
+    hidden = set().union(*(_CONSEQUENCES.get(c, set()) for c in codes))
+    if codes - {"E033"}:
+        hidden.add("E033")  # a wrong result is a consequence of any other error
+    return [f for f in findings if f.diagnostic.code not in hidden]
+
+
+def merge(instances: Sequence[InstanceReport], replay: str) -> list[Diagnostic]:
+    """One diagnostic per distinct finding, with where it was seen (see module doc)."""
+    seen: dict[tuple[object, ...], tuple[Diagnostic, list[str], list[str]]] = {}
+    for inst in instances:
+        for d in inst.setup:
+            seen.setdefault(_key(d), (d, [], []))
+        per_schedule: dict[tuple[object, ...], dict[str, SimResult]] = {}
+        for r in inst.results:
+            for d in r.failures:
+                per_schedule.setdefault(_key(d), {})[r.name] = r
+                seen.setdefault(_key(d), (d, [], []))
+        for key, results in per_schedule.items():
+            d, where, commands = seen[key]
+            where.append(_where(inst, list(results.values())))
+            commands.append(_command(replay, inst, next(iter(results.values()))))
+    out = [_annotated(d, where, commands) for d, where, commands in seen.values()]
+    return sorted(out, key=sort_key)
+
+
+def _key(d: Diagnostic) -> tuple[object, ...]:
+    span = d.span
+    return (d.code, d.message, span and (span.path, span.start, span.end))
+
+
+def _where(inst: InstanceReport, results: list[SimResult]) -> str:
+    total = len(inst.results)
+    names = ", ".join(r.name for r in results[:3]) + (", ..." if len(results) > 3 else "")
+    return f"in {len(results)} of {total} schedules of the instance {inst.label} ({names})"
+
+
+def _command(replay: str, inst: InstanceReport, r: SimResult) -> str:
+    if r.seed is not None:
+        return f"`{replay} --ranks {inst.nranks} --seed {r.seed}`"
+    return f"`{replay} --ranks {inst.nranks} --exhaustive`"
+
+
+def _annotated(d: Diagnostic, where: list[str], commands: list[str]) -> Diagnostic:
+    if not where:
+        return d
+    shows = f"{commands[0]} shows it"
+    help = f"{d.help}; {shows}" if d.help else shows
+    return replace(d, notes=(*d.notes, *where), help=help)
