@@ -670,7 +670,9 @@ class _Evaluating:
             text = expr_text(expr)
             subject = f"{role} {value} is" if text == str(value) else f"{role} `{text}` is {value},"
             self._error("E010", f"{subject} outside the team of {n} rank{'s' if n != 1 else ''}",
-                        span, f"ranks are 0 to {n - 1}")
+                        span, f"ranks are 0 to {n - 1}",
+                        help="name a rank of the team, e.g. `(me + 1) % nranks` or one of "
+                             "`peers()`")
             return None
         if value == self.rank and not allow_me:
             self._error("E010", "`me` used as a peer", span, f"this is rank {value}, `me` itself",
