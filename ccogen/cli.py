@@ -54,11 +54,13 @@ def _parser() -> argparse.ArgumentParser:
                            "toolchain (no GPU needed)")
     _compile_args(build)
 
+    from ccogen.bench.cli import add_bench_parser
     from ccogen.rt.cli import add_run_parser
     from ccogen.sim.cli import add_simulate_parser
 
     add_run_parser(sub)
     add_simulate_parser(sub)
+    add_bench_parser(sub)
     for name, text in _LATER.items():
         later = sub.add_parser(name, help=text[0])
         later.add_argument("file", metavar="FILE.cco")
@@ -85,11 +87,8 @@ def _instance_args(p: argparse.ArgumentParser) -> None:
                    help="override a parameter, e.g. --param block=4KiB")
 
 
-# command -> (help, the capability it needs)
-_LATER: dict[str, tuple[str, str]] = {
-    "bench": ("sweep sizes beside the engine's own collective",
-              "the native runtime and `ccogen run`"),
-}
+# command -> (help, the capability it needs): subcommands announced before they exist
+_LATER: dict[str, tuple[str, str]] = {}
 
 
 def _ranks(values: Sequence[str] | None) -> tuple[int, ...] | None:
@@ -260,6 +259,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     return run_command(args)
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from ccogen.bench.cli import bench_command
+
+    return bench_command(args)
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     from ccogen.sim.cli import simulate_command
 
@@ -267,7 +272,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"lint": cmd_lint, "fmt": cmd_fmt, "explain": cmd_explain, "compile": cmd_compile,
-            "build": cmd_build, "run": cmd_run, "simulate": cmd_simulate}
+            "build": cmd_build, "run": cmd_run, "simulate": cmd_simulate,
+            "bench": cmd_bench}
 
 
 def _internal_error(argv: Sequence[str]) -> int:

@@ -45,8 +45,12 @@ def default_ranks(protocol: Protocol, params: dict[str, int]) -> int:
 def compile_protocol(protocol: Protocol, target: str, *, source: str, ranks: int | None = None,
                      params: dict[str, int] | None = None, debug: bool = False,
                      force: bool = False,
-                     arch: str | None = None) -> Compiled:
-    """Check the instance (errors refuse) and generate its files for `target`."""
+                     arch: str | None = None, epoch_from_heap: bool = False) -> Compiled:
+    """Check the instance (errors refuse) and generate its files for `target`.
+
+    `epoch_from_heap` is `codegen.Options.epoch_from_heap` (kernels count their own
+    launches, for CUDA-graph replay; `ccogen bench` sets it).
+    """
     from ccogen.codegen import BACKENDS, Options, Unsupported, generate
     from ccogen.driver import CheckOptions, check_protocol
 
@@ -62,7 +66,8 @@ def compile_protocol(protocol: Protocol, target: str, *, source: str, ranks: int
         raise CompileError(errors or result.diagnostics)
     instance = result.instances[0]
     try:
-        options = Options(debug=debug, **({"arch": arch} if arch else {}))
+        options = Options(debug=debug, epoch_from_heap=epoch_from_heap,
+                          **({"arch": arch} if arch else {}))
         files = generate(instance, target, source=source, options=options)
     except Unsupported as exc:
         raise CompileError([error("E042", str(exc), exc.span, "not supported here",

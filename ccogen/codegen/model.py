@@ -93,6 +93,7 @@ class KernelModel:
     group_scratch: int  # heap offset of the first group-barrier word
     rank_scratch: int  # heap offset of the rank-wide barrier word
     cooperative: bool
+    epoch_word: int | None = None  # heap offset of the launch counter (Options.epoch_from_heap)
 
     @property
     def grid(self) -> int:
@@ -118,3 +119,4 @@ class ProtocolModel:
     heap_size: int
     debug: bool
     extra: dict[str, object] = field(default_factory=dict)
+    epoch_from_heap: bool = False  # kernels read their epoch from a launch counter

@@ -47,15 +47,19 @@ def _protocol_ir(protocol: Any) -> tuple[IrProtocol, str]:
 
 def compile_for_run(protocol: IrProtocol, source: str, target: str, ranks: int,
                     params: Mapping[str, int], out_dir: Path, *, debug: bool,
-                    force: bool = False) -> Instance:
-    """Check the instance (errors raise DiagnosticError), generate its files into out_dir."""
+                    force: bool = False, epoch_from_heap: bool = False) -> Instance:
+    """Check the instance (errors raise DiagnosticError), generate its files into out_dir.
+
+    `epoch_from_heap`: kernels count their own launches (codegen.Options), so captured
+    launches can be replayed as a CUDA graph (`ccogen bench`)."""
     from ccogen.compiler import CompileError as ProtocolError
     from ccogen.compiler import compile_protocol
     from ccogen.errors import DiagnosticError
 
     try:
         compiled = compile_protocol(protocol, target, source=source, ranks=ranks,
-                                    params=dict(params), debug=debug, force=force)
+                                    params=dict(params), debug=debug, force=force,
+                                    epoch_from_heap=epoch_from_heap)
     except ProtocolError as exc:
         raise DiagnosticError(exc.diagnostics) from None
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -209,24 +209,35 @@ def _run_distributed(manifest: Manifest, specs: tuple[CheckSpec, ...], iters: in
                      library=library, partial=True)
 
 
-def _spawn(config: RunConfig) -> list[RankResult]:
-    """One process per rank; wait for every report; stop the rest once one rank failed."""
+def _spawn(config: Any, main: Callable[..., None] | None = None,
+           failed: Callable[[int, str], Any] | None = None,
+           deadline_s: float | None = None) -> list[Any]:
+    """One process per rank; wait for every report; stop the rest once one rank failed.
+
+    `main(config, rank, results_queue)` is the rank's entry point (`_worker_main`), each
+    report has `.rank` and `.ok`, and `failed(rank, text)` makes the report of a rank
+    that never sent one; `deadline_s` bounds the whole run (default: from `iters`).
+    `config` needs `nranks`, `watchdog_s`, `init_timeout_s` and `shared_dir`.
+    """
+    main = main or _worker_main
+    failed = failed or (lambda rank, text: RankResult(rank, rank, error=text))
     mp = multiprocessing.get_context("spawn")
     results_queue: Any = mp.Queue()
-    procs = [mp.Process(target=_worker_main, args=(config, rank, results_queue),
+    procs = [mp.Process(target=main, args=(config, rank, results_queue),
                         name=f"ccogen-rank-{rank}") for rank in range(config.nranks)]
     for p in procs:
         p.start()
-    results: dict[int, RankResult] = {}
+    results: dict[int, Any] = {}
     dead_since: dict[int, float] = {}
     first_failure: float | None = None
     grace = config.watchdog_s + 15.0
-    deadline = time.monotonic() + config.init_timeout_s + config.iters * (
-        3 * config.watchdog_s + 5.0)
+    if deadline_s is None:
+        deadline_s = config.init_timeout_s + config.iters * (3 * config.watchdog_s + 5.0)
+    deadline = time.monotonic() + deadline_s
     try:
         while len(results) < config.nranks:
             try:
-                got: RankResult = results_queue.get(timeout=0.2)
+                got = results_queue.get(timeout=0.2)
                 results[got.rank] = got
                 if not got.ok and first_failure is None:
                     first_failure = time.monotonic()
@@ -239,7 +250,7 @@ def _spawn(config: RunConfig) -> list[RankResult]:
                     continue
                 dead_since.setdefault(rank, now)
                 if now - dead_since[rank] > 2.0:  # its report, if any, would have arrived
-                    results[rank] = RankResult(rank, rank, error=(
+                    results[rank] = failed(rank, (
                         f"rank {rank} exited with code {p.exitcode} without a report "
                         "(crashed; rerun with NCCL_DEBUG=WARN / NVSHMEM_DEBUG=WARN)"))
                     first_failure = first_failure or now
@@ -252,7 +263,7 @@ def _spawn(config: RunConfig) -> list[RankResult]:
                 for rank in range(config.nranks):
                     if rank not in results:
                         where = _where_stuck(config, rank, procs[rank])
-                        results[rank] = RankResult(rank, rank, error=f"{stop}; {where}")
+                        results[rank] = failed(rank, f"{stop}; {where}")
     finally:
         for p in procs:
             p.join(timeout=5.0)
@@ -263,7 +274,7 @@ def _spawn(config: RunConfig) -> list[RankResult]:
     return [results[r] for r in range(config.nranks)]
 
 
-def _where_stuck(config: RunConfig, rank: int, proc: Any) -> str:
+def _where_stuck(config: Any, rank: int, proc: Any) -> str:
     """The phase a rank that did not report was in, and its Python stack (SIGUSR1 makes
     the worker's faulthandler write it; see _worker_main)."""
     shared = Path(config.shared_dir)
@@ -364,6 +375,12 @@ class _Rank:
         self.exports = {w for (w, r) in remote_finals(config.checks) if r == rank}
         self.imports = {(w, r) for (w, r) in remote_finals(self.checks)}
         result.checks_per_epoch = len(self.checks)
+
+    def attach(self, rt: Any, ctx: Any, stream: Any) -> None:
+        """Use a context and stream made elsewhere (`ccogen.bench` runs many instances on
+        one engine and heap, and checks one epoch of each through `_epoch`)."""
+        self.rt, self.ctx, self.stream = rt, ctx, stream
+        self.start, self.end = rt.Event(), rt.Event()
 
     # -- set-up ------------------------------------------------------------------------------
     def run(self) -> None:

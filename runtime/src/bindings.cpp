@@ -131,6 +131,15 @@ void bind_driver_objects(py::module_& m) {
            py::call_guard<py::gil_scoped_release>(),
            "Poll until idle (True) or timeout_s passed (False); raises CudaError on an error.");
 
+  py::class_<cu::Graph>(m, "Graph", "An instantiated CUDA graph (Stream.end_capture).")
+      .def("launch", &cu::Graph::launch, py::arg("stream") = nullptr,
+           py::call_guard<py::gil_scoped_release>(), "cuGraphLaunch on `stream`.");
+  m.def("begin_capture", &cu::begin_capture, py::arg("stream"),
+        "Start capturing the work issued on `stream` (thread-local capture mode).");
+  m.def("end_capture", &cu::end_capture, py::arg("stream"),
+        "End the capture of `stream` and instantiate the graph; raises CudaError when the "
+        "capture failed.");
+
   py::class_<cu::Event>(m, "Event")
       .def(py::init<>())
       .def("record", &cu::Event::record, py::arg("stream") = nullptr,

@@ -162,6 +162,31 @@ bool Stream::wait(double timeout_s) const {
   return true;
 }
 
+// ---- graphs --------------------------------------------------------------------------------
+
+Graph::~Graph() {
+  if (exec_ != nullptr && drv().cuGraphExecDestroy != nullptr) (void)drv().cuGraphExecDestroy(exec_);
+}
+
+void Graph::launch(const Stream* stream) const {
+  CCOGEN_CU_CHECK(drv(), cuGraphLaunch, exec_, stream != nullptr ? stream->raw() : nullptr);
+}
+
+void begin_capture(const Stream& stream) {
+  CCOGEN_CU_CHECK(drv(), cuStreamBeginCapture, stream.raw(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+}
+
+std::unique_ptr<Graph> end_capture(const Stream& stream) {
+  CUgraph graph = nullptr;
+  CCOGEN_CU_CHECK(drv(), cuStreamEndCapture, stream.raw(), &graph);
+  CUgraphExec exec = nullptr;
+  const CUresult result = require(drv().cuGraphInstantiateWithFlags,
+                                  "cuGraphInstantiateWithFlags")(&exec, graph, 0ULL);
+  if (drv().cuGraphDestroy != nullptr) (void)drv().cuGraphDestroy(graph);  // exec is independent
+  check(result, "cuGraphInstantiateWithFlags");
+  return std::make_unique<Graph>(exec);
+}
+
 Event::Event() { CCOGEN_CU_CHECK(drv(), cuEventCreate, &event_, CU_EVENT_DEFAULT); }
 
 Event::~Event() {

@@ -12,13 +12,27 @@ from ccogen.ir.instance import Instance
 
 @dataclass(frozen=True)
 class Options:
-    """Frozen code-generation options; `hash` keys the runtime's build cache."""
+    """Frozen code-generation options; `hash` keys the runtime's build cache.
+
+    `epoch_from_heap` (nccl-lsa, nvshmem): each kernel takes its epoch from a launch
+    counter in the heap instead of its `epoch` parameter (thread 0 of every CTA adds 1;
+    the epoch is that ticket / gridDim.x, launches on one stream being ordered), so a
+    CUDA graph that captured the launches once can replay them epoch after epoch
+    (`ccogen bench`).  The kernel signature and the manifest's `params` are unchanged;
+    the runtime must launch every kernel exactly once per epoch, as it does.
+    """
 
     debug: bool = False
     arch: str = "sm_90"
+    epoch_from_heap: bool = False
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The options as data; an option left at its default is omitted when that keeps
+        the hash of code generated before the option existed."""
+        out = asdict(self)
+        if not out["epoch_from_heap"]:
+            del out["epoch_from_heap"]
+        return out
 
 
 class Backend(ABC):

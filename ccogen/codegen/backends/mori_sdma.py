@@ -419,6 +419,9 @@ class MoriSdma(Backend):
     kernel_params = ("devcomm_ptr", "window", "epoch", "debug")
 
     def generate(self, instance: Instance, source: str, options: Options) -> GeneratedFiles:
+        if options.epoch_from_heap:
+            raise Unsupported("Options.epoch_from_heap is implemented for nccl-lsa and nvshmem "
+                              "only", None)
         model, layout = self.model(instance, source, options)
         files = {
             "kernels.hip": render("mori_sdma/kernels.hip.j2", model=model),

@@ -93,6 +93,9 @@ class NcclCft(SmBackend):
     kernel_params = ("devcomm", "window", "epoch", "debug")
 
     def generate(self, instance: Instance, source: str, options: Options) -> GeneratedFiles:
+        if options.epoch_from_heap:
+            raise Unsupported("Options.epoch_from_heap is implemented for nccl-lsa and nvshmem "
+                              "only", None)
         self._counted = any(op.counter is not None and op.kind == "put"
                             for ops in instance.ranks for op in ops)
         if self._counted and any(op.kind == "get" for ops in instance.ranks for op in ops):

@@ -10,6 +10,10 @@ group has one CTA when no copy of the kernel exceeds 64 KiB, else one CTA per
 256 KiB of its largest copy, at most 16 — enough to saturate NVLink on an H200.
 Kernels with more than one CTA are launched cooperatively (their CTAs wait on each
 other).
+
+`Options.epoch_from_heap` adds one 64-bit launch counter per kernel after its barrier
+words (`KernelModel.epoch_word`); the kernel's first act is to take a ticket from it
+(see `ccogen_launch_epoch` in templates/common/sm_device.cuh.j2).
 """
 
 from __future__ import annotations
@@ -71,20 +75,28 @@ class SmBackend(Backend):
     # ------------------------------------------------------------------ model
     def model(self, instance: Instance, source: str,
               options: Options) -> tuple[ProtocolModel, HeapLayout]:
-        scratch = sum(k.blocks for k in instance.kernels) + len(instance.kernels)
+        # Per kernel: one group-barrier word per logical block and the rank-wide word,
+        # plus the launch counter under Options.epoch_from_heap.
+        per_kernel = 2 if options.epoch_from_heap else 1
+        scratch = sum(k.blocks for k in instance.kernels) + per_kernel * len(instance.kernels)
         layout = self.plan_layout(instance, scratch)
         oracle = expected_oracle(instance)
         kernels = []
         word = layout.scratch.offset
         for k in instance.kernels:
-            kernels.append(self._kernel(instance, k.index, layout, oracle, source, word))
+            kernel = self._kernel(instance, k.index, layout, oracle, source, word)
             word += 8 * (k.blocks + 1)
+            if options.epoch_from_heap:
+                kernel = replace(kernel, epoch_word=word)
+                word += 8
+            kernels.append(kernel)
         opts = options.as_dict()
         model = ProtocolModel(
             name=instance.protocol.name, source=source,
             banner=banner(source, __version__, options_hash({**opts, "target": self.name})),
             nranks=instance.nranks, queues=instance.queues, kernels=tuple(kernels),
-            heap_size=layout.size, debug=options.debug)
+            heap_size=layout.size, debug=options.debug,
+            epoch_from_heap=options.epoch_from_heap)
         return model, layout
 
     def plan_layout(self, instance: Instance, scratch: int) -> HeapLayout:

@@ -26,6 +26,8 @@ using CUmodule = struct CUmod_st*;
 using CUfunction = struct CUfunc_st*;
 using CUstream = struct CUstream_st*;
 using CUevent = struct CUevent_st*;
+using CUgraph = struct CUgraph_st*;
+using CUgraphExec = struct CUgraphExec_st*;
 using CUdeviceptr = unsigned long long;  // 64-bit on every supported platform
 
 inline constexpr CUresult CUDA_SUCCESS = 0;
@@ -46,6 +48,7 @@ inline constexpr unsigned CU_MEMHOSTALLOC_PORTABLE = 0x01;
 inline constexpr unsigned CU_MEMHOSTALLOC_DEVICEMAP = 0x02;
 inline constexpr unsigned CU_STREAM_NON_BLOCKING = 0x1;
 inline constexpr unsigned CU_EVENT_DEFAULT = 0x0;
+inline constexpr int CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1;
 
 template <typename Signature>
 using FnPtr = Signature*;
@@ -95,7 +98,14 @@ using FnPtr = Signature*;
   X(cuEventRecord,      "cuEventRecord",      CUresult(CUevent, CUstream))                   \
   X(cuEventSynchronize, "cuEventSynchronize", CUresult(CUevent))                             \
   X(cuEventElapsedTime, "cuEventElapsedTime", CUresult(float*, CUevent, CUevent))         \
-  X(cuEventElapsedTime_v2, "cuEventElapsedTime_v2", CUresult(float*, CUevent, CUevent))
+  X(cuEventElapsedTime_v2, "cuEventElapsedTime_v2", CUresult(float*, CUevent, CUevent))   \
+  X(cuStreamBeginCapture, "cuStreamBeginCapture_v2", CUresult(CUstream, int))               \
+  X(cuStreamEndCapture, "cuStreamEndCapture", CUresult(CUstream, CUgraph*))                  \
+  X(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags",                              \
+    CUresult(CUgraphExec*, CUgraph, unsigned long long))                                     \
+  X(cuGraphLaunch,      "cuGraphLaunch",      CUresult(CUgraphExec, CUstream))               \
+  X(cuGraphExecDestroy, "cuGraphExecDestroy", CUresult(CUgraphExec))                         \
+  X(cuGraphDestroy,     "cuGraphDestroy",     CUresult(CUgraph))
 // clang-format on
 
 // ---- errors ------------------------------------------------------------------------------

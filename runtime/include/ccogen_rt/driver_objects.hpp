@@ -100,6 +100,29 @@ class Stream {
   CUstream stream_ = nullptr;
 };
 
+// An instantiated CUDA graph, made by capturing the work issued on a stream between
+// Stream::begin_capture and Stream::end_capture (thread-local capture mode: other threads,
+// e.g. an engine's proxy thread, may keep issuing work of their own).  Kernel parameters
+// are copied at capture: a replay launches the same kernels with the same arguments.
+class Graph {
+ public:
+  explicit Graph(CUgraphExec exec) : exec_(exec) {}
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  ~Graph();
+
+  void launch(const Stream* stream) const;  // cuGraphLaunch
+
+ private:
+  CUgraphExec exec_ = nullptr;
+};
+
+// Starts capturing `stream` (nothing issued on it runs until the graph is launched).
+void begin_capture(const Stream& stream);
+// Ends the capture and instantiates the graph; throws CudaError if capture failed (an
+// operation that cannot be captured was issued, e.g.).
+std::unique_ptr<Graph> end_capture(const Stream& stream);
+
 class Event {
  public:
   Event();

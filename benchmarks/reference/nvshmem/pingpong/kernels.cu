@@ -1,0 +1,106 @@
+// Hand-written reference for protocols/pingpong.cco on nvshmem (benchmarks/reference/README.md).
+// Rank 0 puts `ping` into rank 1's `ping` with a signal; rank 1 waits, puts its `ping` into
+// rank 0's `pong` with a signal; `rounds` times (small messages: one thread's
+// nvshmem_putmem_signal_nbi).  Rank 0's CTA 0 reads %globaltimer around the rounds and
+// accumulates the nanoseconds and the number of one-way trips at REF_SCRATCH + 8 / + 16.
+#include <nvshmem.h>
+#include <nvshmemx.h>
+#include <stdint.h>
+#include <cuda/atomic>
+
+// ---- reference support (the same in every nvshmem reference; kernels.cu is self-contained) ----
+struct ccogen_debug_record {  // docs/runtime-abi.md; unused: references never time out
+  uint32_t hit;
+  int32_t rank, line, src, queue, kind;
+  uint64_t expected, observed, epoch, reserved[2];
+};
+
+// The reference's own heap words, in the zeroed bytes the bench appends (REF_SCRATCH):
+// +0 launch counter, +8 / +16 timer (sum of ns, one-way trips), +256 signal slots.
+#define REF_SLOTS (REF_SCRATCH + 256ULL)
+#define REF_MAX_CTAS 64
+// Transfers of at most this many bytes in a one-warp launch go out as one thread's
+// put-with-signal; larger ones as the CTA's.
+#define REF_THREAD_PUT_MAX 64
+
+// The epoch is this launch's index: a ticket from the launch counter / gridDim.x (launches
+// on one stream are ordered), so CUDA-graph replays advance it.
+__device__ __forceinline__ uint64_t ref_epoch(char* heap) {
+  __shared__ uint64_t epoch;
+  if (threadIdx.x == 0) {
+    cuda::atomic_ref<uint64_t, cuda::thread_scope_device> ticket(
+        *reinterpret_cast<uint64_t*>(heap + REF_SCRATCH));
+    epoch = ticket.fetch_add(1, cuda::memory_order_relaxed) / gridDim.x;
+  }
+  __syncthreads();
+  return epoch;
+}
+
+// The (symmetric) slot counting the signals CTA `cta` of PE `src` sent to a PE.
+__device__ __forceinline__ uint64_t* ref_slot(char* heap, int src, int cta) {
+  return reinterpret_cast<uint64_t*>(heap + REF_SLOTS) + static_cast<uint64_t>(src) * REF_MAX_CTAS + cta;
+}
+
+// [lo, hi) of part `part` of `parts` of n bytes, 16-byte aligned slices.
+__device__ __forceinline__ void ref_slice(uint64_t n, uint64_t part, uint64_t parts, uint64_t* lo,
+                                          uint64_t* hi) {
+  const uint64_t per = ((n + parts - 1) / parts + 15) / 16 * 16;
+  *lo = per * part < n ? per * part : n;
+  *hi = *lo + per < n ? *lo + per : n;
+}
+
+// This CTA's n bytes at dst on `pe`, then +1 on the PE's `sig` after them (one call: NVSHMEM
+// orders the signal after the data).  Every thread of the CTA calls it.
+__device__ __forceinline__ void ref_put_signal(char* dst, const char* src, uint64_t n, uint64_t* sig,
+                                               int pe) {
+  if (n == 0) {
+    if (threadIdx.x == 0) nvshmemx_signal_op(sig, 1, NVSHMEM_SIGNAL_ADD, pe);
+  } else if (REF_THREADS == 32 && n <= REF_THREAD_PUT_MAX) {
+    if (threadIdx.x == 0) nvshmem_putmem_signal_nbi(dst, src, n, sig, 1, NVSHMEM_SIGNAL_ADD, pe);
+  } else {
+    nvshmemx_putmem_signal_nbi_block(dst, src, n, sig, 1, NVSHMEM_SIGNAL_ADD, pe);
+  }
+}
+
+__device__ __forceinline__ void ref_wait(uint64_t* slot, uint64_t target) {
+  nvshmem_signal_wait_until(slot, NVSHMEM_CMP_GE, target);
+}
+
+__device__ __forceinline__ uint64_t ref_now() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+// ---- end of the reference support ----
+
+extern "C" __global__ void __launch_bounds__(REF_THREADS)
+ref_pingpong(char* heap, uint64_t, ccogen_debug_record*) {
+  const uint64_t epoch = ref_epoch(heap);
+  const int me = nvshmem_my_pe(), peer = 1 - me, cta = blockIdx.x;
+  const uint64_t base = epoch * REF_P_ROUNDS;
+  uint64_t lo, hi;
+  ref_slice(REF_P_SIZE, cta, gridDim.x, &lo, &hi);
+  uint64_t* to_peer = ref_slot(heap, me, cta);
+  uint64_t* mine = ref_slot(heap, peer, cta);
+  if (me == 0) {
+    const uint64_t t0 = ref_now();
+    for (uint64_t r = 0; r < REF_P_ROUNDS; ++r) {
+      ref_put_signal(heap + REF_W_PING + lo, heap + REF_W_PING + lo, hi - lo, to_peer, peer);
+      if (threadIdx.x == 0) ref_wait(mine, base + r + 1);
+      __syncthreads();
+    }
+    if (threadIdx.x == 0 && cta == 0) {
+      uint64_t* timer = reinterpret_cast<uint64_t*>(heap + REF_SCRATCH + 8);
+      timer[0] += ref_now() - t0;
+      timer[1] += 2 * REF_P_ROUNDS;
+    }
+  } else {
+    for (uint64_t r = 0; r < REF_P_ROUNDS; ++r) {
+      if (threadIdx.x == 0) ref_wait(mine, base + r + 1);
+      __syncthreads();
+      ref_put_signal(heap + REF_W_PONG + lo, heap + REF_W_PING + lo, hi - lo, to_peer, peer);
+    }
+  }
+  if (threadIdx.x == 0) nvshmem_quiet();
+  __syncthreads();
+}

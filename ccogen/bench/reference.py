@@ -1,0 +1,233 @@
+"""Hand-written reference kernels (benchmarks/reference/<target>/<protocol>/) and the
+per-size manifests that run them through the same runtime path as generated code.
+
+A reference directory holds `kernels.cu` (self-contained, like generated code) and a
+`manifest.json` that follows docs/runtime-abi.md for the protocol's default instance at 2
+ranks, plus a `reference` object the runtime ignores:
+
+    "reference": {"protocol_file": "protocols/alltoall.cco", "param": "block",
+                  "units": "peers", "small_max": 4096, "small_threads": 32,
+                  "threads": 512, "bytes_per_cta": 262144, "max_ctas": 32,
+                  "scratch": 65536, "timer": false}
+
+For any instance of the protocol, `derive_manifest` takes the GENERATED manifest of that
+instance (same windows, same offsets, so the instance's `ensure` checks apply unchanged),
+swaps in the reference kernel, appends `scratch` zeroed bytes to the heap for the
+reference's own words (launch counter, timer, per-CTA signal slots), and passes the
+layout to the kernel as macros (`nvcc_flags`):
+
+    REF_NRANKS, REF_CTAS (CTAs per unit), REF_THREADS, REF_SCRATCH (heap offset),
+    REF_P_<PARAM> (each parameter), REF_W_<WINDOW> / REF_S_<WINDOW> (offset / size).
+
+Launch shape: `units` is the number of independent streams of work (`peers`: nranks - 1,
+one per peer; `one`: 1); each unit gets 1 CTA of `small_threads` threads when the
+parameter `param` is at most `small_max` bytes, else ceil(bytes / bytes_per_cta) CTAs
+(at most `max_ctas`) of `threads` threads.  The grid is units x CTAs, never cooperative
+(every CTA waits only on its counterpart on a peer, and the grids fit on the GPU).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ccogen.rt.errors import ManifestError
+
+_PACKAGE = Path(__file__).resolve().parent.parent
+
+
+def default_root() -> Path | None:
+    """benchmarks/reference of the source checkout (not shipped in wheels), if present."""
+    root = _PACKAGE.parent / "benchmarks" / "reference"
+    return root if root.is_dir() else None
+
+
+@dataclass(frozen=True)
+class LaunchRule:
+    """How a reference sizes its grid from the bytes of `param` (module docstring)."""
+
+    protocol_file: str
+    param: str
+    units: str = "one"
+    small_max: int = 4096
+    small_threads: int = 32
+    threads: int = 512
+    bytes_per_cta: int = 256 << 10
+    max_ctas: int = 32
+    scratch: int = 64 << 10
+    timer: bool = False
+
+
+@dataclass(frozen=True)
+class ReferenceSpec:
+    directory: Path
+    target: str
+    protocol: str
+    kernel: dict[str, Any]  # name, symbol, params (grid/block come from the rule)
+    rule: LaunchRule
+    lsa_barrier_count: int = 0
+
+    @property
+    def kernel_path(self) -> Path:
+        return self.directory / "kernels.cu"
+
+
+def load_reference(directory: str | Path) -> ReferenceSpec:
+    """Read a reference directory's manifest.json and its `reference` rule."""
+    directory = Path(directory)
+    path = directory / "manifest.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ManifestError(f"{path}: cannot read the reference manifest: {exc}") from None
+    rule_data = data.get("reference")
+    if not isinstance(rule_data, dict):
+        raise ManifestError(f"{path}: a reference manifest needs a `reference` object "
+                            "(see ccogen/bench/reference.py)")
+    try:
+        rule = LaunchRule(**rule_data)
+    except TypeError as exc:
+        raise ManifestError(f"{path}: `reference`: {exc}") from None
+    if rule.units not in ("one", "peers"):
+        raise ManifestError(f"{path}: `reference.units` is `one` or `peers`, not {rule.units!r}")
+    kernels = data.get("kernels") or []
+    if len(kernels) != 1:
+        raise ManifestError(f"{path}: a reference has exactly one kernel")
+    if not (directory / "kernels.cu").is_file():
+        raise ManifestError(f"{directory}/kernels.cu is missing")
+    k = kernels[0]
+    kernel = {"name": k["name"], "symbol": k.get("symbol", k["name"]), "params": k["params"]}
+    return ReferenceSpec(directory, str(data["target"]), str(data["protocol"]), kernel, rule,
+                         int(data.get("nccl", {}).get("lsa_barrier_count", 0)))
+
+
+def find_reference(protocol: str, target: str, root: Path | None = None) -> ReferenceSpec | None:
+    """The reference for `protocol` on `target` under root (default: the checkout's)."""
+    root = root if root is not None else default_root()
+    if root is None:
+        return None
+    directory = root / target / protocol
+    return load_reference(directory) if (directory / "manifest.json").is_file() else None
+
+
+def launch_shape(rule: LaunchRule, nbytes: int) -> tuple[int, int]:
+    """(CTAs per unit, threads per CTA) for `nbytes` of the rule's parameter."""
+    if nbytes <= rule.small_max:
+        return 1, rule.small_threads
+    ctas = -(-nbytes // rule.bytes_per_cta)
+    return max(1, min(rule.max_ctas, ctas)), rule.threads
+
+
+def _macro(name: str) -> str:
+    return "".join(ch if ch.isalnum() else "_" for ch in name).upper()
+
+
+def derive_manifest(spec: ReferenceSpec, generated: dict[str, Any]) -> dict[str, Any]:
+    """The reference's manifest for the instance whose generated manifest is `generated`."""
+    params = {str(k): int(v) for k, v in generated.get("params", {}).items()}
+    if spec.rule.param not in params:
+        raise ManifestError(f"{spec.directory}: the rule's parameter `{spec.rule.param}` is "
+                            f"not a parameter of the instance ({', '.join(params)})")
+    nranks = int(generated["nranks"])
+    ctas, threads = launch_shape(spec.rule, params[spec.rule.param])
+    units = nranks - 1 if spec.rule.units == "peers" else 1
+    scratch = int(generated["heap_size"])
+    flags = [f"-DREF_NRANKS={nranks}", f"-DREF_CTAS={ctas}", f"-DREF_THREADS={threads}",
+             f"-DREF_SCRATCH={scratch}ULL"]
+    flags += [f"-DREF_P_{_macro(k)}={v}ULL" for k, v in sorted(params.items())]
+    for w in generated["windows"]:
+        flags += [f"-DREF_W_{_macro(w['name'])}={w['offset']}ULL",
+                  f"-DREF_S_{_macro(w['name'])}={w['size']}ULL"]
+    manifest = {
+        "abi": 1,
+        "protocol": spec.protocol,
+        "source": generated.get("source", f"{spec.protocol}.cco"),
+        "target": spec.target,
+        "arch": generated.get("arch", "sm_90"),
+        "nranks": nranks,
+        "params": params,
+        "queues": generated.get("queues", 1),
+        "debug": False,
+        "heap_size": scratch + spec.rule.scratch,
+        "windows": generated["windows"],
+        "signals": generated.get("signals", {"offset": 0, "count": 0}),
+        "counters": generated.get("counters", []),
+        "kernels": [{"name": spec.kernel["name"], "symbol": spec.kernel["symbol"],
+                     "grid": units * ctas, "block": threads, "shared_mem": 0,
+                     "cooperative": False, "params": list(spec.kernel["params"])}],
+        "nvcc_flags": flags,
+        "kernel_file": "kernels.cu",
+        "reference": asdict(spec.rule),
+    }
+    if spec.target == "nccl-lsa":
+        manifest["nccl"] = {"lsa_barrier_count": spec.lsa_barrier_count}
+    return manifest
+
+
+def write_case(spec: ReferenceSpec, generated_dir: Path, out_dir: Path) -> Path:
+    """Write the reference's kernels.cu and derived manifest.json for the instance
+    generated into generated_dir; returns out_dir."""
+    generated = json.loads((generated_dir / "manifest.json").read_text(encoding="utf-8"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(spec.kernel_path, out_dir / "kernels.cu")
+    manifest = derive_manifest(spec, generated)
+    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n",
+                                           encoding="utf-8")
+    return out_dir
+
+
+def timer_offset(manifest: dict[str, Any]) -> int | None:
+    """Heap offset of the (sum of ns, count) words a timing reference accumulates."""
+    rule = manifest.get("reference") or {}
+    if not rule.get("timer"):
+        return None
+    return int(manifest["heap_size"]) - int(rule["scratch"]) + 8
+
+
+def default_manifest(spec: ReferenceSpec, repo: Path, nranks: int = 2) -> dict[str, Any]:
+    """The manifest.json that sits beside a reference: the protocol's default instance."""
+    import tempfile
+
+    from ccogen.rt.api import compile_for_run
+    from ccogen.syntax import load_ir
+
+    path = repo / spec.rule.protocol_file
+    with tempfile.TemporaryDirectory(prefix="ccogen-ref-") as tmp:
+        compile_for_run(load_ir(path), path.name, spec.target, nranks, {}, Path(tmp),
+                        debug=False, epoch_from_heap=True)
+        generated = json.loads((Path(tmp) / "manifest.json").read_text(encoding="utf-8"))
+    return derive_manifest(spec, generated)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m ccogen.bench.reference [--check]`: rewrite (or check) the manifest.json
+    beside every reference from the protocol's default instance."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    root = default_root()
+    if root is None:
+        sys.stderr.write("error: no benchmarks/reference in this checkout\n")
+        return 2
+    stale = []
+    for manifest in sorted(root.glob("*/*/manifest.json")):
+        spec = load_reference(manifest.parent)
+        text = json.dumps(default_manifest(spec, root.parent.parent), indent=2) + "\n"
+        if manifest.read_text(encoding="utf-8") != text:
+            stale.append(manifest)
+            if "--check" not in args:
+                manifest.write_text(text, encoding="utf-8")
+    for path in stale:
+        print(f"{'stale' if '--check' in args else 'rewrote'} {path}")
+    return 1 if stale and "--check" in args else 0
+
+
+__all__ = ["LaunchRule", "ReferenceSpec", "default_manifest", "default_root",
+           "derive_manifest", "find_reference", "launch_shape", "load_reference", "main",
+           "timer_offset", "write_case"]
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,81 @@
+"""Bytes per link per epoch for every library protocol (counted by hand from the .cco)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ccogen.bench.traffic import Traffic, traffic_of
+from ccogen.instantiate import instantiate
+from ccogen.syntax import load_ir
+
+ROOT = Path(__file__).resolve().parents[2]
+KIB, MIB = 1 << 10, 1 << 20
+
+
+def traffic(name: str, nranks: int = 2, **params: int) -> Traffic:
+    instance, diags = instantiate(load_ir(ROOT / "protocols" / f"{name}.cco"), nranks, params)
+    assert instance is not None, diags
+    return traffic_of(instance)
+
+
+# protocol -> (links at 2 ranks with default parameters, both directions used)
+EXPECTED = {
+    "alltoall": ({(0, 1): MIB, (1, 0): MIB}, True),                # one block each way
+    "pingpong": ({(0, 1): 4 * 8, (1, 0): 4 * 8}, True),            # 4 rounds of 8 B
+    "ring_allgather": ({(0, 1): 256 * KIB, (1, 0): 256 * KIB}, True),
+    "aggregated_batch": ({(0, 1): 8 * 256 * KIB}, False),          # 8 pieces, one commit
+    "lane_ship": ({(0, 1): 8 * 256 * KIB}, False),
+    "counted_gather": ({(1, 0): MIB}, False),                       # rank 0's copy is local
+    "two_queue_pipeline": ({(0, 1): 8 * MIB}, False),               # the unpacking copies too
+    "pack_then_send": ({(0, 1): 64 * 4 * KIB}, False),              # packing is local
+    "counted_broadcast": ({(0, 1): 8 * MIB}, False),
+    "striped_put": ({(0, 1): 4 * 2 * MIB}, False),
+}
+
+
+def test_every_library_protocol_is_counted() -> None:
+    assert set(EXPECTED) == {p.stem for p in (ROOT / "protocols").glob("*.cco")}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_library_protocol_links(name: str) -> None:
+    links, both = EXPECTED[name]
+    t = traffic(name)
+    assert {(s, d): b for s, d, b in t.links} == links
+    assert t.bidirectional is both
+    assert t.per_direction == max(links.values())
+    assert t.total == sum(links.values()) == sum(t.sent(r) for r in range(2))
+
+
+def test_alltoall_at_four_ranks_one_block_per_pair() -> None:
+    t = traffic("alltoall", 4, block=64 * KIB)
+    assert len(t.links) == 12 and {b for _, _, b in t.links} == {64 * KIB}
+    assert t.per_direction == 64 * KIB and t.per_peer == 64 * KIB
+    assert all(t.received(r) == 3 * 64 * KIB for r in range(4))
+
+
+def test_ring_allgather_at_four_ranks_forwards_three_chunks_per_link() -> None:
+    t = traffic("ring_allgather", 4, chunk=KIB)
+    assert {(s, d) for s, d, _ in t.links} == {(0, 1), (1, 2), (2, 3), (3, 0)}
+    assert t.per_direction == 3 * KIB
+    assert t.per_peer == KIB  # the all-gather's chunk
+    assert not t.bidirectional
+
+
+def test_gather_and_broadcast_at_four_ranks() -> None:
+    gather = traffic("counted_gather", 4, block=KIB)
+    assert gather.received(0) == 3 * KIB and gather.per_direction == KIB
+    bcast = traffic("counted_broadcast", 4, size=KIB)
+    assert bcast.sent(0) == 3 * KIB and all(bcast.received(p) == KIB for p in (1, 2, 3))
+
+
+def test_sizes_follow_the_parameters() -> None:
+    assert traffic("alltoall", block=8).per_direction == 8
+    assert traffic("pingpong", size=16, rounds=64).per_direction == 64 * 16
+
+
+def test_empty_traffic() -> None:
+    t = Traffic(1, ())
+    assert t.per_direction == 0 and t.total == 0 and t.per_peer == 0 and not t.bidirectional

@@ -1,0 +1,248 @@
+"""The benchmark rank's control flow on the CPU, with a fake driver and engine.
+
+Nothing here touches a GPU: `ccogen._ccogen_rt` is replaced by a fake that records launches
+(executed, or captured into a graph and executed when the graph is replayed), and the
+`ensure` evaluation by a stub.  What is checked is the order of things: one verified
+epoch, warm-up and timed samples (graph replay or launches), the epoch count, the
+in-kernel timer read-out, the agreement on failures, and hangs.
+"""
+
+from __future__ import annotations
+
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ccogen
+from ccogen.bench import worker as worker_module
+from ccogen.bench.cases import CaseSpec, RankBench, Timing, WorkerConfig
+from ccogen.bench.runner import Settings, SweepRequest, cases_of, plan_all
+from ccogen.rt import launch
+from ccogen.rt.data import CheckFailure
+from ccogen.rt.engines import Heap
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE = 0x7000_0000
+
+
+def fake_runtime(heap_size: int, *, capture_fails: bool = False,
+                 hang_after: int | None = None, timer_offset: int | None = None) -> Any:
+    rt = types.SimpleNamespace(executed=[], captured=None, clock=[0], waits=[0])
+    memory = bytearray(heap_size)
+
+    class CudaError(RuntimeError):
+        pass
+
+    class CudaUnavailable(RuntimeError):
+        pass
+
+    def run(fn: str) -> None:
+        rt.executed.append(fn)
+        rt.clock[0] += 1
+        if timer_offset is not None:
+            words = memory[timer_offset:timer_offset + 16]
+            total = int.from_bytes(words[:8], "little") + 1000
+            trips = int.from_bytes(words[8:], "little") + 4
+            memory[timer_offset:timer_offset + 16] = (total.to_bytes(8, "little")
+                                                      + trips.to_bytes(8, "little"))
+
+    class Context:
+        def __init__(self, ordinal: int) -> None:
+            self.ordinal = ordinal
+
+        def synchronize(self) -> None: ...
+        def make_current(self) -> None: ...
+
+    class Stream:
+        def __init__(self, non_blocking: bool = False) -> None: ...
+        def synchronize(self) -> None: ...
+
+        def wait(self, timeout_s: float) -> bool:
+            rt.waits[0] += 1
+            return hang_after is None or rt.waits[0] <= hang_after
+
+    class Event:
+        def record(self, stream: Any = None) -> None:
+            self.t = rt.clock[0]
+
+        def elapsed_ms_since(self, start: Any) -> float:
+            return (self.t - start.t) * 1e-3
+
+    class Module:
+        def __init__(self, image: bytes) -> None:
+            self.handle = 1
+
+        def function(self, name: str) -> str:
+            return name
+
+        def unload(self) -> None: ...
+
+    class Graph:
+        def __init__(self, launches: list[str]) -> None:
+            self.launches = launches
+
+        def launch(self, stream: Any = None) -> None:
+            for fn in self.launches:
+                run(fn)
+
+    def launch_kernel(fn: str, grid: Any, block: Any, shared_mem: int, params: list[Any],
+                      stream: Any = None, cooperative: bool = False) -> None:
+        assert all(isinstance(kind, str) and isinstance(value, bytes) for kind, value in params)
+        if rt.captured is not None:
+            rt.captured.append(fn)
+        else:
+            run(fn)
+
+    def begin_capture(stream: Any) -> None:
+        if capture_fails:
+            raise CudaError("cuStreamBeginCapture_v2: CUDA_ERROR_NOT_SUPPORTED")
+        rt.captured = []
+
+    def end_capture(stream: Any) -> Graph:
+        graph, rt.captured = Graph(rt.captured), None
+        return graph
+
+    def memcpy_htod(dst: int, data: Any) -> None:
+        raw = bytes(memoryview(data).cast("B"))
+        memory[dst - BASE:dst - BASE + len(raw)] = raw
+
+    def memcpy_dtoh(src: int, size: int) -> bytes:
+        return bytes(memory[src - BASE:src - BASE + size])
+
+    def memset_d8(dst: int, value: int, size: int) -> None:
+        memory[dst - BASE:dst - BASE + size] = bytes([value]) * size
+
+    rt.__dict__.update(
+        CudaError=CudaError, CudaUnavailable=CudaUnavailable, Context=Context, Stream=Stream,
+        Event=Event, Module=Module, Graph=Graph, launch=launch_kernel,
+        begin_capture=begin_capture, end_capture=end_capture, memcpy_htod=memcpy_htod,
+        memcpy_dtoh=memcpy_dtoh, memset_d8=memset_d8, device_name=lambda i: "Fake GPU",
+        memory=memory)
+    return rt
+
+
+class FakeEngine:
+    def __init__(self) -> None:
+        self.barriers = 0
+        self.modules = 0
+        self.library = types.SimpleNamespace(describe=lambda: "NCCL 0.0 (fake)")
+
+    def heap_alloc(self, size: int) -> Heap:
+        return Heap(BASE, 7)
+
+    def barrier(self, timeout_s: float) -> None:
+        self.barriers += 1
+
+    def devcomm(self, count: int) -> bytes:
+        return bytes(200)
+
+    def module_init(self, handle: int) -> None:
+        self.modules += 1
+
+    def module_finalize(self, handle: int) -> None:
+        self.modules -= 1
+
+    def finalize(self) -> None: ...
+
+
+def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sweep: str, protocol: str = "alltoall",
+          fixed: tuple[str, ...] = (), **fake: Any) -> tuple[WorkerConfig, Any, FakeEngine]:
+    settings = Settings(target="nccl-lsa", out_dir=tmp_path, warmup=2, samples=4,
+                        epochs_per_graph=3, graph_max=1 << 20, verify_after_max=1 << 20)
+    plan = plan_all([SweepRequest(ROOT / "protocols" / f"{protocol}.cco", sweep, fixed)], settings)
+    cubin = tmp_path / "fake.cubin"
+    cubin.write_bytes(b"\0")
+    cubins = {d: cubin for q in plan.points for d in (q.generated_dir, q.reference_dir) if d}
+    cases = cases_of(plan, cubins, settings)
+    heap = 1 << 22
+    if any(c.timer_offset for c in cases):
+        fake["timer_offset"] = next(c.timer_offset for c in cases if c.timer_offset)
+    config = WorkerConfig("nccl-lsa", 1, "fake-engine.so", heap, 0, tuple(cases), (), 0,
+                          rendezvous_dir=str(tmp_path), shared_dir=str(tmp_path))
+    rt = fake_runtime(heap, **fake)
+    engine = FakeEngine()
+    monkeypatch.setattr(ccogen, "_ccogen_rt", rt, raising=False)
+    monkeypatch.setitem(__import__("sys").modules, "ccogen._ccogen_rt", rt)
+    monkeypatch.setattr(worker_module.BenchRank, "_engine", lambda self: engine)
+    monkeypatch.setattr(launch, "evaluate", lambda checks, read, epoch: [])
+    return config, rt, engine
+
+
+def run(config: WorkerConfig) -> RankBench:
+    hung: list[Any] = []
+    result = worker_module.run_bench_rank(config, 0, 0, None, hung.append)
+    assert not hung
+    return result
+
+
+def test_graph_timing_runs_the_right_number_of_epochs(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    config, rt, engine = setup(tmp_path, monkeypatch, "block=8B")
+    result = run(config)
+    assert result.error is None, result.error
+    assert [c.key for c in result.cases] == ["alltoall:block@8/generated",
+                                             "alltoall:block@8/reference"]
+    for c in result.cases:
+        assert c.mode == "graph" and c.verified is True and len(c.times_us) == 4
+        assert all(t == pytest.approx(1.0) for t in c.times_us)  # 3 epochs per 3 ticks
+    # per case: 1 verified + (2 warm-up + 4 timed) * 3 epochs + 1 verified again
+    per_case = 1 + (2 + 4) * 3 + 1
+    assert rt.executed == (["ccogen_alltoall_exchange"] * per_case + ["ref_alltoall"] * per_case)
+    assert engine.modules == 0  # every module registered was finalized
+    assert result.library == "NCCL 0.0 (fake)" and result.device == "Fake GPU"
+
+
+def test_large_sizes_launch_each_epoch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config, rt, _ = setup(tmp_path, monkeypatch, "block=4MiB")
+    result = run(config)
+    assert result.error is None, result.error
+    gen = result.cases[0]
+    assert gen.mode == "stream" and len(gen.times_us) == 4
+    # 16 MiB of windows > verify_after_max: no checked epoch after the timed ones
+    assert rt.executed.count("ccogen_alltoall_exchange") == 1 + 2 + 4
+
+
+def test_refused_capture_falls_back_to_launches(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    config, rt, _ = setup(tmp_path, monkeypatch, "block=8B", capture_fails=True)
+    result = run(config)
+    gen = result.cases[0]
+    assert gen.mode == "stream" and "no CUDA graph" in gen.note and gen.verified is True
+    assert rt.executed.count("ccogen_alltoall_exchange") == 1 + (2 + 4) * 3 + 1
+
+
+def test_reference_timer_is_read_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config, _, _ = setup(tmp_path, monkeypatch, "rounds=2", "pingpong", ("size=8B",))
+    result = run(config)
+    assert result.error is None, result.error
+    ref = next(c for c in result.cases if c.key.endswith("/reference"))
+    assert ref.in_kernel_us == pytest.approx(1000 / 4 / 1e3)  # fake: 1000 ns per 4 trips
+    assert next(c for c in result.cases if c.key.endswith("/generated")).in_kernel_us is None
+
+
+def test_a_failed_ensure_is_not_timed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config, rt, _ = setup(tmp_path, monkeypatch, "block=8B")
+    failure = CheckFailure(0, 0, "alltoall.cco:17", "recv == send", "8 of 8 bytes differ")
+    monkeypatch.setattr(launch, "evaluate", lambda checks, read, epoch: [failure])
+    result = run(config)
+    assert result.error is None
+    for c in result.cases:
+        assert c.verified is False and c.times_us == []
+        assert "not timed" in c.note and "ensure at alltoall.cco:17 failed" in c.failures[0]
+    assert rt.executed == ["ccogen_alltoall_exchange", "ref_alltoall"]
+
+
+def test_a_hang_stops_the_rank(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config, _, _ = setup(tmp_path, monkeypatch, "block=8B", hang_after=1)
+    result = run(config)
+    assert result.error is not None and "did not finish" in result.error
+    assert result.cases == []
+
+
+def test_case_keys_are_unique(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config, _, _ = setup(tmp_path, monkeypatch, "block=8B,64B")
+    keys = [c.key for c in config.cases]
+    assert len(keys) == len(set(keys)) == 4
+    assert all(isinstance(c, CaseSpec) and isinstance(c.timing, Timing) for c in config.cases)
