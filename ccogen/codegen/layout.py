@@ -42,6 +42,10 @@ class HeapLayout:
     def counter(self, name: str) -> Placed:
         return next(c for c in self.counters if c.name == name)
 
+    def windows_manifest(self) -> list[dict[str, object]]:
+        """The `windows` list of manifest.json."""
+        return [{"name": w.name, "offset": w.offset, "size": w.size} for w in self.windows]
+
     def slot(self, src: int, queue: int) -> int:
         """Heap offset of the signal slot counting what `src` sent me on `queue`."""
         return self.signals.offset + 8 * (src * self.queues + queue)

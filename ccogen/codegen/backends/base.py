@@ -35,6 +35,23 @@ class Options:
         return out
 
 
+def manifest_head(target: str, instance: Instance, source: str, arch: object,
+                  debug: bool, heap_size: int) -> dict[str, object]:
+    """The fields of manifest.json every target writes first (docs/runtime-abi.md)."""
+    return {
+        "abi": 1,
+        "target": target,
+        "protocol": instance.protocol.name,
+        "source": source,
+        "nranks": instance.nranks,
+        "params": dict(instance.params),
+        "queues": instance.queues,
+        "arch": arch,
+        "debug": debug,
+        "heap_size": heap_size,
+    }
+
+
 class Backend(ABC):
     name: ClassVar[str]
     language: ClassVar[str]  # "cuda" or "hip"

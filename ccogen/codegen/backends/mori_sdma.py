@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 from ccogen import __version__
 from ccogen.analysis import Analysis, analyse
-from ccogen.codegen.backends.base import Backend, Options
+from ccogen.codegen.backends.base import Backend, Options, manifest_head
 from ccogen.codegen.files import GeneratedFiles, banner, options_hash
 from ccogen.codegen.jinja import render
 from ccogen.codegen.layout import HeapLayout, plan_heap
@@ -472,18 +472,9 @@ class MoriSdma(Backend):
     def manifest(self, model: MoriModel, layout: HeapLayout, instance: Instance,
                  options: Options) -> dict[str, object]:
         return {
-            "abi": 1,
-            "target": self.name,
-            "protocol": model.name,
-            "source": model.source,
-            "nranks": model.nranks,
-            "params": dict(instance.params),
-            "queues": model.queues,
-            "arch": list(ARCHES),
-            "debug": options.debug,
-            "heap_size": layout.size,
-            "windows": [{"name": w.name, "offset": w.offset, "size": w.size}
-                        for w in layout.windows],
+            **manifest_head(self.name, instance, model.source, list(ARCHES), options.debug,
+                            layout.size),
+            "windows": layout.windows_manifest(),
             "kernel_file": "kernels.hip",
             "kernels": [
                 {"name": k.name, "symbol": k.symbol, "grid": k.blocks, "block": k.block_dim,

@@ -24,7 +24,7 @@ from dataclasses import replace
 from typing import ClassVar
 
 from ccogen import __version__
-from ccogen.codegen.backends.base import Backend, Options
+from ccogen.codegen.backends.base import Backend, Options, manifest_head
 from ccogen.codegen.files import GeneratedFiles, banner, options_hash
 from ccogen.codegen.jinja import render
 from ccogen.codegen.layout import HeapLayout, plan_heap
@@ -133,18 +133,9 @@ class SmBackend(Backend):
     def manifest(self, model: ProtocolModel, layout: HeapLayout, instance: Instance,
                  options: Options) -> dict[str, object]:
         return {
-            "abi": 1,
-            "target": self.name,
-            "protocol": model.name,
-            "source": model.source,
-            "nranks": model.nranks,
-            "params": dict(instance.params),
-            "queues": model.queues,
-            "arch": options.arch,
-            "debug": options.debug,
-            "heap_size": layout.size,
-            "windows": [{"name": w.name, "offset": w.offset, "size": w.size}
-                        for w in layout.windows],
+            **manifest_head(self.name, instance, model.source, options.arch, options.debug,
+                            layout.size),
+            "windows": layout.windows_manifest(),
             "signals": {"offset": layout.signals.offset, "count": layout.signals.size // 8},
             "counters": [{"name": c.name, "offset": c.offset} for c in layout.counters],
             "kernels": [
