@@ -191,13 +191,22 @@ def _kind_class(kind: str) -> str:
     return "transfer" if kind in TRANSFERS else kind
 
 
+BLOCKING = frozenset({"quiet", "wait_signal", "wait_count", "barrier"})
+
+
 def phased(seg: Sequence[OpInst]) -> list[list[OpInst]] | None:
-    """Phases of a lanes segment whose lanes run the same op classes in order."""
+    """Phases of a lanes segment whose lanes run the same op classes in order, and only
+    blocking ops after their first blocking op.  Then every lane's transfers are issued
+    before any lane blocks, so running the lanes in phases cannot wait for a later phase
+    of the same rank; any other lanes segment forks into per-thread code."""
     if any(o.issuer.level is not IssuerLevel.LANE or o.issuer.warp is not None for o in seg):
         return None
     lanes = list(_by_issuer(seg).values())
     shape = [_kind_class(o.kind) for o in lanes[0]]
     if any([_kind_class(o.kind) for o in lane] != shape for lane in lanes):
+        return None
+    blocked = [k in BLOCKING for k in shape]
+    if any(blocked[i] and not blocked[i + 1] for i in range(len(blocked) - 1)):
         return None
     return [[lane[k] for lane in lanes] for k in range(len(shape))]
 
@@ -226,14 +235,17 @@ def lower_block(ops: Sequence[OpInst], layout: HeapLayout, expected: Expected,
 def _fork(seg: Sequence[OpInst], layout: HeapLayout, expected: Expected, source: str,
           count: list[int]) -> Segment:
     branches = []
+    subgroup: dict[tuple[object, ...], int] = defaultdict(int)
+    for op in seg:
+        subgroup[(op.group, op.peer, op.queue)] += 1
     for who, ops in _by_issuer(seg).items():
         level = ops[0].issuer.level
         scope = "warp" if level is IssuerLevel.WARP else "thread"
         index = ops[0].issuer.warp if scope == "warp" else ops[0].issuer.lane
         b = _Builder(scope, layout, expected, source)
         for op in ops:
-            if scope == "thread" and op.signal.remote and op.lanes_in_group > 1 \
-                    and not op.signal_per_copy:
+            if scope == "thread" and op.signal.remote and not op.signal_per_copy \
+                    and subgroup[(op.group, op.peer, op.queue)] > 1:
                 raise Unsupported("lanes that differ in shape and signal as one group are not "
                                   "supported by this backend yet", op.span)
             b.phase([op])
