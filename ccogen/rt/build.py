@@ -128,23 +128,26 @@ def _build(path: Path, options: BuildOptions) -> Path:
                  str(device_lib), "-o", "kernels.cubin"],
             ]
         for command in commands:
-            _run_nvcc(command, path, tmp)
+            run_compiler(command, Path(tmp), path)
         return {"source": str(path), "target": options.target, "arch": options.arch,
                 "library": library.describe(), "commands": commands}
 
     return cached_build("cubin", key, "kernels.cubin", build)
 
 
-def _run_nvcc(command: list[str], source: Path, cwd: Path) -> None:
+def run_compiler(command: Sequence[str | Path], cwd: Path, source: Path) -> str:
+    """Run a compiler; its log, or CompileError with the log (and the protocol line)."""
+    argv = [str(a) for a in command]
     try:
-        done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=600)
+        done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=600)
     except subprocess.TimeoutExpired:
-        raise CompileError(f"nvcc took more than 600 s on {source}", "", str(source)) from None
+        raise CompileError(f"{argv[0]} took more than 600 s on {source}", "", str(source)) from None
     except OSError as exc:
-        raise ToolchainError(f"cannot run {command[0]}: {exc}") from None
+        raise ToolchainError(f"cannot run {argv[0]}: {exc}") from None
+    log = (done.stderr + done.stdout).strip()
     if done.returncode != 0:
-        log = (done.stderr + done.stdout).strip()
-        raise CompileError(compile_error_message(log, source, command), log, str(source))
+        raise CompileError(compile_error_message(log, source, argv), log, str(source))
+    return log
 
 
 def compile_error_message(log: str, source: Path, command: Sequence[str]) -> str:

@@ -54,7 +54,7 @@ def shim_command(target: str, source: Path, library: Library, nvcc: Path, arch: 
 
 def build_engine(target: str, arch: str = "sm_90") -> tuple[Path, Library]:
     """The cached shim library for `target`, and the NCCL / NVSHMEM it links."""
-    from ccogen.rt.build import _run_nvcc
+    from ccogen.rt.build import run_compiler
 
     library = find_library(target)
     nvcc = find_nvcc()
@@ -65,7 +65,7 @@ def build_engine(target: str, arch: str = "sm_90") -> tuple[Path, Library]:
 
     def build(tmp: Path) -> dict[str, object]:
         command = shim_command(target, source, library, nvcc, arch)
-        _run_nvcc(command, source, tmp)
+        run_compiler(command, Path(tmp), source)
         return {"target": target, "library": library.describe(), "command": command}
 
     return cached_build("engine", key, "libccogen_engine.so", build), library

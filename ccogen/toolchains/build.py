@@ -25,12 +25,12 @@ from __future__ import annotations
 import json
 import shutil
 import struct
-import subprocess
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ccogen.rt.build import run_compiler
 from ccogen.rt.errors import CompileError, ToolchainError
 from ccogen.toolchains import locate
 
@@ -67,23 +67,6 @@ def load(directory: Path) -> dict[str, object]:
         raise ToolchainError(f"cannot read {path}: {exc}") from None
 
 
-def run(command: Sequence[str | Path], cwd: Path, source: Path) -> str:
-    """Run a compiler; CompileError with its log (and the protocol line) on failure."""
-    argv = [str(a) for a in command]
-    try:
-        done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=600)
-    except subprocess.TimeoutExpired:
-        raise CompileError(f"{argv[0]} took more than 600 s on {source}", "", str(source)) from None
-    except OSError as exc:
-        raise ToolchainError(f"cannot run {argv[0]}: {exc}") from None
-    log = (done.stderr + done.stdout).strip()
-    if done.returncode != 0:
-        from ccogen.rt.build import compile_error_message
-
-        raise CompileError(compile_error_message(log, source, argv), log, str(source))
-    return log
-
-
 def arch_number(arch: str) -> int:
     digits = "".join(ch for ch in arch if ch.isdigit())
     return int(digits) if digits else 0
@@ -116,13 +99,14 @@ def build_hip(directory: Path, manifest: dict[str, object], debug: bool) -> Buil
                          tools=[locate.tool_version(clang), f"MORI headers {include}"])
     for arch in manifest["arch"]:  # type: ignore[attr-defined]
         out = directory / f"kernels.{arch}.hsaco"
-        run([clang, *flags, f"--offload-arch={arch}", "--cuda-device-only",
+        run_compiler([clang, *flags, f"--offload-arch={arch}", "--cuda-device-only",
              "--no-gpu-bundle-output", "-O2", "-c", source.name, "-o", out.name], directory, source)
         check_code_object(out, arch, symbols)
         result.outputs.append(out)
-    run([clang, *flags, "--offload-arch=gfx942", "-fsyntax-only", source.name], directory, source)
+    run_compiler([clang, *flags, "--offload-arch=gfx942", "-fsyntax-only", source.name],
+                 directory, source)
     host = directory / "host.cpp"
-    run([locate.find_clangxx(clang), "-std=c++17", "-O2", "-fPIC", f"-I{include}", "-c",
+    run_compiler([locate.find_clangxx(clang), "-std=c++17", "-O2", "-fPIC", f"-I{include}", "-c",
          host.name, "-o", "host.o"], directory, host)
     result.outputs.append(directory / "host.o")
     result.notes.append(f"code objects checked: AMDGPU ELF per arch with {len(symbols)} kernel "
@@ -163,9 +147,9 @@ def build_cft(directory: Path, manifest: dict[str, object], debug: bool) -> Buil
     arch = str(manifest["arch"])
     source = directory / "kernels.cu"
     with tempfile.TemporaryDirectory(prefix="ccogen-cft-") as tmp:
-        run([nvcc, "-cubin", "-std=c++17", f"-arch={arch}", f"-I{nccl.include}", "-lineinfo",
-             *(["-DCCOGEN_DEBUG=1"] if debug else []), "--keep", "--keep-dir", tmp,
-             source.name, "-o", "kernels.cubin"], directory, source)
+        run_compiler([nvcc, "-cubin", "-std=c++17", f"-arch={arch}", f"-I{nccl.include}",
+                      "-lineinfo", *(["-DCCOGEN_DEBUG=1"] if debug else []), "--keep",
+                      "--keep-dir", tmp, source.name, "-o", "kernels.cubin"], directory, source)
         ptx = _keep_ptx(Path(tmp), directory)
     fabric = ptx.count("fabric.")
     if fabric == 0:
@@ -200,11 +184,11 @@ def build_nvshmem_sm100(directory: Path, manifest: dict[str, object], debug: boo
     source = directory / "kernels.cu"
     defines = ["-DNVSHMEM_CFT_HANDLES_SUPPORT"] if native else []
     with tempfile.TemporaryDirectory(prefix="ccogen-nvshmem-") as tmp:
-        run([nvcc, "-rdc=true", "-c", "-std=c++17", f"-arch={arch}", f"-I{nv.include}",
+        run_compiler([nvcc, "-rdc=true", "-c", "-std=c++17", f"-arch={arch}", f"-I{nv.include}",
              "-lineinfo", *defines, *(["-DCCOGEN_DEBUG=1"] if debug else []), "--keep",
              "--keep-dir", tmp, source.name, "-o", str(Path(tmp) / "kernels.o")], directory, source)
         ptx = _keep_ptx(Path(tmp), directory)
-        run([nvcc, f"-arch={arch}", "-dlink", "-cubin", str(Path(tmp) / "kernels.o"),
+        run_compiler([nvcc, f"-arch={arch}", "-dlink", "-cubin", str(Path(tmp) / "kernels.o"),
              str(device_lib), "-o", "kernels.cubin"], directory, source)
     outputs = [directory / "kernels.cubin", directory / "kernels.ptx"]
     result = BuildResult("nvshmem", directory, outputs,
