@@ -8,8 +8,9 @@
 # empty-kernel floor, all measured in this run (docs/performance.md).
 #
 # Everything lands in $OUT (default bench-logs):
-#   setup.log, campaign.log, bench/<target>/{*.txt,*.csv,*.png,results.json,results.csv},
-#   bench/targets.md (each target of the issue: goal, measured, met), bench/summary.txt.
+#   setup.log, campaign.log, bench.tgz (bench/<target>/{*.txt,*.csv,*.png,results.json,results.csv},
+#   bench/targets.md, bench/summary.txt), and targets.md (each target of the issue: goal,
+#   measured, met) and summary.txt beside it.
 # Generated code goes to /tmp (BENCH_WORK), not to $OUT.  Wall time: about 5 minutes
 # planned (extension ~40 s, builds ~1 min on 32 cores, ~1.5 min per target); the whole
 # script stops by BENCH_TOTAL seconds (default 530, under 9 minutes): the campaign gets
@@ -52,3 +53,9 @@ timeout "$BUDGET" $PY -m ccogen.bench.campaign -o "$OUT/bench" \
 echo "campaign exit ${PIPESTATUS[0]} after ${SECONDS} s" | tee -a "$OUT/campaign.log"
 nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv
 cat "$OUT/bench/targets.md" 2>/dev/null
+# The device tool returns at most 8 files from $OUT: pack the per-target outputs into one
+# archive and keep the two summaries beside it.
+if [ -d "$OUT/bench" ]; then
+  cp "$OUT/bench/targets.md" "$OUT/bench/summary.txt" "$OUT/" 2>/dev/null
+  tar czf "$OUT/bench.tgz" -C "$OUT" bench && rm -rf "$OUT/bench"
+fi

@@ -28,9 +28,9 @@ from ccogen.bench.runner import Settings, SweepRequest, run_bench
 from ccogen.rt.errors import RunError
 
 MIB = 1 << 20
-ALLTOALL = "block=8B,64B,1KiB,16KiB,256KiB,1MiB,4MiB,16MiB,64MiB,256MiB"
+ALLTOALL = "block=8B,64B,1KiB,16KiB,256KiB,1MiB,4MiB,16MiB,64MiB,256MiB,1GiB"
 PING_ROUNDS = "rounds=1,2,4,8,16,32,64,128"
-PING_SIZE = "size=8B,4KiB,64KiB,1MiB,4MiB,16MiB,64MiB"
+PING_SIZE = "size=8B,4KiB,64KiB,1MiB,4MiB,16MiB,64MiB,256MiB,1GiB"
 RING = "chunk=16B,1KiB,16KiB,256KiB,1MiB,4MiB,16MiB,64MiB,256MiB"
 QUICK = {"alltoall": "block=8B,1MiB", "rounds": "rounds=1,8", "size": "size=8B,1MiB",
          "ring": "chunk=16B,1MiB"}

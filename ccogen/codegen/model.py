@@ -25,6 +25,12 @@ class Step:
     peer's counter at `off` after the data: NCCL CFT `putCounted`, NVSHMEM
     `putmem_signal_counted`), `waitcounted` (a `wait` through the engine's counted or
     fabric-aware wait, with the fields of `wait`).
+
+    Split over the CTAs of a group (codegen.ctasplit; `value` of a wait stays the
+    checker's count, the word is compared with it times `scale`): `ctasync` (this CTA's
+    threads meet; no other CTA), `csignal` (thread 0 of every CTA adds `value` on
+    `peer`), `cwait` (thread 0 of every CTA spins), `cputsig` (every CTA puts its slice
+    and adds `value`).
     """
 
     kind: str
@@ -44,6 +50,7 @@ class Step:
     src: int = -1
     queue: int = -1
     wait_kind: int = 0  # 1 wait_signal, 2 wait_count
+    scale: int = 1  # a signal slot's word counts signals x scale (codegen.ctasplit)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ class NcclLsa(SmBackend):
     name = "nccl-lsa"
     template = "nccl_lsa/kernels.cu.j2"
     kernel_params = ("devcomm", "window", "epoch", "debug")
+    split_ctas = True
 
     def requirements(self, model: ProtocolModel) -> dict[str, object]:
         barriers = any(k.rank_syncs for k in model.kernels)

@@ -6,7 +6,8 @@ each CTA completing its slice with `nvshmem_quiet`), gets `..._getmem_nbi_...`, 
 `nvshmemx_signal_op(..., NVSHMEM_SIGNAL_ADD, pe)`, waits acquire-spin with `>=` on the
 local slot, `barrier()` is `nvshmemx_barrier_all_block`.  Counted writes are emulated
 on sm_90 by adding the byte count to the peer's counter after the data.  A copy followed
-by one signal to the same peer, on a one-CTA group, is fused into `putmem_signal_nbi`.
+by one signal to the same peer is fused into `putmem_signal_nbi` (on a group of several
+CTAs, split by codegen.ctasplit: each CTA puts its slice with its share of the signal).
 
 Counted writes on sm_100 (`Options.arch` sm_100 or later): a counted put becomes one
 `putcounted` step, `nvshmemx_putmem_signal_counted_nbi_block` (CTA-collective; each CTA
@@ -43,18 +44,25 @@ def native_counted(options: Options) -> bool:
     return bool(digits) and int(digits) >= COUNTED_ARCH
 
 
-def fuse(steps: tuple[Step, ...]) -> tuple[Step, ...]:
-    """[copy to peer P, sync, one signal to P] -> [putsig]."""
+FUSABLE = {("sync", "signal"): "putsig", ("ctasync", "csignal"): "cputsig"}
+
+
+def fuse(steps: tuple[Step, ...], ctas: int) -> tuple[Step, ...]:
+    """[copy to peer P, sync, one signal to P] -> [putsig]; split per CTA
+    (codegen.ctasplit): [copy to P, ctasync, csignal to P] -> [cputsig] (each CTA puts
+    its slice with the signal)."""
     out: list[Step] = []
     i = 0
     while i < len(steps):
         window = steps[i : i + 4]
-        if (len(window) >= 3 and window[0].kind == "copy" and window[0].dst_peer >= 0
-                and window[1].kind == "sync" and window[2].kind == "signal"
+        fused = FUSABLE.get((window[1].kind, window[2].kind)) if len(window) >= 3 else None
+        if fused == "putsig" and ctas != 1:
+            fused = None  # a leader's signal after the group's copies (a counter): not fusable
+        if (fused is not None and window[0].kind == "copy" and window[0].dst_peer >= 0
                 and window[2].peer == window[0].dst_peer
-                and (len(window) == 3 or window[3].kind != "signal")):
+                and (len(window) == 3 or window[3].kind not in ("signal", "csignal"))):
             c, s = window[0], window[2]
-            out.append(replace(c, kind="putsig", off=s.off, value=s.value))
+            out.append(replace(c, kind=fused, off=s.off, value=s.value))
             i += 3
             continue
         out.append(steps[i])
@@ -66,10 +74,17 @@ class Nvshmem(SmBackend):
     name = "nvshmem"
     template = "nvshmem/kernels.cu.j2"
     kernel_params = ("heap", "epoch", "debug")
+    split_ctas = True
 
     def generate(self, instance: Instance, source: str, options: Options) -> GeneratedFiles:
         self._native = native_counted(options)
+        # sm_100's counted path: NVSHMEM's put needs more than the 128 registers a
+        # 512-thread CTA leaves, and its counted wait runs on the leader alone.
+        self.copy_block_dim = 256 if self._native else 512  # type: ignore[misc]
         return super().generate(instance, source, options)
+
+    def splits_ctas(self) -> bool:
+        return not self._native
 
     def plan_layout(self, instance: Instance, scratch: int) -> HeapLayout:
         layout = super().plan_layout(instance, scratch)
@@ -111,9 +126,7 @@ class Nvshmem(SmBackend):
     def refine(self, segments: list[Segment], ctas: int) -> list[Segment]:
         if self._native:
             segments = self.counted(segments)
-        if ctas != 1:
-            return segments
-        return [replace(seg, steps=fuse(seg.steps),
-                        branches=tuple(Branch(b.scope, b.index, fuse(b.steps))
+        return [replace(seg, steps=fuse(seg.steps, ctas),
+                        branches=tuple(Branch(b.scope, b.index, fuse(b.steps, 1))
                                        for b in seg.branches))
                 for seg in segments]

@@ -3,13 +3,17 @@
 Decides launch sizes, places the heap, plans every rank's blocks (`codegen.plan`) and
 builds the `ProtocolModel` and manifest the templates and runtime read.
 
-Launch sizes: each logical block runs on a group of CTAs of `block_dim` threads.
-`block_dim` is the protocol's `threads=` rounded up to a warp and at least 256, so
-copies have enough threads in flight; threads past `threads=` only help copy.  The
-group has one CTA when no copy of the kernel exceeds 64 KiB, else one CTA per
-256 KiB of its largest copy, at most 16 — enough to saturate NVLink on an H200.
-Kernels with more than one CTA are launched cooperatively (their CTAs wait on each
-other).
+Launch sizes (`launch_shape`): each logical block runs on a group of CTAs.  A kernel
+whose largest copy is at most 4 KiB (`SMALL_COPY`) runs one CTA per logical block with
+the protocol's `threads=` rounded up to a warp: small messages need no more, and a
+narrow CTA meets faster.  Larger copies get CTAs of at least 512 threads
+(`COPY_BLOCK_DIM`), one per 64 KiB of the largest copy (`BYTES_PER_CTA`), at most 32
+per group (`MAX_CTAS`) and at most 128 per kernel (`MAX_GRID`, under the H200's 132 SMs:
+every CTA is resident); threads past `threads=` only help copy.  Each CTA copies a
+contiguous 16-byte-aligned slice with 16-byte words, 8 loads in flight per thread
+(templates/common/sm_device.cuh.j2).  Kernels with more than one CTA are launched
+cooperatively (their CTAs may still wait on each other).  On nccl-lsa and nvshmem the
+group's signals, waits and syncs are then split per CTA (`codegen.ctasplit`).
 
 `Options.epoch_from_heap` adds one 64-bit launch counter per kernel after its barrier
 words (`KernelModel.epoch_word`); the kernel's first act is to take a ticket from it
@@ -25,6 +29,7 @@ from typing import ClassVar
 
 from ccogen import __version__
 from ccogen.codegen.backends.base import Backend, Options, manifest_head
+from ccogen.codegen.ctasplit import scale_programs, slot_scales, split_segments
 from ccogen.codegen.files import GeneratedFiles, banner, options_hash
 from ccogen.codegen.jinja import render
 from ccogen.codegen.layout import HeapLayout, plan_heap
@@ -33,10 +38,11 @@ from ccogen.codegen.naming import c_identifier
 from ccogen.codegen.plan import Unsupported, block_ops, lower_block
 from ccogen.ir.instance import Instance, OpInst
 
-MIN_BLOCK_DIM = 256
-SMALL_COPY = 64 << 10
-BYTES_PER_CTA = 256 << 10
-MAX_CTAS = 16
+SMALL_COPY = 4 << 10
+COPY_BLOCK_DIM = 512
+BYTES_PER_CTA = 64 << 10
+MAX_CTAS = 32
+MAX_GRID = 128
 
 
 def expected_oracle(instance: Instance) -> Callable[[OpInst], tuple[int, int]]:
@@ -54,16 +60,24 @@ def expected_oracle(instance: Instance) -> Callable[[OpInst], tuple[int, int]]:
     return oracle
 
 
-def ctas_for(largest_copy: int) -> int:
+def launch_shape(largest_copy: int, threads: int, blocks: int,
+                 block_dim: int = COPY_BLOCK_DIM) -> tuple[int, int]:
+    """(CTAs per logical block, threads per CTA) for a kernel (module docstring);
+    `block_dim`: the backend's CTA size for copies."""
+    warp_threads = -(-threads // 32) * 32
     if largest_copy <= SMALL_COPY:
-        return 1
-    return max(1, min(MAX_CTAS, -(-largest_copy // BYTES_PER_CTA)))
+        return 1, warp_threads
+    ctas = -(-largest_copy // BYTES_PER_CTA)
+    ctas = max(1, min(ctas, MAX_CTAS, MAX_GRID // max(1, blocks)))
+    return ctas, max(block_dim, warp_threads)
 
 
 class SmBackend(Backend):
     template: ClassVar[str]
     kernel_params: ClassVar[tuple[str, ...]]
     language = "cuda"
+    split_ctas: ClassVar[bool] = False  # codegen.ctasplit on groups of several CTAs
+    copy_block_dim: ClassVar[int] = COPY_BLOCK_DIM
 
     def generate(self, instance: Instance, source: str, options: Options) -> GeneratedFiles:
         model, layout = self.model(instance, source, options)
@@ -90,6 +104,9 @@ class SmBackend(Backend):
                 kernel = replace(kernel, epoch_word=word)
                 word += 8
             kernels.append(kernel)
+        scales = slot_scales((k.ctas_per_block, k.programs) for k in kernels)
+        kernels = [replace(k, programs=scale_programs(k.programs, k.ctas_per_block, scales))
+                   for k in kernels]
         opts = options.as_dict()
         model = ProtocolModel(
             name=instance.protocol.name, source=source,
@@ -107,7 +124,10 @@ class SmBackend(Backend):
                 source: str, word: int) -> KernelModel:
         k = instance.kernels[index]
         ops = [o for rank_ops in instance.ranks for o in rank_ops if o.kernel == index]
-        ctas = ctas_for(max((o.dst.size for o in ops if o.dst is not None), default=0))
+        ctas, block_dim = launch_shape(
+            max((o.dst.size for o in ops if o.dst is not None), default=0), k.threads, k.blocks,
+            self.copy_block_dim)
+        counters = frozenset(c.offset for c in layout.counters)
         programs = []
         barriers = 0
         for rank in range(instance.nranks):
@@ -115,15 +135,21 @@ class SmBackend(Backend):
                 segments, syncs = lower_block(bops, layout, oracle, source)  # type: ignore[arg-type]
                 segments, n = _number_barriers(segments)
                 barriers = max(barriers, n)
+                if self.splits_ctas() and ctas > 1:
+                    segments, syncs = split_segments(segments, counters)
                 segments = self.refine(segments, ctas)
                 programs.append(BlockProgram(rank, block, tuple(segments), syncs,
                                              rank * k.blocks + block))
         symbol = c_identifier(instance.protocol.name, k.name)
         return KernelModel(
             name=k.name, symbol=symbol, line=k.span.line if k.span else 0, threads=k.threads,
-            block_dim=max(MIN_BLOCK_DIM, -(-k.threads // 32) * 32), ctas_per_block=ctas,
+            block_dim=block_dim, ctas_per_block=ctas,
             blocks=k.blocks, programs=tuple(programs), rank_syncs=2 * barriers,
             group_scratch=word + 8, rank_scratch=word, cooperative=ctas * k.blocks > 1)
+
+    def splits_ctas(self) -> bool:
+        """Whether codegen.ctasplit runs on this backend's groups of several CTAs."""
+        return self.split_ctas
 
     def refine(self, segments: list[Segment], ctas: int) -> list[Segment]:
         """Backend-specific rewriting of the planned steps (default: none)."""

@@ -45,8 +45,16 @@ __device__ __forceinline__ bool ccogen_is_thread(const ccogen_ctx&, unsigned t) 
   return threadIdx.x == t;
 }
 
-// Copies: 16-byte vectors (4 in flight per thread) when both ends and the length are
-// 16-byte aligned, bytes otherwise.  `t` of `nt` threads take part.
+// Copies: 16-byte vectors (8 loads in flight per thread) when both ends and the length
+// are 16-byte aligned, else the widest of 8-, 4-, 2- and 1-byte words that both ends and
+// the length allow.  `t` of `nt` threads take part.
+template <typename T>
+__device__ __forceinline__ void ccogen_copy_words(char* dst, const char* src, uint64_t n, uint64_t t,
+                                                  uint64_t nt) {
+  T* d = reinterpret_cast<T*>(dst);
+  const T* s = reinterpret_cast<const T*>(src);
+  for (uint64_t i = t; i < n / sizeof(T); i += nt) d[i] = s[i];
+}
 __device__ __forceinline__ void ccogen_copy_range(char* dst, const char* src, uint64_t n, bool vec,
                                                   uint64_t t, uint64_t nt) {
   if (vec) {
@@ -54,14 +62,34 @@ __device__ __forceinline__ void ccogen_copy_range(char* dst, const char* src, ui
     const int4* s = reinterpret_cast<const int4*>(src);
     const uint64_t n16 = n / 16;
     uint64_t i = t;
-    for (; i + 3 * nt < n16; i += 4 * nt) {
-      int4 v0 = s[i], v1 = s[i + nt], v2 = s[i + 2 * nt], v3 = s[i + 3 * nt];
-      d[i] = v0; d[i + nt] = v1; d[i + 2 * nt] = v2; d[i + 3 * nt] = v3;
+    for (; i + 7 * nt < n16; i += 8 * nt) {
+      int4 v[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) v[k] = s[i + k * nt];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) d[i + k * nt] = v[k];
     }
     for (; i < n16; i += nt) d[i] = s[i];
-  } else {
-    for (uint64_t i = t; i < n; i += nt) dst[i] = src[i];
+    return;
   }
+  const uint64_t align = reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src) | n;
+  if ((align & 7) == 0) {
+    ccogen_copy_words<uint64_t>(dst, src, n, t, nt);
+  } else if ((align & 3) == 0) {
+    ccogen_copy_words<uint32_t>(dst, src, n, t, nt);
+  } else if ((align & 1) == 0) {
+    ccogen_copy_words<uint16_t>(dst, src, n, t, nt);
+  } else {
+    ccogen_copy_words<char>(dst, src, n, t, nt);
+  }
+}
+
+// [lo, hi) of this CTA's 16-byte-aligned slice of n bytes split over the group's CTAs.
+__device__ __forceinline__ void ccogen_cta_slice(const ccogen_ctx& c, uint64_t n, uint64_t* lo,
+                                                 uint64_t* hi) {
+  const uint64_t slice = ((n + c.ctas - 1) / c.ctas + 15) / 16 * 16;
+  *lo = slice * c.cta_in_group < n ? slice * c.cta_in_group : n;
+  *hi = *lo + slice < n ? *lo + slice : n;
 }
 
 __device__ __noinline__ void ccogen_report(const ccogen_ctx& c, int line, int src, int queue,
@@ -75,11 +103,13 @@ __device__ __noinline__ void ccogen_report(const ccogen_ctx& c, int line, int sr
   __trap();
 }
 
-// Acquire-spin until the local word at `off` reaches value + epoch * per_epoch.
+// Acquire-spin until the local word at `off` reaches (value + epoch * per_epoch) * scale
+// (a slot signalled per CTA counts each signal `scale` times: codegen/ctasplit.py; a
+// report gives counts, the word divided by the scale).
 __device__ __forceinline__ void ccogen_spin(const ccogen_ctx& c, uint64_t off, uint64_t value,
                                             uint64_t per_epoch, int line, int src, int queue,
-                                            int kind) {
-  const uint64_t target = value + c.epoch * per_epoch;
+                                            int kind, uint64_t scale = 1) {
+  const uint64_t target = (value + c.epoch * per_epoch) * scale;
   cuda::atomic_ref<uint64_t, cuda::thread_scope_system> word(
       *reinterpret_cast<uint64_t*>(c.heap + off));
 #ifdef CCOGEN_DEBUG
@@ -87,7 +117,7 @@ __device__ __forceinline__ void ccogen_spin(const ccogen_ctx& c, uint64_t off, u
   uint64_t seen;
   while ((seen = word.load(cuda::memory_order_acquire)) < target) {
     if ((uint64_t)(clock64() - start) > CCOGEN_TIMEOUT_CYCLES)
-      ccogen_report(c, line, src, queue, kind, target, seen);
+      ccogen_report(c, line, src, queue, kind, target / scale, seen / scale);
   }
 #else
   (void)line; (void)src; (void)queue; (void)kind;
@@ -124,18 +154,30 @@ __device__ __forceinline__ void ccogen_sync_warp(const ccogen_ctx&, uint64_t, ui
 __device__ __forceinline__ void ccogen_sync_thread(const ccogen_ctx&, uint64_t, uint64_t) {}
 
 __device__ __forceinline__ void ccogen_wait_group(const ccogen_ctx& c, uint64_t off, uint64_t v,
-                                                  uint64_t pe, int line, int src, int q, int k) {
-  if (c.cta_in_group == 0 && threadIdx.x == 0) ccogen_spin(c, off, v, pe, line, src, q, k);
+                                                  uint64_t pe, int line, int src, int q, int k,
+                                                  uint64_t scale) {
+  if (c.cta_in_group == 0 && threadIdx.x == 0) ccogen_spin(c, off, v, pe, line, src, q, k, scale);
 }
 __device__ __forceinline__ void ccogen_wait_warp(const ccogen_ctx& c, uint64_t off, uint64_t v,
-                                                 uint64_t pe, int line, int src, int q, int k) {
-  if (threadIdx.x % 32 == 0) ccogen_spin(c, off, v, pe, line, src, q, k);
+                                                 uint64_t pe, int line, int src, int q, int k,
+                                                 uint64_t scale) {
+  if (threadIdx.x % 32 == 0) ccogen_spin(c, off, v, pe, line, src, q, k, scale);
   __syncwarp();
 }
 __device__ __forceinline__ void ccogen_wait_thread(const ccogen_ctx& c, uint64_t off, uint64_t v,
-                                                   uint64_t pe, int line, int src, int q, int k) {
-  ccogen_spin(c, off, v, pe, line, src, q, k);
+                                                   uint64_t pe, int line, int src, int q, int k,
+                                                   uint64_t scale) {
+  ccogen_spin(c, off, v, pe, line, src, q, k, scale);
 }
+
+// Split per CTA (codegen/ctasplit.py): every CTA's thread 0 spins itself (its CTA then
+// meets with `ctasync`), and a CTA meets only its own threads.
+__device__ __forceinline__ void ccogen_cwait_group(const ccogen_ctx& c, uint64_t off, uint64_t v,
+                                                   uint64_t pe, int line, int src, int q, int k,
+                                                   uint64_t scale) {
+  if (threadIdx.x == 0) ccogen_spin(c, off, v, pe, line, src, q, k, scale);
+}
+__device__ __forceinline__ void ccogen_ctasync_group(const ccogen_ctx&) { __syncthreads(); }
 
 __device__ __forceinline__ void ccogen_fence_group(const ccogen_ctx&) { __threadfence_system(); }
 __device__ __forceinline__ void ccogen_fence_warp(const ccogen_ctx&) { __threadfence_system(); }
@@ -185,10 +227,14 @@ __device__ __forceinline__ char* ccogen_ptr(const ccogen_ctx& c, uint64_t off, i
   return peer < 0 ? c.heap + off : static_cast<char*>(ncclGetLsaPointer(c.win, off, peer));
 }
 
-// A copy is plain vector loads and stores, through peer pointers where a side is remote.
+// A copy is plain vector loads and stores, through peer pointers where a side is remote;
+// each CTA of a group copies its own slice.
 __device__ __forceinline__ void ccogen_copy_group(const ccogen_ctx& c, int dp, uint64_t doff, int sp,
                                                   uint64_t soff, uint64_t n, bool vec) {
-  ccogen_copy_range(ccogen_ptr(c, doff, dp), ccogen_ptr(c, soff, sp), n, vec, c.gtid, c.gsize);
+  uint64_t lo, hi;
+  ccogen_cta_slice(c, n, &lo, &hi);
+  ccogen_copy_range(ccogen_ptr(c, doff + lo, dp), ccogen_ptr(c, soff + lo, sp), hi - lo, vec,
+                    threadIdx.x, blockDim.x);
 }
 __device__ __forceinline__ void ccogen_copy_warp(const ccogen_ctx& c, int dp, uint64_t doff, int sp,
                                                  uint64_t soff, uint64_t n, bool vec) {
@@ -199,16 +245,20 @@ __device__ __forceinline__ void ccogen_copy_thread(const ccogen_ctx& c, int dp, 
   ccogen_copy_range(ccogen_ptr(c, doff, dp), ccogen_ptr(c, soff, sp), n, vec, 0, 1);
 }
 
-// A signal is a release add at system scope, after a system fence that makes the
-// group's earlier stores (ordered before it by the group sync) visible to the peer.
+// A signal is a release reduction (add) at system scope on the peer's word.  Release is
+// cumulative: it orders the stores of every thread that the preceding sync (CTA or
+// group) ordered before it, so no separate fence is needed (one costs ~0.6 us a signal
+// on 2 x H200 NVLink; benchmarks/latency).
 __device__ __forceinline__ void ccogen_add(const ccogen_ctx& c, int peer, uint64_t off, uint64_t v) {
-  __threadfence_system();
-  cuda::atomic_ref<uint64_t, cuda::thread_scope_system> word(
-      *reinterpret_cast<uint64_t*>(ccogen_ptr(c, off, peer)));
-  word.fetch_add(v, cuda::memory_order_release);
+  asm volatile("red.release.sys.add.u64 [%0], %1;" ::"l"(ccogen_ptr(c, off, peer)), "l"(v) : "memory");
 }
 __device__ __forceinline__ void ccogen_signal_group(const ccogen_ctx& c, int peer, uint64_t off, uint64_t v) {
   if (c.leader) ccogen_add(c, peer, off, v);
+}
+// Split per CTA (codegen/ctasplit.py): thread 0 of every CTA adds its share, after its
+// CTA's stores (`ctasync` before).
+__device__ __forceinline__ void ccogen_csignal_group(const ccogen_ctx& c, int peer, uint64_t off, uint64_t v) {
+  if (threadIdx.x == 0) ccogen_add(c, peer, off, v);
 }
 __device__ __forceinline__ void ccogen_signal_warp(const ccogen_ctx& c, int peer, uint64_t off, uint64_t v) {
   if (threadIdx.x % 32 == 0) ccogen_add(c, peer, off, v);
@@ -235,226 +285,226 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 }
 // ---- end of the nccl-lsa primitives ----
 
-// ======== kernel `ship` (protocols/pack_then_send.cco:9): 1 logical block(s) x 1 CTA(s) x 256 threads
+// ======== kernel `ship` (protocols/pack_then_send.cco:9): 1 logical block(s) x 4 CTA(s) x 512 threads
 
 // rank 0, logical block 0 of kernel `ship`
 __device__ __noinline__ void ccogen_pack_then_send_ship_r0_b0(const ccogen_ctx& c) {
-  [[maybe_unused]] constexpr uint64_t kSyncs = 65;
+  [[maybe_unused]] constexpr uint64_t kSyncs = 1;
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 524288ULL, -1, 0ULL, 4096ULL, true);
-  ccogen_sync_group(c, 1ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 528384ULL, -1, 8192ULL, 4096ULL, true);
-  ccogen_sync_group(c, 2ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 532480ULL, -1, 16384ULL, 4096ULL, true);
-  ccogen_sync_group(c, 3ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 536576ULL, -1, 24576ULL, 4096ULL, true);
-  ccogen_sync_group(c, 4ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 540672ULL, -1, 32768ULL, 4096ULL, true);
-  ccogen_sync_group(c, 5ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 544768ULL, -1, 40960ULL, 4096ULL, true);
-  ccogen_sync_group(c, 6ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 548864ULL, -1, 49152ULL, 4096ULL, true);
-  ccogen_sync_group(c, 7ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 552960ULL, -1, 57344ULL, 4096ULL, true);
-  ccogen_sync_group(c, 8ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 557056ULL, -1, 65536ULL, 4096ULL, true);
-  ccogen_sync_group(c, 9ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 561152ULL, -1, 73728ULL, 4096ULL, true);
-  ccogen_sync_group(c, 10ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 565248ULL, -1, 81920ULL, 4096ULL, true);
-  ccogen_sync_group(c, 11ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 569344ULL, -1, 90112ULL, 4096ULL, true);
-  ccogen_sync_group(c, 12ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 573440ULL, -1, 98304ULL, 4096ULL, true);
-  ccogen_sync_group(c, 13ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 577536ULL, -1, 106496ULL, 4096ULL, true);
-  ccogen_sync_group(c, 14ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 581632ULL, -1, 114688ULL, 4096ULL, true);
-  ccogen_sync_group(c, 15ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 585728ULL, -1, 122880ULL, 4096ULL, true);
-  ccogen_sync_group(c, 16ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 589824ULL, -1, 131072ULL, 4096ULL, true);
-  ccogen_sync_group(c, 17ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 593920ULL, -1, 139264ULL, 4096ULL, true);
-  ccogen_sync_group(c, 18ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 598016ULL, -1, 147456ULL, 4096ULL, true);
-  ccogen_sync_group(c, 19ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 602112ULL, -1, 155648ULL, 4096ULL, true);
-  ccogen_sync_group(c, 20ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 606208ULL, -1, 163840ULL, 4096ULL, true);
-  ccogen_sync_group(c, 21ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 610304ULL, -1, 172032ULL, 4096ULL, true);
-  ccogen_sync_group(c, 22ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 614400ULL, -1, 180224ULL, 4096ULL, true);
-  ccogen_sync_group(c, 23ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 618496ULL, -1, 188416ULL, 4096ULL, true);
-  ccogen_sync_group(c, 24ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 622592ULL, -1, 196608ULL, 4096ULL, true);
-  ccogen_sync_group(c, 25ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 626688ULL, -1, 204800ULL, 4096ULL, true);
-  ccogen_sync_group(c, 26ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 630784ULL, -1, 212992ULL, 4096ULL, true);
-  ccogen_sync_group(c, 27ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 634880ULL, -1, 221184ULL, 4096ULL, true);
-  ccogen_sync_group(c, 28ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 638976ULL, -1, 229376ULL, 4096ULL, true);
-  ccogen_sync_group(c, 29ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 643072ULL, -1, 237568ULL, 4096ULL, true);
-  ccogen_sync_group(c, 30ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 647168ULL, -1, 245760ULL, 4096ULL, true);
-  ccogen_sync_group(c, 31ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 651264ULL, -1, 253952ULL, 4096ULL, true);
-  ccogen_sync_group(c, 32ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 655360ULL, -1, 262144ULL, 4096ULL, true);
-  ccogen_sync_group(c, 33ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 659456ULL, -1, 270336ULL, 4096ULL, true);
-  ccogen_sync_group(c, 34ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 663552ULL, -1, 278528ULL, 4096ULL, true);
-  ccogen_sync_group(c, 35ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 667648ULL, -1, 286720ULL, 4096ULL, true);
-  ccogen_sync_group(c, 36ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 671744ULL, -1, 294912ULL, 4096ULL, true);
-  ccogen_sync_group(c, 37ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 675840ULL, -1, 303104ULL, 4096ULL, true);
-  ccogen_sync_group(c, 38ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 679936ULL, -1, 311296ULL, 4096ULL, true);
-  ccogen_sync_group(c, 39ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 684032ULL, -1, 319488ULL, 4096ULL, true);
-  ccogen_sync_group(c, 40ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 688128ULL, -1, 327680ULL, 4096ULL, true);
-  ccogen_sync_group(c, 41ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 692224ULL, -1, 335872ULL, 4096ULL, true);
-  ccogen_sync_group(c, 42ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 696320ULL, -1, 344064ULL, 4096ULL, true);
-  ccogen_sync_group(c, 43ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 700416ULL, -1, 352256ULL, 4096ULL, true);
-  ccogen_sync_group(c, 44ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 704512ULL, -1, 360448ULL, 4096ULL, true);
-  ccogen_sync_group(c, 45ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 708608ULL, -1, 368640ULL, 4096ULL, true);
-  ccogen_sync_group(c, 46ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 712704ULL, -1, 376832ULL, 4096ULL, true);
-  ccogen_sync_group(c, 47ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 716800ULL, -1, 385024ULL, 4096ULL, true);
-  ccogen_sync_group(c, 48ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 720896ULL, -1, 393216ULL, 4096ULL, true);
-  ccogen_sync_group(c, 49ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 724992ULL, -1, 401408ULL, 4096ULL, true);
-  ccogen_sync_group(c, 50ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 729088ULL, -1, 409600ULL, 4096ULL, true);
-  ccogen_sync_group(c, 51ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 733184ULL, -1, 417792ULL, 4096ULL, true);
-  ccogen_sync_group(c, 52ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 737280ULL, -1, 425984ULL, 4096ULL, true);
-  ccogen_sync_group(c, 53ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 741376ULL, -1, 434176ULL, 4096ULL, true);
-  ccogen_sync_group(c, 54ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 745472ULL, -1, 442368ULL, 4096ULL, true);
-  ccogen_sync_group(c, 55ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 749568ULL, -1, 450560ULL, 4096ULL, true);
-  ccogen_sync_group(c, 56ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 753664ULL, -1, 458752ULL, 4096ULL, true);
-  ccogen_sync_group(c, 57ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 757760ULL, -1, 466944ULL, 4096ULL, true);
-  ccogen_sync_group(c, 58ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 761856ULL, -1, 475136ULL, 4096ULL, true);
-  ccogen_sync_group(c, 59ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 765952ULL, -1, 483328ULL, 4096ULL, true);
-  ccogen_sync_group(c, 60ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 770048ULL, -1, 491520ULL, 4096ULL, true);
-  ccogen_sync_group(c, 61ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 774144ULL, -1, 499712ULL, 4096ULL, true);
-  ccogen_sync_group(c, 62ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 778240ULL, -1, 507904ULL, 4096ULL, true);
-  ccogen_sync_group(c, 63ULL, kSyncs);
+  ccogen_ctasync_group(c);
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 782336ULL, -1, 516096ULL, 4096ULL, true);
-  ccogen_sync_group(c, 64ULL, kSyncs);
+  ccogen_sync_group(c, 1ULL, kSyncs);
   // protocols/pack_then_send.cco:13: put
   ccogen_copy_group(c, 1, 786432ULL, -1, 524288ULL, 262144ULL, true);
-  ccogen_sync_group(c, 65ULL, kSyncs);
-  ccogen_signal_group(c, 1, 1048576ULL, 1ULL);
+  ccogen_ctasync_group(c);
+  ccogen_csignal_group(c, 1, 1048576ULL, 1ULL);
   // protocols/pack_then_send.cco:14: quiet
   ccogen_quiet_group(c);
 }
 
 // rank 1, logical block 0 of kernel `ship`
 __device__ __noinline__ void ccogen_pack_then_send_ship_r1_b0(const ccogen_ctx& c) {
-  [[maybe_unused]] constexpr uint64_t kSyncs = 1;
+  [[maybe_unused]] constexpr uint64_t kSyncs = 0;
   // protocols/pack_then_send.cco:16: wait_signal
-  ccogen_wait_group(c, 1048576ULL, 1ULL, 1ULL, 16, 0, 0, 1);
-  ccogen_sync_group(c, 1ULL, kSyncs);
+  ccogen_cwait_group(c, 1048576ULL, 1ULL, 1ULL, 16, 0, 0, 1, 4ULL);
+  ccogen_ctasync_group(c);
 }
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(512)
 ccogen_pack_then_send_ship(ncclDevComm dc, ncclWindow_t win, uint64_t epoch, ccogen_debug_record* dbg) {
   ccogen_ctx c;
   c.dc = &dc;
   c.win = win;
   ccogen_fill_ctx(c, static_cast<char*>(ncclGetLocalPointer(win, 0)), epoch, dbg, dc.lsaRank,
-                  1, 1048840ULL, 1048832ULL, 0ULL);
+                  4, 1048840ULL, 1048832ULL, 0ULL);
   switch (c.rank * 1 + c.group) {
     case 0: ccogen_pack_then_send_ship_r0_b0(c); break;
     case 1: ccogen_pack_then_send_ship_r1_b0(c); break;

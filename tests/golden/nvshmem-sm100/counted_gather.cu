@@ -41,8 +41,16 @@ __device__ __forceinline__ bool ccogen_is_thread(const ccogen_ctx&, unsigned t) 
   return threadIdx.x == t;
 }
 
-// Copies: 16-byte vectors (4 in flight per thread) when both ends and the length are
-// 16-byte aligned, bytes otherwise.  `t` of `nt` threads take part.
+// Copies: 16-byte vectors (8 loads in flight per thread) when both ends and the length
+// are 16-byte aligned, else the widest of 8-, 4-, 2- and 1-byte words that both ends and
+// the length allow.  `t` of `nt` threads take part.
+template <typename T>
+__device__ __forceinline__ void ccogen_copy_words(char* dst, const char* src, uint64_t n, uint64_t t,
+                                                  uint64_t nt) {
+  T* d = reinterpret_cast<T*>(dst);
+  const T* s = reinterpret_cast<const T*>(src);
+  for (uint64_t i = t; i < n / sizeof(T); i += nt) d[i] = s[i];
+}
 __device__ __forceinline__ void ccogen_copy_range(char* dst, const char* src, uint64_t n, bool vec,
                                                   uint64_t t, uint64_t nt) {
   if (vec) {
@@ -50,14 +58,34 @@ __device__ __forceinline__ void ccogen_copy_range(char* dst, const char* src, ui
     const int4* s = reinterpret_cast<const int4*>(src);
     const uint64_t n16 = n / 16;
     uint64_t i = t;
-    for (; i + 3 * nt < n16; i += 4 * nt) {
-      int4 v0 = s[i], v1 = s[i + nt], v2 = s[i + 2 * nt], v3 = s[i + 3 * nt];
-      d[i] = v0; d[i + nt] = v1; d[i + 2 * nt] = v2; d[i + 3 * nt] = v3;
+    for (; i + 7 * nt < n16; i += 8 * nt) {
+      int4 v[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) v[k] = s[i + k * nt];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) d[i + k * nt] = v[k];
     }
     for (; i < n16; i += nt) d[i] = s[i];
-  } else {
-    for (uint64_t i = t; i < n; i += nt) dst[i] = src[i];
+    return;
   }
+  const uint64_t align = reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src) | n;
+  if ((align & 7) == 0) {
+    ccogen_copy_words<uint64_t>(dst, src, n, t, nt);
+  } else if ((align & 3) == 0) {
+    ccogen_copy_words<uint32_t>(dst, src, n, t, nt);
+  } else if ((align & 1) == 0) {
+    ccogen_copy_words<uint16_t>(dst, src, n, t, nt);
+  } else {
+    ccogen_copy_words<char>(dst, src, n, t, nt);
+  }
+}
+
+// [lo, hi) of this CTA's 16-byte-aligned slice of n bytes split over the group's CTAs.
+__device__ __forceinline__ void ccogen_cta_slice(const ccogen_ctx& c, uint64_t n, uint64_t* lo,
+                                                 uint64_t* hi) {
+  const uint64_t slice = ((n + c.ctas - 1) / c.ctas + 15) / 16 * 16;
+  *lo = slice * c.cta_in_group < n ? slice * c.cta_in_group : n;
+  *hi = *lo + slice < n ? *lo + slice : n;
 }
 
 __device__ __noinline__ void ccogen_report(const ccogen_ctx& c, int line, int src, int queue,
@@ -71,11 +99,13 @@ __device__ __noinline__ void ccogen_report(const ccogen_ctx& c, int line, int sr
   __trap();
 }
 
-// Acquire-spin until the local word at `off` reaches value + epoch * per_epoch.
+// Acquire-spin until the local word at `off` reaches (value + epoch * per_epoch) * scale
+// (a slot signalled per CTA counts each signal `scale` times: codegen/ctasplit.py; a
+// report gives counts, the word divided by the scale).
 __device__ __forceinline__ void ccogen_spin(const ccogen_ctx& c, uint64_t off, uint64_t value,
                                             uint64_t per_epoch, int line, int src, int queue,
-                                            int kind) {
-  const uint64_t target = value + c.epoch * per_epoch;
+                                            int kind, uint64_t scale = 1) {
+  const uint64_t target = (value + c.epoch * per_epoch) * scale;
   cuda::atomic_ref<uint64_t, cuda::thread_scope_system> word(
       *reinterpret_cast<uint64_t*>(c.heap + off));
 #ifdef CCOGEN_DEBUG
@@ -83,7 +113,7 @@ __device__ __forceinline__ void ccogen_spin(const ccogen_ctx& c, uint64_t off, u
   uint64_t seen;
   while ((seen = word.load(cuda::memory_order_acquire)) < target) {
     if ((uint64_t)(clock64() - start) > CCOGEN_TIMEOUT_CYCLES)
-      ccogen_report(c, line, src, queue, kind, target, seen);
+      ccogen_report(c, line, src, queue, kind, target / scale, seen / scale);
   }
 #else
   (void)line; (void)src; (void)queue; (void)kind;
@@ -120,18 +150,30 @@ __device__ __forceinline__ void ccogen_sync_warp(const ccogen_ctx&, uint64_t, ui
 __device__ __forceinline__ void ccogen_sync_thread(const ccogen_ctx&, uint64_t, uint64_t) {}
 
 __device__ __forceinline__ void ccogen_wait_group(const ccogen_ctx& c, uint64_t off, uint64_t v,
-                                                  uint64_t pe, int line, int src, int q, int k) {
-  if (c.cta_in_group == 0 && threadIdx.x == 0) ccogen_spin(c, off, v, pe, line, src, q, k);
+                                                  uint64_t pe, int line, int src, int q, int k,
+                                                  uint64_t scale) {
+  if (c.cta_in_group == 0 && threadIdx.x == 0) ccogen_spin(c, off, v, pe, line, src, q, k, scale);
 }
 __device__ __forceinline__ void ccogen_wait_warp(const ccogen_ctx& c, uint64_t off, uint64_t v,
-                                                 uint64_t pe, int line, int src, int q, int k) {
-  if (threadIdx.x % 32 == 0) ccogen_spin(c, off, v, pe, line, src, q, k);
+                                                 uint64_t pe, int line, int src, int q, int k,
+                                                 uint64_t scale) {
+  if (threadIdx.x % 32 == 0) ccogen_spin(c, off, v, pe, line, src, q, k, scale);
   __syncwarp();
 }
 __device__ __forceinline__ void ccogen_wait_thread(const ccogen_ctx& c, uint64_t off, uint64_t v,
-                                                   uint64_t pe, int line, int src, int q, int k) {
-  ccogen_spin(c, off, v, pe, line, src, q, k);
+                                                   uint64_t pe, int line, int src, int q, int k,
+                                                   uint64_t scale) {
+  ccogen_spin(c, off, v, pe, line, src, q, k, scale);
 }
+
+// Split per CTA (codegen/ctasplit.py): every CTA's thread 0 spins itself (its CTA then
+// meets with `ctasync`), and a CTA meets only its own threads.
+__device__ __forceinline__ void ccogen_cwait_group(const ccogen_ctx& c, uint64_t off, uint64_t v,
+                                                   uint64_t pe, int line, int src, int q, int k,
+                                                   uint64_t scale) {
+  if (threadIdx.x == 0) ccogen_spin(c, off, v, pe, line, src, q, k, scale);
+}
+__device__ __forceinline__ void ccogen_ctasync_group(const ccogen_ctx&) { __syncthreads(); }
 
 __device__ __forceinline__ void ccogen_fence_group(const ccogen_ctx&) { __threadfence_system(); }
 __device__ __forceinline__ void ccogen_fence_warp(const ccogen_ctx&) { __threadfence_system(); }
@@ -201,9 +243,8 @@ __device__ __forceinline__ void ccogen_move_block(const ccogen_ctx& c, int dp, u
 // The group's CTAs split a transfer in 16-byte-aligned slices.
 __device__ __forceinline__ void ccogen_copy_group(const ccogen_ctx& c, int dp, uint64_t doff, int sp,
                                                   uint64_t soff, uint64_t n, bool vec) {
-  const uint64_t slice = ((n + c.ctas - 1) / c.ctas + 15) / 16 * 16;
-  const uint64_t lo = slice * c.cta_in_group < n ? slice * c.cta_in_group : n;
-  const uint64_t hi = lo + slice < n ? lo + slice : n;
+  uint64_t lo, hi;
+  ccogen_cta_slice(c, n, &lo, &hi);
   ccogen_move_block(c, dp, doff, sp, soff, lo, hi, vec);
 }
 __device__ __forceinline__ void ccogen_copy_warp(const ccogen_ctx& c, int dp, uint64_t doff, int sp,
@@ -238,6 +279,19 @@ __device__ __forceinline__ void ccogen_putsig_group(const ccogen_ctx& c, int dp,
   nvshmemx_putmem_signal_nbi_block(c.heap + doff, c.heap + soff, n, ccogen_word(c, sig), v,
                                    NVSHMEM_SIGNAL_ADD, dp);
 }
+// Split per CTA (codegen/ctasplit.py): each CTA puts its slice with its share of the
+// signal (a CTA with an empty slice still adds its share).
+__device__ __forceinline__ void ccogen_cputsig_group(const ccogen_ctx& c, int dp, uint64_t doff,
+                                                     uint64_t soff, uint64_t n, uint64_t sig, uint64_t v) {
+  uint64_t lo, hi;
+  ccogen_cta_slice(c, n, &lo, &hi);
+  if (hi > lo) {
+    nvshmemx_putmem_signal_nbi_block(c.heap + doff + lo, c.heap + soff + lo, hi - lo,
+                                     ccogen_word(c, sig), v, NVSHMEM_SIGNAL_ADD, dp);
+  } else if (threadIdx.x == 0) {
+    nvshmemx_signal_op(ccogen_word(c, sig), v, NVSHMEM_SIGNAL_ADD, dp);
+  }
+}
 __device__ __forceinline__ void ccogen_putsig_warp(const ccogen_ctx& c, int dp, uint64_t doff,
                                                    uint64_t soff, uint64_t n, uint64_t sig, uint64_t v) {
   nvshmemx_putmem_signal_nbi_warp(c.heap + doff, c.heap + soff, n, ccogen_word(c, sig), v,
@@ -255,6 +309,9 @@ __device__ __forceinline__ void ccogen_add(const ccogen_ctx& c, int peer, uint64
 }
 __device__ __forceinline__ void ccogen_signal_group(const ccogen_ctx& c, int peer, uint64_t off, uint64_t v) {
   if (c.leader) ccogen_add(c, peer, off, v);
+}
+__device__ __forceinline__ void ccogen_csignal_group(const ccogen_ctx& c, int peer, uint64_t off, uint64_t v) {
+  if (threadIdx.x == 0) ccogen_add(c, peer, off, v);
 }
 __device__ __forceinline__ void ccogen_signal_warp(const ccogen_ctx& c, int peer, uint64_t off, uint64_t v) {
   if (threadIdx.x % 32 == 0) ccogen_add(c, peer, off, v);
@@ -359,7 +416,7 @@ __device__ __forceinline__ void ccogen_release_smem() {
 }
 // ---- end of the nvshmem primitives ----
 
-// ======== kernel `gather` (protocols/counted_gather.cco:10): 1 logical block(s) x 4 CTA(s) x 256 threads
+// ======== kernel `gather` (protocols/counted_gather.cco:10): 1 logical block(s) x 16 CTA(s) x 256 threads
 
 // rank 0, logical block 0 of kernel `gather`
 __device__ __noinline__ void ccogen_counted_gather_gather_r0_b0(const ccogen_ctx& c) {
@@ -385,7 +442,7 @@ __device__ __noinline__ void ccogen_counted_gather_gather_r1_b0(const ccogen_ctx
 extern "C" __global__ void __launch_bounds__(256)
 ccogen_counted_gather_gather(char* heap, uint64_t epoch, ccogen_debug_record* dbg) {
   ccogen_ctx c;
-  ccogen_fill_ctx(c, heap, epoch, dbg, nvshmem_my_pe(), 4,
+  ccogen_fill_ctx(c, heap, epoch, dbg, nvshmem_my_pe(), 16,
                   3146248ULL, 3146240ULL, 0ULL);
   ccogen_give_smem();
   switch (c.rank * 1 + c.group) {

@@ -1,0 +1,154 @@
+"""Group steps split over CTAs (codegen.ctasplit): which barriers stay, and the scales."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ccogen.codegen import generate
+from ccogen.codegen.ctasplit import split_segments
+from ccogen.codegen.model import LOCAL, Segment, Step
+from ccogen.instantiate import instantiate
+from ccogen.syntax import load_ir, parse_ir
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def kernels(text_or_name: str, target: str = "nccl-lsa", nranks: int = 2,
+            params: dict[str, object] | None = None) -> str:
+    if "\n" in text_or_name:
+        ir = parse_ir(text_or_name)
+    else:
+        ir = load_ir(ROOT / "protocols" / f"{text_or_name}.cco")
+    instance, diags = instantiate(ir, nranks, params or {})
+    assert instance is not None, diags
+    return generate(instance, target, source="p.cco").files["kernels.cu"]
+
+
+def program(text: str, rank: int) -> str:
+    """The body of rank `rank`'s first block function."""
+    m = re.search(rf"_r{rank}_b0\(const ccogen_ctx& c\) \{{\n(.*?)\n\}}", text, re.S)
+    assert m is not None
+    return m.group(1)
+
+
+def calls(body: str) -> list[str]:
+    return re.findall(r"ccogen_(\w+?)_group\(", body)
+
+
+def test_alltoall_meets_no_other_cta() -> None:
+    text = kernels("alltoall", params={"block": 1 << 20})
+    body = program(text, 0)
+    assert calls(body) == ["copy", "ctasync", "csignal", "quiet", "cwait", "ctasync"]
+    ctas = int(re.search(r"(\d+) CTA\(s\)", text).group(1))  # type: ignore[union-attr]
+    assert ctas > 1
+    # each CTA adds 1, the wait compares with 1 signal x ctas
+    assert "ccogen_csignal_group(c, 1, " in body and re.search(r"csignal_group\(c, 1, \d+ULL, 1ULL\)", body)
+    assert re.search(rf"cwait_group\(c, \d+ULL, 1ULL, 1ULL, \d+, 1, 0, 1, {ctas}ULL\)", body)
+    assert "kSyncs = 0" in body
+
+
+def test_small_alltoall_is_one_narrow_cta_and_unchanged() -> None:
+    text = kernels("alltoall", params={"block": 8})
+    assert "1 logical block(s) x 1 CTA(s) x 64 threads" in text
+    body = program(text, 0)
+    assert calls(body) == ["copy", "sync", "signal", "quiet", "wait", "sync"]
+
+
+def test_packing_keeps_one_barrier_before_the_put_that_reads_it() -> None:
+    body = program(kernels("pack_then_send"), 0)
+    found = calls(body)
+    # 64 local copies into disjoint pieces need no cross-CTA barrier between them; the
+    # put reads every piece, so the group meets once, right before it
+    assert found.count("sync") == 1
+    assert found.index("sync") == len(found) - found[::-1].index("copy") - 2
+    assert "kSyncs = 1" in body and "ccogen_sync_group(c, 1ULL, kSyncs)" in body
+
+
+HEAD = """protocol p(size: bytes = 1 MiB):
+    team lsa(2)
+    window a: size
+    window b: size
+    counter landed
+"""
+
+
+def test_a_counted_put_signals_once_after_a_barrier() -> None:
+    body = program(kernels(HEAD + """
+    kernel k(threads=32):
+        if me == 0:
+            put(1, dst=b, src=a, queue=0, count=landed)
+            quiet(1)
+        else:
+            wait_count(landed)
+"""), 0)
+    # the counter gets the group's byte count once, from the leader, after every CTA
+    assert calls(body)[:3] == ["copy", "sync", "signal"]
+
+
+def test_a_reset_is_fenced_by_group_barriers() -> None:
+    text = kernels(HEAD + """
+    kernel k(threads=32):
+        if me == 1:
+            wait_count(landed)
+            reset_count(landed)
+            copy(dst=b, src=a)
+        else:
+            put(1, dst=b, src=a, queue=0, count=landed)
+            quiet(1)
+""")
+    found = calls(program(text, 1))
+    i = found.index("reset")
+    assert found[i - 1] == "sync" and found[i + 1] == "sync"
+    assert found[0] == "cwait"
+
+
+def test_scales_are_the_lcm_of_the_signalling_groups() -> None:
+    # kernel one: a 1 MiB put (many CTAs) and kernel two: a 64 B put (one CTA) signal
+    # the same slot; rank 1 waits for both
+    text = kernels(HEAD + """
+    kernel one(threads=32):
+        if me == 0:
+            put(1, dst=b, src=a, queue=0, signal="remote")
+            quiet(1)
+        else:
+            wait_signal(0, queue=0)
+
+    kernel two(threads=32):
+        if me == 0:
+            put(1, dst=b[0:64], src=a[0:64], queue=0, signal="remote")
+            quiet(1)
+        else:
+            wait_signal(0, queue=0)
+""")
+    ctas = int(re.search(r"kernel `one`.*?(\d+) CTA\(s\)", text).group(1))  # type: ignore[union-attr]
+    assert ctas > 1
+    one, two = text.split("======== kernel `two`")
+    # kernel one: every CTA adds 1 (= 1 x S / ctas with S = ctas); kernel two: 1 x S
+    assert re.search(r"ccogen_csignal_group\(c, 1, \d+ULL, 1ULL\)", one)
+    assert re.search(rf"ccogen_signal_group\(c, 1, \d+ULL, {ctas}ULL\)", two)
+    # both waits count signals (1 then 2 per epoch of 2) and compare times S
+    assert re.search(rf"ccogen_cwait_group\(c, \d+ULL, 1ULL, 2ULL, \d+, 0, 0, 1, {ctas}ULL\)", one)
+    assert re.search(rf"ccogen_wait_group\(c, \d+ULL, 2ULL, 2ULL, \d+, 0, 0, 1, {ctas}ULL\)", two)
+
+
+def copy(dst: int, src: int, n: int = 64, dst_peer: int = LOCAL) -> Step:
+    return Step("copy", dst_peer=dst_peer, dst_off=dst, src_off=src, nbytes=n, vec=True)
+
+
+def test_independent_copies_need_no_barrier_but_a_reader_does() -> None:
+    seg = Segment(steps=(copy(0, 1000), Step("sync", seq=1), copy(64, 1064),
+                         Step("sync", seq=2), copy(2000, 0, 128, dst_peer=1),
+                         Step("sync", seq=3)))
+    out, syncs = split_segments([seg], frozenset())
+    kinds = [s.kind for s in out[0].steps]
+    # copy 2 touches other bytes than copy 1; copy 3 reads both: one barrier, before it
+    assert kinds == ["copy", "ctasync", "copy", "sync", "copy", "ctasync"]
+    assert syncs == 1 and out[0].steps[3].seq == 1
+
+
+def test_a_write_after_read_keeps_the_barrier() -> None:
+    seg = Segment(steps=(copy(2000, 0, 128, dst_peer=1), Step("sync", seq=1),
+                         Step("quiet"), copy(0, 4000)))
+    out, _ = split_segments([seg], frozenset())
+    assert [s.kind for s in out[0].steps][1] == "sync"  # the put still reads what copy 2 overwrites
