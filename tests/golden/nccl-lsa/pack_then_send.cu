@@ -268,10 +268,15 @@ __device__ __forceinline__ void ccogen_signal_thread(const ccogen_ctx& c, int pe
   ccogen_add(c, peer, off, v);
 }
 
-// Stores are complete once issued and fenced: `quiet` is a system fence.
-__device__ __forceinline__ void ccogen_quiet_group(const ccogen_ctx&) { __threadfence_system(); }
-__device__ __forceinline__ void ccogen_quiet_warp(const ccogen_ctx&) { __threadfence_system(); }
-__device__ __forceinline__ void ccogen_quiet_thread(const ccogen_ctx&) { __threadfence_system(); }
+// `quiet` needs no instruction here.  A copy's source is free once its loads returned,
+// which is before its stores issue; and every store reaches another rank's view only
+// through something that orders it: the release of a later signal or counted add
+// (cumulative over the syncs before it), the team barrier's acq_rel, or the end of the
+// kernel.  A system fence here would wait for the stores' acknowledgements, a round
+// trip over NVLink, for nothing (docs/performance.md).
+__device__ __forceinline__ void ccogen_quiet_group(const ccogen_ctx&) {}
+__device__ __forceinline__ void ccogen_quiet_warp(const ccogen_ctx&) {}
+__device__ __forceinline__ void ccogen_quiet_thread(const ccogen_ctx&) {}
 
 // barrier(): every CTA of the rank meets, CTA 0 meets the team through the LSA
 // barrier (slot 0; reqs.lsaBarrierCount = 1), then every CTA of the rank again.

@@ -225,59 +225,91 @@ __device__ __forceinline__ uint64_t* ccogen_word(const ccogen_ctx& c, uint64_t o
   return reinterpret_cast<uint64_t*>(c.heap + off);
 }
 
-// One CTA moves [lo, hi) of a transfer with the block-collective calls, then completes it.
-__device__ __forceinline__ void ccogen_move_block(const ccogen_ctx& c, int dp, uint64_t doff, int sp,
-                                                  uint64_t soff, uint64_t lo, uint64_t hi, bool vec) {
-  if (hi > lo) {
-    if (dp >= 0) {
-      nvshmemx_putmem_nbi_block(c.heap + doff + lo, c.heap + soff + lo, hi - lo, dp);
-    } else if (sp >= 0) {
-      nvshmemx_getmem_nbi_block(c.heap + doff + lo, c.heap + soff + lo, hi - lo, sp);
-    } else {
-      ccogen_copy_range(c.heap + doff + lo, c.heap + soff + lo, hi - lo, vec, threadIdx.x, blockDim.x);
-    }
-  }
-  __syncthreads();
-  if (threadIdx.x == 0 && (dp >= 0 || sp >= 0)) nvshmem_quiet();
+// NVLink peers (nvshmem_ptr gives a pointer into the peer's heap) are reached with plain
+// 16-byte loads and stores and release reductions, as on nccl-lsa; other peers through
+// NVSHMEM's own put, get and signal calls (which NVSHMEM orders with nvshmem_quiet).
+// Measured on 2 x H200 (docs/performance.md): nvshmemx_putmem_signal_nbi_block moved
+// 1 GiB at 298 GB/s where these stores moved it at 352.
+__device__ __forceinline__ char* ccogen_p2p(const ccogen_ctx& c, uint64_t off, int pe) {
+  return static_cast<char*>(nvshmem_ptr(c.heap + off, pe));
 }
+
+// A signal (or a counted write's byte count) is an add on the PE's word: a release
+// reduction at system scope on an NVLink peer (cumulative over the syncs before it), else
+// NVSHMEM's signal (the copies before it completed their NVSHMEM puts with a quiet).
+__device__ __forceinline__ void ccogen_add(const ccogen_ctx& c, int peer, uint64_t off, uint64_t v) {
+  const int pe = peer < 0 ? c.rank : peer;
+  if (char* p = ccogen_p2p(c, off, pe)) {
+    asm volatile("red.release.sys.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+  } else {
+    nvshmemx_signal_op(ccogen_word(c, off), v, NVSHMEM_SIGNAL_ADD, pe);
+  }
+}
+
+// `t` of `nt` threads move n bytes; NVSHMEM's calls for a peer without a pointer (those
+// are collective over `scope`: 2 block, 1 warp, 0 thread).
+template <int scope>
+__device__ __forceinline__ void ccogen_move(const ccogen_ctx& c, int dp, uint64_t doff, int sp,
+                                            uint64_t soff, uint64_t n, bool vec, uint64_t t, uint64_t nt) {
+  char* dst = dp >= 0 ? ccogen_p2p(c, doff, dp) : c.heap + doff;
+  const char* src = sp >= 0 ? ccogen_p2p(c, soff, sp) : c.heap + soff;
+  if (dst != nullptr && src != nullptr) {
+    ccogen_copy_range(dst, src, n, vec, t, nt);
+  } else if (dp >= 0) {
+    if (scope == 2) nvshmemx_putmem_nbi_block(c.heap + doff, c.heap + soff, n, dp);
+    else if (scope == 1) nvshmemx_putmem_nbi_warp(c.heap + doff, c.heap + soff, n, dp);
+    else nvshmem_putmem_nbi(c.heap + doff, c.heap + soff, n, dp);
+  } else {
+    if (scope == 2) nvshmemx_getmem_nbi_block(c.heap + doff, c.heap + soff, n, sp);
+    else if (scope == 1) nvshmemx_getmem_nbi_warp(c.heap + doff, c.heap + soff, n, sp);
+    else nvshmem_getmem_nbi(c.heap + doff, c.heap + soff, n, sp);
+  }
+}
+// A get through NVSHMEM completes at a quiet; the data must be in place before the
+// scope's next step reads it.
+__device__ __forceinline__ bool ccogen_proxied(const ccogen_ctx& c, int dp, uint64_t doff, int sp,
+                                               uint64_t soff) {
+  return (dp >= 0 && !ccogen_p2p(c, doff, dp)) || (sp >= 0 && !ccogen_p2p(c, soff, sp));
+}
+
 // The group's CTAs split a transfer in 16-byte-aligned slices.
 __device__ __forceinline__ void ccogen_copy_group(const ccogen_ctx& c, int dp, uint64_t doff, int sp,
                                                   uint64_t soff, uint64_t n, bool vec) {
   uint64_t lo, hi;
   ccogen_cta_slice(c, n, &lo, &hi);
-  ccogen_move_block(c, dp, doff, sp, soff, lo, hi, vec);
+  if (hi > lo) ccogen_move<2>(c, dp, doff + lo, sp, soff + lo, hi - lo, vec, threadIdx.x, blockDim.x);
+  if (ccogen_proxied(c, dp, doff, sp, soff)) {
+    __syncthreads();
+    if (threadIdx.x == 0) nvshmem_quiet();
+  }
 }
 __device__ __forceinline__ void ccogen_copy_warp(const ccogen_ctx& c, int dp, uint64_t doff, int sp,
                                                  uint64_t soff, uint64_t n, bool vec) {
-  if (dp >= 0) {
-    nvshmemx_putmem_nbi_warp(c.heap + doff, c.heap + soff, n, dp);
-  } else if (sp >= 0) {
-    nvshmemx_getmem_nbi_warp(c.heap + doff, c.heap + soff, n, sp);
-  } else {
-    ccogen_copy_range(c.heap + doff, c.heap + soff, n, vec, threadIdx.x % 32, 32);
+  ccogen_move<1>(c, dp, doff, sp, soff, n, vec, threadIdx.x % 32, 32);
+  if (ccogen_proxied(c, dp, doff, sp, soff)) {
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) nvshmem_quiet();
+    __syncwarp();
   }
-  __syncwarp();
-  if (threadIdx.x % 32 == 0 && (dp >= 0 || sp >= 0)) nvshmem_quiet();
-  __syncwarp();
 }
 __device__ __forceinline__ void ccogen_copy_thread(const ccogen_ctx& c, int dp, uint64_t doff, int sp,
                                                    uint64_t soff, uint64_t n, bool vec) {
-  if (dp >= 0) {
-    nvshmem_putmem_nbi(c.heap + doff, c.heap + soff, n, dp);
-    nvshmem_quiet();
-  } else if (sp >= 0) {
-    nvshmem_getmem_nbi(c.heap + doff, c.heap + soff, n, sp);
-    nvshmem_quiet();
-  } else {
-    ccogen_copy_range(c.heap + doff, c.heap + soff, n, vec, 0, 1);
-  }
+  ccogen_move<0>(c, dp, doff, sp, soff, n, vec, 0, 1);
+  if (ccogen_proxied(c, dp, doff, sp, soff)) nvshmem_quiet();
 }
 
-// put + signal in one call: NVSHMEM orders the signal after the data.
+// put + signal in one step: stores then a release add on an NVLink peer, else NVSHMEM's
+// put-with-signal (which orders the signal after the data).
 __device__ __forceinline__ void ccogen_putsig_group(const ccogen_ctx& c, int dp, uint64_t doff,
                                                     uint64_t soff, uint64_t n, uint64_t sig, uint64_t v) {
-  nvshmemx_putmem_signal_nbi_block(c.heap + doff, c.heap + soff, n, ccogen_word(c, sig), v,
-                                   NVSHMEM_SIGNAL_ADD, dp);
+  if (char* dst = ccogen_p2p(c, doff, dp)) {
+    ccogen_copy_range(dst, c.heap + soff, n, ((doff | soff | n) & 15) == 0, threadIdx.x, blockDim.x);
+    __syncthreads();
+    if (threadIdx.x == 0) ccogen_add(c, dp, sig, v);
+  } else {
+    nvshmemx_putmem_signal_nbi_block(c.heap + doff, c.heap + soff, n, ccogen_word(c, sig), v,
+                                     NVSHMEM_SIGNAL_ADD, dp);
+  }
 }
 // Split per CTA (codegen/ctasplit.py): each CTA puts its slice with its share of the
 // signal (a CTA with an empty slice still adds its share).
@@ -286,27 +318,34 @@ __device__ __forceinline__ void ccogen_cputsig_group(const ccogen_ctx& c, int dp
   uint64_t lo, hi;
   ccogen_cta_slice(c, n, &lo, &hi);
   if (hi > lo) {
-    nvshmemx_putmem_signal_nbi_block(c.heap + doff + lo, c.heap + soff + lo, hi - lo,
-                                     ccogen_word(c, sig), v, NVSHMEM_SIGNAL_ADD, dp);
+    ccogen_putsig_group(c, dp, doff + lo, soff + lo, hi - lo, sig, v);
   } else if (threadIdx.x == 0) {
-    nvshmemx_signal_op(ccogen_word(c, sig), v, NVSHMEM_SIGNAL_ADD, dp);
+    ccogen_add(c, dp, sig, v);
   }
 }
 __device__ __forceinline__ void ccogen_putsig_warp(const ccogen_ctx& c, int dp, uint64_t doff,
                                                    uint64_t soff, uint64_t n, uint64_t sig, uint64_t v) {
-  nvshmemx_putmem_signal_nbi_warp(c.heap + doff, c.heap + soff, n, ccogen_word(c, sig), v,
-                                  NVSHMEM_SIGNAL_ADD, dp);
+  if (char* dst = ccogen_p2p(c, doff, dp)) {
+    ccogen_copy_range(dst, c.heap + soff, n, ((doff | soff | n) & 15) == 0, threadIdx.x % 32, 32);
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) ccogen_add(c, dp, sig, v);
+    __syncwarp();
+  } else {
+    nvshmemx_putmem_signal_nbi_warp(c.heap + doff, c.heap + soff, n, ccogen_word(c, sig), v,
+                                    NVSHMEM_SIGNAL_ADD, dp);
+  }
 }
 __device__ __forceinline__ void ccogen_putsig_thread(const ccogen_ctx& c, int dp, uint64_t doff,
                                                      uint64_t soff, uint64_t n, uint64_t sig, uint64_t v) {
-  nvshmem_putmem_signal_nbi(c.heap + doff, c.heap + soff, n, ccogen_word(c, sig), v,
-                            NVSHMEM_SIGNAL_ADD, dp);
+  if (char* dst = ccogen_p2p(c, doff, dp)) {
+    ccogen_copy_range(dst, c.heap + soff, n, ((doff | soff | n) & 15) == 0, 0, 1);
+    ccogen_add(c, dp, sig, v);
+  } else {
+    nvshmem_putmem_signal_nbi(c.heap + doff, c.heap + soff, n, ccogen_word(c, sig), v,
+                              NVSHMEM_SIGNAL_ADD, dp);
+  }
 }
 
-// A signal (or a counted write's byte count) is an atomic add on the PE's word.
-__device__ __forceinline__ void ccogen_add(const ccogen_ctx& c, int peer, uint64_t off, uint64_t v) {
-  nvshmemx_signal_op(ccogen_word(c, off), v, NVSHMEM_SIGNAL_ADD, peer < 0 ? c.rank : peer);
-}
 __device__ __forceinline__ void ccogen_signal_group(const ccogen_ctx& c, int peer, uint64_t off, uint64_t v) {
   if (c.leader) ccogen_add(c, peer, off, v);
 }
@@ -321,15 +360,29 @@ __device__ __forceinline__ void ccogen_signal_thread(const ccogen_ctx& c, int pe
   ccogen_add(c, peer, off, v);
 }
 
-__device__ __forceinline__ void ccogen_quiet_group(const ccogen_ctx&) {
-  if (threadIdx.x == 0) nvshmem_quiet();
-  __syncthreads();
+// `quiet`: NVSHMEM's quiet completes the puts it carried; stores to NVLink peers need no
+// instruction (see the nccl-lsa target: the next release, barrier or the kernel's end
+// orders them), so a team reached entirely through pointers skips it.
+__device__ __forceinline__ bool ccogen_all_p2p(const ccogen_ctx& c) {
+  for (int pe = 0; pe < nvshmem_n_pes(); ++pe)
+    if (ccogen_p2p(c, 0, pe) == nullptr) return false;
+  return true;
 }
-__device__ __forceinline__ void ccogen_quiet_warp(const ccogen_ctx&) {
-  if (threadIdx.x % 32 == 0) nvshmem_quiet();
-  __syncwarp();
+__device__ __forceinline__ void ccogen_quiet_group(const ccogen_ctx& c) {
+  if (!ccogen_all_p2p(c)) {
+    if (threadIdx.x == 0) nvshmem_quiet();
+    __syncthreads();
+  }
 }
-__device__ __forceinline__ void ccogen_quiet_thread(const ccogen_ctx&) { nvshmem_quiet(); }
+__device__ __forceinline__ void ccogen_quiet_warp(const ccogen_ctx& c) {
+  if (!ccogen_all_p2p(c)) {
+    if (threadIdx.x % 32 == 0) nvshmem_quiet();
+    __syncwarp();
+  }
+}
+__device__ __forceinline__ void ccogen_quiet_thread(const ccogen_ctx& c) {
+  if (!ccogen_all_p2p(c)) nvshmem_quiet();
+}
 
 __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64_t seq) {
   ccogen_rank_sync(c, 2 * seq - 1);

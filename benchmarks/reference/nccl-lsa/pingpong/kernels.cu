@@ -112,12 +112,15 @@ extern "C" __global__ void __launch_bounds__(REF_THREADS)
 ref_pingpong(ncclDevComm dc, ncclWindow_t win, uint64_t, ccogen_debug_record*) {
   char* heap = static_cast<char*>(ncclGetLocalPointer(win, 0));
   const uint64_t epoch = ref_epoch(heap);
-  const int me = dc.lsaRank, peer = 1 - me, cta = blockIdx.x;
+  const int me = dc.lsaRank, peer = 1 - me;
   const uint64_t base = epoch * REF_P_ROUNDS;
   uint64_t lo, hi;
-  ref_slice(REF_P_SIZE, cta, gridDim.x, &lo, &hi);
-  char* to_peer = ref_peer(win, ref_slot(me, cta), peer);
-  char* mine = heap + ref_slot(peer, cta);
+  ref_slice(REF_P_SIZE, blockIdx.x, gridDim.x, &lo, &hi);
+  // The protocol sends the whole message back once it has arrived: every CTA adds 1 to
+  // one slot on the peer, and each waits for all of them (gridDim.x per round).
+  char* to_peer = ref_peer(win, ref_slot(me, 0), peer);
+  char* mine = heap + ref_slot(peer, 0);
+  const uint64_t per_round = gridDim.x;
   if (me == 0) {
     char* dst = ref_peer(win, REF_W_PING + lo, peer);
     const char* src = heap + REF_W_PING + lo;
@@ -127,11 +130,11 @@ ref_pingpong(ncclDevComm dc, ncclWindow_t win, uint64_t, ccogen_debug_record*) {
       __syncthreads();
       if (threadIdx.x == 0) {
         ref_signal(to_peer);
-        ref_wait(mine, base + r + 1);
+        ref_wait(mine, (base + r + 1) * per_round);
       }
       __syncthreads();
     }
-    if (threadIdx.x == 0 && cta == 0) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) {
       uint64_t* timer = reinterpret_cast<uint64_t*>(heap + REF_SCRATCH + 8);
       timer[0] += ref_now() - t0;
       timer[1] += 2 * REF_P_ROUNDS;
@@ -140,7 +143,7 @@ ref_pingpong(ncclDevComm dc, ncclWindow_t win, uint64_t, ccogen_debug_record*) {
     char* dst = ref_peer(win, REF_W_PONG + lo, peer);
     const char* src = heap + REF_W_PING + lo;
     for (uint64_t r = 0; r < REF_P_ROUNDS; ++r) {
-      if (threadIdx.x == 0) ref_wait(mine, base + r + 1);
+      if (threadIdx.x == 0) ref_wait(mine, (base + r + 1) * per_round);
       __syncthreads();
       ref_copy(dst, src, hi - lo, threadIdx.x, blockDim.x);
       __syncthreads();

@@ -51,9 +51,48 @@ __device__ __forceinline__ void ref_slice(uint64_t n, uint64_t part, uint64_t pa
 
 // This CTA's n bytes at dst on `pe`, then +1 on the PE's `sig` after them (one call: NVSHMEM
 // orders the signal after the data).  Every thread of the CTA calls it.
+// n bytes with threads t of nt: 16-byte vectors with 8 loads in flight per thread when
+// both ends and n allow, else 8-byte or single-byte words.
+__device__ __forceinline__ void ref_copy(char* dst, const char* src, uint64_t n, uint64_t t,
+                                         uint64_t nt) {
+  const uint64_t align = reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src) | n;
+  if ((align & 15) == 0) {
+    int4* d = reinterpret_cast<int4*>(dst);
+    const int4* s = reinterpret_cast<const int4*>(src);
+    const uint64_t n16 = n / 16;
+    uint64_t i = t;
+    for (; i + 7 * nt < n16; i += 8 * nt) {
+      int4 v[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) v[k] = s[i + k * nt];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) d[i + k * nt] = v[k];
+    }
+    for (; i < n16; i += nt) d[i] = s[i];
+  } else if ((align & 7) == 0) {
+    for (uint64_t i = t; i < n / 8; i += nt)
+      reinterpret_cast<uint64_t*>(dst)[i] = reinterpret_cast<const uint64_t*>(src)[i];
+  } else {
+    for (uint64_t i = t; i < n; i += nt) dst[i] = src[i];
+  }
+}
+
+// Put n bytes and add 1 to the PE's signal word, by the whole CTA.  An NVLink peer
+// (nvshmem_ptr) gets the CTA's own 16-byte stores, then thread 0's release reduction
+// (cumulative over the __syncthreads); other peers NVSHMEM's put-with-signal.
 __device__ __forceinline__ void ref_put_signal(char* dst, const char* src, uint64_t n, uint64_t* sig,
                                                int pe) {
-  if (n == 0) {
+  if (char* peer_dst = static_cast<char*>(nvshmem_ptr(dst, pe))) {
+    uint64_t* peer_sig = static_cast<uint64_t*>(nvshmem_ptr(sig, pe));
+    if (REF_THREADS == 32 && n <= REF_THREAD_PUT_MAX) {
+      if (threadIdx.x == 0) ref_copy(peer_dst, src, n, 0, 1);
+    } else {
+      ref_copy(peer_dst, src, n, threadIdx.x, blockDim.x);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0)
+      asm volatile("red.release.sys.add.u64 [%0], %1;" ::"l"(peer_sig), "l"(1ULL) : "memory");
+  } else if (n == 0) {
     if (threadIdx.x == 0) nvshmemx_signal_op(sig, 1, NVSHMEM_SIGNAL_ADD, pe);
   } else if (REF_THREADS == 32 && n <= REF_THREAD_PUT_MAX) {
     if (threadIdx.x == 0) nvshmem_putmem_signal_nbi(dst, src, n, sig, 1, NVSHMEM_SIGNAL_ADD, pe);
@@ -76,31 +115,34 @@ __device__ __forceinline__ uint64_t ref_now() {
 extern "C" __global__ void __launch_bounds__(REF_THREADS)
 ref_pingpong(char* heap, uint64_t, ccogen_debug_record*) {
   const uint64_t epoch = ref_epoch(heap);
-  const int me = nvshmem_my_pe(), peer = 1 - me, cta = blockIdx.x;
+  const int me = nvshmem_my_pe(), peer = 1 - me;
   const uint64_t base = epoch * REF_P_ROUNDS;
   uint64_t lo, hi;
-  ref_slice(REF_P_SIZE, cta, gridDim.x, &lo, &hi);
-  uint64_t* to_peer = ref_slot(heap, me, cta);
-  uint64_t* mine = ref_slot(heap, peer, cta);
+  ref_slice(REF_P_SIZE, blockIdx.x, gridDim.x, &lo, &hi);
+  // The protocol sends the whole message back once it has arrived: every CTA adds 1 to
+  // one slot on the peer, and each waits for all of them (gridDim.x per round).
+  uint64_t* to_peer = ref_slot(heap, me, 0);
+  uint64_t* mine = ref_slot(heap, peer, 0);
+  const uint64_t per_round = gridDim.x;
   if (me == 0) {
     const uint64_t t0 = ref_now();
     for (uint64_t r = 0; r < REF_P_ROUNDS; ++r) {
       ref_put_signal(heap + REF_W_PING + lo, heap + REF_W_PING + lo, hi - lo, to_peer, peer);
-      if (threadIdx.x == 0) ref_wait(mine, base + r + 1);
+      if (threadIdx.x == 0) ref_wait(mine, (base + r + 1) * per_round);
       __syncthreads();
     }
-    if (threadIdx.x == 0 && cta == 0) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) {
       uint64_t* timer = reinterpret_cast<uint64_t*>(heap + REF_SCRATCH + 8);
       timer[0] += ref_now() - t0;
       timer[1] += 2 * REF_P_ROUNDS;
     }
   } else {
     for (uint64_t r = 0; r < REF_P_ROUNDS; ++r) {
-      if (threadIdx.x == 0) ref_wait(mine, base + r + 1);
+      if (threadIdx.x == 0) ref_wait(mine, (base + r + 1) * per_round);
       __syncthreads();
       ref_put_signal(heap + REF_W_PONG + lo, heap + REF_W_PING + lo, hi - lo, to_peer, peer);
     }
   }
-  if (threadIdx.x == 0) nvshmem_quiet();
+  if (threadIdx.x == 0 && !nvshmem_ptr(heap, peer)) nvshmem_quiet();
   __syncthreads();
 }

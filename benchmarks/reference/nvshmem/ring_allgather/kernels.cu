@@ -50,9 +50,48 @@ __device__ __forceinline__ void ref_slice(uint64_t n, uint64_t part, uint64_t pa
 
 // This CTA's n bytes at dst on `pe`, then +1 on the PE's `sig` after them (one call: NVSHMEM
 // orders the signal after the data).  Every thread of the CTA calls it.
+// n bytes with threads t of nt: 16-byte vectors with 8 loads in flight per thread when
+// both ends and n allow, else 8-byte or single-byte words.
+__device__ __forceinline__ void ref_copy(char* dst, const char* src, uint64_t n, uint64_t t,
+                                         uint64_t nt) {
+  const uint64_t align = reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src) | n;
+  if ((align & 15) == 0) {
+    int4* d = reinterpret_cast<int4*>(dst);
+    const int4* s = reinterpret_cast<const int4*>(src);
+    const uint64_t n16 = n / 16;
+    uint64_t i = t;
+    for (; i + 7 * nt < n16; i += 8 * nt) {
+      int4 v[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) v[k] = s[i + k * nt];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) d[i + k * nt] = v[k];
+    }
+    for (; i < n16; i += nt) d[i] = s[i];
+  } else if ((align & 7) == 0) {
+    for (uint64_t i = t; i < n / 8; i += nt)
+      reinterpret_cast<uint64_t*>(dst)[i] = reinterpret_cast<const uint64_t*>(src)[i];
+  } else {
+    for (uint64_t i = t; i < n; i += nt) dst[i] = src[i];
+  }
+}
+
+// Put n bytes and add 1 to the PE's signal word, by the whole CTA.  An NVLink peer
+// (nvshmem_ptr) gets the CTA's own 16-byte stores, then thread 0's release reduction
+// (cumulative over the __syncthreads); other peers NVSHMEM's put-with-signal.
 __device__ __forceinline__ void ref_put_signal(char* dst, const char* src, uint64_t n, uint64_t* sig,
                                                int pe) {
-  if (n == 0) {
+  if (char* peer_dst = static_cast<char*>(nvshmem_ptr(dst, pe))) {
+    uint64_t* peer_sig = static_cast<uint64_t*>(nvshmem_ptr(sig, pe));
+    if (REF_THREADS == 32 && n <= REF_THREAD_PUT_MAX) {
+      if (threadIdx.x == 0) ref_copy(peer_dst, src, n, 0, 1);
+    } else {
+      ref_copy(peer_dst, src, n, threadIdx.x, blockDim.x);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0)
+      asm volatile("red.release.sys.add.u64 [%0], %1;" ::"l"(peer_sig), "l"(1ULL) : "memory");
+  } else if (n == 0) {
     if (threadIdx.x == 0) nvshmemx_signal_op(sig, 1, NVSHMEM_SIGNAL_ADD, pe);
   } else if (REF_THREADS == 32 && n <= REF_THREAD_PUT_MAX) {
     if (threadIdx.x == 0) nvshmem_putmem_signal_nbi(dst, src, n, sig, 1, NVSHMEM_SIGNAL_ADD, pe);
@@ -91,7 +130,7 @@ ref_ring_allgather(char* heap, uint64_t, ccogen_debug_record*) {
   }
   if (threadIdx.x == 0) {
     ref_wait(mine, base + REF_NRANKS - 1);
-    nvshmem_quiet();
+    if (!nvshmem_ptr(heap, right)) nvshmem_quiet();
   }
   __syncthreads();
 }
