@@ -39,7 +39,7 @@ from dataclasses import replace
 
 from ccogen.codegen.model import LOCAL, BlockProgram, Segment, Step
 
-COPIES = frozenset({"copy", "putsig", "cputsig", "putcounted"})
+COPIES = frozenset({"copy", "putsig", "cputsig", "putcounted", "llput", "llwait"})
 
 
 def split_segments(segments: Sequence[Segment],
@@ -111,6 +111,10 @@ def _copies_ahead(segments: Sequence[Segment], flat: list[tuple[int, int]],
 
 def _ranges(s: Step) -> list[tuple[int, int, int, bool]]:
     """(rank relative to the executing one, first byte, end, written) of a copy."""
+    if s.kind == "llwait":  # writes the payload where the put was going
+        return [(LOCAL, s.dst_off, s.dst_off + s.nbytes, True)]
+    if s.kind == "llput":  # reads the source, writes the entry on the peer
+        return [(s.dst_peer, s.off, s.off + 16, True), (LOCAL, s.src_off, s.src_off + s.nbytes, False)]
     return [(s.dst_peer, s.dst_off, s.dst_off + s.nbytes, True),
             (s.src_peer if s.kind == "copy" else LOCAL, s.src_off, s.src_off + s.nbytes, False)]
 

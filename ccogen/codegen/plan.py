@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ccogen.codegen.layout import HeapLayout
+from ccogen.codegen.ll import NONE, LLEntry, LLPlan
 from ccogen.codegen.model import LOCAL, Branch, Segment, Step
 from ccogen.errors import InternalError
 from ccogen.ir.instance import Instance, IssuerLevel, OpInst
@@ -61,6 +62,7 @@ class _Builder:
     steps: list[Step] = field(default_factory=list)
     pending: dict[tuple[int, int], list[OpInst]] = field(default_factory=lambda: defaultdict(list))
     sync_count: list[int] = field(default_factory=lambda: [0])
+    ll: LLPlan = NONE
 
     def sync(self) -> None:
         if self.steps and self.steps[-1].kind == "sync":
@@ -87,7 +89,11 @@ class _Builder:
             self.steps.append(Step("quiet"))
         elif kind in ("wait_signal", "wait_count"):
             for o in ops:
-                self.steps.append(self.wait(o))
+                entries = self.ll.wait(o)
+                if entries is None:
+                    self.steps.append(self.wait(o))
+                else:
+                    self.steps.extend(self.llwait(o, e) for e in entries)
             self.sync()
         elif kind == "barrier":
             self.steps.append(Step("barrier"))
@@ -103,6 +109,15 @@ class _Builder:
             raise InternalError(f"unknown op kind {kind!r}")
 
     def transfers(self, ops: Sequence[OpInst]) -> None:
+        for o in ops:
+            ll = self.ll.put(o)
+            if ll is not None:
+                assert o.src is not None and o.dst is not None and o.peer is not None
+                self.steps.append(Step(
+                    "llput", dst_peer=o.peer, off=ll.entry, value=ll.k, per_epoch=ll.per_epoch,
+                    src_off=self.layout.window(o.src.window).offset + o.src.start,
+                    nbytes=o.dst.size))
+        ops = [o for o in ops if self.ll.put(o) is None]
         if not ops:
             return
         for o in ops:
@@ -141,6 +156,12 @@ class _Builder:
                 out.append(Step("signal", peer=o.peer, off=self.layout.counter(o.counter).offset,
                                 value=o.dst.size if o.dst is not None else 0))
         return out
+
+    def llwait(self, o: OpInst, e: LLEntry) -> Step:
+        assert o.peer is not None and o.queue is not None
+        return Step("llwait", off=e.entry, value=e.k, per_epoch=e.per_epoch, dst_off=e.dst_off,
+                    nbytes=e.nbytes, line=o.span.line if o.span is not None else 0,
+                    src=o.peer, queue=o.queue, wait_kind=1)
 
     def wait(self, o: OpInst) -> Step:
         value, per_epoch = self.expected(o)
@@ -212,7 +233,7 @@ def phased(seg: Sequence[OpInst]) -> list[list[OpInst]] | None:
 
 
 def lower_block(ops: Sequence[OpInst], layout: HeapLayout, expected: Expected,
-                source: str) -> tuple[list[Segment], int]:
+                source: str, ll: LLPlan = NONE) -> tuple[list[Segment], int]:
     """Segments of one logical block of one rank, and its number of group syncs."""
     count = [0]
     pending: dict[tuple[int, int], list[OpInst]] = defaultdict(list)
@@ -220,12 +241,13 @@ def lower_block(ops: Sequence[OpInst], layout: HeapLayout, expected: Expected,
     for seg in segments_of(ops):
         phases = [seg] if seg[0].issuer.level is IssuerLevel.BLOCK else phased(seg)
         if phases is not None:
-            b = _Builder("group", layout, expected, source, pending=pending, sync_count=count)
+            b = _Builder("group", layout, expected, source, pending=pending, sync_count=count,
+                         ll=ll)
             for ph in phases:
                 b.phase(ph)
             segments.append(Segment(steps=tuple(b.steps)))
             continue
-        segments.append(_fork(seg, layout, expected, source, count))
+        segments.append(_fork(seg, layout, expected, source, count, ll))
     if any(pending.values()):
         first = next(o for v in pending.values() for o in v)
         raise Unsupported("an aggregate put is never committed", first.span)
@@ -233,7 +255,7 @@ def lower_block(ops: Sequence[OpInst], layout: HeapLayout, expected: Expected,
 
 
 def _fork(seg: Sequence[OpInst], layout: HeapLayout, expected: Expected, source: str,
-          count: list[int]) -> Segment:
+          count: list[int], ll: LLPlan = NONE) -> Segment:
     branches = []
     subgroup: dict[tuple[object, ...], int] = defaultdict(int)
     for op in seg:
@@ -242,7 +264,7 @@ def _fork(seg: Sequence[OpInst], layout: HeapLayout, expected: Expected, source:
         level = ops[0].issuer.level
         scope = "warp" if level is IssuerLevel.WARP else "thread"
         index = ops[0].issuer.warp if scope == "warp" else ops[0].issuer.lane
-        b = _Builder(scope, layout, expected, source)
+        b = _Builder(scope, layout, expected, source, ll=ll)
         for op in ops:
             if scope == "thread" and op.signal.remote and not op.signal_per_copy \
                     and subgroup[(op.group, op.peer, op.queue)] > 1:

@@ -48,11 +48,11 @@ def test_alltoall_meets_no_other_cta() -> None:
     assert "kSyncs = 0" in body
 
 
-def test_small_alltoall_is_one_narrow_cta_and_unchanged() -> None:
+def test_small_alltoall_is_one_narrow_cta_with_ll_puts() -> None:
     text = kernels("alltoall", params={"block": 8})
     assert "1 logical block(s) x 1 CTA(s) x 64 threads" in text
     body = program(text, 0)
-    assert calls(body) == ["copy", "sync", "signal", "quiet", "wait", "sync"]
+    assert calls(body) == ["llput", "quiet", "llwait", "sync"]  # codegen.ll
 
 
 def test_packing_keeps_one_barrier_before_the_put_that_reads_it() -> None:

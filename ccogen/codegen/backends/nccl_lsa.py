@@ -18,6 +18,7 @@ class NcclLsa(SmBackend):
     template = "nccl_lsa/kernels.cu.j2"
     kernel_params = ("devcomm", "window", "epoch", "debug")
     split_ctas = True
+    ll_path = True
 
     def requirements(self, model: ProtocolModel) -> dict[str, object]:
         barriers = any(k.rank_syncs for k in model.kernels)

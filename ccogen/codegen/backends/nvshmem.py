@@ -75,6 +75,7 @@ class Nvshmem(SmBackend):
     template = "nvshmem/kernels.cu.j2"
     kernel_params = ("heap", "epoch", "debug")
     split_ctas = True
+    ll_path = True
 
     def generate(self, instance: Instance, source: str, options: Options) -> GeneratedFiles:
         self._native = native_counted(options)

@@ -33,6 +33,7 @@ from ccogen.codegen.ctasplit import scale_programs, slot_scales, split_segments
 from ccogen.codegen.files import GeneratedFiles, banner, options_hash
 from ccogen.codegen.jinja import render
 from ccogen.codegen.layout import HeapLayout, plan_heap
+from ccogen.codegen.ll import NONE, LLPlan, plan_ll
 from ccogen.codegen.model import BlockProgram, KernelModel, ProtocolModel, Segment
 from ccogen.codegen.naming import c_identifier
 from ccogen.codegen.plan import Unsupported, block_ops, lower_block
@@ -78,6 +79,7 @@ class SmBackend(Backend):
     language = "cuda"
     split_ctas: ClassVar[bool] = False  # codegen.ctasplit on groups of several CTAs
     copy_block_dim: ClassVar[int] = COPY_BLOCK_DIM
+    ll_path: ClassVar[bool] = False  # small puts with their signal folded in (codegen.ll)
 
     def generate(self, instance: Instance, source: str, options: Options) -> GeneratedFiles:
         model, layout = self.model(instance, source, options)
@@ -91,14 +93,18 @@ class SmBackend(Backend):
               options: Options) -> tuple[ProtocolModel, HeapLayout]:
         # Per kernel: one group-barrier word per logical block and the rank-wide word,
         # plus the launch counter under Options.epoch_from_heap.
+        # Then the LL entries (codegen.ll), 16-byte aligned.
         per_kernel = 2 if options.epoch_from_heap else 1
         scratch = sum(k.blocks for k in instance.kernels) + per_kernel * len(instance.kernels)
-        layout = self.plan_layout(instance, scratch)
         oracle = expected_oracle(instance)
+        ll_size = self._ll(instance, oracle, None, 0).size
+        layout = self.plan_layout(instance, scratch + 1 + ll_size // 8)
+        ll = self._ll(instance, oracle, layout,
+                      (layout.scratch.offset + 8 * scratch + 15) // 16 * 16)
         kernels = []
         word = layout.scratch.offset
         for k in instance.kernels:
-            kernel = self._kernel(instance, k.index, layout, oracle, source, word)
+            kernel = self._kernel(instance, k.index, layout, oracle, source, word, ll)
             word += 8 * (k.blocks + 1)
             if options.epoch_from_heap:
                 kernel = replace(kernel, epoch_word=word)
@@ -116,12 +122,23 @@ class SmBackend(Backend):
             epoch_from_heap=options.epoch_from_heap)
         return model, layout
 
+    def _ll(self, instance: Instance, oracle: Callable[[OpInst], tuple[int, int]],
+            layout: HeapLayout | None, base: int) -> LLPlan:
+        """The streams sent as LL words (codegen.ll), entries from heap offset `base`."""
+        if not self.ll_path:
+            return NONE
+
+        def window(name: str) -> int:
+            return layout.window(name).offset if layout is not None else 0
+
+        return plan_ll(instance, oracle, base, window)
+
     def plan_layout(self, instance: Instance, scratch: int) -> HeapLayout:
         """Where windows, slots and counters live (default: `layout.plan_heap`)."""
         return plan_heap(instance, scratch)
 
     def _kernel(self, instance: Instance, index: int, layout: HeapLayout, oracle: object,
-                source: str, word: int) -> KernelModel:
+                source: str, word: int, ll: LLPlan) -> KernelModel:
         k = instance.kernels[index]
         ops = [o for rank_ops in instance.ranks for o in rank_ops if o.kernel == index]
         ctas, block_dim = launch_shape(
@@ -132,7 +149,7 @@ class SmBackend(Backend):
         barriers = 0
         for rank in range(instance.nranks):
             for block, bops in sorted(block_ops(instance, index, rank).items()):
-                segments, syncs = lower_block(bops, layout, oracle, source)  # type: ignore[arg-type]
+                segments, syncs = lower_block(bops, layout, oracle, source, ll)  # type: ignore[arg-type]
                 segments, n = _number_barriers(segments)
                 barriers = max(barriers, n)
                 if self.splits_ctas() and ctas > 1:

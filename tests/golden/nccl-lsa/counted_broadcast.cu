@@ -126,6 +126,67 @@ __device__ __forceinline__ void ccogen_spin(const ccogen_ctx& c, uint64_t off, u
 #endif
 }
 
+// ---- LL puts (codegen/ll.py): a put of <= 8 bytes and its signal in one 16-byte store ----
+// Word i carries payload bytes [4i, 4i + 4) and the 32-bit flag k + epoch * P of the
+// stream's k-th signal; an aligned 8-byte store is single-copy atomic, so a word read
+// with its flag holds its payload.  Flags are compared wrap-aware.
+__device__ __forceinline__ uint32_t ccogen_ll_flag(const ccogen_ctx& c, uint64_t k, uint64_t per_epoch) {
+  return static_cast<uint32_t>(k + c.epoch * per_epoch);
+}
+__device__ __forceinline__ void ccogen_ll_words(const char* src, uint64_t n, uint32_t flag, uint64_t* w0,
+                                                uint64_t* w1) {
+  uint32_t lo = 0, hi = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint32_t b = static_cast<uint8_t>(src[i]);
+    if (i < 4) lo |= b << (8 * i); else hi |= b << (8 * (i - 4));
+  }
+  *w0 = lo | (static_cast<uint64_t>(flag) << 32);
+  *w1 = hi | (static_cast<uint64_t>(flag) << 32);
+}
+__device__ __forceinline__ bool ccogen_ll_ready(uint64_t w, uint32_t flag) {
+  return static_cast<int32_t>(static_cast<uint32_t>(w >> 32) - flag) >= 0;
+}
+// Poll my entry at `off` until both words carry the k-th flag, then write the payload to
+// `doff` (the put's destination in my heap).
+__device__ __forceinline__ void ccogen_ll_poll(const ccogen_ctx& c, uint64_t off, uint64_t k,
+                                               uint64_t per_epoch, uint64_t doff, uint64_t n, int line,
+                                               int src, int queue) {
+  const uint32_t flag = ccogen_ll_flag(c, k, per_epoch);
+  const char* entry = c.heap + off;
+  uint64_t w0, w1;
+#ifdef CCOGEN_DEBUG
+  const long long start = clock64();
+#endif
+  do {
+    asm volatile("ld.volatile.v2.u64 { %0, %1 }, [%2];" : "=l"(w0), "=l"(w1) : "l"(entry) : "memory");
+#ifdef CCOGEN_DEBUG
+    if ((uint64_t)(clock64() - start) > CCOGEN_TIMEOUT_CYCLES && !(ccogen_ll_ready(w0, flag) && ccogen_ll_ready(w1, flag)))
+      ccogen_report(c, line, src, queue, 1, k + c.epoch * per_epoch,
+                    ccogen_ll_ready(w0, flag) ? k + c.epoch * per_epoch - 1 : static_cast<uint32_t>(w0 >> 32));
+#endif
+  } while (!(ccogen_ll_ready(w0, flag) && (n <= 4 || ccogen_ll_ready(w1, flag))));
+  (void)line; (void)src; (void)queue;
+  char* dst = c.heap + doff;
+  for (uint64_t i = 0; i < n; ++i)
+    dst[i] = static_cast<char>((i < 4 ? w0 >> (8 * i) : w1 >> (8 * (i - 4))) & 0xff);
+}
+__device__ __forceinline__ void ccogen_llwait_group(const ccogen_ctx& c, uint64_t off, uint64_t k,
+                                                    uint64_t pe, uint64_t doff, uint64_t n, int line,
+                                                    int src, int q) {
+  if (threadIdx.x == 0) ccogen_ll_poll(c, off, k, pe, doff, n, line, src, q);  // every CTA
+}
+__device__ __forceinline__ void ccogen_llwait_warp(const ccogen_ctx& c, uint64_t off, uint64_t k,
+                                                   uint64_t pe, uint64_t doff, uint64_t n, int line,
+                                                   int src, int q) {
+  if (threadIdx.x % 32 == 0) ccogen_ll_poll(c, off, k, pe, doff, n, line, src, q);
+  __syncwarp();
+}
+__device__ __forceinline__ void ccogen_llwait_thread(const ccogen_ctx& c, uint64_t off, uint64_t k,
+                                                     uint64_t pe, uint64_t doff, uint64_t n, int line,
+                                                     int src, int q) {
+  ccogen_ll_poll(c, off, k, pe, doff, n, line, src, q);
+}
+
 // Barrier of the CTAs of one logical block (or of the whole grid): a monotonic counter
 // that the seq-th barrier of epoch e waits to reach (e * per_launch + seq) * ctas.
 __device__ __forceinline__ void ccogen_cta_barrier(uint64_t* counter, unsigned ctas, uint64_t epoch,
@@ -266,6 +327,24 @@ __device__ __forceinline__ void ccogen_signal_warp(const ccogen_ctx& c, int peer
 }
 __device__ __forceinline__ void ccogen_signal_thread(const ccogen_ctx& c, int peer, uint64_t off, uint64_t v) {
   ccogen_add(c, peer, off, v);
+}
+
+// An LL put: one 16-byte store of both words into the peer's entry (codegen/ll.py).
+__device__ __forceinline__ void ccogen_llput_thread(const ccogen_ctx& c, int dp, uint64_t off, uint64_t soff,
+                                                    uint64_t n, uint64_t k, uint64_t pe) {
+  uint64_t w0, w1;
+  ccogen_ll_words(c.heap + soff, n, ccogen_ll_flag(c, k, pe), &w0, &w1);
+  asm volatile("st.volatile.v2.u64 [%0], { %1, %2 };" ::"l"(ccogen_ptr(c, off, dp)), "l"(w0), "l"(w1)
+               : "memory");
+}
+__device__ __forceinline__ void ccogen_llput_group(const ccogen_ctx& c, int dp, uint64_t off, uint64_t soff,
+                                                   uint64_t n, uint64_t k, uint64_t pe) {
+  if (c.leader) ccogen_llput_thread(c, dp, off, soff, n, k, pe);
+}
+__device__ __forceinline__ void ccogen_llput_warp(const ccogen_ctx& c, int dp, uint64_t off, uint64_t soff,
+                                                  uint64_t n, uint64_t k, uint64_t pe) {
+  if (threadIdx.x % 32 == 0) ccogen_llput_thread(c, dp, off, soff, n, k, pe);
+  __syncwarp();
 }
 
 // `quiet` needs no instruction here.  A copy's source is free once its loads returned,
