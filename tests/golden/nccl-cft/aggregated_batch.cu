@@ -546,7 +546,8 @@ __device__ __noinline__ void ccogen_aggregated_batch_batch_r1_b0(const ccogen_ct
 }
 
 extern "C" __global__ void __launch_bounds__(512)
-ccogen_aggregated_batch_batch(ncclDevComm dc, ncclWindow_t win, uint64_t epoch, ccogen_debug_record* dbg) {
+ccogen_aggregated_batch_batch(const __grid_constant__ ncclDevComm dc, ncclWindow_t win, uint64_t epoch,
+    ccogen_debug_record* dbg) {
   ccogen_ctx c;
   c.dc = &dc;
   c.win = win;

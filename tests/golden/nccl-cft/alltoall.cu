@@ -540,7 +540,8 @@ __device__ __noinline__ void ccogen_alltoall_exchange_r1_b0(const ccogen_ctx& c)
 }
 
 extern "C" __global__ void __launch_bounds__(512)
-ccogen_alltoall_exchange(ncclDevComm dc, ncclWindow_t win, uint64_t epoch, ccogen_debug_record* dbg) {
+ccogen_alltoall_exchange(const __grid_constant__ ncclDevComm dc, ncclWindow_t win, uint64_t epoch,
+    ccogen_debug_record* dbg) {
   ccogen_ctx c;
   c.dc = &dc;
   c.win = win;

@@ -531,7 +531,8 @@ __device__ __noinline__ void ccogen_counted_broadcast_bcast_r1_b0(const ccogen_c
 }
 
 extern "C" __global__ void __launch_bounds__(512)
-ccogen_counted_broadcast_bcast(ncclDevComm dc, ncclWindow_t win, uint64_t epoch, ccogen_debug_record* dbg) {
+ccogen_counted_broadcast_bcast(const __grid_constant__ ncclDevComm dc, ncclWindow_t win, uint64_t epoch,
+    ccogen_debug_record* dbg) {
   ccogen_ctx c;
   c.dc = &dc;
   c.win = win;

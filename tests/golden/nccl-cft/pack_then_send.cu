@@ -723,7 +723,8 @@ __device__ __noinline__ void ccogen_pack_then_send_ship_r1_b0(const ccogen_ctx& 
 }
 
 extern "C" __global__ void __launch_bounds__(512)
-ccogen_pack_then_send_ship(ncclDevComm dc, ncclWindow_t win, uint64_t epoch, ccogen_debug_record* dbg) {
+ccogen_pack_then_send_ship(const __grid_constant__ ncclDevComm dc, ncclWindow_t win, uint64_t epoch,
+    ccogen_debug_record* dbg) {
   ccogen_ctx c;
   c.dc = &dc;
   c.win = win;

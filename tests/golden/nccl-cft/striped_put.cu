@@ -561,7 +561,8 @@ __device__ __noinline__ void ccogen_striped_put_push_r1_b0(const ccogen_ctx& c) 
 }
 
 extern "C" __global__ void __launch_bounds__(512)
-ccogen_striped_put_push(ncclDevComm dc, ncclWindow_t win, uint64_t epoch, ccogen_debug_record* dbg) {
+ccogen_striped_put_push(const __grid_constant__ ncclDevComm dc, ncclWindow_t win, uint64_t epoch,
+    ccogen_debug_record* dbg) {
   ccogen_ctx c;
   c.dc = &dc;
   c.win = win;

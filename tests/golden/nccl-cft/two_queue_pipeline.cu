@@ -613,7 +613,8 @@ __device__ __noinline__ void ccogen_two_queue_pipeline_stream_r1_b0(const ccogen
 }
 
 extern "C" __global__ void __launch_bounds__(512)
-ccogen_two_queue_pipeline_stream(ncclDevComm dc, ncclWindow_t win, uint64_t epoch, ccogen_debug_record* dbg) {
+ccogen_two_queue_pipeline_stream(const __grid_constant__ ncclDevComm dc, ncclWindow_t win, uint64_t epoch,
+    ccogen_debug_record* dbg) {
   ccogen_ctx c;
   c.dc = &dc;
   c.win = win;
