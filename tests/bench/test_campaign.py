@@ -31,7 +31,8 @@ def checks_by_name(result: BenchResult) -> dict[str, object]:
 def test_targets_read_from_the_results() -> None:
     c = checks_by_name(synthetic())
     large = c["large: alltoall vs copy engine"]
-    assert large.met is False and "worst 67.5 % at 1MiB" in large.measured  # type: ignore[attr-defined]
+    # judged from 16 MiB up (the sizes): 1 MiB's 67.5 % does not count
+    assert large.met is True and "worst 96.4 % at 256MiB" in large.measured  # type: ignore[attr-defined]
     vs_nccl = c["large: alltoall vs NCCL"]
     assert vs_nccl.met is True and "worst 1.23x at 256MiB" in vs_nccl.measured  # type: ignore[attr-defined]
     small = c["small: alltoall at 8 B"]
@@ -42,7 +43,7 @@ def test_targets_read_from_the_results() -> None:
     assert ping.met is True and "0.800 us" in ping.measured  # type: ignore[attr-defined]
     assert "reference in-kernel 0.700-0.700 us" in ping.measured  # type: ignore[attr-defined]
     put = c["large: put vs copy engine"]
-    assert put.met is False and "at 1MiB" in put.measured  # type: ignore[attr-defined]
+    assert put.met is False and "worst 90.8 % at 16MiB" in put.measured  # type: ignore[attr-defined]
     zero = c["zero cost"]
     assert zero.met is False and "worst 1.047x (pingpong:rounds 8)" in zero.measured  # type: ignore[attr-defined]
 

@@ -1,13 +1,18 @@
 """`nvshmem`: NVSHMEM ≥ 3.4 device API on one symmetric heap.
 
-Transfers are `nvshmemx_putmem[_signal]_nbi_{block,warp}` / `nvshmem_putmem[_signal]_nbi`
-by issuer scope (block-collective calls split over the CTA group for large copies,
-each CTA completing its slice with `nvshmem_quiet`), gets `..._getmem_nbi_...`, signals
-`nvshmemx_signal_op(..., NVSHMEM_SIGNAL_ADD, pe)`, waits acquire-spin with `>=` on the
-local slot, `barrier()` is `nvshmemx_barrier_all_block`.  Counted writes are emulated
-on sm_90 by adding the byte count to the peer's counter after the data.  A copy followed
-by one signal to the same peer is fused into `putmem_signal_nbi` (on a group of several
-CTAs, split by codegen.ctasplit: each CTA puts its slice with its share of the signal).
+Peers NVSHMEM maps into this GPU's address space (`nvshmem_ptr`: NVLink) are reached
+as on nccl-lsa: 16-byte loads and stores, signals as release reductions at system
+scope, `quiet` with no instruction (templates/nvshmem/kernels.cu.j2; measured faster
+than `nvshmemx_putmem_signal_nbi_block`, docs/performance.md).  Other peers go through
+`nvshmemx_putmem[_signal]_nbi_{block,warp}` / `nvshmem_putmem[_signal]_nbi` by issuer
+scope, gets `..._getmem_nbi_...`, signals `nvshmemx_signal_op(..., NVSHMEM_SIGNAL_ADD,
+pe)`, each copy completed with `nvshmem_quiet`.  The choice is made at run time per
+address.  Waits acquire-spin with `>=` on the local slot, `barrier()` is
+`nvshmemx_barrier_all_block`.  Counted writes are emulated on sm_90 by adding the byte
+count to the peer's counter after the data.  A copy followed by one signal to the same
+peer is fused into one put-with-signal step (on a group of several CTAs, split by
+codegen.ctasplit: each CTA puts its slice with its share of the signal).  Small puts
+take the LL path (codegen.ll; one 16-byte store, or two 8-byte `nvshmem_uint64_p`).
 
 Counted writes on sm_100 (`Options.arch` sm_100 or later): a counted put becomes one
 `putcounted` step, `nvshmemx_putmem_signal_counted_nbi_block` (CTA-collective; each CTA
