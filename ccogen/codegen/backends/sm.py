@@ -97,10 +97,13 @@ class SmBackend(Backend):
         per_kernel = 2 if options.epoch_from_heap else 1
         scratch = sum(k.blocks for k in instance.kernels) + per_kernel * len(instance.kernels)
         oracle = expected_oracle(instance)
-        ll_size = self._ll(instance, oracle, None, 0).size
-        layout = self.plan_layout(instance, scratch + 1 + ll_size // 8)
+        # Windows and the scratch area's start do not depend on the scratch size: place
+        # the LL entries with a first layout, then size the scratch area for them.
+        layout = self.plan_layout(instance, scratch)
         ll = self._ll(instance, oracle, layout,
                       (layout.scratch.offset + 8 * scratch + 15) // 16 * 16)
+        if ll.size:
+            layout = self.plan_layout(instance, scratch + 1 + ll.size // 8)
         kernels = []
         word = layout.scratch.offset
         for k in instance.kernels:
@@ -123,15 +126,11 @@ class SmBackend(Backend):
         return model, layout
 
     def _ll(self, instance: Instance, oracle: Callable[[OpInst], tuple[int, int]],
-            layout: HeapLayout | None, base: int) -> LLPlan:
+            layout: HeapLayout, base: int) -> LLPlan:
         """The streams sent as LL words (codegen.ll), entries from heap offset `base`."""
         if not self.ll_path:
             return NONE
-
-        def window(name: str) -> int:
-            return layout.window(name).offset if layout is not None else 0
-
-        return plan_ll(instance, oracle, base, window)
+        return plan_ll(instance, oracle, base, lambda name: layout.window(name).offset)
 
     def plan_layout(self, instance: Instance, scratch: int) -> HeapLayout:
         """Where windows, slots and counters live (default: `layout.plan_heap`)."""
