@@ -21,21 +21,12 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-bench-logs}; mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-export PYTHONUNBUFFERED=1 CCOGEN_CACHE_DIR=${CCOGEN_CACHE_DIR:-/tmp/ccogen-cache}
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
-fi
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-PY=python3
+source scripts/gpu_setup.sh
 TOTAL=${BENCH_TOTAL:-530}
 {
   date -u; nvidia-smi -L; nvidia-smi topo -m
   nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv
-  cmake -S runtime -B /tmp/ccogen-build -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DPython_EXECUTABLE="$(command -v $PY)" -Dpybind11_DIR="$($PY -m pybind11 --cmakedir)" \
-    >/dev/null && ninja -C /tmp/ccogen-build >/dev/null && cp /tmp/ccogen-build/_ccogen_rt*.so ccogen/
+  build_extension
   $PY -c "from ccogen import runtime as r; print('devices', r.device_count())"
   $PY -c "import torch; print('torch', torch.__version__, 'nccl', torch.cuda.nccl.version())"
   $PY -c "import cupy, matplotlib; print('cupy', cupy.__version__, 'matplotlib', matplotlib.__version__)"

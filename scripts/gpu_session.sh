@@ -7,19 +7,10 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-export PYTHONUNBUFFERED=1 CCOGEN_CACHE_DIR=${CCOGEN_CACHE_DIR:-/tmp/ccogen-cache}
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
-fi
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-PY=python3
+source scripts/gpu_setup.sh
 {
   nvidia-smi -L; nvidia-smi topo -m
-  cmake -S runtime -B /tmp/ccogen-build -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DPython_EXECUTABLE="$(command -v $PY)" -Dpybind11_DIR="$($PY -m pybind11 --cmakedir)" \
-    >/dev/null && ninja -C /tmp/ccogen-build >/dev/null && cp /tmp/ccogen-build/_ccogen_rt*.so ccogen/
+  build_extension
   $PY -c "from ccogen import runtime as r; print('devices', r.device_count())"
 } 2>&1 | tee "$OUT/setup.log"
 PYTEST="$PY -m pytest -v -rA --durations=15 -p no:cacheprovider --timeout=120"
