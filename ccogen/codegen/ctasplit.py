@@ -114,7 +114,8 @@ def _ranges(s: Step) -> list[tuple[int, int, int, bool]]:
     if s.kind == "llwait":  # writes the payload where the put was going
         return [(LOCAL, s.dst_off, s.dst_off + s.nbytes, True)]
     if s.kind == "llput":  # reads the source, writes the entry on the peer
-        return [(s.dst_peer, s.off, s.off + 16, True), (LOCAL, s.src_off, s.src_off + s.nbytes, False)]
+        return [(s.dst_peer, s.off, s.off + 16, True),
+                (LOCAL, s.src_off, s.src_off + s.nbytes, False)]
     return [(s.dst_peer, s.dst_off, s.dst_off + s.nbytes, True),
             (s.src_peer if s.kind == "copy" else LOCAL, s.src_off, s.src_off + s.nbytes, False)]
 

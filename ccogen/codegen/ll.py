@@ -39,6 +39,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import pairwise
 
 from ccogen.ir.instance import Instance, OpInst
 
@@ -117,7 +118,7 @@ def plan_ll(instance: Instance, expected: Expected, base: int,
         per_epoch = len(sent)
         values = [v for v, _ in counts]
         if any(p != per_epoch for _, p in counts) or values[-1] != per_epoch \
-                or any(b <= a for a, b in zip(values, values[1:], strict=False)) or values[0] < 1:
+                or any(b <= a for a, b in pairwise(values)) or values[0] < 1:
             continue
         entries = []
         for k, o in enumerate(sent, start=1):
@@ -144,4 +145,4 @@ def _one_issuer(ops: list[OpInst]) -> bool:
     return len({(o.kernel, o.issuer) for o in ops}) == 1
 
 
-__all__ = ["ENTRY", "LL_MAX", "LLEntry", "LLPlan", "LLPut", "NONE", "plan_ll"]
+__all__ = ["ENTRY", "LL_MAX", "NONE", "LLEntry", "LLPlan", "LLPut", "plan_ll"]

@@ -46,8 +46,8 @@ def test_small_puts_fold_their_signal_and_each_wait_writes_its_payloads() -> Non
 
 
 def test_one_wait_for_both_puts_consumes_both_entries() -> None:
-    out = text(TWO_PUTS.replace("            wait_signal(0, queue=0)\n            wait_signal(0, queue=0)\n",
-                                "            wait_signal(0, queue=0, expected=2)\n"))
+    two_waits = "            wait_signal(0, queue=0)\n" * 2
+    out = text(TWO_PUTS.replace(two_waits, "            wait_signal(0, queue=0, expected=2)\n"))
     assert len(re.findall(r"ccogen_llwait_group\(", out.split("r1_b0")[1])) == 2
 
 
@@ -62,10 +62,10 @@ def test_larger_puts_keep_the_counter() -> None:
 
 
 def test_an_unsignalled_put_on_the_stream_keeps_the_counter() -> None:
-    body = TWO_PUTS.replace('put(1, dst=b[16:16+size], src=a[16:16+size], queue=0, signal="remote")',
-                            "put(1, dst=b[16:16+size], src=a[16:16+size], queue=0)")
-    body = body.replace("            wait_signal(0, queue=0)\n            wait_signal(0, queue=0)\n",
-                        "            wait_signal(0, queue=0)\n")
+    second = 'put(1, dst=b[16:16+size], src=a[16:16+size], queue=0'
+    body = TWO_PUTS.replace(second + ', signal="remote")', second + ")")
+    wait = "            wait_signal(0, queue=0)\n"
+    body = body.replace(wait * 2, wait)
     out = text(body)
     assert "ccogen_llput_group(c, " not in out
 
