@@ -42,20 +42,23 @@ from ccogen.codegen.model import LOCAL, BlockProgram, Segment, Step
 COPIES = frozenset({"copy", "putsig", "cputsig", "putcounted", "llput", "llwait"})
 
 
+Pos = tuple[int, int | None]  # (segment, step); step None: a fork (it ends in a group join)
+
+
 def split_segments(segments: Sequence[Segment],
                    counters: frozenset[int]) -> tuple[list[Segment], int]:
     """The block's segments with group signals, waits and syncs split per CTA (the
     unscaled values: `scale_programs` applies S once every kernel is split), and the
     number of group syncs left (renumbered 1.., joins included: the barrier counter
     counts only those)."""
-    flat = [(i, j) for i, seg in enumerate(segments) if not seg.branches
-            for j in range(len(seg.steps))]
+    flat: list[Pos] = [(i, j) for i, seg in enumerate(segments)
+                       for j in ([None] if seg.branches else range(len(seg.steps)))]
     out = [list(seg.steps) for seg in segments]
     dirty: list[Step] = []  # copies since the last group barrier
     for n, (i, j) in enumerate(flat):
-        if n and flat[n - 1][0] != i and any(segments[m].branches for m in
-                                             range(flat[n - 1][0] + 1, i)):
-            dirty = []  # a fork in between ended in a group join
+        if j is None:
+            dirty = []  # the fork ended in a group join
+            continue
         s = segments[i].steps[j]
         if s.kind in COPIES:
             dirty.append(s)
@@ -91,22 +94,20 @@ def split_segments(segments: Sequence[Segment],
     return result, seq
 
 
-def _copies_ahead(segments: Sequence[Segment], flat: list[tuple[int, int]],
+def _copies_ahead(segments: Sequence[Segment], flat: list[Pos],
                   n: int) -> tuple[list[Step], bool]:
     """The copies between flat position n (a sync) and the next sync or team barrier,
     and whether a fork comes first."""
     out: list[Step] = []
-    for k in range(n + 1, len(flat)):
-        i, j = flat[k]
-        if any(segments[m].branches for m in range(flat[k - 1][0] + 1, i)):
+    for i, j in flat[n + 1:]:
+        if j is None:
             return out, True
         s = segments[i].steps[j]
         if s.kind in ("sync", "barrier"):
             return out, False
         if s.kind in COPIES:
             out.append(s)
-    last = flat[-1][0] if flat else -1
-    return out, any(seg.branches for seg in segments[last + 1:])
+    return out, False
 
 
 def _ranges(s: Step) -> list[tuple[int, int, int, bool]]:
@@ -130,15 +131,14 @@ def _conflict(before: Sequence[Step], after: Sequence[Step]) -> bool:
     return False
 
 
-def _neighbours(segments: Sequence[Segment], flat: list[tuple[int, int]], n: int,
+def _neighbours(segments: Sequence[Segment], flat: list[Pos], n: int,
                 step: int) -> Iterable[Step]:
     """The steps after (step=1) or before (step=-1) flat position n, comments skipped,
-    up to the next segment boundary that is a fork."""
+    up to the nearest fork."""
     k = n + step
     while 0 <= k < len(flat):
         i, j = flat[k]
-        if abs(i - flat[n][0]) > 0 and any(segments[m].branches for m in
-                                           range(min(i, flat[n][0]), max(i, flat[n][0]) + 1)):
+        if j is None:
             return
         s = segments[i].steps[j]
         if s.kind != "comment":
@@ -146,7 +146,7 @@ def _neighbours(segments: Sequence[Segment], flat: list[tuple[int, int]], n: int
         k += step
 
 
-def _leader_next(segments: Sequence[Segment], flat: list[tuple[int, int]], n: int,
+def _leader_next(segments: Sequence[Segment], flat: list[Pos], n: int,
                  counters: frozenset[int]) -> bool:
     for s in _neighbours(segments, flat, n, 1):
         if s.kind == "reset" or (s.kind == "signal" and s.off in counters):
@@ -156,7 +156,7 @@ def _leader_next(segments: Sequence[Segment], flat: list[tuple[int, int]], n: in
     return False
 
 
-def _reset_before(segments: Sequence[Segment], flat: list[tuple[int, int]], n: int) -> bool:
+def _reset_before(segments: Sequence[Segment], flat: list[Pos], n: int) -> bool:
     return next(iter(_neighbours(segments, flat, n, -1)), Step("comment")).kind == "reset"
 
 

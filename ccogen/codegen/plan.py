@@ -109,15 +109,18 @@ class _Builder:
             raise InternalError(f"unknown op kind {kind!r}")
 
     def transfers(self, ops: Sequence[OpInst]) -> None:
+        regular = []
         for o in ops:
             ll = self.ll.put(o)
-            if ll is not None:
-                assert o.src is not None and o.dst is not None and o.peer is not None
-                self.steps.append(Step(
-                    "llput", dst_peer=o.peer, off=ll.entry, value=ll.k, per_epoch=ll.per_epoch,
-                    src_off=self.layout.window(o.src.window).offset + o.src.start,
-                    nbytes=o.dst.size))
-        ops = [o for o in ops if self.ll.put(o) is None]
+            if ll is None:
+                regular.append(o)
+                continue
+            assert o.src is not None and o.dst is not None and o.peer is not None
+            self.steps.append(Step(
+                "llput", dst_peer=o.peer, off=ll.entry, value=ll.k, per_epoch=ll.per_epoch,
+                src_off=self.layout.window(o.src.window).offset + o.src.start,
+                nbytes=o.dst.size))
+        ops = regular
         if not ops:
             return
         for o in ops:
