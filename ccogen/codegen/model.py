@@ -85,6 +85,12 @@ class BlockProgram:
     def function(self) -> str:
         return f"r{self.rank}_b{self.block}"
 
+    @property
+    def step_count(self) -> int:
+        """Steps printed for this program (forks count their branches' steps and join)."""
+        return sum(len(seg.steps) + sum(len(br.steps) for br in seg.branches)
+                   + (seg.join is not None) for seg in self.segments)
+
 
 @dataclass(frozen=True, slots=True)
 class KernelModel:
@@ -101,6 +107,9 @@ class KernelModel:
     rank_scratch: int  # heap offset of the rank-wide barrier word
     cooperative: bool
     epoch_word: int | None = None  # heap offset of the launch counter (Options.epoch_from_heap)
+    # How the programs are declared: `__forceinline__` keeps the context in registers,
+    # `__noinline__` keeps a kernel with very many steps quick to compile (backends.sm).
+    program_qualifier: str = "__noinline__"
 
     @property
     def grid(self) -> int:

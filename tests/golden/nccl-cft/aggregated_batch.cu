@@ -512,7 +512,7 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 // ======== kernel `batch` (protocols/aggregated_batch.cco:10): 1 logical block(s) x 4 CTA(s) x 512 threads
 
 // rank 0, logical block 0 of kernel `batch`
-__device__ __noinline__ void ccogen_aggregated_batch_batch_r0_b0(const ccogen_ctx& c) {
+__device__ __forceinline__ void ccogen_aggregated_batch_batch_r0_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 1;
   // protocols/aggregated_batch.cco:13: put
   // protocols/aggregated_batch.cco:13: put
@@ -538,7 +538,7 @@ __device__ __noinline__ void ccogen_aggregated_batch_batch_r0_b0(const ccogen_ct
 }
 
 // rank 1, logical block 0 of kernel `batch`
-__device__ __noinline__ void ccogen_aggregated_batch_batch_r1_b0(const ccogen_ctx& c) {
+__device__ __forceinline__ void ccogen_aggregated_batch_batch_r1_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 1;
   // protocols/aggregated_batch.cco:21: wait_signal
   ccogen_waitcounted_group(c, 4194304ULL, 1ULL, 1ULL, 21, 0, 0, 1);

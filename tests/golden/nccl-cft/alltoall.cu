@@ -512,7 +512,7 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 // ======== kernel `exchange` (protocols/alltoall.cco:9): 1 logical block(s) x 16 CTA(s) x 512 threads
 
 // rank 0, logical block 0 of kernel `exchange`
-__device__ __noinline__ void ccogen_alltoall_exchange_r0_b0(const ccogen_ctx& c) {
+__device__ __forceinline__ void ccogen_alltoall_exchange_r0_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 2;
   // protocols/alltoall.cco:11: put
   ccogen_copy_group(c, 1, 2097152ULL, -1, 1048576ULL, 1048576ULL, true);
@@ -526,7 +526,7 @@ __device__ __noinline__ void ccogen_alltoall_exchange_r0_b0(const ccogen_ctx& c)
 }
 
 // rank 1, logical block 0 of kernel `exchange`
-__device__ __noinline__ void ccogen_alltoall_exchange_r1_b0(const ccogen_ctx& c) {
+__device__ __forceinline__ void ccogen_alltoall_exchange_r1_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 2;
   // protocols/alltoall.cco:11: put
   ccogen_copy_group(c, 0, 3145728ULL, -1, 0ULL, 1048576ULL, true);

@@ -512,7 +512,7 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 // ======== kernel `bcast` (protocols/counted_broadcast.cco:8): 1 logical block(s) x 32 CTA(s) x 512 threads
 
 // rank 0, logical block 0 of kernel `bcast`
-__device__ __noinline__ void ccogen_counted_broadcast_bcast_r0_b0(const ccogen_ctx& c) {
+__device__ __forceinline__ void ccogen_counted_broadcast_bcast_r0_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 1;
   // protocols/counted_broadcast.cco:11: put
   // protocols/counted_broadcast.cco:13: commit
@@ -523,7 +523,7 @@ __device__ __noinline__ void ccogen_counted_broadcast_bcast_r0_b0(const ccogen_c
 }
 
 // rank 1, logical block 0 of kernel `bcast`
-__device__ __noinline__ void ccogen_counted_broadcast_bcast_r1_b0(const ccogen_ctx& c) {
+__device__ __forceinline__ void ccogen_counted_broadcast_bcast_r1_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 1;
   // protocols/counted_broadcast.cco:16: wait_count
   ccogen_waitcounted_group(c, 8388864ULL, 8388608ULL, 8388608ULL, 16, -1, -1, 2);

@@ -512,7 +512,7 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 // ======== kernel `ship` (protocols/lane_ship.cco:10): 1 logical block(s) x 4 CTA(s) x 512 threads
 
 // rank 0, logical block 0 of kernel `ship`
-__device__ __noinline__ void ccogen_lane_ship_ship_r0_b0(const ccogen_ctx& c) {
+__device__ __forceinline__ void ccogen_lane_ship_ship_r0_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 1;
   // protocols/lane_ship.cco:13: put
   // protocols/lane_ship.cco:13: put
@@ -537,7 +537,7 @@ __device__ __noinline__ void ccogen_lane_ship_ship_r0_b0(const ccogen_ctx& c) {
 }
 
 // rank 1, logical block 0 of kernel `ship`
-__device__ __noinline__ void ccogen_lane_ship_ship_r1_b0(const ccogen_ctx& c) {
+__device__ __forceinline__ void ccogen_lane_ship_ship_r1_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 1;
   // protocols/lane_ship.cco:18: wait_signal
   ccogen_waitcounted_group(c, 4194304ULL, 1ULL, 1ULL, 18, 0, 0, 1);

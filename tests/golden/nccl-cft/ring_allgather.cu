@@ -512,7 +512,7 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 // ======== kernel `ring` (protocols/ring_allgather.cco:8): 1 logical block(s) x 4 CTA(s) x 512 threads
 
 // rank 0, logical block 0 of kernel `ring`
-__device__ __noinline__ void ccogen_ring_allgather_ring_r0_b0(const ccogen_ctx& c) {
+__device__ __forceinline__ void ccogen_ring_allgather_ring_r0_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 2;
   // protocols/ring_allgather.cco:10: put
   ccogen_copy_group(c, 1, 0ULL, -1, 0ULL, 262144ULL, true);
@@ -526,7 +526,7 @@ __device__ __noinline__ void ccogen_ring_allgather_ring_r0_b0(const ccogen_ctx& 
 }
 
 // rank 1, logical block 0 of kernel `ring`
-__device__ __noinline__ void ccogen_ring_allgather_ring_r1_b0(const ccogen_ctx& c) {
+__device__ __forceinline__ void ccogen_ring_allgather_ring_r1_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 2;
   // protocols/ring_allgather.cco:10: put
   ccogen_copy_group(c, 0, 262144ULL, -1, 262144ULL, 262144ULL, true);

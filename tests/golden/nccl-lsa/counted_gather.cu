@@ -375,7 +375,7 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 // ======== kernel `gather` (protocols/counted_gather.cco:10): 1 logical block(s) x 16 CTA(s) x 512 threads
 
 // rank 0, logical block 0 of kernel `gather`
-__device__ __noinline__ void ccogen_counted_gather_gather_r0_b0(const ccogen_ctx& c) {
+__device__ __forceinline__ void ccogen_counted_gather_gather_r0_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 0;
   // protocols/counted_gather.cco:15: copy
   ccogen_copy_group(c, -1, 1048576ULL, -1, 0ULL, 1048576ULL, true);
@@ -386,7 +386,7 @@ __device__ __noinline__ void ccogen_counted_gather_gather_r0_b0(const ccogen_ctx
 }
 
 // rank 1, logical block 0 of kernel `gather`
-__device__ __noinline__ void ccogen_counted_gather_gather_r1_b0(const ccogen_ctx& c) {
+__device__ __forceinline__ void ccogen_counted_gather_gather_r1_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 1;
   // protocols/counted_gather.cco:12: put
   ccogen_copy_group(c, 0, 2097152ULL, -1, 0ULL, 1048576ULL, true);

@@ -375,7 +375,7 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 // ======== kernel `ship` (protocols/pack_then_send.cco:9): 1 logical block(s) x 4 CTA(s) x 512 threads
 
 // rank 0, logical block 0 of kernel `ship`
-__device__ __noinline__ void ccogen_pack_then_send_ship_r0_b0(const ccogen_ctx& c) {
+__device__ __forceinline__ void ccogen_pack_then_send_ship_r0_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 1;
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 524288ULL, -1, 0ULL, 4096ULL, true);
@@ -578,7 +578,7 @@ __device__ __noinline__ void ccogen_pack_then_send_ship_r0_b0(const ccogen_ctx& 
 }
 
 // rank 1, logical block 0 of kernel `ship`
-__device__ __noinline__ void ccogen_pack_then_send_ship_r1_b0(const ccogen_ctx& c) {
+__device__ __forceinline__ void ccogen_pack_then_send_ship_r1_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 0;
   // protocols/pack_then_send.cco:16: wait_signal
   ccogen_cwait_group(c, 1048576ULL, 1ULL, 1ULL, 16, 0, 0, 1, 4ULL);

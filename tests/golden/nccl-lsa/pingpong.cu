@@ -375,7 +375,7 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 // ======== kernel `bounce` (protocols/pingpong.cco:8): 1 logical block(s) x 1 CTA(s) x 32 threads
 
 // rank 0, logical block 0 of kernel `bounce`
-__device__ __noinline__ void ccogen_pingpong_bounce_r0_b0(const ccogen_ctx& c) {
+__device__ __forceinline__ void ccogen_pingpong_bounce_r0_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 4;
   // protocols/pingpong.cco:11: put
   ccogen_llput_group(c, 1, 784ULL, 0ULL, 8ULL, 1ULL, 4ULL);
@@ -408,7 +408,7 @@ __device__ __noinline__ void ccogen_pingpong_bounce_r0_b0(const ccogen_ctx& c) {
 }
 
 // rank 1, logical block 0 of kernel `bounce`
-__device__ __noinline__ void ccogen_pingpong_bounce_r1_b0(const ccogen_ctx& c) {
+__device__ __forceinline__ void ccogen_pingpong_bounce_r1_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 4;
   // protocols/pingpong.cco:15: wait_signal
   ccogen_llwait_group(c, 784ULL, 1ULL, 4ULL, 0ULL, 8ULL, 15, 0, 0);

@@ -375,7 +375,7 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 // ======== kernel `push` (protocols/striped_put.cco:8): 1 logical block(s) x 32 CTA(s) x 512 threads
 
 // rank 0, logical block 0 of kernel `push`
-__device__ __noinline__ void ccogen_striped_put_push_r0_b0(const ccogen_ctx& c) {
+__device__ __forceinline__ void ccogen_striped_put_push_r0_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 1;
   if (c.cta_in_group == 0) {
     if (ccogen_is_warp(c, 0)) {
@@ -407,7 +407,7 @@ __device__ __noinline__ void ccogen_striped_put_push_r0_b0(const ccogen_ctx& c) 
 }
 
 // rank 1, logical block 0 of kernel `push`
-__device__ __noinline__ void ccogen_striped_put_push_r1_b0(const ccogen_ctx& c) {
+__device__ __forceinline__ void ccogen_striped_put_push_r1_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 0;
   // protocols/striped_put.cco:15: wait_signal
   ccogen_cwait_group(c, 16777216ULL, 1ULL, 1ULL, 15, 0, 0, 1, 1ULL);

@@ -375,7 +375,7 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 // ======== kernel `stream` (protocols/two_queue_pipeline.cco:11): 1 logical block(s) x 16 CTA(s) x 512 threads
 
 // rank 0, logical block 0 of kernel `stream`
-__device__ __noinline__ void ccogen_two_queue_pipeline_stream_r0_b0(const ccogen_ctx& c) {
+__device__ __forceinline__ void ccogen_two_queue_pipeline_stream_r0_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 1;
   if (c.cta_in_group == 0) {
     if (ccogen_is_warp(c, 0)) {
@@ -423,7 +423,7 @@ __device__ __noinline__ void ccogen_two_queue_pipeline_stream_r0_b0(const ccogen
 }
 
 // rank 1, logical block 0 of kernel `stream`
-__device__ __noinline__ void ccogen_two_queue_pipeline_stream_r1_b0(const ccogen_ctx& c) {
+__device__ __forceinline__ void ccogen_two_queue_pipeline_stream_r1_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 0;
   // protocols/two_queue_pipeline.cco:20: wait_signal
   ccogen_cwait_group(c, 25165824ULL, 1ULL, 4ULL, 20, 0, 0, 1, 1ULL);

@@ -3,7 +3,9 @@
 #include <nvshmem.h>
 #include <nvshmemx.h>
 
-#define CCOGEN_ENGINE_FIELDS int pe_unused;
+// peer[pe]: PE pe's heap through NVLink (nvshmem_ptr), nullptr where NVSHMEM must carry it;
+// looked up once per launch into shared memory (ccogen_nvshmem_peers).  all_p2p: every PE has one.
+#define CCOGEN_ENGINE_FIELDS char* const* peer; bool all_p2p;
 // ---- ccogen device support shared by the CUDA targets (printed from templates/common) ----
 #include <stdint.h>
 #include <cuda/atomic>
@@ -291,8 +293,21 @@ __device__ __forceinline__ uint64_t* ccogen_word(const ccogen_ctx& c, uint64_t o
 // NVSHMEM's own put, get and signal calls (which NVSHMEM orders with nvshmem_quiet).
 // Measured on 2 x H200 (docs/performance.md): nvshmemx_putmem_signal_nbi_block moved
 // 1 GiB at 298 GB/s where these stores moved it at 352.
+// The lookups are done once per launch, not at every step: an LL put or a `quiet` that
+// called nvshmem_ptr sat on the critical path of every round (docs/performance.md).
 __device__ __forceinline__ char* ccogen_p2p(const ccogen_ctx& c, uint64_t off, int pe) {
-  return static_cast<char*>(nvshmem_ptr(c.heap + off, pe));
+  char* base = c.peer[pe];
+  return base != nullptr ? base + off : nullptr;
+}
+// The heap is one symmetric allocation mapped whole on every NVLink peer, so one pointer
+// per PE covers every offset.  Ends with __syncthreads: the table is read by every thread.
+__device__ __forceinline__ void ccogen_nvshmem_peers(ccogen_ctx& c, char** table, int npes) {
+  for (int pe = threadIdx.x; pe < npes; pe += blockDim.x)
+    table[pe] = static_cast<char*>(nvshmem_ptr(c.heap, pe));
+  __syncthreads();
+  c.peer = table;
+  c.all_p2p = true;
+  for (int pe = 0; pe < npes; ++pe) c.all_p2p = c.all_p2p && table[pe] != nullptr;
 }
 
 // A signal (or a counted write's byte count) is an add on the PE's word: a release
@@ -448,25 +463,20 @@ __device__ __forceinline__ void ccogen_llput_warp(const ccogen_ctx& c, int dp, u
 // `quiet`: NVSHMEM's quiet completes the puts it carried; stores to NVLink peers need no
 // instruction (see the nccl-lsa target: the next release, barrier or the kernel's end
 // orders them), so a team reached entirely through pointers skips it.
-__device__ __forceinline__ bool ccogen_all_p2p(const ccogen_ctx& c) {
-  for (int pe = 0; pe < nvshmem_n_pes(); ++pe)
-    if (ccogen_p2p(c, 0, pe) == nullptr) return false;
-  return true;
-}
 __device__ __forceinline__ void ccogen_quiet_group(const ccogen_ctx& c) {
-  if (!ccogen_all_p2p(c)) {
+  if (!c.all_p2p) {
     if (threadIdx.x == 0) nvshmem_quiet();
     __syncthreads();
   }
 }
 __device__ __forceinline__ void ccogen_quiet_warp(const ccogen_ctx& c) {
-  if (!ccogen_all_p2p(c)) {
+  if (!c.all_p2p) {
     if (threadIdx.x % 32 == 0) nvshmem_quiet();
     __syncwarp();
   }
 }
 __device__ __forceinline__ void ccogen_quiet_thread(const ccogen_ctx& c) {
-  if (!ccogen_all_p2p(c)) nvshmem_quiet();
+  if (!c.all_p2p) nvshmem_quiet();
 }
 
 __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64_t seq) {
@@ -479,7 +489,7 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 // ======== kernel `ship` (protocols/pack_then_send.cco:9): 1 logical block(s) x 4 CTA(s) x 512 threads
 
 // rank 0, logical block 0 of kernel `ship`
-__device__ __noinline__ void ccogen_pack_then_send_ship_r0_b0(const ccogen_ctx& c) {
+__device__ __forceinline__ void ccogen_pack_then_send_ship_r0_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 1;
   // protocols/pack_then_send.cco:12: copy
   ccogen_copy_group(c, -1, 524288ULL, -1, 0ULL, 4096ULL, true);
@@ -680,7 +690,7 @@ __device__ __noinline__ void ccogen_pack_then_send_ship_r0_b0(const ccogen_ctx& 
 }
 
 // rank 1, logical block 0 of kernel `ship`
-__device__ __noinline__ void ccogen_pack_then_send_ship_r1_b0(const ccogen_ctx& c) {
+__device__ __forceinline__ void ccogen_pack_then_send_ship_r1_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 0;
   // protocols/pack_then_send.cco:16: wait_signal
   ccogen_cwait_group(c, 1048576ULL, 1ULL, 1ULL, 16, 0, 0, 1, 4ULL);
@@ -692,6 +702,8 @@ ccogen_pack_then_send_ship(char* heap, uint64_t epoch, ccogen_debug_record* dbg)
   ccogen_ctx c;
   ccogen_fill_ctx(c, heap, epoch, dbg, nvshmem_my_pe(), 4,
                   1048840ULL, 1048832ULL, 0ULL);
+  __shared__ char* peers[2];
+  ccogen_nvshmem_peers(c, peers, 2);
   switch (c.rank * 1 + c.group) {
     case 0: ccogen_pack_then_send_ship_r0_b0(c); break;
     case 1: ccogen_pack_then_send_ship_r1_b0(c); break;
