@@ -7,8 +7,8 @@ ranks, plus a `reference` object the runtime ignores:
 
     "reference": {"protocol_file": "protocols/alltoall.cco", "param": "block",
                   "units": "peers", "small_max": 4096, "small_threads": 32,
-                  "threads": 512, "bytes_per_cta": 262144, "max_ctas": 32,
-                  "scratch": 65536, "timer": false}
+                  "threads": 512, "bytes_per_cta": 65536, "max_ctas": 128,
+                  "max_grid": 128, "scratch": 65536, "timer": false}
 
 For any instance of the protocol, `derive_manifest` takes the GENERATED manifest of that
 instance (same windows, same offsets, so the instance's `ensure` checks apply unchanged),
@@ -22,8 +22,9 @@ layout to the kernel as macros (`nvcc_flags`):
 Launch shape: `units` is the number of independent streams of work (`peers`: nranks - 1,
 one per peer; `one`: 1); each unit gets 1 CTA of `small_threads` threads when the
 parameter `param` is at most `small_max` bytes, else ceil(bytes / bytes_per_cta) CTAs
-(at most `max_ctas`) of `threads` threads.  The grid is units x CTAs, never cooperative
-(every CTA waits only on its counterpart on a peer, and the grids fit on the GPU).
+(at most `max_ctas`, and at most `max_grid` in all) of `threads` threads.  The grid is
+units x CTAs, never cooperative (every CTA waits only on its counterpart on a peer, and
+the grids fit on the GPU).
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ class LaunchRule:
     small_threads: int = 32
     threads: int = 512
     bytes_per_cta: int = 256 << 10
-    max_ctas: int = 32
+    max_ctas: int = 128
+    max_grid: int = 128
     scratch: int = 64 << 10
     timer: bool = False
 
@@ -113,12 +115,13 @@ def find_reference(protocol: str, target: str, root: Path | None = None) -> Refe
     return load_reference(directory) if (directory / "manifest.json").is_file() else None
 
 
-def launch_shape(rule: LaunchRule, nbytes: int) -> tuple[int, int]:
-    """(CTAs per unit, threads per CTA) for `nbytes` of the rule's parameter."""
+def launch_shape(rule: LaunchRule, nbytes: int, units: int = 1) -> tuple[int, int]:
+    """(CTAs per unit, threads per CTA) for `nbytes` of the rule's parameter, `units`
+    units in the grid."""
     if nbytes <= rule.small_max:
         return 1, rule.small_threads
     ctas = -(-nbytes // rule.bytes_per_cta)
-    return max(1, min(rule.max_ctas, ctas)), rule.threads
+    return max(1, min(rule.max_ctas, rule.max_grid // max(1, units), ctas)), rule.threads
 
 
 def _macro(name: str) -> str:
@@ -132,8 +135,8 @@ def derive_manifest(spec: ReferenceSpec, generated: dict[str, Any]) -> dict[str,
         raise ManifestError(f"{spec.directory}: the rule's parameter `{spec.rule.param}` is "
                             f"not a parameter of the instance ({', '.join(params)})")
     nranks = int(generated["nranks"])
-    ctas, threads = launch_shape(spec.rule, params[spec.rule.param])
     units = nranks - 1 if spec.rule.units == "peers" else 1
+    ctas, threads = launch_shape(spec.rule, params[spec.rule.param], units)
     scratch = int(generated["heap_size"])
     flags = [f"-DREF_NRANKS={nranks}", f"-DREF_CTAS={ctas}", f"-DREF_THREADS={threads}",
              f"-DREF_SCRATCH={scratch}ULL"]

@@ -51,11 +51,16 @@ def test_support_code_is_the_same_in_every_reference_of_a_target() -> None:
 
 @pytest.mark.parametrize(("nbytes", "shape"), [
     (8, (1, 32)), (4 * KIB, (1, 32)), (4 * KIB + 16, (1, 512)), (64 * KIB, (1, 512)),
-    (MIB, (16, 512)), (256 * MIB, (32, 512)),
+    (MIB, (16, 512)), (256 * MIB, (128, 512)),
 ])
 def test_launch_rule(nbytes: int, shape: tuple[int, int]) -> None:
     rule = ref.LaunchRule("protocols/alltoall.cco", "block", "peers", bytes_per_cta=64 * KIB)
     assert ref.launch_shape(rule, nbytes) == shape
+
+
+def test_launch_rule_keeps_the_grid_under_max_grid() -> None:
+    rule = ref.LaunchRule("protocols/alltoall.cco", "block", "peers", bytes_per_cta=64 * KIB)
+    assert ref.launch_shape(rule, 256 * MIB, units=3) == (42, 512)  # 3 peers x 42 <= 128
 
 
 def derived(tmp_path: Path, name: str, target: str, nranks: int, **params: int) -> dict:
@@ -87,7 +92,7 @@ def test_derived_manifest_keeps_the_generated_layout(tmp_path: Path) -> None:
 
 def test_large_sizes_take_many_ctas_per_peer(tmp_path: Path) -> None:
     m = derived(tmp_path, "alltoall", "nvshmem", 2, block=16 * MIB)
-    assert m["kernels"][0]["grid"] == 32 and m["kernels"][0]["block"] == 512
+    assert m["kernels"][0]["grid"] == 128 and m["kernels"][0]["block"] == 512
     assert m["kernels"][0]["params"] == ["heap", "epoch", "debug"] and "nccl" not in m
 
 

@@ -372,7 +372,7 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 }
 // ---- end of the nccl-lsa primitives ----
 
-// ======== kernel `bcast` (protocols/counted_broadcast.cco:8): 1 logical block(s) x 32 CTA(s) x 512 threads
+// ======== kernel `bcast` (protocols/counted_broadcast.cco:8): 1 logical block(s) x 128 CTA(s) x 512 threads
 
 // rank 0, logical block 0 of kernel `bcast`
 __device__ __forceinline__ void ccogen_counted_broadcast_bcast_r0_b0(const ccogen_ctx& c) {
@@ -401,7 +401,7 @@ ccogen_counted_broadcast_bcast(const __grid_constant__ ncclDevComm dc, ncclWindo
   c.dc = &dc;
   c.win = win;
   ccogen_fill_ctx(c, static_cast<char*>(ncclGetLocalPointer(win, 0)), epoch, dbg, dc.lsaRank,
-                  32, 8389128ULL, 8389120ULL, 0ULL);
+                  128, 8389128ULL, 8389120ULL, 0ULL);
   switch (c.rank * 1 + c.group) {
     case 0: ccogen_counted_broadcast_bcast_r0_b0(c); break;
     case 1: ccogen_counted_broadcast_bcast_r1_b0(c); break;

@@ -300,11 +300,14 @@ __device__ __forceinline__ char* ccogen_p2p(const ccogen_ctx& c, uint64_t off, i
   return base != nullptr ? base + off : nullptr;
 }
 // The heap is one symmetric allocation mapped whole on every NVLink peer, so one pointer
-// per PE covers every offset.  Ends with __syncthreads: the table is read by every thread.
-__device__ __forceinline__ void ccogen_nvshmem_peers(ccogen_ctx& c, char** table, int npes) {
+// per PE covers every offset.  The kernel looks them up first thing, then meets at one
+// __syncthreads (the launch epoch's where there is one: the lookups overlap its ticket),
+// then every thread reads the table.
+__device__ __forceinline__ void ccogen_nvshmem_lookup(char* heap, char** table, int npes) {
   for (int pe = threadIdx.x; pe < npes; pe += blockDim.x)
-    table[pe] = static_cast<char*>(nvshmem_ptr(c.heap, pe));
-  __syncthreads();
+    table[pe] = static_cast<char*>(nvshmem_ptr(heap, pe));
+}
+__device__ __forceinline__ void ccogen_nvshmem_peers(ccogen_ctx& c, char* const* table, int npes) {
   c.peer = table;
   c.all_p2p = true;
   for (int pe = 0; pe < npes; ++pe) c.all_p2p = c.all_p2p && table[pe] != nullptr;
@@ -522,9 +525,11 @@ __device__ __forceinline__ void ccogen_lane_ship_ship_r1_b0(const ccogen_ctx& c)
 extern "C" __global__ void __launch_bounds__(512)
 ccogen_lane_ship_ship(char* heap, uint64_t epoch, ccogen_debug_record* dbg) {
   ccogen_ctx c;
+  __shared__ char* peers[2];
+  ccogen_nvshmem_lookup(heap, peers, 2);
+  __syncthreads();  // publishes peers
   ccogen_fill_ctx(c, heap, epoch, dbg, nvshmem_my_pe(), 4,
                   4194568ULL, 4194560ULL, 0ULL);
-  __shared__ char* peers[2];
   ccogen_nvshmem_peers(c, peers, 2);
   switch (c.rank * 1 + c.group) {
     case 0: ccogen_lane_ship_ship_r0_b0(c); break;

@@ -19,7 +19,7 @@ struct ccogen_debug_record {  // docs/runtime-abi.md; unused: references never t
 // The reference's own heap words, in the zeroed bytes the bench appends (REF_SCRATCH):
 // +0 launch counter, +8 / +16 timer (sum of ns, one-way trips), +256 signal slots.
 #define REF_SLOTS (REF_SCRATCH + 256ULL)
-#define REF_MAX_CTAS 64
+#define REF_MAX_CTAS 128
 
 // The epoch is this launch's index: a ticket from the launch counter / gridDim.x (launches
 // on one stream are ordered), so CUDA-graph replays advance it.

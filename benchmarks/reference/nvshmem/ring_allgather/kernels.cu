@@ -17,7 +17,7 @@ struct ccogen_debug_record {  // docs/runtime-abi.md; unused: references never t
 // The reference's own heap words, in the zeroed bytes the bench appends (REF_SCRATCH):
 // +0 launch counter, +8 / +16 timer (sum of ns, one-way trips), +256 signal slots.
 #define REF_SLOTS (REF_SCRATCH + 256ULL)
-#define REF_MAX_CTAS 64
+#define REF_MAX_CTAS 128
 // Transfers of at most this many bytes in a one-warp launch go out as one thread's
 // put-with-signal; larger ones as the CTA's.
 #define REF_THREAD_PUT_MAX 64
