@@ -13,7 +13,7 @@
 # PROFILE_STEPS picks steps (default "bench copy ncu-copy ncu-nvlink ncu-rank").  Every step
 # has a time limit and the script stops starting steps at PROFILE_TOTAL seconds (default
 # 560).  Outputs: $OUT/profile.log (everything printed) and $OUT/profile.tgz
-# (profile/: bench tables, copy_shape tables, ncu reports as text).
+# (out/: bench tables, copy_shape tables, ncu reports as text).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-profile-logs}; mkdir -p "$OUT"

@@ -71,3 +71,19 @@ def assert_golden(path: Path | str, actual: str, update: bool) -> None:
         f"if the new output is right, bless it with:\n    {bless}",
         pytrace=False,
     )
+
+
+def generated_kernels(text_or_name: str, target: str = "nccl-lsa", nranks: int = 2,
+                      params: dict[str, object] | None = None) -> str:
+    """kernels.cu for `protocols/<name>.cco` (or a protocol's text) at `nranks`."""
+    from ccogen.codegen import generate
+    from ccogen.instantiate import instantiate
+    from ccogen.syntax import load_ir, parse_ir
+
+    if "\n" in text_or_name:
+        ir = parse_ir(text_or_name)
+    else:
+        ir = load_ir(REPO_ROOT / "protocols" / f"{text_or_name}.cco")
+    instance, diags = instantiate(ir, nranks, params or {})
+    assert instance is not None, diags
+    return generate(instance, target, source="p.cco").files["kernels.cu"]

@@ -3,26 +3,10 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-from ccogen.codegen import generate
 from ccogen.codegen.ctasplit import split_segments
 from ccogen.codegen.model import LOCAL, Segment, Step
-from ccogen.instantiate import instantiate
-from ccogen.syntax import load_ir, parse_ir
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def kernels(text_or_name: str, target: str = "nccl-lsa", nranks: int = 2,
-            params: dict[str, object] | None = None) -> str:
-    if "\n" in text_or_name:
-        ir = parse_ir(text_or_name)
-    else:
-        ir = load_ir(ROOT / "protocols" / f"{text_or_name}.cco")
-    instance, diags = instantiate(ir, nranks, params or {})
-    assert instance is not None, diags
-    return generate(instance, target, source="p.cco").files["kernels.cu"]
+from tests.helpers import generated_kernels as kernels
 
 
 def program(text: str, rank: int) -> str:

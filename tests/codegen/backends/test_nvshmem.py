@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from tests.codegen.test_ctasplit import kernels
+from tests.helpers import generated_kernels as kernels
 
 
 @pytest.mark.parametrize(("protocol", "nranks"), [("pingpong", 2), ("alltoall", 4)])

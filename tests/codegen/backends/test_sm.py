@@ -7,7 +7,7 @@ import re
 import pytest
 
 from ccogen.codegen.backends import sm
-from tests.codegen.test_ctasplit import kernels
+from tests.helpers import generated_kernels as kernels
 
 
 @pytest.mark.parametrize(("largest", "threads", "blocks", "expected"), [
