@@ -112,9 +112,10 @@ class NcclCft(SmBackend):
     def model(self, instance: Instance, source: str,
               options: Options) -> tuple[ProtocolModel, HeapLayout]:
         model, layout = super().model(instance, source, options)
-        extra = {"stage_bytes": STAGE_BYTES, "counted_heap": self._counted,
-                 "sink": self._layout.sink if self._counted else NO_COUNTER,
-                 "nranks": instance.nranks}
+        extra: dict[str, object] = {
+            "stage_bytes": STAGE_BYTES, "counted_heap": self._counted,
+            "sink": self._layout.sink if self._counted else NO_COUNTER,
+            "nranks": instance.nranks}
         return replace(model, extra=extra), layout
 
     def refine(self, segments: list[Segment], ctas: int) -> list[Segment]:

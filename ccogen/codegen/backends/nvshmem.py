@@ -113,6 +113,7 @@ class Nvshmem(SmBackend):
         out = super().manifest(model, layout, instance, options)
         if self._native:
             donate = model.extra["donate"]
+            assert isinstance(donate, list)
             for k in out["kernels"]:  # type: ignore[attr-defined]
                 k["shared_mem"] = DONATED_SMEM if k["symbol"] in donate else 0
             out["nvshmem"] = {"counted": "native (NVSHMEM >= 3.8 with CFT handles, sm_100); "
