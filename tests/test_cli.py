@@ -83,16 +83,8 @@ def test_explain_prints_the_rule(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(capsys, "explain", "E999")[0] == 2
 
 
-def test_commands_not_built_yet_say_what_they_need(capsys: pytest.CaptureFixture[str],
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(cli._LATER, "frobnicate", ("frob", "a frobnicator"))
-    code, _, err = run(capsys, "frobnicate", str(GOOD))
-    assert code == 2
-    assert "`ccogen frobnicate` is not available yet: it needs a frobnicator" in err
-
-
 def test_bench_is_a_real_command(capsys: pytest.CaptureFixture[str]) -> None:
-    assert "bench" in cli.COMMANDS and "bench" not in cli._LATER
+    assert "bench" in cli.COMMANDS
     code, _, err = run(capsys, "bench", str(GOOD), "--target", "nccl-lsa",
                        "--sweep", "block=8B..1KiB:x3x")
     assert code == 2 and "the step is written `:x2`" in err

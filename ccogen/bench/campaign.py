@@ -21,7 +21,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from ccogen.bench.cli import succeeded
 from ccogen.bench.report import ceiling_of, full_report, slope_of, write_outputs
 from ccogen.bench.results import BenchResult, Point
 from ccogen.bench.runner import Settings, SweepRequest, run_bench
@@ -246,7 +245,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         reports.append(text)
         print(text, flush=True)
         checks += evaluate_targets(result)
-        if not succeeded(result):
+        if not result.succeeded():
             status = 1
     table = targets_markdown(checks)
     (out / "targets.md").write_text(table, encoding="utf-8")

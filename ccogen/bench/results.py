@@ -134,6 +134,12 @@ class BenchResult:
         return next((p for p in self.points
                      if p.sweep == sweep and p.impl == impl and p.value == value), None)
 
+    def succeeded(self) -> bool:
+        """Every generated and reference point verified and timed, and no rank failed."""
+        cases = [p for p in self.points if p.impl in ("generated", "reference")]
+        rank_failed = any(e.startswith("rank ") for e in self.errors)
+        return bool(cases) and all(p.ok and p.verified is True for p in cases) and not rank_failed
+
 
 # ------------------------------------------------------------------------------ files
 

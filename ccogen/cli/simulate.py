@@ -16,18 +16,17 @@ from typing import Any
 
 from ccogen.sim import DEFAULT_EPOCHS, DEFAULT_SEEDS
 
-EXIT_OK, EXIT_FAILED = 0, 1
-FORMATS = ("full", "concise", "json", "sarif", "github")
+from ccogen.cli.common import (EXIT_FINDINGS, EXIT_OK, UsageError, color, format_args,
+                               instance_args, params, ranks, read, target, write_out)
+
+EXIT_FAILED = EXIT_FINDINGS
 
 
-def add_simulate_parser(sub: Any) -> None:
+def add_parser(sub: Any) -> None:
     p = sub.add_parser("simulate", help="run the protocol on the CPU model under adversarial "
                        "schedules")
     p.add_argument("file", metavar="FILE.cco")
-    p.add_argument("--ranks", action="append", default=None, metavar="N",
-                   help="team size(s) to instantiate (repeat or comma-separate)")
-    p.add_argument("--param", action="append", default=[], metavar="K=V",
-                   help="override a parameter, e.g. --param block=4KiB")
+    instance_args(p)
     which = p.add_mutually_exclusive_group()
     which.add_argument("--seeds", type=int, default=DEFAULT_SEEDS, metavar="K",
                        help=f"run seeded random schedules 0..K-1 (default {DEFAULT_SEEDS})")
@@ -45,12 +44,10 @@ def add_simulate_parser(sub: Any) -> None:
                    help="write a Chrome/Perfetto trace of the first instance")
     p.add_argument("--target", metavar="TARGET",
                    help="the cost figures the trace's times come from (default mori-sdma)")
-    p.add_argument("--format", choices=FORMATS, default="full")
-    p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    format_args(p)
 
 
-def simulate_command(args: argparse.Namespace) -> int:
-    from ccogen.cli import UsageError, _params, _ranks, _read, _target
+def command(args: argparse.Namespace) -> int:
     from ccogen.diag.render import render
     from ccogen.errors import DiagnosticError
     from ccogen.sim import simulate
@@ -58,27 +55,22 @@ def simulate_command(args: argparse.Namespace) -> int:
 
     if args.seeds < 1 or args.epochs < 1:
         raise UsageError("--seeds and --epochs must be at least 1")
-    target = _target(args.target)
-    text = _read(args.file)
+    target_name = target(args.target)
+    text = read(args.file)
     try:
         protocol = parse_ir(text, args.file)
     except DiagnosticError as exc:
-        sys.stdout.write(render(list(exc.diagnostics), args.format, color=_color(args)))
+        sys.stdout.write(render(list(exc.diagnostics), args.format, color=color(args)))
         return EXIT_FAILED
-    report = simulate(protocol, _ranks(args.ranks), _params(args.param, protocol),
+    report = simulate(protocol, ranks(args.ranks), params(args.param, protocol),
                       seeds=[args.seed] if args.seed is not None else args.seeds,
                       exhaustive=args.exhaustive, trace=args.trace, epochs=args.epochs,
-                      target=target, max_schedules=args.max_schedules,
+                      target=target_name, max_schedules=args.max_schedules,
                       time_limit=args.time_limit, path=args.file)
-    out = render(report.diagnostics, args.format, color=_color(args))
-    if out:
-        sys.stdout.write(out if out.endswith("\n") else out + "\n")
+    write_out(render(report.diagnostics, args.format, color=color(args)))
     if args.format in ("full", "concise"):
         print(report.summary())
         if report.trace:
             print(f"trace of {report.trace_label} written to {report.trace}")
     return EXIT_OK if report.passed else EXIT_FAILED
 
-
-def _color(args: argparse.Namespace) -> bool:
-    return args.color == "always" or (args.color == "auto" and sys.stdout.isatty())

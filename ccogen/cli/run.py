@@ -14,17 +14,18 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+from ccogen.cli.common import EXIT_OK, EXIT_USAGE, UsageError, param_arg, params, read
+
+EXIT_FAILED = 1
 
 
-def add_run_parser(sub: Any) -> None:
+def add_parser(sub: Any) -> None:
     p = sub.add_parser("run", help="build, launch on GPUs and check `ensure` on real data")
     p.add_argument("file", metavar="FILE.cco")
     p.add_argument("--target", default="nccl-lsa", choices=("nccl-lsa", "nvshmem"))
     p.add_argument("--ranks", type=int, default=2, metavar="N", help="GPUs (one rank each)")
     p.add_argument("--iters", type=int, default=100, metavar="K", help="epochs (default 100)")
-    p.add_argument("--param", action="append", default=[], metavar="K=V",
-                   help="override a parameter, e.g. --param block=4KiB")
+    param_arg(p)
     p.add_argument("--debug", action="store_true",
                    help="bounded waits: a wait that times out is reported by name")
     p.add_argument("--force", action="store_true",
@@ -36,8 +37,7 @@ def add_run_parser(sub: Any) -> None:
     p.add_argument("--times", action="store_true", help="print every epoch's time")
 
 
-def run_command(args: argparse.Namespace) -> int:
-    from ccogen.cli import UsageError, _params, _read
+def command(args: argparse.Namespace) -> int:
     from ccogen.diag.render import render
     from ccogen.errors import DiagnosticError
     from ccogen.rt.api import compile_for_run
@@ -47,14 +47,14 @@ def run_command(args: argparse.Namespace) -> int:
 
     if args.ranks < 1 or args.iters < 1:
         raise UsageError("--ranks and --iters must be at least 1")
-    text = _read(args.file)
+    text = read(args.file)
     try:
         protocol = parse_ir(text, args.file)
-        params = _params(args.param, protocol)
+        values = params(args.param, protocol)
         with tempfile.TemporaryDirectory(prefix="ccogen-gen-") as tmp:
             out = Path(args.out) if args.out else Path(tmp)
             instance = compile_for_run(protocol, Path(args.file).name, args.target,
-                                       args.ranks, params, out, debug=args.debug,
+                                       args.ranks, values, out, debug=args.debug,
                                        force=args.force)
             report = run_manifest(out, instance, iters=args.iters, seed=args.seed,
                                   debug=args.debug, watchdog_s=args.watchdog)
@@ -67,5 +67,3 @@ def run_command(args: argparse.Namespace) -> int:
     print(report.format(times=args.times))
     return EXIT_OK if report.ok else EXIT_FAILED
 
-
-__all__ = ["add_run_parser", "run_command"]

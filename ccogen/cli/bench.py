@@ -21,10 +21,12 @@ from typing import Any
 
 from ccogen.bench.runner import COMPARES
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+from ccogen.cli.common import EXIT_OK, EXIT_USAGE, UsageError, param_arg, params, read
+
+EXIT_FAILED = 1
 
 
-def add_bench_parser(sub: Any) -> None:
+def add_parser(sub: Any) -> None:
     p = sub.add_parser("bench", help="time a protocol over a parameter sweep beside the "
                        "engine's own collective, hand-written references and link ceilings")
     p.add_argument("file", metavar="FILE.cco")
@@ -67,7 +69,6 @@ def add_bench_parser(sub: Any) -> None:
 
 
 def _bytes(option: str, text: str) -> int:
-    from ccogen.cli import UsageError
     from ccogen.instantiate import parse_param_value
     from ccogen.ir.nodes import ParamType
 
@@ -81,7 +82,6 @@ def requests_of(args: argparse.Namespace) -> list[Any]:
     """Check the arguments against the protocol (usage errors raise UsageError)."""
     from ccogen.bench.runner import SweepRequest
     from ccogen.bench.sweep import SweepError, parse_sweep
-    from ccogen.cli import UsageError, _params, _read
     from ccogen.syntax import parse_ir
 
     for name in ("ranks", "iters", "epochs_per_graph"):
@@ -91,9 +91,9 @@ def requests_of(args: argparse.Namespace) -> list[Any]:
         raise UsageError("--warmup cannot be negative")
     if args.reference not in ("auto", "none") and not Path(args.reference).is_dir():
         raise UsageError(f"--reference {args.reference}: no such directory")
-    text = _read(args.file)
+    text = read(args.file)
     protocol = parse_ir(text, args.file)
-    fixed = _params(args.param, protocol)
+    fixed = params(args.param, protocol)
     swept = []
     for item in args.sweep:
         try:
@@ -123,14 +123,7 @@ def settings_of(args: argparse.Namespace) -> Any:
                     work_dir=Path(args.work) if args.work else None)
 
 
-def succeeded(result: Any) -> bool:
-    """Every generated and reference point verified and timed, and no rank failed."""
-    cases = [p for p in result.points if p.impl in ("generated", "reference")]
-    rank_failed = any(e.startswith("rank ") for e in result.errors)
-    return bool(cases) and all(p.ok and p.verified is True for p in cases) and not rank_failed
-
-
-def bench_command(args: argparse.Namespace) -> int:
+def command(args: argparse.Namespace) -> int:
     from ccogen.bench.report import full_report, write_outputs
     from ccogen.bench.runner import run_bench
     from ccogen.diag.render import render
@@ -159,7 +152,5 @@ def bench_command(args: argparse.Namespace) -> int:
     files = write_outputs(result, settings.out_dir, plot=not args.no_plot)
     print(full_report(result))
     print(f"wrote {len(files)} files to {settings.out_dir}")
-    return EXIT_OK if succeeded(result) else EXIT_FAILED
+    return EXIT_OK if result.succeeded() else EXIT_FAILED
 
-
-__all__ = ["add_bench_parser", "bench_command", "requests_of", "settings_of", "succeeded"]

@@ -1,0 +1,41 @@
+"""`ccogen fmt FILE... [--check]`: rewrite files in canonical form, comments kept."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from ccogen.cli.common import EXIT_FINDINGS, EXIT_OK, read
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("fmt", help="rewrite files in canonical form")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("--check", action="store_true", help="only report files that would change")
+
+
+def command(args: argparse.Namespace) -> int:
+    from ccogen.diag.render import render
+    from ccogen.errors import DiagnosticError
+    from ccogen.syntax.format import format_text
+
+    status = EXIT_OK
+    for path in args.files:
+        text = read(path)
+        try:
+            formatted = format_text(text, path)
+        except DiagnosticError as exc:
+            sys.stderr.write(render(list(exc.diagnostics), "full", color=sys.stderr.isatty()))
+            status = EXIT_FINDINGS
+            continue
+        if formatted == text:
+            continue
+        if args.check:
+            print(f"would reformat {path}")
+            status = EXIT_FINDINGS
+        else:
+            Path(path).write_text(formatted, encoding="utf-8")
+            print(f"reformatted {path}")
+    return status

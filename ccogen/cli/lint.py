@@ -1,0 +1,46 @@
+"""`ccogen lint FILE... [--ranks N] [--param K=V] [--target T] [--format F] [--strict]`:
+every check on every instance; exit 1 when an error is found (or a warning, with
+`--strict`)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ccogen.cli.common import (EXIT_FINDINGS, EXIT_OK, color, format_args, instance_args,
+                               params, ranks, read, target, target_names, write_out)
+from ccogen.diag import Diagnostic
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("lint", help="run every check on every instance")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    instance_args(p)
+    p.add_argument("--target", metavar="TARGET", help="also apply this backend's "
+                   f"capabilities ({', '.join(target_names())})")
+    format_args(p)
+    p.add_argument("--strict", action="store_true", help="fail on warnings too")
+
+
+def command(args: argparse.Namespace) -> int:
+    from ccogen.diag.render import render
+    from ccogen.driver import CheckOptions, check_protocol
+    from ccogen.errors import DiagnosticError
+    from ccogen.syntax import parse_ir
+
+    team_sizes = ranks(args.ranks)
+    target_name = target(args.target)
+    diagnostics: list[Diagnostic] = []
+    for path in args.files:
+        text = read(path)
+        try:
+            protocol = parse_ir(text, path)
+        except DiagnosticError as exc:
+            diagnostics.extend(exc.diagnostics)
+            continue
+        options = CheckOptions(ranks=team_sizes, params=params(args.param, protocol),
+                               target=target_name)
+        diagnostics.extend(check_protocol(protocol, options).diagnostics)
+    write_out(render(diagnostics, args.format, color=color(args)))
+    failing = any(d.is_error for d in diagnostics) or (args.strict and diagnostics)
+    return EXIT_FINDINGS if failing else EXIT_OK

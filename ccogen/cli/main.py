@@ -1,0 +1,73 @@
+"""The `ccogen` command line: the parser and the dispatch.  Each subcommand is a module of
+this package (`add_parser` + its command function); what they share is `cli.common`.
+
+Exit status: 0 clean; 1 errors found (or warnings with `--strict`, or `fmt --check`
+would change a file); 2 usage or I/O error; 3 an internal error (a bug in ccogen; the
+message says how to report it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from typing import NoReturn
+
+from ccogen import __version__
+from ccogen.cli import bench, compile, explain, fmt, lint, run, simulate
+from ccogen.cli.common import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, UsageError
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ccogen", description="Check, simulate and generate GPU "
+                                "communication protocols written in .cco")
+    p.add_argument("--version", action="version", version=f"ccogen {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    lint.add_parser(sub)
+    fmt.add_parser(sub)
+    explain.add_parser(sub)
+    compile.add_parsers(sub)
+    run.add_parser(sub)
+    simulate.add_parser(sub)
+    bench.add_parser(sub)
+    return p
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "lint": lint.command, "fmt": fmt.command, "explain": explain.command,
+    "compile": compile.compile_command, "build": compile.build_command,
+    "run": run.command, "simulate": simulate.command, "bench": bench.command,
+}
+
+
+def _internal_error(argv: Sequence[str]) -> int:
+    sys.stderr.write(
+        "error: internal error: this is a bug in ccogen\n"
+        f"  = note: ccogen {__version__}, Python {sys.version.split()[0]}\n"
+        f"  = help: please report it with the command line `ccogen {shlex.join(argv)}`, "
+        "the input file and the trace below\n\n")
+    traceback.print_exc(file=sys.stderr)
+    return EXIT_INTERNAL
+
+
+def main(argv: Sequence[str] | None = None) -> int | NoReturn:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = _parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except UsageError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `ccogen explain E021 | head`
+        sys.stderr.close()
+        return EXIT_OK
+    except Exception:  # noqa: BLE001 - the last line of defence: report as a bug
+        return _internal_error(argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

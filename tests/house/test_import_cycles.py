@@ -1,0 +1,69 @@
+"""No import circles inside `ccogen/`: every import (module level or inside a function)
+between ccogen modules is an edge; the graph must be acyclic."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import networkx as nx
+
+import ccogen
+
+PACKAGE = Path(ccogen.__file__).parent
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _resolve(name: str, known: dict[str, Path]) -> str | None:
+    """The longest known module that `name` (a module or a name inside one) refers to."""
+    while name:
+        if name in known:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def import_graph() -> nx.DiGraph:
+    known = _modules()
+    graph = nx.DiGraph()
+    for module, path in known.items():
+        graph.add_node(module)
+        is_package = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = module if is_package else module.rpartition(".")[0]
+                    for _ in range(node.level - 1):
+                        anchor = anchor.rpartition(".")[0]
+                    base = f"{anchor}.{base}" if base else anchor
+                targets = [f"{base}.{a.name}" for a in node.names]
+            for target in targets:
+                resolved = _resolve(target, known)
+                if resolved is not None and resolved != module:
+                    graph.add_edge(module, resolved)
+    return graph
+
+
+def test_the_graph_sees_imports() -> None:
+    graph = import_graph()
+    assert graph.has_edge("ccogen.cli.main", "ccogen.cli.lint")
+    assert graph.number_of_edges() > 100
+
+
+def test_no_import_cycles() -> None:
+    cycles = sorted(sorted(c) for c in nx.simple_cycles(import_graph()))
+    assert cycles == [], "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles[:20])
