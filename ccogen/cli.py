@@ -192,7 +192,7 @@ def cmd_fmt(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from ccogen.diag.codes import explain_text
+    from ccogen.diag.explain import explain_text
 
     try:
         print(explain_text(args.code))
