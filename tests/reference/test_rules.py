@@ -126,5 +126,5 @@ def test_example_lints_as_marked(code: str, n: int, marker: str, text: str) -> N
 
 def test_explain_prints_the_file_without_its_title() -> None:
     for code, rule in RULES.items():
-        title, body = rule_file(code).read_text(encoding="utf-8").split("\n", 1)
+        _title, body = rule_file(code).read_text(encoding="utf-8").split("\n", 1)
         assert explain_text(code) == f"{code} ({rule.slug}): {rule.summary}\n\n{body.strip()}"
