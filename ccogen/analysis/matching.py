@@ -11,7 +11,7 @@ they target (MORI: lanes that share a queue are grouped, one signal after all of
 their copies), unless `signal_per_copy=True`, which signals once per lane.  A
 counted put (`count=C`) adds its payload bytes to the peer's counter `C`.
 
-*Expected values* (spec section 6).  Waits of one rank on one key (slot or
+*Expected values* (docs/reference/language.md §6).  Waits of one rank on one key (slot or
 counter) are numbered 1, 2, ... in the rank's program order.  A `wait_signal`
 without `expected` numbered k expects k, the last one the epoch total, and a wait
 numbered past the total has nothing to pair with (`expected` None: E021).  A

@@ -31,9 +31,9 @@ def target_caps(ctx: PassContext) -> Capabilities | None:
 def cost_caps(ctx: PassContext) -> Capabilities:
     """The capabilities performance warnings read: the target's, else MORI SDMA's.
 
-    Without a target the warnings rest on the MORI SDMA figures that rules.md
-    grounds them in; with one, each warning reads that target's figures and stays
-    silent where the target lacks the mechanism or the figure.
+    Without a target the warnings rest on the MORI SDMA figures that
+    docs/reference/rules.md grounds them in; with one, each warning reads that target's
+    figures and stays silent where the target lacks the mechanism or the figure.
     """
     return get_target(ctx.target or DEFAULT_COST_TARGET)
 

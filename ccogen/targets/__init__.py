@@ -1,6 +1,6 @@
 """Backend capability tables: one frozen `Capabilities` per target, read by checks and generators.
 
-`TARGETS` maps the target names of spec/backends.md to their tables; `get_target`
+`TARGETS` maps the target names of docs/reference/targets.md to their tables; `get_target`
 looks one up (raising `UnknownTarget`, whose message lists the known names);
 `providers` lists, for a feature one target lacks, the targets that have it (E042).
 """
@@ -16,7 +16,7 @@ TARGETS: dict[str, Capabilities] = {
                  nccl_lsa.CAPABILITIES)
 }
 
-# Without `--target`, performance warnings rest on the figures rules.md grounds them in.
+# Without `--target`, performance warnings rest on the figures docs/reference/rules.md cites.
 DEFAULT_COST_TARGET = "mori-sdma"
 
 

@@ -1,8 +1,8 @@
 """`mori-sdma`: AMD MORI CCO `ccoSdma`, the SDMA copy engines driven from a kernel (HIP).
 
-Sources: ../shared/seeds/mori-cco-sdma-api.md (every figure below, measured on
-MI355X / gfx950, two ranks over intra-node xGMI: "shape, not a spec") and
-../shared/reference/mori-cco.md (API as of `ROCm/mori` 624002c8, wheel 1.2.4).
+Sources: docs/reference/apis.md, MORI (every figure below, measured on MI355X / gfx950,
+two ranks over intra-node xGMI: "shape, not a spec"; API as of `ROCm/mori` 624002c8,
+wheel 1.2.4).
 """
 
 from __future__ import annotations

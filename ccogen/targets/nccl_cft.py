@@ -1,7 +1,6 @@
 """`nccl-cft`: NCCL >= 2.31 device API, Compute Fabric Transport (CUDA, sm_100).
 
-Sources: ../shared/seeds/nccl-compute-fabric-transport.md and
-../shared/reference/nccl-device-api.md §6.  No CFT hardware is available to us, so
+Sources: docs/reference/apis.md, NCCL CFT.  No CFT hardware is available to us, so
 the cost model has no figures and the performance warnings stay silent here.
 """
 

@@ -1,6 +1,6 @@
 """`nccl-lsa`: NCCL >= 2.28 device API over load/store accessible peers (CUDA, NVLink).
 
-Sources: ../shared/reference/nccl-device-api.md (verified on 2 x H200, NCCL 2.28.9)
+Sources: docs/reference/apis.md, NCCL LSA (verified on 2 x H200, NCCL 2.28.9)
 and the H200 NVLink ceilings measured on the lent machines.  Puts are vectorised SM
 copies into `ncclGetLsaPointer(win, off, peer)`; signals are release atomics into a
 runtime signal window; counted writes are emulated by an atomic add of the byte

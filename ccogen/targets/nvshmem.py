@@ -1,6 +1,6 @@
 """`nvshmem`: NVSHMEM >= 3.4 (CUDA), one node or many.
 
-Sources: ../shared/seeds/nvshmem-counted-writes.md and ../shared/reference/nvshmem.md.
+Sources: docs/reference/apis.md, NVSHMEM.
 Counted writes are emulated (put-with-signal `NVSHMEM_SIGNAL_ADD` of the byte count,
 verified on 2 x H200); the native `nvshmemx_putmem_signal_counted_nbi_block` needs
 sm_100 + CFT + NVSHMEM built with `NVSHMEM_CFT_HANDLES_SUPPORT` and keeps CFT's
@@ -49,7 +49,7 @@ CAPABILITIES = Capabilities(
     completion_sender_side=True,  # nvshmem_quiet
     alignment=Alignment(),
     # the real counted API's validation: dest/source 16-B aligned, bytes % 16 == 0, the
-    # signal's heap offset 256-B aligned; the emulation keeps them (reference/nvshmem.md §4)
+    # signal's heap offset 256-B aligned; the emulation keeps them (docs/reference/apis.md)
     counted_alignment=Alignment(operand=16, length=16, counter=256),
     window_align=256,  # codegen/layout.py: every heap offset is 256-byte aligned
     counter_stride=256,

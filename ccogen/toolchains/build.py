@@ -1,6 +1,6 @@
 """Build generated code with the real compilers (no GPU): what `ccogen build` runs.
 
-- `mori-sdma`: clang-22, recipe A of reference/mori-cco.md §10: one linked code object
+- `mori-sdma`: clang-22 without ROCm (docs/reference/apis.md, MORI): one linked code object
   per arch (`--offload-arch=gfx942|gfx950 --cuda-device-only --no-gpu-bundle-output
   -nogpuinc -nogpulib`, ccogen's `hip/hip_runtime.h` stand-in first on the include path),
   checked to be an AMDGPU ELF for that arch holding every kernel's descriptor; a
