@@ -5,13 +5,14 @@ prints, sorts, hashes and serialises as its name (`put`, `wait_signal`, ...):
 messages, manifests, traces and generated comments read the same as strings.
 
 Code asks what an op *is* through its traits, never through a list of names:
-`op.kind.traits.queued`, not `op.kind in ("put", "get")`.  A test fails on a
-comparison of an op kind with a string literal (`tests/ir/test_opkind.py`).
+`op.kind.traits.queued`, not `op.kind in ("put", "get")`; one kind by identity,
+`op.kind is OpKind.PUT`.  A test fails on a comparison of an op kind with a string
+literal (`tests/ir/test_opkind_comparisons.py`).
 
 Adding an op: the member here, its row in `TRAITS`, its IR node and signature
-(`ccogen.ir.nodes`, `ccogen.ir.signatures`), its simulation (`ccogen.sim.ops`), its
-code generation (`ccogen.codegen.plan`, the backends) and its tests; the tests of
-`tests/ir/test_opkind.py` fail while a piece is missing.
+(`ccogen.ir.nodes`, `ccogen.ir.signatures`), its builder method, its simulation
+(`ccogen.sim.ops`), its code generation (`ccogen.codegen.plan`, the backends) and its
+tests; `tests/ir/test_opkind.py` fails while a piece is missing.
 """
 
 from __future__ import annotations
