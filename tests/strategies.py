@@ -60,14 +60,19 @@ def op_strategies(windows: tuple[str, ...], counters: tuple[str, ...],
     mode = st.sampled_from(list(ir.Mode))
     count = st.none() | (st.sampled_from(counters) if counters else st.none())
     found: dict[OpKind, st.SearchStrategy[ir.Op]] = {
-        OpKind.PUT: st.builds(lambda p, d, s, qq, sg, ag, spc, m, c: ir.Put(peer=p, dst=d, src=s, queue=qq, signal=sg,
-                              aggregate=ag, signal_per_copy=spc, mode=m, count=c),
-                              e, r, r, q, signal, st.booleans(), st.booleans(), mode, count),
-        OpKind.GET: st.builds(lambda p, d, s, qq, sg, ag, m: ir.Get(peer=p, dst=d, src=s, queue=qq, signal=sg,
-                              aggregate=ag, mode=m), e, r, r, q, signal, st.booleans(), mode),
+        OpKind.PUT: st.builds(
+            lambda p, d, s, qq, sg, ag, spc, m, c: ir.Put(
+                peer=p, dst=d, src=s, queue=qq, signal=sg, aggregate=ag, signal_per_copy=spc,
+                mode=m, count=c),
+            e, r, r, q, signal, st.booleans(), st.booleans(), mode, count),
+        OpKind.GET: st.builds(
+            lambda p, d, s, qq, sg, ag, m: ir.Get(
+                peer=p, dst=d, src=s, queue=qq, signal=sg, aggregate=ag, mode=m),
+            e, r, r, q, signal, st.booleans(), mode),
         OpKind.COPY: st.builds(lambda d, s: ir.Copy(dst=d, src=s), r, r),
         OpKind.COMMIT: st.builds(lambda p, qq: ir.Commit(peer=p, queue=qq), e, q),
-        OpKind.QUIET: st.builds(lambda p, qq: ir.Quiet(peer=p, queue=qq), e, q) | st.just(ir.Quiet()),
+        OpKind.QUIET: (st.builds(lambda p, qq: ir.Quiet(peer=p, queue=qq), e, q)
+                       | st.just(ir.Quiet())),
         OpKind.WAIT_SIGNAL: st.builds(lambda s, qq, x: ir.WaitSignal(src=s, queue=qq, expected=x),
                                       e, q, st.none() | e),
         OpKind.BARRIER: st.just(ir.Barrier()),
@@ -81,7 +86,8 @@ def op_strategies(windows: tuple[str, ...], counters: tuple[str, ...],
     return found
 
 
-def ops(windows: tuple[str, ...], counters: tuple[str, ...], e: st.SearchStrategy[ir.Expr]) -> st.SearchStrategy[ir.Op]:
+def ops(windows: tuple[str, ...], counters: tuple[str, ...],
+        e: st.SearchStrategy[ir.Expr]) -> st.SearchStrategy[ir.Op]:
     return st.one_of(list(op_strategies(windows, counters, e).values()))
 
 
