@@ -123,6 +123,7 @@ from typing import ClassVar, Final, NoReturn, Self, TypeAlias
 from ccogen.diag import error
 from ccogen.errors import DiagnosticError
 from ccogen.ir import nodes
+from ccogen.ir.opkind import OpKind
 from ccogen.ir.signatures import CHOICES, SIGNATURES, Arg, bind, make_op
 from ccogen.source import SourceFile, Span
 
@@ -993,45 +994,45 @@ class Kernel(_Scope):
     def put(self, *args: object, src_loc_at: int = 0, **kwargs: object) -> None:
         """`put(peer, dst=, src=, queue="auto", signal="none", aggregate=False,
         signal_per_copy=False, mode="auto", count=None)`: local `src` to `peer`'s `dst`."""
-        self._op("put", args, kwargs, _span_at(src_loc_at))
+        self._op(OpKind.PUT, args, kwargs, _span_at(src_loc_at))
 
     def get(self, *args: object, src_loc_at: int = 0, **kwargs: object) -> None:
         """`get(peer, dst=, src=, queue="auto", signal="none", aggregate=False, mode="auto")`."""
-        self._op("get", args, kwargs, _span_at(src_loc_at))
+        self._op(OpKind.GET, args, kwargs, _span_at(src_loc_at))
 
     def copy(self, *args: object, src_loc_at: int = 0, **kwargs: object) -> None:
         """`copy(dst=, src=)`: a local copy on the compute units."""
-        self._op("copy", args, kwargs, _span_at(src_loc_at))
+        self._op(OpKind.COPY, args, kwargs, _span_at(src_loc_at))
 
     def commit(self, *args: object, src_loc_at: int = 0, **kwargs: object) -> None:
         """`commit(peer, queue="auto")`: ring the doorbell for aggregate ops."""
-        self._op("commit", args, kwargs, _span_at(src_loc_at))
+        self._op(OpKind.COMMIT, args, kwargs, _span_at(src_loc_at))
 
     def quiet(self, *args: object, src_loc_at: int = 0, **kwargs: object) -> None:
         """`quiet()`, `quiet(peer)` or `quiet(peer, queue=q)`: wait until drained."""
-        self._op("quiet", args, kwargs, _span_at(src_loc_at))
+        self._op(OpKind.QUIET, args, kwargs, _span_at(src_loc_at))
 
     def wait_signal(self, *args: object, src_loc_at: int = 0, **kwargs: object) -> None:
         """`wait_signal(src, queue="auto", expected=None)` (None: computed)."""
-        self._op("wait_signal", args, kwargs, _span_at(src_loc_at))
+        self._op(OpKind.WAIT_SIGNAL, args, kwargs, _span_at(src_loc_at))
 
     def wait_count(self, *args: object, src_loc_at: int = 0, **kwargs: object) -> None:
         """`wait_count(counter, expected=None)` (None: every byte counted this epoch)."""
-        self._op("wait_count", args, kwargs, _span_at(src_loc_at))
+        self._op(OpKind.WAIT_COUNT, args, kwargs, _span_at(src_loc_at))
 
     def reset_count(self, *args: object, src_loc_at: int = 0, **kwargs: object) -> None:
         """`reset_count(counter)`: zero this rank's counter (see E027 before using it)."""
-        self._op("reset_count", args, kwargs, _span_at(src_loc_at))
+        self._op(OpKind.RESET_COUNT, args, kwargs, _span_at(src_loc_at))
 
     def barrier(self, *args: object, src_loc_at: int = 0, **kwargs: object) -> None:
         """`barrier()`: every rank of the team, all blocks."""
-        self._op("barrier", args, kwargs, _span_at(src_loc_at))
+        self._op(OpKind.BARRIER, args, kwargs, _span_at(src_loc_at))
 
     def fence(self, *args: object, src_loc_at: int = 0, **kwargs: object) -> None:
         """`fence()`: order earlier stores before later ops."""
-        self._op("fence", args, kwargs, _span_at(src_loc_at))
+        self._op(OpKind.FENCE, args, kwargs, _span_at(src_loc_at))
 
-    def _op(self, name: str, args: Sequence[object], kwargs: Mapping[str, object],
+    def _op(self, name: OpKind, args: Sequence[object], kwargs: Mapping[str, object],
             span: Span) -> None:
         self._top(f"`{name}`", span)
         given = [Arg(None, a, span) for a in args] + [Arg(k, v, span) for k, v in kwargs.items()]

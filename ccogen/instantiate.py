@@ -92,6 +92,7 @@ from ccogen.diag import Diagnostic, error
 from ccogen.ir import nodes as ir
 from ccogen.ir.evaluate import Compiler, Env, EvalError, IntFn, expr_text
 from ccogen.ir.instance import CheckInst, Instance, Issuer, KernelInst, OpInst, RegionInst
+from ccogen.ir.opkind import OpKind
 from ccogen.source import Span
 
 DEFAULT_TEAM_SIZES: tuple[int, ...] = (2, 3, 4, 8)
@@ -514,7 +515,7 @@ class _Pending:
     __slots__ = ("dst", "expected", "group", "issuer", "kernel", "kind", "op", "peer", "preds",
                  "queue", "slot", "src", "wait_default")
 
-    def __init__(self, kind: str, op: ir.Op, kernel: int, issuer: Issuer) -> None:
+    def __init__(self, kind: OpKind, op: ir.Op, kernel: int, issuer: Issuer) -> None:
         self.kind = kind
         self.op = op
         self.kernel = kernel
@@ -897,7 +898,7 @@ class _Unroller(_Evaluating):
     def _op(self, op: ir.Op, scope: _Scope, frontier: tuple[int, ...]) -> tuple[int, ...]:
         evaluate = self._ops[type(op)]
         self.failed = False
-        pending = _Pending(ir.OP_NAMES[type(op)], op, self._kernel, scope.issuer)
+        pending = _Pending(ir.OP_KINDS[type(op)], op, self._kernel, scope.issuer)
         evaluate(op, scope, pending)
         if self.failed:
             return frontier
@@ -994,7 +995,7 @@ class _Ensure(_Evaluating):
                 if cond is not None:
                     self._body(s.body if cond else s.orelse)
             else:
-                kind = s.kind.value if isinstance(s, ir.IssuerBlock) else ir.OP_NAMES[type(s)]
+                kind = s.kind.value if isinstance(s, ir.IssuerBlock) else ir.OP_KINDS[type(s)]
                 self._error("E002", f"`{kind}` is not allowed in `ensure`", s.span,
                             "in `ensure`", help="`ensure` holds comparisons, `for` and `if`")
 
@@ -1035,7 +1036,7 @@ def _auto_queue_count(ops: list[list[_Pending]]) -> int:
     issuers: dict[tuple[int, int, int | None], set[tuple[int, int | None]]] = {}
     for rank, pending in enumerate(ops):
         for p in pending:
-            if p.slot is not None and p.kind in ("put", "get"):
+            if p.slot is not None and p.kind.traits.queued:
                 key = (rank, p.kernel, p.peer)
                 issuers.setdefault(key, set()).add((p.issuer.block, p.issuer.warp_of))
     most = max((len(s) for s in issuers.values()), default=1)

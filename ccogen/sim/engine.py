@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ccogen.ir.instance import OpInst, RegionInst
+from ccogen.ir.opkind import OpKind
 from ccogen.sim import explain
 from ccogen.sim.explain import Blocked, Finding
 from ccogen.sim.footprint import NEVER, Key, Keys, Mems, StepDesc, add, rd, wr
@@ -176,7 +177,7 @@ class Machine:
         if op.kernel > 0:
             self._kernel_boundary(op.rank, op.kernel)
         phase = st.phase[p]
-        source = self._source(op) if op.kind.startswith("wait") else -1
+        source = self._source(op) if op.kind.traits.waits else -1
         complete = IMPLS[op.kind].run(self, p, op)
         if complete:
             self._complete(p, op)
@@ -574,7 +575,7 @@ class Machine:
             seen = self.value(w.kind, w.key) if w is not None else 0
             out.append(Blocked(op, self._why(p, op), w, seen,
                                w.expected(self.state.epoch) if w else None,
-                               op.kind == "barrier"))
+                               op.kind is OpKind.BARRIER))
         out.sort(key=lambda b: (b.op.rank, b.op.index))
         return out
 
@@ -638,7 +639,7 @@ class Machine:
         ops = plan.issuers[p].ops
         if pos > 0 and plan.leader_of[(op.rank, ops[pos - 1])] != ops[pos - 1]:
             keys.append(rd(("grp", p)))
-        if op.kind != "barrier" or st.phase[p] == 1:  # the step completes the op
+        if st.phase[p] == IMPLS[op.kind].steps - 1:  # the step completes the op
             keys += [wr(("done", op.rank, i)) for i in members]
             if pos == len(ops) - 1:
                 keys.append(add(("fin",)))

@@ -118,7 +118,7 @@ class _Builder:
             proc = self.plan.proc_of_op[(op.rank, index)][0]
             self._slice(proc, member, self.ready[proc], t.end, r.epoch)
             self.ready[proc] = t.end
-        if op.kind in ("put", "get"):
+        if op.kind.traits.queued:
             self._posted(op, members, t)
         if r.source >= 0:
             self._signal_flow(r.source, r.op, t.end)
