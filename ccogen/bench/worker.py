@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ccogen.bench.cases import CaseSpec, CaseTimes, RankBench, WorkerConfig
+from ccogen.rt import native
 from ccogen.rt.errors import EngineError, RunError
 from ccogen.rt.launch import RunConfig, _Rank, _Stop
 from ccogen.rt.manifest import Manifest, load_manifest
@@ -88,9 +89,7 @@ def run_bench_rank(config: WorkerConfig, rank: int, device: int, rendezvous: Any
     except RunError as exc:
         result.error = str(exc)
     except Exception as exc:
-        from ccogen import _ccogen_rt
-
-        if isinstance(exc, _ccogen_rt.CudaError | _ccogen_rt.CudaUnavailable):
+        if native.is_cuda_error(exc):
             result.error = f"rank {rank}: {exc}"
         else:
             import traceback
@@ -119,9 +118,7 @@ class BenchRank:
 
     # -- set-up and teardown -----------------------------------------------------------------
     def run(self) -> None:
-        from ccogen import _ccogen_rt as rt
-
-        self.rt = rt
+        self.rt = rt = native.load()
         self._phase("CUDA context")
         self.ctx = rt.Context(self.device)
         self.result.device = _device_name(rt, self.device)

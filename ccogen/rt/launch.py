@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ccogen.rt import native
 from ccogen.rt.data import (
     MAX_REPORTED_FAILURES,
     CheckSpec,
@@ -131,11 +132,9 @@ def _check_instance(manifest: Manifest, instance: Instance) -> None:
 
 
 def _require_gpus(nranks: int) -> None:
-    from ccogen import runtime
-
     try:
-        count = runtime.device_count()
-    except runtime.GpuUnavailable as exc:
+        count = native.device_count()
+    except native.GpuUnavailable as exc:
         raise NoGpuError(f"no NVIDIA GPU found: {exc}") from None
     if count == 0:
         raise NoGpuError("no NVIDIA GPU found: the CUDA driver reports 0 devices "
@@ -146,11 +145,9 @@ def _require_gpus(nranks: int) -> None:
 
 def device_arch(ordinal: int) -> str:
     """`sm_XY` of a device (the cubin and the shims are built for it)."""
-    from ccogen import runtime
-
     try:
-        major, minor = runtime.compute_capability(ordinal)
-    except runtime.GpuUnavailable as exc:
+        major, minor = native.compute_capability(ordinal)
+    except native.GpuUnavailable as exc:
         raise NoGpuError(f"no NVIDIA GPU found: {exc}") from None
     return f"sm_{major}{minor}"
 
@@ -342,9 +339,7 @@ def run_rank(config: RunConfig, rank: int, device: int, rendezvous: Any,
     except RunError as exc:
         result.error = str(exc)
     except Exception as exc:
-        from ccogen import _ccogen_rt
-
-        if isinstance(exc, _ccogen_rt.CudaError | _ccogen_rt.CudaUnavailable):
+        if native.is_cuda_error(exc):
             result.error = str(exc)
         else:
             import traceback
@@ -384,9 +379,7 @@ class _Rank:
 
     # -- set-up ------------------------------------------------------------------------------
     def run(self) -> None:
-        from ccogen import _ccogen_rt as rt
-
-        self.rt = rt
+        self.rt = rt = native.load()
         self._phase("CUDA context")
         self.ctx = rt.Context(self.device)
         self.engine = engine = self._engine()

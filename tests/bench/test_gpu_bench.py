@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ccogen import cli, runtime
+from ccogen import cli
+from ccogen.rt import native
 from ccogen.bench.results import read_csv
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -18,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(autouse=True)
 def _two_gpus() -> None:
-    if runtime.device_count() < 2:
+    if native.device_count() < 2:
         pytest.skip("needs 2 GPUs")
 
 
