@@ -21,6 +21,7 @@ from ccogen.diag import error
 from ccogen.errors import DiagnosticError
 from ccogen.ir.instance import Instance
 from ccogen.ir.nodes import Protocol
+from ccogen.targets import TARGETS
 
 
 @dataclass(frozen=True)
@@ -47,14 +48,14 @@ def compile_protocol(protocol: Protocol, target: str, *, source: str, ranks: int
     `epoch_from_heap` is `codegen.Options.epoch_from_heap` (kernels count their own
     launches, for CUDA-graph replay; `ccogen bench` sets it).
     """
-    from ccogen.codegen import BACKENDS, Options, Unsupported, generate
+    from ccogen.codegen import Options, Unsupported, generate
     from ccogen.driver import CheckOptions, check_protocol
 
     params = params or {}
-    if target not in BACKENDS:
+    if target not in TARGETS:
         raise DiagnosticError([error(
             "E042", f"code generation for `{target}` is not available", protocol.span,
-            "this protocol", help=f"targets with a code generator: {', '.join(BACKENDS)}")])
+            "this protocol", help=f"targets with a code generator: {', '.join(TARGETS)}")])
     n = ranks if ranks is not None else default_ranks(protocol, params)
     result = check_protocol(protocol, CheckOptions(ranks=(n,), params=params, target=target))
     errors = [d for d in result.diagnostics if d.is_error]

@@ -4,7 +4,8 @@ The rank sets up its engine once (bootstrap, ONE symmetric heap as large as the 
 case's, the device communicator) and then runs every case in order, all ranks in step:
 
 1. zero the whole heap (signals, counters, launch counters start at 0), host barrier;
-2. load the case's cubin (nvshmem: `nvshmemx_cumodule_init`);
+2. load the case's cubin (registered with the engine where it wants it: nvshmem's
+   `nvshmemx_cumodule_init`);
 3. one verified epoch: exactly `ccogen run`'s epoch (fill every window with the seeded
    bytes, host barrier, the kernels, host barrier, check every `ensure` of this rank;
    `ccogen.rt.launch._Rank._epoch`).  The ranks agree (through the shared directory)
@@ -37,6 +38,7 @@ from ccogen.rt.errors import EngineError, RunError
 from ccogen.rt.launch import RunConfig, _Rank, _Stop
 from ccogen.rt.manifest import Manifest, load_manifest
 from ccogen.rt.report import RankResult
+from ccogen.rt.toolchain import engine_spec
 
 
 def worker_main(config: WorkerConfig, rank: int, results_queue: Any) -> None:
@@ -129,7 +131,7 @@ class BenchRank:
         self._zero_heap()
         self.engine.barrier(self.config.init_timeout_s)
         self.devcomm = b""
-        if self.config.target == "nccl-lsa":
+        if engine_spec(self.config.target).devcomm:
             self._phase("device communicator")
             self.devcomm = self.engine.devcomm(self.config.lsa_barrier_count)
         self.stream = rt.Stream(True)
@@ -155,10 +157,9 @@ class BenchRank:
         from ccogen.rt.engines import Engine
         from ccogen.rt.toolchain import find_library
 
-        heap = self.config.heap_size
-        if self.config.target == "nvshmem" and heap > (900 << 20):
-            os.environ.setdefault("NVSHMEM_SYMMETRIC_SIZE",
-                                  str((heap + (256 << 20)) >> 20 << 20))
+        heap = engine_spec(self.config.target).heap
+        for key, value in heap.environment(self.config.heap_size).items():
+            os.environ.setdefault(key, value)
         engine = Engine(self.config.target, Path(self.config.engine),
                         find_library(self.config.target))
         self._phase(f"{self.config.target} engine bootstrap")

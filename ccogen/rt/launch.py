@@ -9,7 +9,8 @@
 
 Per rank (`run_rank`): primary context → engine shim → unique id from rank 0 → engine init
 → one symmetric heap (zeroed: signals and counters start at 0) → device communicator
-(nccl-lsa) → cubin loaded (nvshmem: `nvshmemx_cumodule_init`) → epochs.  Each epoch: fill
+when a kernel takes one → cubin loaded (and registered where the engine wants it:
+nvshmem's `nvshmemx_cumodule_init`) → epochs.  Each epoch: fill
 every window with the seeded bytes, host barrier, CUDA event, every kernel in manifest order
 (`epoch` = the epoch index), event, wait (watchdog), host barrier, copy the windows back and
 evaluate this rank's `ensure` comparisons.
@@ -417,11 +418,11 @@ class _Rank:
 
     def _engine(self) -> Engine:
         from ccogen.rt.engines import Engine
-        from ccogen.rt.toolchain import find_library
+        from ccogen.rt.toolchain import engine_spec, find_library
 
-        heap = self.manifest.heap_size
-        if self.manifest.target == "nvshmem" and heap > (900 << 20):
-            os.environ.setdefault("NVSHMEM_SYMMETRIC_SIZE", str((heap + (256 << 20)) >> 20 << 20))
+        heap = engine_spec(self.manifest.target).heap
+        for key, value in heap.environment(self.manifest.heap_size).items():
+            os.environ.setdefault(key, value)
         engine = Engine(self.manifest.target, Path(self.config.engine),
                         find_library(self.manifest.target))
         self.result.library = engine.library.describe()
