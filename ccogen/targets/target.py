@@ -19,7 +19,7 @@ from typing import Any
 from ccogen.targets.base import Capabilities
 
 
-class VersionRule(str, Enum):
+class VersionRule(Enum):
     """Which library the process may load, given the headers the code was compiled with."""
 
     # NCCL: before 2.29 `ncclDevComm` changes layout between releases (demand the same

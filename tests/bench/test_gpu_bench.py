@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from ccogen import cli
-from ccogen.rt import native
 from ccogen.bench.results import read_csv
+from ccogen.rt import native
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ccogen.rt import native
-from ccogen.rt import run_manifest
+from ccogen.rt import native, run_manifest
 from ccogen.rt.errors import NoGpuError, NotEnoughGpusError
 
 from .conftest import DATA

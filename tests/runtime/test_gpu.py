@@ -11,8 +11,7 @@ import time
 
 import pytest
 
-from ccogen.rt import native
-from ccogen.rt import run_manifest
+from ccogen.rt import native, run_manifest
 from ccogen.rt.data import CheckSpec, RegionSpec
 
 from .conftest import DATA, require_toolchain

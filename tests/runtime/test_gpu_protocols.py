@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from ccogen.rt import native
 from ccogen.instantiate import team_sizes
-from ccogen.rt import run
+from ccogen.rt import native, run
 from ccogen.syntax import load_ir
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -71,7 +71,7 @@ def test_windows_are_filled_each_epoch(tmp_path: Path, monkeypatch: pytest.Monke
     _, rt, _ = _run(tmp_path, monkeypatch, "nvshmem_putsig", iters=2)
     manifest = load_manifest(DATA / "nvshmem_putsig")
     for w in manifest.windows:  # what the last epoch wrote
-        expected = bytes(memoryview(initial_bytes(0, 1, 0, w.name, w.size)).cast("B"))
+        expected = initial_bytes(0, 1, 0, w.name, w.size).tobytes()
         assert bytes(rt.memory[w.offset:w.offset + w.size]) == expected
 
 
