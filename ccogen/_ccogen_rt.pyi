@@ -1,6 +1,8 @@
 """Type stub for the native runtime extension (runtime/src/bindings.cpp)."""
 
-from collections.abc import Buffer, Sequence
+from collections.abc import Sequence
+
+from typing_extensions import Buffer  # collections.abc.Buffer is Python >= 3.12
 
 class CudaUnavailable(RuntimeError):
     """No usable CUDA driver: libcuda.so.1 missing, a symbol missing, or cuInit failed."""

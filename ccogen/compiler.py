@@ -7,7 +7,8 @@ instance itself could be built: for watching a broken protocol fail on the devic
 The instance is the protocol at one team size (`ranks`, default: the protocol's fixed
 size, else 2) with the parameters given.  Any error — syntax, names, an instance
 check, the target's capabilities, or a shape the target cannot lower — refuses to
-generate and is reported as a diagnostic.
+generate: `DiagnosticError` carries the diagnostics.  (When the generated code then
+fails to build, that is `ccogen.rt.errors.CompileError`, the compiler's log.)
 """
 
 from __future__ import annotations
@@ -16,16 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ccogen.diag import Diagnostic, error
+from ccogen.diag import error
 from ccogen.errors import DiagnosticError
 from ccogen.ir.instance import Instance
 from ccogen.ir.nodes import Protocol
-
-
-class CompileError(Exception):
-    def __init__(self, diagnostics: Sequence[Diagnostic]) -> None:
-        super().__init__("; ".join(d.message for d in diagnostics))
-        self.diagnostics = list(diagnostics)
+from ccogen.targets import TARGETS
 
 
 @dataclass(frozen=True)
@@ -46,46 +42,44 @@ def compile_protocol(protocol: Protocol, target: str, *, source: str, ranks: int
                      params: dict[str, int] | None = None, debug: bool = False,
                      force: bool = False,
                      arch: str | None = None, epoch_from_heap: bool = False) -> Compiled:
-    """Check the instance (errors refuse) and generate its files for `target`.
+    """Check the instance and generate its files for `target`; `DiagnosticError` when
+    the protocol is refused (an error, unless `force`) or the target cannot lower it.
 
     `epoch_from_heap` is `codegen.Options.epoch_from_heap` (kernels count their own
     launches, for CUDA-graph replay; `ccogen bench` sets it).
     """
-    from ccogen.codegen import BACKENDS, Options, Unsupported, generate
+    from ccogen.codegen import Options, Unsupported, generate
     from ccogen.driver import CheckOptions, check_protocol
 
     params = params or {}
-    if target not in BACKENDS:
-        raise CompileError([error("E042", f"code generation for `{target}` is not available",
-                                  protocol.span, "this protocol",
-                                  help=f"targets with a code generator: {', '.join(BACKENDS)}")])
+    if target not in TARGETS:
+        raise DiagnosticError([error(
+            "E042", f"code generation for `{target}` is not available", protocol.span,
+            "this protocol", help=f"targets with a code generator: {', '.join(TARGETS)}")])
     n = ranks if ranks is not None else default_ranks(protocol, params)
     result = check_protocol(protocol, CheckOptions(ranks=(n,), params=params, target=target))
     errors = [d for d in result.diagnostics if d.is_error]
     if not result.instances or (errors and not force):
-        raise CompileError(errors or result.diagnostics)
+        raise DiagnosticError(errors or result.diagnostics)
     instance = result.instances[0]
     try:
         options = Options(debug=debug, epoch_from_heap=epoch_from_heap,
                           **({"arch": arch} if arch else {}))
         files = generate(instance, target, source=source, options=options)
     except Unsupported as exc:
-        raise CompileError([error("E042", str(exc), exc.span, "not supported here",
-                                  help=f"`{target}` cannot lower this shape yet")]) from None
+        raise DiagnosticError([error("E042", str(exc), exc.span, "not supported here",
+                                     help=f"`{target}` cannot lower this shape yet")]) from None
     return Compiled(instance, target, files.files)
 
 
 def compile_file(path: str, target: str, *, ranks: int | None, params_text: Sequence[str],
                  out_dir: str | None, debug: bool = False, arch: str | None = None) -> Path:
     from ccogen.codegen.files import GeneratedFiles
+    from ccogen.instantiate import parse_params
     from ccogen.syntax import parse_ir
 
     text = Path(path).read_text(encoding="utf-8")
-    try:
-        protocol = parse_ir(text, path)
-    except DiagnosticError as exc:
-        raise CompileError(exc.diagnostics) from None
-    from ccogen.instantiate import parse_params
+    protocol = parse_ir(text, path)
 
     params = parse_params(params_text, protocol)
     compiled = compile_protocol(protocol, target, source=path, ranks=ranks, params=params,

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ccogen.rt.errors import ManifestError
+from ccogen.targets import get_target
 
 _PACKAGE = Path(__file__).resolve().parent.parent
 
@@ -165,7 +166,8 @@ def derive_manifest(spec: ReferenceSpec, generated: dict[str, Any]) -> dict[str,
         "kernel_file": "kernels.cu",
         "reference": asdict(spec.rule),
     }
-    if spec.target == "nccl-lsa":
+    engine = get_target(spec.target).engine
+    if engine is not None and engine.devcomm:  # the device communicator's LSA barriers
         manifest["nccl"] = {"lsa_barrier_count": spec.lsa_barrier_count}
     return manifest
 

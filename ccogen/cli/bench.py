@@ -22,6 +22,7 @@ from typing import Any
 from ccogen.bench.runner import COMPARES
 
 from ccogen.cli.common import EXIT_OK, EXIT_USAGE, UsageError, param_arg, params, read
+from ccogen.targets import runnable_targets
 
 EXIT_FAILED = 1
 
@@ -30,7 +31,7 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("bench", help="time a protocol over a parameter sweep beside the "
                        "engine's own collective, hand-written references and link ceilings")
     p.add_argument("file", metavar="FILE.cco")
-    p.add_argument("--target", required=True, choices=("nccl-lsa", "nvshmem"))
+    p.add_argument("--target", required=True, choices=runnable_targets())
     p.add_argument("--ranks", type=int, default=2, metavar="N", help="GPUs (one rank each)")
     p.add_argument("--sweep", action="append", required=True, metavar="PARAM=SPEC",
                    help="LO..HI (x4 steps), LO..HI:x2, or V1,V2,...; repeat for more sweeps")

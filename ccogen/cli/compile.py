@@ -32,7 +32,8 @@ def add_parsers(sub: Any) -> None:
 
 def _compile(args: argparse.Namespace) -> Path | None:
     """Run `ccogen compile`; None (diagnostics printed) when the protocol is refused."""
-    from ccogen.compiler import CompileError, compile_file
+    from ccogen.compiler import compile_file
+    from ccogen.errors import DiagnosticError
 
     read(args.file)
     try:
@@ -40,10 +41,10 @@ def _compile(args: argparse.Namespace) -> Path | None:
                             out_dir=args.output, debug=args.debug, arch=args.arch)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    except CompileError as exc:
+    except DiagnosticError as exc:
         from ccogen.diag.render import render
 
-        sys.stdout.write(render(exc.diagnostics, "full", color=sys.stdout.isatty()))
+        sys.stdout.write(render(list(exc.diagnostics), "full", color=sys.stdout.isatty()))
         return None
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ccogen.cli.common import EXIT_OK, EXIT_USAGE, UsageError, param_arg, params, read
+from ccogen.targets import runnable_targets
 
 EXIT_FAILED = 1
 
@@ -22,7 +23,8 @@ EXIT_FAILED = 1
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("run", help="build, launch on GPUs and check `ensure` on real data")
     p.add_argument("file", metavar="FILE.cco")
-    p.add_argument("--target", default="nccl-lsa", choices=("nccl-lsa", "nvshmem"))
+    p.add_argument("--target", default="nccl-lsa", choices=runnable_targets(),
+                   help="a target ccogen runs on GPUs (default nccl-lsa)")
     p.add_argument("--ranks", type=int, default=2, metavar="N", help="GPUs (one rank each)")
     p.add_argument("--iters", type=int, default=100, metavar="K", help="epochs (default 100)")
     param_arg(p)

@@ -52,16 +52,11 @@ def compile_for_run(protocol: IrProtocol, source: str, target: str, ranks: int,
 
     `epoch_from_heap`: kernels count their own launches (codegen.Options), so captured
     launches can be replayed as a CUDA graph (`ccogen bench`)."""
-    from ccogen.compiler import CompileError as ProtocolError
     from ccogen.compiler import compile_protocol
-    from ccogen.errors import DiagnosticError
 
-    try:
-        compiled = compile_protocol(protocol, target, source=source, ranks=ranks,
-                                    params=dict(params), debug=debug, force=force,
-                                    epoch_from_heap=epoch_from_heap)
-    except ProtocolError as exc:
-        raise DiagnosticError(exc.diagnostics) from None
+    compiled = compile_protocol(protocol, target, source=source, ranks=ranks,
+                                params=dict(params), debug=debug, force=force,
+                                epoch_from_heap=epoch_from_heap)
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, text in compiled.files.items():
         (out_dir / name).write_text(text, encoding="utf-8")

@@ -1,10 +1,14 @@
 """Compiling generated CUDA into cubins, cached on disk (see ccogen.rt.cache).
 
-- `nccl-lsa`: the device API is header-only: `nvcc -cubin -std=c++17 -arch=ARCH
-  -I$NCCL/include kernels.cu` (plus `--extended-lambda` when the source uses NCCL's
-  reduce/copy helpers or the manifest asks for it).
-- `nvshmem`: relocatable device code linked with the device library of the NVSHMEM loaded at
-  run time: `nvcc -rdc=true -c ...` then `nvcc -dlink -cubin k.o $NV/lib/libnvshmem_device.a`.
+For the targets the runtime runs; what differs between them is data of their `Target`
+(ccogen.targets): the engine library (`toolchain.library`) and its flags.
+
+- A header-only device API (`nccl-lsa`): `nvcc -cubin -std=c++17 -arch=ARCH
+  -I$NCCL/include kernels.cu` (plus a target's `toolchain.flags_when`: `--extended-lambda`
+  when the source uses NCCL's reduce/copy helpers; plus the manifest's `nvcc_flags`).
+- A library with a device library (`nvshmem`: `LibrarySpec.device_lib`): relocatable
+  device code linked with the device library of the library loaded at run time:
+  `nvcc -rdc=true -c ...` then `nvcc -dlink -cubin k.o $NV/lib/libnvshmem_device.a`.
 
 Debug builds add `-DCCOGEN_DEBUG=1` (bounded waits that fill the debug record, see
 docs/runtime-abi.md).  Every build adds `-lineinfo` so compute-sanitizer and the debug
@@ -25,9 +29,9 @@ from pathlib import Path
 from ccogen.rt.cache import cache_key, cached_build
 from ccogen.rt.errors import CompileError, ToolchainError
 from ccogen.rt.manifest import load_manifest
-from ccogen.rt.toolchain import Library, find_library, find_nvcc, library_spec, nvcc_version
+from ccogen.rt.toolchain import Library, engine_spec, find_library, find_nvcc, nvcc_version
+from ccogen.targets import get_target
 
-_REDUCE_COPY = re.compile(r"\bncclLsa(?:ReduceSum|Copy|ReduceSumCopy)\b")
 _LOG_LOCATION = re.compile(r"^(?P<file>[^\s:()]+)\((?P<line>\d+)\):\s*(?:error|catastrophic)",
                            re.MULTILINE)
 _PROTOCOL_LINE = re.compile(r"//\s*(?P<file>[\w./-]+\.cco):(?P<line>\d+)")
@@ -95,15 +99,16 @@ def _defines(options: BuildOptions) -> list[str]:
 def compile_flags(text: str, library: Library, options: BuildOptions) -> list[str]:
     """The flags of the (first) compile step, without input and output."""
     flags = ["-std=c++17", f"-arch={options.arch}", f"-I{library.include}", *_defines(options)]
-    if options.target == "nccl-lsa" and _REDUCE_COPY.search(text):
-        flags.append("--extended-lambda")
+    for pattern, flag in get_target(options.target).toolchain.flags_when:
+        if re.search(pattern, text):
+            flags.append(flag)
     flags += [f for f in options.extra_flags if f not in flags]
     return flags
 
 
 def _build(path: Path, options: BuildOptions) -> Path:
     _check_arch(options.arch)
-    library_spec(options.target)
+    engine_spec(options.target)  # a target the runtime runs (ToolchainError otherwise)
     library = find_library(options.target)
     nvcc = find_nvcc()
     text = path.read_text(encoding="utf-8")
@@ -115,13 +120,14 @@ def _build(path: Path, options: BuildOptions) -> Path:
         # Compile a copy under its own name: line info and logs then name `kernels.cu`, not
         # a temporary path, so one cache entry serves every directory holding this text.
         shutil.copyfile(path, tmp / path.name)
-        if options.target == "nccl-lsa":
+        archive = library.spec.device_archive
+        if archive is None:
             commands = [[str(nvcc), "-cubin", *flags, path.name, "-o", "kernels.cubin"]]
         else:
-            device_lib = library.lib / "libnvshmem_device.a"
+            device_lib = library.lib / archive
             if not device_lib.is_file():
-                raise ToolchainError(f"{device_lib} is missing: the NVSHMEM package is "
-                                     "incomplete (reinstall nvidia-nvshmem-cu13)")
+                raise ToolchainError(f"{device_lib} is missing: the {library.spec.name} "
+                                     f"package is incomplete (reinstall {library.spec.pip})")
             commands = [
                 [str(nvcc), "-rdc=true", "-c", *flags, path.name, "-o", "kernels.o"],
                 [str(nvcc), f"-arch={options.arch}", "-dlink", "-cubin", "kernels.o",

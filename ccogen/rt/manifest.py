@@ -15,14 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from ccogen.rt.errors import ManifestError
+from ccogen.targets import TARGETS, runnable_targets
 
 ABI_VERSION = 1
 HEAP_ALIGN = 256
 PARAM_KINDS = ("devcomm", "window", "heap", "epoch", "debug")
-TARGET_PARAM_KINDS = {
-    "nccl-lsa": frozenset(PARAM_KINDS),
-    "nvshmem": frozenset({"heap", "epoch", "debug"}),
-}
 
 
 @dataclass(frozen=True)
@@ -171,9 +168,9 @@ def parse_manifest(data: Any, file: Path) -> Manifest:
     if abi != ABI_VERSION:
         raise r.fail("abi", f"is {abi}; this runtime implements ABI {ABI_VERSION}")
     target = r.str_(top, "target", "")
-    if target not in TARGET_PARAM_KINDS:
+    if target not in runnable_targets():
         raise r.fail("target", f"is {target!r}; the runtime runs "
-                     f"{', '.join(TARGET_PARAM_KINDS)}")
+                     f"{', '.join(runnable_targets())}")
     heap_size = r.int_(top, "heap_size", "", minimum=1)
     windows = tuple(_window(r, w, i) for i, w in enumerate(r.list_(top, "windows", "")))
     sig = r.obj(r.get(top, "signals", "", {"offset": 0, "count": 0}), "signals")
@@ -228,7 +225,9 @@ def _kernel(r: _Reader, data: Any, i: int, target: str) -> KernelSpec:
     where = f"kernels[{i}]."
     k = r.obj(data, where[:-1])
     params = tuple(r.list_(k, "params", where))
-    allowed = TARGET_PARAM_KINDS[target]
+    engine = TARGETS[target].engine
+    assert engine is not None  # parse_manifest accepts runnable targets only
+    allowed = engine.kernel_params
     for j, kind in enumerate(params):
         if kind not in PARAM_KINDS:
             raise r.fail(f"{where}params[{j}]", f"is {kind!r}; kinds are {', '.join(PARAM_KINDS)}")

@@ -21,6 +21,7 @@ from ccogen.targets.base import (
     SignalStorage,
     Support,
 )
+from ccogen.targets.target import Target, Toolchain
 
 KiB, MiB = 1 << 10, 1 << 20
 
@@ -80,4 +81,12 @@ CAPABILITIES = Capabilities(
         (Feature.COUNTED_WRITES, "`ccoSdma` has no counted writes: a put can only bump a "
                                  "per-(sender, queue) signal slot by one"),
     ),
+)
+
+TARGET = Target(
+    name="mori-sdma",
+    capabilities=CAPABILITIES,
+    codegen="ccogen.codegen.backends.mori_sdma:MoriSdma",
+    # clang-22 and the MORI headers (ccogen.toolchains.locate); no AMD GPU to run on here
+    toolchain=Toolchain(builder="ccogen.toolchains.hip:build_hip"),
 )

@@ -8,9 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from ccogen.rt.build import build_cubin, build_manifest_dir, protocol_origin
+from ccogen.rt.build import (
+    BuildOptions,
+    build_cubin,
+    build_manifest_dir,
+    compile_flags,
+    protocol_origin,
+)
 from ccogen.rt.errors import CompileError, LibraryVersionError, ToolchainError
-from ccogen.rt.toolchain import find_library
+from ccogen.rt.toolchain import Library, find_library, library_spec
+from ccogen.targets.libraries import NCCL, NVSHMEM
 
 from .conftest import DATA, require_toolchain
 
@@ -120,6 +127,42 @@ def test_old_library_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
     monkeypatch.setenv("CCOGEN_NCCL_HOME", str(tmp_path))
     with pytest.raises(LibraryVersionError, match=r"NCCL 2\.27\.7 .* is too old: .* >= 2\.28"):
         find_library("nccl-lsa")
+
+
+def test_cft_needs_nccl_2_31(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """nccl-cft compiles against the same NCCL package, from 2.31 on (its Target says so)."""
+    (tmp_path / "include").mkdir()
+    (tmp_path / "include" / "nccl.h").write_text(
+        "#define NCCL_MAJOR 2\n#define NCCL_MINOR 28\n#define NCCL_PATCH 9\n")
+    monkeypatch.setenv("CCOGEN_NCCL_HOME", str(tmp_path))
+    assert find_library("nccl-lsa").version == (2, 28, 9)
+    with pytest.raises(LibraryVersionError, match=r"NCCL 2\.28\.9 .* is too old: the nccl-cft "
+                       r"target needs NCCL >= 2\.31\.0; upgrade with `pip install -U "):
+        find_library("nccl-cft")
+
+
+def test_mori_has_no_engine_library() -> None:
+    with pytest.raises(ToolchainError, match="mori-sdma compiles against no NCCL / NVSHMEM"):
+        library_spec("mori-sdma")
+    with pytest.raises(ToolchainError, match="unknown target 'foo'; known targets: mori-sdma"):
+        library_spec("foo")
+
+
+def test_the_runtime_builds_only_what_it_runs(tmp_path: Path) -> None:
+    with pytest.raises(ToolchainError, match="cannot run target 'nccl-cft': the runtime runs "
+                       "nvshmem, nccl-lsa"):
+        build_cubin(DATA / "nccl_hang" / "kernels.cu", "nccl-cft")
+
+
+@pytest.mark.parametrize(("target", "spec"), [("nccl-lsa", NCCL), ("nvshmem", NVSHMEM)])
+def test_extended_lambda_only_for_nccl_reduce_copy(target: str, spec: object) -> None:
+    library = Library(spec, Path("/lib/x"), (9, 9, 9))  # type: ignore[arg-type]
+    options = BuildOptions(target=target, extra_flags=("-DX=1",))
+    helpers = "ncclLsaReduceSum(coop, ...);"
+    plain = compile_flags("int x;", library, options)
+    assert plain == ["-std=c++17", "-arch=sm_90", "-I/lib/x/include", "-lineinfo", "-DX=1"]
+    with_helpers = compile_flags(helpers, library, options)
+    assert ("--extended-lambda" in with_helpers) is (target == "nccl-lsa")
 
 
 def test_missing_nvcc(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
