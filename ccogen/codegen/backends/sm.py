@@ -14,7 +14,7 @@ benchmarks/copy/copy_shape.cu: 128 CTAs of 512 threads store 16 MiB-1 GiB into t
 93.4-95.8 % of the copy engine (both ways), 32 CTAs at 90-92 %; 132 CTAs (uneven slices)
 drop to 88 % from 256 MiB.  Each CTA copies a
 contiguous 16-byte-aligned slice with 16-byte words, 8 loads in flight per thread
-(templates/common/sm_device.cuh.j2).  Kernels with more than one CTA are launched
+(templates/common/ccogen_device.cuh.j2).  Kernels with more than one CTA are launched
 cooperatively (their CTAs may still wait on each other).  On nccl-lsa and nvshmem the
 group's signals, waits and syncs are then split per CTA (`codegen.ctasplit`).
 
@@ -27,7 +27,7 @@ docs/performance.md).  Above, `__noinline__` keeps very large instances quick to
 
 `Options.epoch_from_heap` adds one 64-bit launch counter per kernel after its barrier
 words (`KernelModel.epoch_word`); the kernel's first act is to take a ticket from it
-(see `ccogen_launch_epoch` in templates/common/sm_device.cuh.j2).
+(see `ccogen_launch_epoch` in templates/common/ccogen_device.cuh.j2).
 """
 
 from __future__ import annotations
@@ -40,11 +40,11 @@ from typing import ClassVar
 from ccogen import __version__
 from ccogen.codegen.backends.base import Backend, Options, manifest_head
 from ccogen.codegen.ctasplit import scale_programs, slot_scales, split_segments
-from ccogen.codegen.files import GeneratedFiles, banner, options_hash
+from ccogen.codegen.files import GeneratedFiles, banner, options_hash, support_banner
 from ccogen.codegen.jinja import render
 from ccogen.codegen.layout import HeapLayout, plan_heap
 from ccogen.codegen.ll import NONE, LLPlan, plan_ll
-from ccogen.codegen.model import BlockProgram, KernelModel, ProtocolModel, Segment
+from ccogen.codegen.model import BlockProgram, DeviceSupport, KernelModel, ProtocolModel, Segment
 from ccogen.codegen.naming import c_identifier
 from ccogen.codegen.plan import Unsupported, block_ops, lower_block
 from ccogen.ir.instance import Instance, OpInst
@@ -55,6 +55,7 @@ BYTES_PER_CTA = 64 << 10
 MAX_CTAS = 128
 MAX_GRID = 128
 INLINE_STEPS = 256
+SUPPORT_TEMPLATE = "common/ccogen_device.cuh.j2"
 
 
 def expected_oracle(instance: Instance) -> Callable[[OpInst], tuple[int, int]]:
@@ -92,12 +93,22 @@ class SmBackend(Backend):
     copy_block_dim: ClassVar[int] = COPY_BLOCK_DIM
     ll_path: ClassVar[bool] = False  # small puts with their signal folded in (codegen.ll)
 
+    add_primitives: ClassVar[bool] = False  # defines ccogen_add / ccogen_llput_thread
+
     def generate(self, instance: Instance, source: str, options: Options) -> GeneratedFiles:
         model, layout = self.model(instance, source, options)
         text = render(self.template, model=model)
         manifest = self.manifest(model, layout, instance, options)
         return GeneratedFiles({"kernels.cu": text,
+                               model.support_header: render(SUPPORT_TEMPLATE,
+                                                            support=self.support(options)),
                                "manifest.json": json.dumps(manifest, indent=2) + "\n"})
+
+    def support(self, options: Options) -> DeviceSupport:
+        """The variant of the shared device header this backend's kernels.cu includes."""
+        return DeviceSupport(epoch_from_heap=options.epoch_from_heap,
+                             add_primitives=self.add_primitives,
+                             banner=support_banner(__version__))
 
     # ------------------------------------------------------------------ model
     def model(self, instance: Instance, source: str,
@@ -191,6 +202,7 @@ class SmBackend(Backend):
             **manifest_head(self.name, instance, model.source, options.arch, options.debug,
                             layout.size),
             "windows": layout.windows_manifest(),
+            "headers": [model.support_header],
             "signals": {"offset": layout.signals.offset, "count": layout.signals.size // 8},
             "counters": [{"name": c.name, "offset": c.offset} for c in layout.counters],
             "kernels": [
