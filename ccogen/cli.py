@@ -78,6 +78,9 @@ def _compile_args(p: argparse.ArgumentParser) -> None:
                    "nvshmem counted writes need sm_100, nccl-cft always builds for sm_100)")
     p.add_argument("--debug", action="store_true", help="bounded waits that report hangs "
                    "(mori-sdma: also -DMORI_CCO_SDMA_DEBUG)")
+    from ccogen.rt.cli import max_ctas_arg
+
+    max_ctas_arg(p)
 
 
 def _instance_args(p: argparse.ArgumentParser) -> None:
@@ -216,7 +219,8 @@ def _compile(args: argparse.Namespace) -> Path | None:
     _read(args.file)
     try:
         return compile_file(args.file, args.target, ranks=args.ranks, params_text=args.param,
-                            out_dir=args.output, debug=args.debug, arch=args.arch)
+                            out_dir=args.output, debug=args.debug, arch=args.arch,
+                            max_ctas=args.max_ctas)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     except CompileError as exc:

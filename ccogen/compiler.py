@@ -45,11 +45,13 @@ def default_ranks(protocol: Protocol, params: dict[str, int]) -> int:
 def compile_protocol(protocol: Protocol, target: str, *, source: str, ranks: int | None = None,
                      params: dict[str, int] | None = None, debug: bool = False,
                      force: bool = False,
-                     arch: str | None = None, epoch_from_heap: bool = False) -> Compiled:
+                     arch: str | None = None, epoch_from_heap: bool = False,
+                     max_ctas: int | None = None) -> Compiled:
     """Check the instance (errors refuse) and generate its files for `target`.
 
     `epoch_from_heap` is `codegen.Options.epoch_from_heap` (kernels count their own
-    launches, for CUDA-graph replay; `ccogen bench` sets it).
+    launches, for CUDA-graph replay; `ccogen bench` sets it).  `max_ctas` is the SM
+    budget, `codegen.Options.max_ctas` (None: its default).
     """
     from ccogen.codegen import BACKENDS, Options, Unsupported, generate
     from ccogen.driver import CheckOptions, check_protocol
@@ -67,7 +69,8 @@ def compile_protocol(protocol: Protocol, target: str, *, source: str, ranks: int
     instance = result.instances[0]
     try:
         options = Options(debug=debug, epoch_from_heap=epoch_from_heap,
-                          **({"arch": arch} if arch else {}))
+                          **({"arch": arch} if arch else {}),
+                          **({"max_ctas": max_ctas} if max_ctas is not None else {}))
         files = generate(instance, target, source=source, options=options)
     except Unsupported as exc:
         raise CompileError([error("E042", str(exc), exc.span, "not supported here",
@@ -76,7 +79,8 @@ def compile_protocol(protocol: Protocol, target: str, *, source: str, ranks: int
 
 
 def compile_file(path: str, target: str, *, ranks: int | None, params_text: Sequence[str],
-                 out_dir: str | None, debug: bool = False, arch: str | None = None) -> Path:
+                 out_dir: str | None, debug: bool = False, arch: str | None = None,
+                 max_ctas: int | None = None) -> Path:
     from ccogen.codegen.files import GeneratedFiles
     from ccogen.syntax import parse_ir
 
@@ -89,7 +93,7 @@ def compile_file(path: str, target: str, *, ranks: int | None, params_text: Sequ
 
     params = parse_params(params_text, protocol)
     compiled = compile_protocol(protocol, target, source=path, ranks=ranks, params=params,
-                                debug=debug, arch=arch)
+                                debug=debug, arch=arch, max_ctas=max_ctas)
     out = Path(out_dir) if out_dir else Path("build") / (
         f"{protocol.name}-{target}-n{compiled.instance.nranks}")
     GeneratedFiles(compiled.files).write(out)

@@ -21,7 +21,8 @@ def add_run_parser(sub: Any) -> None:
     p = sub.add_parser("run", help="build, launch on GPUs and check `ensure` on real data")
     p.add_argument("file", metavar="FILE.cco")
     p.add_argument("--target", default="nccl-lsa", choices=("nccl-lsa", "nvshmem"))
-    p.add_argument("--ranks", type=int, default=2, metavar="N", help="GPUs (one rank each)")
+    p.add_argument("--ranks", type=int, default=2, metavar="N",
+                   help="ranks: one per GPU, or round-robin on fewer GPUs under MPS (nvshmem)")
     p.add_argument("--iters", type=int, default=100, metavar="K", help="epochs (default 100)")
     p.add_argument("--param", action="append", default=[], metavar="K=V",
                    help="override a parameter, e.g. --param block=4KiB")
@@ -34,13 +35,31 @@ def add_run_parser(sub: Any) -> None:
                    help="seconds an epoch's kernels may run before the run stops")
     p.add_argument("-o", "--out", metavar="DIR", help="keep the generated files in DIR")
     p.add_argument("--times", action="store_true", help="print every epoch's time")
+    max_ctas_arg(p)
+
+
+def max_ctas_arg(p: argparse.ArgumentParser) -> None:
+    """`--max-ctas N`: the SM budget (codegen.Options.max_ctas), for compile/build/run/bench."""
+    p.add_argument("--max-ctas", type=_positive, default=None, metavar="N",
+                   help="SM budget: at most N CTAs per kernel launch (default 32; "
+                        "`run` picks fewer when ranks share a GPU)")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, not {value}")
+    return value
 
 
 def run_command(args: argparse.Namespace) -> int:
     from ccogen.cli import UsageError, _params, _read
     from ccogen.diag.render import render
     from ccogen.errors import DiagnosticError
-    from ccogen.rt.api import compile_for_run
+    from ccogen.rt.api import compile_for_run, placement_and_budget
     from ccogen.rt.errors import RunError
     from ccogen.rt.launch import run as run_manifest
     from ccogen.syntax import parse_ir
@@ -51,13 +70,15 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         protocol = parse_ir(text, args.file)
         params = _params(args.param, protocol)
+        placement, budget = placement_and_budget(args.target, args.ranks, args.max_ctas)
         with tempfile.TemporaryDirectory(prefix="ccogen-gen-") as tmp:
             out = Path(args.out) if args.out else Path(tmp)
             instance = compile_for_run(protocol, Path(args.file).name, args.target,
                                        args.ranks, params, out, debug=args.debug,
-                                       force=args.force)
+                                       force=args.force, max_ctas=budget)
             report = run_manifest(out, instance, iters=args.iters, seed=args.seed,
-                                  debug=args.debug, watchdog_s=args.watchdog)
+                                  debug=args.debug, watchdog_s=args.watchdog,
+                                  placement=placement)
     except DiagnosticError as exc:
         sys.stderr.write(render(list(exc.diagnostics), "full", color=sys.stderr.isatty()))
         return EXIT_FAILED
