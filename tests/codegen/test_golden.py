@@ -34,12 +34,12 @@ HEADER_VARIANTS = {("nccl-lsa", False): "add-primitives", ("nvshmem", False): "a
 
 
 def generated(path: Path, target: str, nranks: int = 2,
-              options: Options = Options()) -> dict[str, str]:
+              options: Options | None = None) -> dict[str, str]:
     protocol = load_ir(path)
     instance, diags = instantiate(protocol, nranks, {})
     assert instance is not None, diags
     return generate(instance, target, source=path.relative_to(ROOT).as_posix(),
-                    options=options).files
+                    options=options or Options()).files
 
 
 def header_golden(variant: str) -> Path:

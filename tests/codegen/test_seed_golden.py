@@ -43,7 +43,7 @@ CASES = [(v, stem) for v in VARIANTS for stem in golden_stems(v)]
 def test_generated_code_matches_golden(variant: Variant, stem: str, update_golden: bool) -> None:
     files = compiled(stem, variant).files
     for name, text in sorted(files.items()):
-        if name == "ccogen_device.cuh":  # one golden per header variant: tests/codegen/test_golden.py
+        if name == "ccogen_device.cuh":  # one golden per header variant (test_golden.py)
             assert text == (ROOT / "tests" / "golden" / "ccogen_device" /
                             f"{HEADER_VARIANT[variant.name]}.cuh").read_text()
             continue

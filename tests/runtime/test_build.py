@@ -80,7 +80,8 @@ def test_local_header_is_built_beside_and_keys_the_cache(cache_dir: Path, tmp_pa
     log = _counting_nvcc(tmp_path, monkeypatch)
     src = tmp_path / "gen" / "kernels.cu"
     src.parent.mkdir()
-    src.write_text('#include "support.cuh"\nextern "C" __global__ void k(int* p) { *p = kValue; }\n')
+    src.write_text('#include "support.cuh"\n'
+                   'extern "C" __global__ void k(int* p) { *p = kValue; }\n')
     header = src.parent / "support.cuh"
     header.write_text("constexpr int kValue = 1;\n")
     first = build_cubin(src, "nccl-lsa")
@@ -88,7 +89,7 @@ def test_local_header_is_built_beside_and_keys_the_cache(cache_dir: Path, tmp_pa
     header.write_text("constexpr int kValue = 2;\n")
     assert build_cubin(src, "nccl-lsa") != first and _compiles(log) == 2
     header.unlink()
-    with pytest.raises(CompileError, match="support.cuh"):
+    with pytest.raises(CompileError, match=r"support\.cuh"):
         build_cubin(src, "nccl-lsa")
 
 
@@ -102,7 +103,7 @@ def test_listed_header_must_exist(tmp_path: Path) -> None:
     manifest = json.loads((out / "manifest.json").read_text())
     manifest["headers"] = ["ccogen_device.cuh"]
     (out / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(ToolchainError, match="ccogen_device.cuh does not exist"):
+    with pytest.raises(ToolchainError, match=r"ccogen_device\.cuh does not exist"):
         build_cubin(out, "nccl-lsa")
 
 

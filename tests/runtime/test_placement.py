@@ -134,7 +134,8 @@ def test_the_issue_20_hang_is_refused_and_the_budget_that_fits_named() -> None:
     each, two per SM: 3 x 129 > 264 (it hung in its second launch)."""
     problem = residency_problem([_k(128, 2)], 132, 3, "GPU 0")
     assert problem is not None
-    assert "3 ranks share GPU 0" in problem and "3 ranks x (128 CTAs + 1 for the engine) = 387" in problem
+    assert "3 ranks share GPU 0" in problem
+    assert "3 ranks x (128 CTAs + 1 for the engine) = 387" in problem
     assert "--max-ctas 87 or less" in problem  # 3 x (87 + 1) = 264
     assert residency_problem([_k(87, 2)], 132, 3) is None
     assert residency_problem([_k(88, 2)], 132, 3) is not None

@@ -11,7 +11,6 @@ from ccogen.codegen.plan import Unsupported
 from ccogen.ir.instance import Instance
 from ccogen.source import Span
 
-
 # The SM budget by default: CTAs per launch of one kernel.  NCCL's default channel count on
 # NVLink; a quarter of an H200's 132 SMs, so the rest stays free for the compute that
 # communication overlaps with (and for the other ranks of a shared GPU).  Measured: 32

@@ -51,7 +51,8 @@ def test_every_kernel_grid_stays_within_the_budget(target: str, budget: int) -> 
         ir = load_ir(REPO_ROOT / "protocols" / f"{name}.cco")
         instance, _ = instantiate(ir, 4 if name != "striped_put" else 2, {})
         assert instance is not None
-        files = generate(instance, target, source="p.cco", options=Options(max_ctas=budget)).files
+        files = generate(instance, target, source="p.cco",
+                         options=Options(max_ctas=budget)).files
         manifest = json.loads(files["manifest.json"])
         assert manifest["max_ctas"] == budget
         for k in manifest["kernels"]:
@@ -68,7 +69,8 @@ def test_a_budget_below_the_logical_blocks_is_refused() -> None:
             "            if me == 0:\n"
             "                put(1, dst=msg[b * size:(b + 1) * size], "
             "src=msg[b * size:(b + 1) * size], signal=\"remote\", queue=0)\n"
-            "                quiet(1)\n            else:\n                wait_signal(0, queue=0)\n")
+            "                quiet(1)\n            else:\n"
+            "                wait_signal(0, queue=0)\n")
     instance, diags = instantiate(parse_ir(text), 2, {})
     assert instance is not None, diags
     for target in ("nccl-lsa", "nvshmem", "mori-sdma"):
