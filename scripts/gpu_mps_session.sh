@@ -11,19 +11,21 @@
 #   4. matrix: every protocol x ranks 2, 4, 8 x (default, largest size) x 100 launches;
 #   5. hog: a compute kernel holding 100 SMs while a protocol runs (it must finish);
 #   6. budget: alltoall at 2 ranks for --max-ctas 8 .. 128 (what the budget costs);
+#   7. spin: the shape that hung, as it hung (spins until the watchdog; last, because
+#      the killed ranks leave their kernels spinning in the MPS server);
 #   then stop the MPS daemon if this script started it.
 # Everything lands in $OUT (default mps-logs; at most 8 files: the device tool's limit):
 #   setup.log, repro.log, cli.log, matrix.log, hog.log, budget.log, and the tables in
 #   mps-matrix.md (+ mps-matrix.json).  Exit 0 when every stage came out as expected.
 # Knobs: MPS_TOTAL, MATRIX_RANKS (2,4,8), MATRIX_PROTOCOLS (all), SKIP_BUILD=1 (extension
-# already built), STAGES ("repro cli matrix hog budget").  Wheels the machine lacks (lark)
+# already built), STAGES ("repro cli matrix hog budget spin").  Wheels the machine lacks (lark)
 # are expected in .whl/, as for scripts/gpu_session.sh.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-mps-logs}; mkdir -p "$OUT"
 source scripts/gpu_setup.sh
 TOTAL=${MPS_TOTAL:-470}
-STAGES=${STAGES:-repro cli matrix hog budget}
+STAGES=${STAGES:-repro cli matrix hog budget spin}
 MD="$OUT/mps-matrix.md"
 : > "$MD"
 left() { echo $(( TOTAL - SECONDS )); }
@@ -58,17 +60,17 @@ stage() {  # stage NAME SECONDS COMMAND...: run under a timeout, never past the 
 }
 for s in $STAGES; do
   case $s in
-    repro) stage repro 150 $MATRIX repro ;;
+    repro) stage repro 120 $MATRIX repro ;;
     cli)
       {
         echo "== ccogen run: the issue's case, counted_broadcast at 3 ranks on one GPU"
-        timeout -k 10 100 $PY -m ccogen run protocols/counted_broadcast.cco --target nvshmem \
+        timeout -k 10 80 $PY -m ccogen run protocols/counted_broadcast.cco --target nvshmem \
           --ranks 3 --iters 100 --watchdog 20; echo "exit $? (expected 0)"
         echo "== ccogen run: nccl-lsa with more ranks than GPUs (expected: refused, exit 2)"
-        timeout -k 10 60 $PY -m ccogen run protocols/alltoall.cco --target nccl-lsa --ranks 2 \
+        timeout -k 10 40 $PY -m ccogen run protocols/alltoall.cco --target nccl-lsa --ranks 2 \
           --iters 3; echo "exit $? (expected 2)"
         echo "== ccogen run: --max-ctas 128 at 3 ranks on one GPU (expected: refused, exit 2)"
-        timeout -k 10 80 $PY -m ccogen run protocols/counted_broadcast.cco --target nvshmem \
+        timeout -k 10 60 $PY -m ccogen run protocols/counted_broadcast.cco --target nvshmem \
           --ranks 3 --iters 3 --max-ctas 128 --watchdog 10; echo "exit $? (expected 2)"
       } 2>&1 | tee "$OUT/cli.log"
       grep -q "exit 0 (expected 0)" "$OUT/cli.log" && [ "$(grep -c 'exit 2 (expected 2)' "$OUT/cli.log")" -eq 2 ] \
@@ -77,9 +79,10 @@ for s in $STAGES; do
               ${MATRIX_PROTOCOLS:+--protocols "$MATRIX_PROTOCOLS"} ;;
     hog) stage hog 90 $MATRIX hog --hog-sms 100 --hog-seconds 15 ;;
     budget) stage budget 100 $MATRIX budget --budgets 8,16,32,64,128 --launches 52 ;;
+    spin) stage spin 60 $MATRIX repro-spin ;;  # last: leaves spinning kernels behind
   esac
 done
-[ -n "$STARTED_MPS" ] && echo quit | nvidia-cuda-mps-control
+[ -n "$STARTED_MPS" ] && timeout 20 sh -c 'echo quit | nvidia-cuda-mps-control' 
 echo "== done after ${SECONDS} s, status $STATUS"
 cat "$MD"
 exit $STATUS

@@ -5,9 +5,11 @@ Run from the repository root of a GPU machine with MPS up (`nvidia-cuda-mps-cont
 scripts/gpu_mps_session.sh runs every stage in order.  Stages:
 
   repro    counted_broadcast (default 8 MiB) at 3 ranks on one GPU: the launch shape that
-           hung (--max-ctas 128, the residency check skipped: expected to hit the
-           watchdog), what the residency check says about it, then the default budget
-           for 100 back-to-back launches (must pass).
+           hung (--max-ctas 128, the residency check skipped, a debug build whose waits
+           trap after ~2 s: expected to fail), what the residency check says about it,
+           then the default budget for 100 back-to-back launches (must pass).
+  repro-spin  the launch shape that hung as it hung (release build: spins until the
+           watchdog).  Run it last: the killed ranks leave kernels spinning in MPS.
   matrix   every protocol of protocols/ x ranks (2, 4, 8) x {default parameters, largest
            size} x 100 back-to-back launches; the table of pass/fail.
   hog      a compute kernel holding most SMs for several seconds (another MPS client)
@@ -91,6 +93,7 @@ class Case:
     max_ctas: int | None = None  # None: what `ccogen run` picks for the placement
     launches: int = 100
     check: bool = True          # the residency check before running
+    debug: bool = False         # bounded waits: a hang traps after ~2 s instead of spinning
     expect: str = "pass"        # pass | hang | refused
     directory: str = ""
     cubin: str = ""
@@ -142,7 +145,7 @@ def generate(cases: Sequence[Case], work: Path, target: str) -> None:
         try:
             instance = compile_for_run(load_ir(ROOT / "protocols" / f"{case.protocol}.cco"),
                                        f"{case.protocol}.cco", target, case.nranks,
-                                       case.params, out, debug=False, max_ctas=budget)
+                                       case.params, out, debug=case.debug, max_ctas=budget)
         except DiagnosticError as exc:
             case.status = "n/a (refused by the checker)"
             case.detail = "; ".join(d.message for d in exc.diagnostics)[:200]
@@ -330,7 +333,9 @@ def _session(cases: Sequence[Case], target: str, engine: Path, devices: tuple[in
         if not stopped:  # the first case some rank did not finish: where the session stopped
             stopped = True
             hung = any("did not finish" in e or "time limit" in e or "hung" in e for e in errors)
-            c.status = "hang (watchdog)" if hung else "FAIL (stopped)"
+            trapped = c.debug and any("CUDA_ERROR" in e for e in errors)
+            c.status = ("hang (watchdog)" if hung else
+                        "hang (a bounded wait trapped)" if trapped else "FAIL (stopped)")
             c.detail = " | ".join(errors)[:600]
         # later cases stay "not run": run_cases starts a new session for them
     say(f"   session of {n} ranks: {time.monotonic() - started:.0f} s")
@@ -399,22 +404,31 @@ def stage_cases(args: argparse.Namespace, cases: list[Case], title: str,
 
 
 def stage_repro(args: argparse.Namespace) -> bool:
+    """The old launch shape hangs; the residency check refuses it; the default passes.
+
+    The shape that hung runs as a debug build: its waits give up after ~2 s and trap, so
+    no kernel is left spinning in the MPS server (terminating a client with work still
+    running can leave the server and its other clients in an undefined state).  Stage
+    `repro-spin` runs it as it hung, spinning until the watchdog: last in a session."""
+    old = Case("counted_broadcast/n3/old-shape-debug", "counted_broadcast", 3, "default", {},
+               max_ctas=128, launches=3, check=False, debug=True, expect="hang")
+    refused = Case("counted_broadcast/n3/old-shape-checked", "counted_broadcast", 3,
+                   "default", {}, max_ctas=128, launches=3, expect="refused")
+    fixed = Case("counted_broadcast/n3/default-budget", "counted_broadcast", 3, "default", {},
+                 launches=args.launches)
+    args.watchdog = min(args.watchdog, 10.0)
+    return stage_cases(args, [old, refused, fixed], "repro: counted_broadcast (8 MiB) at 3 "
+                       "ranks on one GPU: the shape that hung (128 CTAs, debug build, run "
+                       "without the residency check), the same files through the check, "
+                       "the default budget")
+
+
+def stage_repro_spin(args: argparse.Namespace) -> bool:
     old = Case("counted_broadcast/n3/old-shape", "counted_broadcast", 3, "default", {},
                max_ctas=128, launches=3, check=False, expect="hang")
-    fixed = Case("counted_broadcast/n3/budget", "counted_broadcast", 3, "default", {},
-                 launches=args.launches)
-    watchdog = args.watchdog
     args.watchdog = min(args.watchdog, 10.0)
-    ok = stage_cases(args, [old], "repro: the launch shape that hung (128 CTAs, 3 ranks, "
-                     "no residency check)")
-    args.watchdog = watchdog
-    refused = Case(old.key.replace("old-shape", "old-shape-checked"), old.protocol, 3,
-                   "default", {}, max_ctas=128, launches=3, expect="refused")
-    prepare(args, [refused])
-    refused_ok = refused.ok
-    emit([refused], "repro: the same files through the residency check", Path(args.out))
-    return stage_cases(args, [fixed], "repro: the default budget, 100 launches") and ok \
-        and refused_ok
+    return stage_cases(args, [old], "repro-spin: the shape that hung, as it hung (release "
+                       "build, no residency check): expected to hit the watchdog")
 
 
 def stage_matrix(args: argparse.Namespace) -> bool:
@@ -504,7 +518,8 @@ def hog_kernel(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("stage", choices=("repro", "matrix", "hog", "budget", "hog-kernel"))
+    p.add_argument("stage", choices=("repro", "repro-spin", "matrix", "hog", "budget",
+                                     "hog-kernel"))
     p.add_argument("--target", default="nvshmem")
     p.add_argument("--ranks", type=lambda s: [int(x) for x in s.split(",")], default=[2, 4, 8])
     p.add_argument("--protocols", type=lambda s: s.split(","), default=None)
@@ -523,8 +538,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.stage == "hog-kernel":
         return hog_kernel(args)
-    stage = {"repro": stage_repro, "matrix": stage_matrix, "hog": stage_hog,
-             "budget": stage_budget}[args.stage]
+    stage = {"repro": stage_repro, "repro-spin": stage_repro_spin, "matrix": stage_matrix,
+             "hog": stage_hog, "budget": stage_budget}[args.stage]
     return 0 if stage(args) else 1
 
 
