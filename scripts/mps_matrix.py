@@ -94,6 +94,7 @@ class Case:
     launches: int = 100
     check: bool = True          # the residency check before running
     debug: bool = False         # bounded waits: a hang traps after ~2 s instead of spinning
+    cooperative: bool = True    # False: launch every kernel with cuLaunchKernel (experiment)
     expect: str = "pass"        # pass | hang | refused
     directory: str = ""
     cubin: str = ""
@@ -150,6 +151,11 @@ def generate(cases: Sequence[Case], work: Path, target: str) -> None:
             case.status = "n/a (refused by the checker)"
             case.detail = "; ".join(d.message for d in exc.diagnostics)[:200]
             continue
+        if not case.cooperative:  # what a launcher that ignores the manifest's flag does
+            data = json.loads((out / "manifest.json").read_text())
+            for k in data["kernels"]:
+                k["cooperative"] = False
+            (out / "manifest.json").write_text(json.dumps(data, indent=2))
         manifest = load_manifest(out)
         case.directory, case.checks = str(out), tuple(instance_checks(instance))
         case.grid = max(k.grid[0] * k.grid[1] * k.grid[2] for k in manifest.kernels)
@@ -278,7 +284,7 @@ def run_cases(cases: Sequence[Case], target: str, engine: Path, watchdog_s: floa
             left = deadline - time.monotonic()
             if not todo:
                 break
-            if left < 45:
+            if left < 20:
                 for c in todo:
                     c.status = "not run (out of time)"
                 break
@@ -439,6 +445,22 @@ def stage_matrix(args: argparse.Namespace) -> bool:
                        f"{args.launches} launches, one GPU under MPS")
 
 
+def stage_case(args: argparse.Namespace) -> bool:
+    """One case from the command line (experiments: --max-ctas, --debug, --no-check,
+    --non-cooperative, --expect)."""
+    cases = [Case(f"{args.protocol}/n{n}/{args.label}", args.protocol, n, args.label,
+                  dict(args.param), max_ctas=args.max_ctas, launches=args.launches,
+                  check=not args.no_check, debug=args.debug,
+                  cooperative=not args.non_cooperative, expect=args.expect)
+             for n in args.ranks]
+    how = ", ".join(w for w, on in (("debug build", args.debug),
+                                    ("no residency check", args.no_check),
+                                    ("cuLaunchKernel", args.non_cooperative)) if on)
+    return stage_cases(args, cases, f"case: {args.protocol} x {args.launches} launches, "
+                       f"--max-ctas {args.max_ctas or 'auto'}{f' ({how})' if how else ''}, "
+                       f"expected: {args.expect}")
+
+
 def stage_budget(args: argparse.Namespace) -> bool:
     block = args.budget_block
     cases = [Case(f"alltoall/n2/budget{b}", "alltoall", 2, f"budget {b}", {"block": block},
@@ -518,7 +540,7 @@ def hog_kernel(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("stage", choices=("repro", "repro-spin", "matrix", "hog", "budget",
+    p.add_argument("stage", choices=("repro", "repro-spin", "matrix", "hog", "budget", "case",
                                      "hog-kernel"))
     p.add_argument("--target", default="nvshmem")
     p.add_argument("--ranks", type=lambda s: [int(x) for x in s.split(",")], default=[2, 4, 8])
@@ -535,11 +557,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--hog-sms", type=int, default=100)
     p.add_argument("--hog-seconds", type=float, default=15.0)
     p.add_argument("--hog-protocol", default="counted_broadcast")
+    p.add_argument("--protocol", default="counted_broadcast", help="stage case")
+    p.add_argument("--param", type=lambda s: (s.split("=")[0], int(s.split("=")[1])),
+                   action="append", default=[], help="stage case: K=V (an integer)")
+    p.add_argument("--max-ctas", type=int, default=None, help="stage case")
+    p.add_argument("--label", default="default", help="stage case: the size column")
+    p.add_argument("--debug", action="store_true", help="stage case: bounded waits")
+    p.add_argument("--no-check", action="store_true", help="stage case: skip the check")
+    p.add_argument("--non-cooperative", action="store_true", help="stage case")
+    p.add_argument("--expect", default="pass", choices=("pass", "hang", "refused"))
     args = p.parse_args(argv)
     if args.stage == "hog-kernel":
         return hog_kernel(args)
     stage = {"repro": stage_repro, "repro-spin": stage_repro_spin, "matrix": stage_matrix,
-             "hog": stage_hog, "budget": stage_budget}[args.stage]
+             "hog": stage_hog, "budget": stage_budget, "case": stage_case}[args.stage]
     return 0 if stage(args) else 1
 
 
