@@ -9,7 +9,8 @@
 #   3. `ccogen run` itself: the issue's case at 3 ranks (100 epochs), and the two refusals
 #      (nccl-lsa with fewer GPUs than ranks; --max-ctas 128 at 3 ranks on one GPU);
 #   4. matrix: every protocol x ranks 2, 4, 8 x (default, largest size) x 100 launches;
-#   5. hog: a compute kernel holding 100 SMs while a protocol runs (it must finish);
+#   5. hog: a compute kernel holding 100 SMs, then 128, while a protocol runs (it must
+#      finish: beside it, then after it);
 #   6. budget: alltoall at 2 ranks for --max-ctas 8 .. 128 (what the budget costs);
 #   7. spin: the shape that hung, as it hung (spins until the watchdog; last, because
 #      the killed ranks leave their kernels spinning in the MPS server);
@@ -77,9 +78,11 @@ for s in $STAGES; do
         || STATUS=1 ;;
     matrix) stage matrix 300 $MATRIX matrix --ranks "${MATRIX_RANKS:-2,4,8}" \
               ${MATRIX_PROTOCOLS:+--protocols "$MATRIX_PROTOCOLS"} ;;
-    hog) stage hog 90 $MATRIX hog --hog-sms 100 --hog-seconds 15 ;;
+    hog)  # room left for the protocol (it runs beside the compute kernel), then none
+      stage hog 90 $MATRIX hog --hog-sms 100 --hog-seconds 15
+      stage hog 60 $MATRIX hog --hog-sms 128 --hog-seconds 8 ;;
     budget) stage budget 100 $MATRIX budget --budgets 8,16,32,64,128 --launches 52 ;;
-    spin) stage spin 60 $MATRIX repro-spin ;;  # last: leaves spinning kernels behind
+    spin) stage spin 60 $MATRIX repro-spin ;;  # last: may leave spinning kernels behind
   esac
 done
 [ -n "$STARTED_MPS" ] && timeout 20 sh -c 'echo quit | nvidia-cuda-mps-control' 
