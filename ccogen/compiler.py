@@ -13,7 +13,7 @@ generate and is reported as a diagnostic.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ccogen.diag import Diagnostic, error
@@ -68,9 +68,11 @@ def compile_protocol(protocol: Protocol, target: str, *, source: str, ranks: int
         raise CompileError(errors or result.diagnostics)
     instance = result.instances[0]
     try:
-        options = Options(debug=debug, epoch_from_heap=epoch_from_heap,
-                          **({"arch": arch} if arch else {}),
-                          **({"max_ctas": max_ctas} if max_ctas is not None else {}))
+        options = Options(debug=debug, epoch_from_heap=epoch_from_heap)
+        if arch:
+            options = replace(options, arch=arch)
+        if max_ctas is not None:
+            options = replace(options, max_ctas=max_ctas)
         files = generate(instance, target, source=source, options=options)
     except Unsupported as exc:
         raise CompileError([error("E042", str(exc), exc.span, "not supported here",
