@@ -14,7 +14,7 @@ fails to build, that is `ccogen.rt.errors.CompileError`, the compiler's log.)
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ccogen.diag import error
@@ -41,12 +41,14 @@ def default_ranks(protocol: Protocol, params: dict[str, int]) -> int:
 def compile_protocol(protocol: Protocol, target: str, *, source: str, ranks: int | None = None,
                      params: dict[str, int] | None = None, debug: bool = False,
                      force: bool = False,
-                     arch: str | None = None, epoch_from_heap: bool = False) -> Compiled:
+                     arch: str | None = None, epoch_from_heap: bool = False,
+                     max_ctas: int | None = None) -> Compiled:
     """Check the instance and generate its files for `target`; `DiagnosticError` when
     the protocol is refused (an error, unless `force`) or the target cannot lower it.
 
     `epoch_from_heap` is `codegen.Options.epoch_from_heap` (kernels count their own
-    launches, for CUDA-graph replay; `ccogen bench` sets it).
+    launches, for CUDA-graph replay; `ccogen bench` sets it).  `max_ctas` is the SM
+    budget, `codegen.Options.max_ctas` (None: its default).
     """
     from ccogen.codegen import Options, Unsupported, generate
     from ccogen.driver import CheckOptions, check_protocol
@@ -63,8 +65,11 @@ def compile_protocol(protocol: Protocol, target: str, *, source: str, ranks: int
         raise DiagnosticError(errors or result.diagnostics)
     instance = result.instances[0]
     try:
-        options = Options(debug=debug, epoch_from_heap=epoch_from_heap,
-                          **({"arch": arch} if arch else {}))
+        options = Options(debug=debug, epoch_from_heap=epoch_from_heap)
+        if arch:
+            options = replace(options, arch=arch)
+        if max_ctas is not None:
+            options = replace(options, max_ctas=max_ctas)
         files = generate(instance, target, source=source, options=options)
     except Unsupported as exc:
         raise DiagnosticError([error("E042", str(exc), exc.span, "not supported here",
@@ -73,7 +78,8 @@ def compile_protocol(protocol: Protocol, target: str, *, source: str, ranks: int
 
 
 def compile_file(path: str, target: str, *, ranks: int | None, params_text: Sequence[str],
-                 out_dir: str | None, debug: bool = False, arch: str | None = None) -> Path:
+                 out_dir: str | None, debug: bool = False, arch: str | None = None,
+                 max_ctas: int | None = None) -> Path:
     from ccogen.codegen.files import GeneratedFiles
     from ccogen.instantiate import parse_params
     from ccogen.syntax import parse_ir
@@ -83,7 +89,7 @@ def compile_file(path: str, target: str, *, ranks: int | None, params_text: Sequ
 
     params = parse_params(params_text, protocol)
     compiled = compile_protocol(protocol, target, source=path, ranks=ranks, params=params,
-                                debug=debug, arch=arch)
+                                debug=debug, arch=arch, max_ctas=max_ctas)
     out = Path(out_dir) if out_dir else Path("build") / (
         f"{protocol.name}-{target}-n{compiled.instance.nranks}")
     GeneratedFiles(compiled.files).write(out)

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -137,7 +137,10 @@ def derive_manifest(spec: ReferenceSpec, generated: dict[str, Any]) -> dict[str,
                             f"not a parameter of the instance ({', '.join(params)})")
     nranks = int(generated["nranks"])
     units = nranks - 1 if spec.rule.units == "peers" else 1
-    ctas, threads = launch_shape(spec.rule, params[spec.rule.param], units)
+    # the generated code's SM budget caps the reference's grid too (same shape, same budget)
+    rule = replace(spec.rule, max_grid=min(spec.rule.max_grid,
+                                           int(generated.get("max_ctas", spec.rule.max_grid))))
+    ctas, threads = launch_shape(rule, params[spec.rule.param], units)
     scratch = int(generated["heap_size"])
     flags = [f"-DREF_NRANKS={nranks}", f"-DREF_CTAS={ctas}", f"-DREF_THREADS={threads}",
              f"-DREF_SCRATCH={scratch}ULL"]

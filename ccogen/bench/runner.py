@@ -62,6 +62,7 @@ class SweepRequest:
 class Settings:
     target: str
     ranks: int = 2
+    max_ctas: int | None = None        # the SM budget of the generated code (None: default)
     out_dir: Path = Path("bench-out")
     warmup: int = 5
     samples: int = 50
@@ -179,7 +180,7 @@ def plan_request(request: SweepRequest, settings: Settings, plan: Plan) -> None:
         params = {**fixed, sweep.param: value}
         instance = compile_for_run(protocol, request.path.name, settings.target, settings.ranks,
                                    params, base / "generated", debug=False,
-                                   epoch_from_heap=True)
+                                   epoch_from_heap=True, max_ctas=settings.max_ctas)
         ref_dir = None
         if reference is not None:
             ref_dir = write_case(reference, base / "generated", base / "reference")

@@ -36,6 +36,7 @@ _LOG_LOCATION = re.compile(r"^(?P<file>[^\s:()]+)\((?P<line>\d+)\):\s*(?:error|c
                            re.MULTILINE)
 _PROTOCOL_LINE = re.compile(r"//\s*(?P<file>[\w./-]+\.cco):(?P<line>\d+)")
 _ARCH = re.compile(r"^sm_\d+[a-z]?$")
+_LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"(?P<name>[^"/]+)"', re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,10 @@ def build_cubin(source: str | Path, target: str, arch: str = "sm_90", debug: boo
         flags = [*manifest.nvcc_flags, *flags]
         path = manifest.kernel_path
         debug = debug or manifest.debug
+        for header in manifest.header_paths:
+            if not header.is_file():
+                raise ToolchainError(f"{header} does not exist (listed in "
+                                     f"{manifest.directory}/manifest.json `headers`)")
     if not path.is_file():
         raise ToolchainError(f"{path} does not exist")
     options = BuildOptions(target=target, arch=arch, debug=debug, spin_limit=spin_limit,
@@ -112,14 +117,19 @@ def _build(path: Path, options: BuildOptions) -> Path:
     library = find_library(options.target)
     nvcc = find_nvcc()
     text = path.read_text(encoding="utf-8")
+    headers = local_headers(path, text)
     flags = compile_flags(text, library, options)
     key = cache_key("cubin-v1", options.target, text, "\0".join(flags), nvcc_version(nvcc),
-                    library.version_text, str(library.root))
+                    library.version_text, str(library.root),
+                    *(f"{h.name}\0{h.read_text(encoding='utf-8')}" for h in headers))
 
     def build(tmp: Path) -> dict[str, object]:
         # Compile a copy under its own name: line info and logs then name `kernels.cu`, not
         # a temporary path, so one cache entry serves every directory holding this text.
+        # The headers it includes from its own directory (ccogen_device.cuh) go beside it.
         shutil.copyfile(path, tmp / path.name)
+        for header in headers:
+            shutil.copyfile(header, tmp / header.name)
         archive = library.spec.device_archive
         if archive is None:
             commands = [[str(nvcc), "-cubin", *flags, path.name, "-o", "kernels.cubin"]]
@@ -139,6 +149,12 @@ def _build(path: Path, options: BuildOptions) -> Path:
                 "library": library.describe(), "commands": commands}
 
     return cached_build("cubin", key, "kernels.cubin", build)
+
+
+def local_headers(path: Path, text: str) -> list[Path]:
+    """The files beside `path` that its text includes with `#include "NAME"`, sorted."""
+    names = sorted({m.group("name") for m in _LOCAL_INCLUDE.finditer(text)})
+    return [path.parent / n for n in names if (path.parent / n).is_file()]
 
 
 def run_compiler(command: Sequence[str | Path], cwd: Path, source: Path) -> str:
@@ -188,13 +204,17 @@ def protocol_origin(log: str, source: Path) -> tuple[int, str] | None:
     return None
 
 
-def compile_text(text: str, target: str, arch: str = "sm_90", debug: bool = False) -> Path:
-    """build_cubin for CUDA source given as text (written to a temporary kernels.cu)."""
+def compile_text(text: str, target: str, arch: str = "sm_90", debug: bool = False,
+                 headers: dict[str, str] | None = None) -> Path:
+    """build_cubin for CUDA source given as text (written to a temporary kernels.cu, with
+    `headers` (name -> text) beside it)."""
     with tempfile.TemporaryDirectory(prefix="ccogen-src-") as tmp:
         path = Path(tmp) / "kernels.cu"
         path.write_text(text, encoding="utf-8")
+        for name, header in (headers or {}).items():
+            (Path(tmp) / name).write_text(header, encoding="utf-8")
         return build_cubin(path, target, arch, debug)
 
 
 __all__ = ["BuildOptions", "build_cubin", "build_manifest_dir", "compile_error_message",
-           "compile_flags", "compile_text", "protocol_origin"]
+           "compile_flags", "compile_text", "local_headers", "protocol_origin"]

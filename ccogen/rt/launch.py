@@ -50,7 +50,8 @@ from ccogen.rt.errors import (
     NotEnoughGpusError,
     RunError,
 )
-from ccogen.rt.manifest import Manifest, load_manifest
+from ccogen.rt.manifest import KernelSpec, Manifest, load_manifest
+from ccogen.rt.placement import Placement, check_residency, place
 from ccogen.rt.report import RankResult, RunReport
 from ccogen.rt.session import (
     RankSession,
@@ -86,6 +87,7 @@ class RunConfig:
     watchdog_s: float = DEFAULT_WATCHDOG_S
     init_timeout_s: float = DEFAULT_INIT_TIMEOUT_S
     env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    devices: tuple[int, ...] = ()  # rank r runs on devices[r] (ccogen.rt.placement); () = r
 
 
 # ============================================================================ the launcher
@@ -94,13 +96,17 @@ class RunConfig:
 def run(manifest_dir: str | Path, instance: Instance | None = None, *, iters: int = 100,
         seed: int = 0, debug: bool = False, watchdog_s: float = DEFAULT_WATCHDOG_S,
         checks: Sequence[CheckSpec] | None = None,
-        init_timeout_s: float = DEFAULT_INIT_TIMEOUT_S) -> RunReport:
+        init_timeout_s: float = DEFAULT_INIT_TIMEOUT_S,
+        placement: Placement | None = None) -> RunReport:
     """Run the instance generated into `manifest_dir` for `iters` epochs and check `ensure`.
 
     `instance` supplies the `ensure` comparisons (or pass `checks`); with neither, the run
     only times the kernels.  Raises RunError subclasses for set-up problems; `ensure`
     failures and timed-out waits are in the report (`report.ok`).  `watchdog_s` bounds one
     epoch's kernels and each host barrier; `init_timeout_s` bounds the engine's bootstrap.
+    `placement` puts the ranks on GPUs (default: `ccogen.rt.placement.place`, one GPU per
+    rank, or ranks sharing GPUs under MPS on nvshmem); the kernels' residency is checked
+    against it before anything launches (placement.ResidencyError).
     """
     if iters < 1:
         raise RunError("iters must be at least 1")
@@ -110,22 +116,25 @@ def run(manifest_dir: str | Path, instance: Instance | None = None, *, iters: in
     specs = tuple(checks) if checks is not None else tuple(instance_checks(instance))
     distributed = _distributed_env()
     if distributed is None:
-        _require_gpus(manifest.nranks)
-        arch = device_arch(0)
+        placement = placement or place(manifest.nranks, manifest.target)
+        arch = device_arch(placement.devices[0])
     else:
         arch = device_arch(distributed[2])
     cubin, engine, library = _build(manifest, arch, debug)
     if distributed is not None:
+        check_residency(manifest, cubin, Placement((distributed[2],), 0))
         return _run_distributed(manifest, specs, iters, seed, debug, watchdog_s, cubin, engine,
                                 library, distributed)
+    assert placement is not None
+    check_residency(manifest, cubin, placement)
     with tempfile.TemporaryDirectory(prefix="ccogen-run-") as shared:
         config = RunConfig(str(manifest.directory), manifest.nranks, iters, seed,
                            debug or manifest.debug, str(cubin), str(engine), specs,
                            rendezvous_dir=shared, shared_dir=shared, watchdog_s=watchdog_s,
-                           init_timeout_s=init_timeout_s)
+                           init_timeout_s=init_timeout_s, devices=placement.devices)
         results = _spawn(config)
     return RunReport(manifest.protocol, manifest.target, manifest.nranks, iters, results,
-                     library=library)
+                     library=library, placement=placement.describe())
 
 
 def _check_instance(manifest: Manifest, instance: Instance) -> None:
@@ -317,7 +326,8 @@ def _worker_main(config: RunConfig, rank: int, results_queue: Any) -> None:
         results_queue.join_thread()
         os._exit(0)
 
-    report(run_rank(config, rank, rank, FileRendezvous(Path(config.rendezvous_dir)), report))
+    device = config.devices[rank] if config.devices else rank
+    report(run_rank(config, rank, device, FileRendezvous(Path(config.rendezvous_dir)), report))
 
 
 # ============================================================================ one rank

@@ -76,10 +76,16 @@ class Manifest:
     lsa_barrier_count: int
     nvcc_flags: tuple[str, ...]
     kernel_file: str = "kernels.cu"
+    headers: tuple[str, ...] = ()  # files beside kernel_file that it #includes
+    max_ctas: int | None = None  # the SM budget the code was generated for (CTAs per launch)
 
     @property
     def kernel_path(self) -> Path:
         return self.directory / self.kernel_file
+
+    @property
+    def header_paths(self) -> tuple[Path, ...]:
+        return tuple(self.directory / h for h in self.headers)
 
     def window(self, name: str) -> WindowSpec:
         for w in self.windows:
@@ -203,9 +209,19 @@ def parse_manifest(data: Any, file: Path) -> Manifest:
         lsa_barrier_count=r.int_(nccl, "lsa_barrier_count", "nccl.", 0),
         nvcc_flags=tuple(flags),
         kernel_file=r.str_(top, "kernel_file", "", "kernels.cu"),
+        headers=_headers(r, top),
+        max_ctas=r.int_(top, "max_ctas", "", minimum=1) if "max_ctas" in top else None,
     )
     _check_layout(r, manifest)
     return manifest
+
+
+def _headers(r: _Reader, top: Mapping[str, Any]) -> tuple[str, ...]:
+    names = r.list_(top, "headers", "", [])
+    for i, name in enumerate(names):
+        if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
+            raise r.fail(f"headers[{i}]", f"must be a file name beside the kernels, not {name!r}")
+    return tuple(names)
 
 
 def _window(r: _Reader, data: Any, i: int) -> WindowSpec:

@@ -67,7 +67,7 @@ TARGET = Target(
     # nvcc and, where the headers declare it, the native counted-write API
     toolchain=Toolchain(builder="ccogen.toolchains.cuda:build_nvshmem", library=NVSHMEM),
     engine=EngineSpec(shim="nvshmem_host.cu", kernel_params=frozenset({"heap", "epoch", "debug"}),
-                      registers_modules=True,
+                      registers_modules=True, ranks_share_gpu=True,
                       # NVSHMEM reserves 1 GiB by default; a larger heap must be asked for
                       heap=HeapRule(env="NVSHMEM_SYMMETRIC_SIZE", above=900 << 20,
                                     headroom=256 << 20)),

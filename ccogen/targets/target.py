@@ -103,7 +103,9 @@ class EngineSpec:
     `kernel_params`: the parameter kinds its kernels may take; `devcomm`: the engine
     makes a device communicator (its barriers are counted in the manifest);
     `registers_modules`: every loaded module is registered with the engine before a
-    launch (`nvshmemx_cumodule_init`) and unregistered before it is unloaded.
+    launch (`nvshmemx_cumodule_init`) and unregistered before it is unloaded;
+    `ranks_share_gpu`: several ranks may run on one GPU (under CUDA MPS; NCCL refuses two
+    ranks of one communicator on one GPU), ccogen.rt.placement.
     """
 
     shim: str
@@ -111,6 +113,7 @@ class EngineSpec:
     devcomm: bool = False
     registers_modules: bool = False
     heap: HeapRule = HeapRule()
+    ranks_share_gpu: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -79,6 +79,42 @@ def test_same_text_elsewhere_hits_the_cache(cache_dir: Path, tmp_path: Path,
 
 
 @pytest.mark.toolchain
+def test_local_header_is_built_beside_and_keys_the_cache(cache_dir: Path, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """kernels.cu includes the shared device header from its own directory: the build copies
+    it beside the copy it compiles, and a change to the header is a new cache entry."""
+    require_toolchain("nccl-lsa")
+    log = _counting_nvcc(tmp_path, monkeypatch)
+    src = tmp_path / "gen" / "kernels.cu"
+    src.parent.mkdir()
+    src.write_text('#include "support.cuh"\n'
+                   'extern "C" __global__ void k(int* p) { *p = kValue; }\n')
+    header = src.parent / "support.cuh"
+    header.write_text("constexpr int kValue = 1;\n")
+    first = build_cubin(src, "nccl-lsa")
+    assert build_cubin(src, "nccl-lsa") == first and _compiles(log) == 1
+    header.write_text("constexpr int kValue = 2;\n")
+    assert build_cubin(src, "nccl-lsa") != first and _compiles(log) == 2
+    header.unlink()
+    with pytest.raises(CompileError, match=r"support\.cuh"):
+        build_cubin(src, "nccl-lsa")
+
+
+def test_listed_header_must_exist(tmp_path: Path) -> None:
+    out = tmp_path / "gen"
+    out.mkdir()
+    for name in ("kernels.cu", "manifest.json"):
+        (out / name).write_text((DATA / "nccl_hang" / name).read_text())
+    import json
+
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["headers"] = ["ccogen_device.cuh"]
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ToolchainError, match=r"ccogen_device\.cuh does not exist"):
+        build_cubin(out, "nccl-lsa")
+
+
+@pytest.mark.toolchain
 def test_build_manifest_dir_writes_cubin(cache_dir: Path, tmp_path: Path) -> None:
     require_toolchain("nccl-lsa")
     out = tmp_path / "gen"
