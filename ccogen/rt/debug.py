@@ -56,5 +56,6 @@ def describe_wait(record: DebugRecord, source: str, counters: Sequence[str] = ()
             f"observed {record.observed} (epoch {record.epoch})")
 
 
-__all__ = ["KIND_BARRIER", "KIND_REQUIRE", "KIND_WAIT_COUNT", "KIND_WAIT_SIGNAL", "RECORD_SIZE", "DebugRecord",
+__all__ = ["KIND_BARRIER", "KIND_REQUIRE", "KIND_WAIT_COUNT", "KIND_WAIT_SIGNAL", "RECORD_SIZE",
+           "DebugRecord",
            "describe_wait"]

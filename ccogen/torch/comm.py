@@ -242,7 +242,7 @@ class Communicator:
 
     def _all_ops(self) -> list[Op]:
         ops = list(self._ops.values())
-        return ops + [self._barrier] if self._barrier is not None else ops
+        return [*ops, self._barrier] if self._barrier is not None else ops
 
     # -- teardown ----------------------------------------------------------------------------
     def _check_open(self) -> None:

@@ -92,8 +92,8 @@ def test_names(binder: BufferBinder) -> None:
     with pytest.raises(ArgumentError, match="no buffer `z` in protocol `moe`; its buffers are "
                        "`x`, `counts`"):
         binder.bind({"counts": counts, "z": counts})
-    with pytest.raises(ArgumentError, match="`recv` is a window, not an argument: .* write "
-                       "into op.windows\\['recv'\\]"):
+    with pytest.raises(ArgumentError, match=r"`recv` is a window, not an argument: .* write "
+                       r"into op.windows\['recv'\]"):
         binder.bind({"recv": counts})
 
 
