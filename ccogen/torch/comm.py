@@ -131,20 +131,24 @@ class Communicator:
 
     # -- loading -----------------------------------------------------------------------------
     def load(self, protocol: Any, target: str | None = None, *, debug: bool = False,
-             params: Mapping[str, int] | None = None, **kwargs: int) -> Op:
+             force: bool = False, params: Mapping[str, int] | None = None,
+             **kwargs: int) -> Op:
         """Compile (cached), build (cached) and place `protocol` on every rank; the `Op`.
 
         `protocol`: a .cco path (a bare name is also looked up in ccogen's protocol
         library), .cco text or a Protocol; parameters as keywords (or `params=` for names
-        that clash with these arguments).  Loading the same protocol with the same
-        parameters again returns the same Op.  Collective.
+        that clash with these arguments).  `debug`: waits give up after ~2 s and
+        report (DeviceError); `force`: load a protocol the checker refuses (with `debug`,
+        to see which wait hangs).  Loading the same protocol with the same parameters
+        again returns the same Op.  Collective.
         """
         self._check_open()
         if target is not None and target != self.target:
             raise ArgumentError(f"this communicator runs {self.target}; `{target}` needs a "
                                 f"Communicator(target={target!r})")
         values = {**dict(params or {}), **kwargs}
-        generated = generate(protocol, self.target, self.nranks, values, debug=debug)
+        generated = generate(protocol, self.target, self.nranks, values, debug=debug,
+                             force=force)
         self._agree(generated.key, generated.manifest.protocol)
         if generated.key in self._ops:
             return self._ops[generated.key]

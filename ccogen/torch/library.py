@@ -1,11 +1,13 @@
-"""The custom op `ccogen::launch` through which torch.compile sees a protocol launch.
+"""The custom op `ccogen::call` through which torch.compile sees a protocol launch.
 
-Schema: `launch(int handle, Tensor(a!)[] windows, Tensor[] read, Tensor(b!)[] written)`:
-`handle` names the loaded `Op` (a process-wide registry), `windows` are all of its
-windows (declared mutated: peers and kernels write them), `read` / `written` its
-buffers by access.  It returns nothing: the caller returns the mutated windows, so the
-compiler orders everything around the launch by those mutations.  The fake (meta)
-implementation does nothing, which is exactly the op's effect on shapes.
+Schema: `call(int handle, int[] windows, Tensor[] contents, Tensor[] buffers) -> Tensor[]`:
+`handle` names the loaded `Op` (a process-wide registry), `windows` / `contents` the
+windows given new contents and those contents, `buffers` all of its buffers in order.  It
+is a pure function: it returns copies of the output windows, then the new contents of
+the buffers the protocol writes (the kernels write into copies; the caller copies them
+back into the user's tensors), so the compiler never sees a tensor aliasing the
+symmetric heap nor a mutation it would have to functionalise, and orders the launch by
+its data flow.  The fake implementation returns empty tensors of those dtypes and shapes.
 """
 
 from __future__ import annotations
@@ -35,22 +37,25 @@ def unbind(handle: int) -> None:
     _OPS.pop(handle, None)
 
 
-@torch.library.custom_op("ccogen::launch", mutates_args=("windows", "written"))
-def launch_op(handle: int, windows: list[torch.Tensor], read: list[torch.Tensor],
-              written: list[torch.Tensor]) -> None:
-    """Launch the protocol registered under `handle` on the current stream."""
+def _op(handle: int) -> Op:
     try:
-        op = _OPS[handle]
+        return _OPS[handle]
     except KeyError:
-        raise RuntimeError(f"ccogen::launch: no loaded protocol has handle {handle} (its "
+        raise RuntimeError(f"ccogen::call: no loaded protocol has handle {handle} (its "
                            "communicator was closed?)") from None
-    op._run_graph(windows, read, written)
 
 
-@launch_op.register_fake
-def _launch_fake(handle: int, windows: list[torch.Tensor], read: list[torch.Tensor],
-                 written: list[torch.Tensor]) -> None:
-    return None
+@torch.library.custom_op("ccogen::call", mutates_args=())
+def call_op(handle: int, windows: list[int], contents: list[torch.Tensor],
+            buffers: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Launch the protocol registered under `handle` on the current stream."""
+    return _op(handle)._run_functional(windows, contents, buffers)
 
 
-__all__ = ["bind", "launch_op", "new_handle", "unbind"]
+@call_op.register_fake
+def _call_fake(handle: int, windows: list[int], contents: list[torch.Tensor],
+               buffers: list[torch.Tensor]) -> list[torch.Tensor]:
+    return _op(handle)._fake_outputs(buffers)
+
+
+__all__ = ["bind", "call_op", "new_handle", "unbind"]

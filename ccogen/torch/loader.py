@@ -86,16 +86,18 @@ def generator_fingerprint() -> str:
 
 
 def generate(protocol: Any, target: str, nranks: int, params: Mapping[str, int], *,
-             debug: bool = False) -> Generated:
+             debug: bool = False, force: bool = False) -> Generated:
     """The cached generated files of `protocol` for `nranks` ranks (module docstring).
-    A protocol the checker refuses raises DiagnosticError (on a cache miss)."""
+    A protocol the checker refuses raises DiagnosticError (on a cache miss) unless
+    `force` (to see a debug build report the wait that hangs, as `ccogen run --force`)."""
     source = read_source(protocol)
     items = sorted((str(k), int(v)) for k, v in params.items())
     key = cache_key(GENERATOR_VERSION, generator_fingerprint(), source.name, source.text,
-                    target, str(nranks), json.dumps(items), str(bool(debug)))
+                    target, str(nranks), json.dumps(items), str(bool(debug)),
+                    "force" if force else "")
 
     def build(tmp: Path) -> dict[str, object]:
-        _generate_into(tmp, source, target, nranks, dict(items), debug)
+        _generate_into(tmp, source, target, nranks, dict(items), debug, force)
         return {"protocol": source.name, "target": target, "nranks": nranks,
                 "params": dict(items), "debug": debug}
 
@@ -106,7 +108,7 @@ def generate(protocol: Any, target: str, nranks: int, params: Mapping[str, int],
 
 
 def _generate_into(tmp: Path, source: Source, target: str, nranks: int,
-                   params: dict[str, int], debug: bool) -> None:
+                   params: dict[str, int], debug: bool, force: bool) -> None:
     """Generate into the cache entry (`tmp`'s parent, under the entry's lock); binding.json,
     written into `tmp`, is published last, so a reader never sees a partial entry."""
     from ccogen.rt.api import compile_for_run
@@ -114,7 +116,7 @@ def _generate_into(tmp: Path, source: Source, target: str, nranks: int,
 
     ir = source.ir if source.ir is not None else parse_ir(source.text, source.name)
     instance = compile_for_run(ir, source.name, target, nranks, params, tmp.parent,
-                               debug=debug, epoch_from_heap=True)
+                               debug=debug, force=force, epoch_from_heap=True)
     written = sorted({op.dst.window for ops in instance.ranks for op in ops
                       if op.dst is not None})
     (tmp / "binding.json").write_text(json.dumps(

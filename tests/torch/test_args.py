@@ -51,6 +51,9 @@ class Tensor:
     def data_ptr(self) -> int:
         return self._ptr
 
+    def element_size(self) -> int:
+        return {"bfloat16": 2, "float16": 2, "int32": 4, "uint8": 1}[self.dtype.name]
+
 
 @pytest.fixture
 def binder(tmp_path: Path) -> BufferBinder:
@@ -60,8 +63,8 @@ def binder(tmp_path: Path) -> BufferBinder:
 def test_good_buffers_bind_in_protocol_order(binder: BufferBinder) -> None:
     x = Tensor("bfloat16", (4, 8), ptr=0xA000)
     counts = Tensor("int32", (2,), ptr=0xB000)
-    tensors, pointers = binder.bind({"counts": counts, "x": x})
-    assert tensors == (x, counts) and pointers == (0xA000, 0xB000)
+    tensors, pointers, inputs = binder.bind({"counts": counts, "x": x})
+    assert tensors == (x, counts) and pointers == (0xA000, 0xB000) and inputs == ()
     assert binder.bind({"counts": counts, "x": x}, pointers=False)[1] == ()
 
 
@@ -89,12 +92,27 @@ def test_names(binder: BufferBinder) -> None:
     counts = Tensor("int32", (2,))
     with pytest.raises(ArgumentError, match="missing buffer `x` \\(bf16\\[32\\]\\)"):
         binder.bind({"counts": counts})
-    with pytest.raises(ArgumentError, match="no buffer `z` in protocol `moe`; its buffers are "
-                       "`x`, `counts`"):
+    with pytest.raises(ArgumentError, match="no buffer or window `z` in protocol `moe`; it has "
+                       "buffers `x`, `counts` and windows `recv`"):
         binder.bind({"counts": counts, "z": counts})
-    with pytest.raises(ArgumentError, match=r"`recv` is a window, not an argument: .* write "
-                       r"into op.windows\['recv'\]"):
-        binder.bind({"recv": counts})
+    with pytest.raises(ArgumentError, match="missing buffer `x`"):
+        binder.bind({"recv": counts, "counts": counts})
+
+
+def test_window_contents(binder: BufferBinder) -> None:
+    x, counts = Tensor("bfloat16", (32,)), Tensor("int32", (2,))
+    recv = Tensor("bfloat16", (32,))
+    _, _, inputs = binder.bind({"x": x, "counts": counts, "recv": recv})
+    assert inputs == ((0, recv),)
+    for bad, message in [
+        (Tensor("float16", (32,)), r"window `recv` are float16\[32\], the window is "
+         r"bf16\[2, 16\] \(torch.bfloat16\)"),
+        (Tensor("bfloat16", (31,)), r"are bfloat16\[31\]"),
+        (Tensor("bfloat16", (32,), contiguous=False), "are not contiguous"),
+        (Tensor("bfloat16", (32,), Device("cuda", 1)), "are on cuda:1"),
+    ]:
+        with pytest.raises(ArgumentError, match=message):
+            binder.bind({"x": x, "counts": counts, "recv": bad})
 
 
 def test_dtype_names() -> None:

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch", reason="the PyTorch binding's tests need to
                             "in test_spec.py, test_args.py and test_loader.py")
 
 from ccogen.rt.debug import DebugRecord  # noqa: E402
-from ccogen.torch import ArgumentError, DeviceError  # noqa: E402
+from ccogen.torch import ArgumentError, DeviceError, library  # noqa: E402
 from ccogen.torch.op import Op  # noqa: E402
 from ccogen.torch.spec import OpSpec  # noqa: E402
 
@@ -58,6 +58,19 @@ def test_eager_alltoall_matches_torch() -> None:
         # all_to_all: block `other` of my recv is block `r` of the other's send
         assert torch.equal(out[other * BLOCK:(other + 1) * BLOCK],
                            inputs[other][r * BLOCK:(r + 1) * BLOCK])
+
+
+def test_window_contents_as_arguments_any_dtype_of_the_size() -> None:
+    _, comms = _pair()
+    ops = _load_all(comms)
+    xs = [torch.randn(BLOCK, dtype=torch.float16) for _ in range(2)]  # 2 * BLOCK bytes
+    outs = [op(send=x) for op, x in zip(ops, xs, strict=True)]
+    assert torch.equal(ops[0].windows["send"], xs[0].view(torch.uint8))
+    got = outs[0][BLOCK:].view(torch.float16)  # rank 1's block 0
+    assert torch.equal(got, xs[1].view(torch.uint8)[:BLOCK].view(torch.float16))
+    with pytest.raises(ArgumentError, match=r"the contents of window `send` are 254 bytes "
+                       r"\(float16\[127\]\), the window holds 128"):
+        ops[0](send=torch.zeros(127, dtype=torch.float16))
 
 
 def test_v1_protocols_launch_behind_a_barrier_on_the_current_stream() -> None:
@@ -111,7 +124,9 @@ def _buffered_op(tmp_path, comm, engine) -> Op:  # type: ignore[no-untyped-def]
     manifest = buffered_manifest(tmp_path)
     spec = OpSpec.from_manifest(manifest, ["recv"])
     placed = engine.place(manifest, manifest.kernel_path, False)
-    return Op(comm, spec, placed, 10_000, ())
+    op = Op(comm, spec, placed, library.new_handle(), ())
+    library.bind(op.handle, op)
+    return op
 
 
 def test_buffers_are_passed_as_pointer_slots(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -128,8 +143,9 @@ def test_buffers_are_passed_as_pointer_slots(tmp_path) -> None:  # type: ignore[
 
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"counts": "I32"}, "missing buffer `x` \\(bf16\\[32\\]\\)"),
-    ({"x": "BF16", "counts": "I32", "y": "I32"}, "no buffer `y` in protocol `moe`"),
-    ({"x": "BF16", "counts": "I32", "recv": "I32"}, "`recv` is a window, not an argument"),
+    ({"x": "BF16", "counts": "I32", "y": "I32"}, "no buffer or window `y` in protocol `moe`"),
+    ({"x": "BF16", "counts": "I32", "recv": "I32"}, r"the contents of window `recv` are "
+     r"int32\[2\], the window is bf16\[2, 16\]"),
     ({"x": "F32", "counts": "I32"}, "buffer `x` is float32, the protocol declares bf16\\[32\\]"),
     ({"x": "BF16_SHORT", "counts": "I32"}, "buffer `x` has 31 elements"),
     ({"x": "BF16_STRIDED", "counts": "I32"}, "buffer `x` is not contiguous"),
@@ -190,8 +206,6 @@ def test_a_failed_launch_names_the_rank_and_protocol() -> None:
 def test_closing_unregisters_and_finalizes() -> None:
     world, comms = _pair()
     op = comms[0].load("alltoall.cco", block=BLOCK)
-    from ccogen.torch import library
-
     assert library._OPS[op.handle] is op
     comms[0].close()
     assert op.handle not in library._OPS and world.engines[0].finalized
@@ -203,7 +217,7 @@ def test_closing_unregisters_and_finalizes() -> None:
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_compiled_step_orders_writes_and_reads_around_the_launch(backend: str) -> None:
-    """Rank 1 launches first (eagerly); rank 0's compiled step writes its input into `send`,
+    """Rank 1 launches first (eagerly); rank 0's compiled step passes its input for `send`,
     launches (completing the collective) and reads `recv`: any reordering shows."""
     torch._dynamo.reset()
     _, comms = _pair()
@@ -213,8 +227,7 @@ def test_compiled_step_orders_writes_and_reads_around_the_launch(backend: str) -
     op0 = ops[0]
 
     def step(x: Any) -> Any:
-        op0.windows["send"].copy_(x)
-        recv = op0()
+        recv = op0(send=x)
         return recv.to(torch.int32) * 2
 
     compiled = torch.compile(step, backend=backend, fullgraph=True)
@@ -225,3 +238,31 @@ def test_compiled_step_orders_writes_and_reads_around_the_launch(backend: str) -
         expected = x1[:BLOCK].to(torch.int32) * 2
         assert torch.equal(got[BLOCK:], expected)        # read after the launch
         assert torch.equal(ops[1].windows["recv"][:BLOCK], x0[BLOCK:])  # written before it
+
+
+def _stamp_counts(world: FakeWorld, index: int, slots: list[Any]) -> None:
+    """The `moe` manifest's kernel on the CPU: counts (slot 0, i32[2]) := 7, 7, through the
+    pointer it was given, as the device would."""
+    import ctypes
+
+    (pointers,) = slots
+    (ctypes.c_int32 * 2).from_address(pointers[0])[:] = [7, 7]
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_compiled_call_writes_written_buffers_back(tmp_path, backend: str) -> None:  # type: ignore[no-untyped-def]
+    torch._dynamo.reset()
+    world = FakeWorld(1, {"moe": _stamp_counts})
+    comm = world.communicators()[0]
+    op = _buffered_op(tmp_path, comm, world.engines[0])
+    x = torch.ones(32, dtype=torch.bfloat16)
+
+    def step(counts: Any) -> Any:
+        recv = op(x=x, counts=counts)
+        return recv.float().sum() + counts.sum()
+
+    counts = torch.zeros(2, dtype=torch.int32)
+    out = torch.compile(step, backend=backend, fullgraph=True)(counts)
+    assert counts.tolist() == [7, 7]                   # the kernel's write reached the caller
+    assert float(out) == 14.0                          # and was read after the launch
+    assert world.engines[0].calls[-1][0] == "exchange"

@@ -38,7 +38,8 @@ def test_second_generate_runs_no_compiler(compiles: list[Any]) -> None:
 
 
 @pytest.mark.parametrize("change", [
-    {"params": {"block": 1024}}, {"nranks": 4}, {"debug": True}, {"target": "nccl-lsa"}])
+    {"params": {"block": 1024}}, {"nranks": 4}, {"debug": True}, {"target": "nccl-lsa"},
+    {"force": True}])
 def test_every_input_is_in_the_key(compiles: list[Any], change: dict[str, Any]) -> None:
     base: dict[str, Any] = {"protocol": "alltoall.cco", "target": "nvshmem", "nranks": 2,
                             "params": {"block": 512}}
@@ -69,6 +70,11 @@ def test_refused_protocol_and_missing_file() -> None:
 
     with pytest.raises(DiagnosticError):
         loader.generate("pingpong.cco", "nvshmem", 3, {})  # team lsa(2)
+    hang = Path(__file__).parent.parent / "runtime" / "data" / "hang_generated.cco"
+    with pytest.raises(DiagnosticError):
+        loader.generate(hang, "nvshmem", 2, {}, debug=True)
+    forced = loader.generate(hang, "nvshmem", 2, {}, debug=True, force=True)
+    assert forced.manifest.debug
     with pytest.raises(RunError, match=r"cannot read nowhere/x\.cco"):
         loader.generate("nowhere/x.cco", "nvshmem", 2, {})
 
