@@ -28,22 +28,9 @@ from ccogen.rt.errors import RunError
 from ccogen.torch import library
 from ccogen.torch.device import DEFAULT_INIT_TIMEOUT_S, DeviceEngine, Placed
 from ccogen.torch.errors import ArgumentError, DeviceError
-from ccogen.torch.loader import generate
+from ccogen.torch.loader import LAUNCH_BARRIER, generate
 from ccogen.torch.op import Op
 from ccogen.torch.spec import OpSpec
-
-LAUNCH_BARRIER = '''\
-protocol launch_barrier():
-    """Every rank's stream reaches this point before any rank's stream goes on."""
-    team lsa
-    window unused: 256
-
-    kernel meet(threads=32):
-        barrier()
-
-    ensure:
-        unused == init(unused)
-'''
 
 
 class _CudaMemory:
@@ -269,4 +256,4 @@ class Communicator:
         self.close()
 
 
-__all__ = ["LAUNCH_BARRIER", "Communicator"]
+__all__ = ["Communicator"]

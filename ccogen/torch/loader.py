@@ -30,6 +30,20 @@ from ccogen.rt.manifest import Manifest, load_manifest
 
 GENERATOR_VERSION = "torch-op-v1"
 
+# Orders the launches of protocols not proven back-to-back safe (ccogen.torch.op).
+LAUNCH_BARRIER = '''\
+protocol launch_barrier():
+    """Every rank's stream reaches this point before any rank's stream goes on."""
+    team lsa
+    window unused: 256
+
+    kernel meet(threads=32):
+        barrier()
+
+    ensure:
+        unused == init(unused)
+'''
+
 
 @dataclass(frozen=True)
 class Generated:
@@ -124,5 +138,6 @@ def _generate_into(tmp: Path, source: Source, target: str, nranks: int,
         encoding="utf-8")
 
 
-__all__ = ["GENERATOR_VERSION", "Generated", "generate", "generator_fingerprint",
+__all__ = ["GENERATOR_VERSION", "LAUNCH_BARRIER", "Generated", "generate",
+           "generator_fingerprint",
            "read_source"]
