@@ -21,11 +21,15 @@ STATUS=0
   echo "MPS: $(echo get_default_active_thread_percentage | nvidia-cuda-mps-control 2>&1)"
   timeout -k 5 $(( $(left) - 150 )) $PY scripts/torch_prebuild.py --target nvshmem \
     --ranks "$(echo ${RANKS:-2 4} | tr ' ' ,)" || STATUS=1
+  echo "setup done after $SECONDS s"
 } > "$OUT/setup.log" 2>&1
 port=29511
+first=1
 for n in ${RANKS:-2 4}; do
-  budget=$(( $(left) - 35 ))
-  [ "$budget" -gt 110 ] && budget=110
+  # the first run leaves room for a later one (60 s) and the hang (25 s)
+  if [ -n "$first" ]; then budget=$(( $(left) - 90 )); else budget=$(( $(left) - 30 )); fi
+  first=
+  [ "$budget" -gt 100 ] && budget=100
   if [ "$budget" -lt 30 ]; then echo "skipped: $(left) s left" > "$OUT/run-$n.log"; STATUS=1; continue; fi
   echo "== $n ranks, up to $budget s" > "$OUT/run-$n.log"
   timeout -k 5 "$budget" $PY -m torch.distributed.run --nproc-per-node "$n" \
