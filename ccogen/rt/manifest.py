@@ -28,6 +28,13 @@ ACCESS = ("read", "write", "readwrite")
 BETWEEN_LAUNCHES = ("host_sync", "free")
 
 
+def buffer_name(param: object) -> str | None:
+    """NAME for a `buffer:NAME` kernel parameter, else None."""
+    if isinstance(param, str) and param.startswith(BUFFER_PARAM):
+        return param[len(BUFFER_PARAM):]
+    return None
+
+
 @dataclass(frozen=True)
 class WindowSpec:
     name: str
@@ -316,8 +323,9 @@ def _kernel(r: _Reader, data: Any, i: int, target: str, buffers: set[str]) -> Ke
     assert engine is not None  # parse_manifest accepts runnable targets only
     allowed = engine.kernel_params
     for j, kind in enumerate(params):
-        if isinstance(kind, str) and kind.startswith(BUFFER_PARAM):
-            if kind[len(BUFFER_PARAM):] not in buffers:
+        named = buffer_name(kind)
+        if named is not None:
+            if named not in buffers:
                 raise r.fail(f"{where}params[{j}]", f"{kind!r} names no entry of `buffers`")
             continue
         if kind not in PARAM_KINDS:
@@ -364,6 +372,20 @@ def _check_layout(r: _Reader, m: Manifest) -> None:
             raise r.fail(b, f"overlaps {a}")
 
 
-__all__ = ["ABI_VERSION", "ACCESS", "BETWEEN_LAUNCHES", "BUFFER_PARAM", "ELEMENT_SIZES",
-           "PARAM_KINDS", "BufferSpec", "CounterSpec", "KernelSpec", "Manifest",
-           "SignalSpec", "WindowSpec", "load_manifest", "parse_manifest"]
+__all__ = [
+    "ABI_VERSION",
+    "ACCESS",
+    "BETWEEN_LAUNCHES",
+    "BUFFER_PARAM",
+    "ELEMENT_SIZES",
+    "PARAM_KINDS",
+    "BufferSpec",
+    "CounterSpec",
+    "KernelSpec",
+    "Manifest",
+    "SignalSpec",
+    "WindowSpec",
+    "buffer_name",
+    "load_manifest",
+    "parse_manifest",
+]

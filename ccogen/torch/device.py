@@ -21,7 +21,7 @@ from typing import Any
 
 from ccogen.rt import native
 from ccogen.rt.debug import RECORD_SIZE, DebugRecord
-from ccogen.rt.manifest import BUFFER_PARAM, Manifest
+from ccogen.rt.manifest import Manifest, buffer_name
 
 DEFAULT_INIT_TIMEOUT_S = 180.0
 
@@ -104,9 +104,9 @@ class DeviceEngine:
         }
         launches = []
         for k in manifest.kernels:
-            params = [(kind, struct.pack("<Q", 0) if kind.startswith(BUFFER_PARAM)
-                       else values[kind]) for kind in k.params]
-            slots = [i for i, kind in enumerate(k.params) if kind.startswith(BUFFER_PARAM)]
+            slots = [i for i, p in enumerate(k.params) if buffer_name(p) is not None]
+            params = [(p, struct.pack("<Q", 0) if i in slots else values[p])
+                      for i, p in enumerate(k.params)]
             launches.append(rt.PreparedLaunch(module.function(k.symbol), list(k.grid),
                                               list(k.block), k.shared_mem, params, slots,
                                               k.cooperative, self.ctx.handle))

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from ccogen.rt.manifest import BUFFER_PARAM, ELEMENT_SIZES, BufferSpec, KernelSpec, Manifest
+from ccogen.rt.manifest import ELEMENT_SIZES, BufferSpec, KernelSpec, Manifest, buffer_name
 
 # ccogen element type -> the name of the torch dtype (torch.<name>).
 TORCH_DTYPES = {"u8": "uint8", "i32": "int32", "u32": "uint32", "i64": "int64",
@@ -73,9 +73,9 @@ class OpSpec:
         index = {b.name: i for i, b in enumerate(manifest.buffers)}
         kernels = []
         for k in manifest.kernels:
-            slots = tuple(i for i, kind in enumerate(k.params) if kind.startswith(BUFFER_PARAM))
-            kernels.append(KernelLaunch(k, slots, tuple(
-                index[k.params[i][len(BUFFER_PARAM):]] for i in slots)))
+            named = [(i, buffer_name(p)) for i, p in enumerate(k.params)]
+            kernels.append(KernelLaunch(k, tuple(i for i, n in named if n is not None),
+                                        tuple(index[n] for _, n in named if n is not None)))
         return cls(manifest.protocol, manifest.source, manifest.target, manifest.nranks,
                    manifest.params, manifest.debug, windows, manifest.buffers, tuple(kernels),
                    manifest.between_launches, tuple(c.name for c in manifest.counters))

@@ -38,7 +38,9 @@ def test_exchange_is_all_to_all(nranks: int, compiled: bool) -> None:
     tokens = [torch.randn(nranks, ex.TOKENS, ex.HIDDEN) for _ in range(nranks)]
     results = []
     for r in range(nranks):  # the last rank's launch completes the collective
-        fn = (lambda t, r=r: ex.step(models[r], exchanges[r], t))
+        def fn(t: Any, r: int = r) -> Any:
+            return ex.step(models[r], exchanges[r], t)
+
         if compiled and r == nranks - 1:
             fn = torch.compile(fn, backend="aot_eager", fullgraph=True)
         results.append(fn(tokens[r]))
