@@ -20,9 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ccogen.bench.runner import COMPARES
-
-from ccogen.cli.common import (EXIT_OK, EXIT_USAGE, UsageError, max_ctas_arg, param_arg,
-                               params, read)
+from ccogen.cli.common import EXIT_OK, EXIT_USAGE, UsageError, max_ctas_arg, params, read
 from ccogen.targets import runnable_targets
 
 EXIT_FAILED = 1

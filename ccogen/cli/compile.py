@@ -59,7 +59,8 @@ def compile_command(args: argparse.Namespace) -> int:
 
 
 def build_command(args: argparse.Namespace) -> int:
-    """`ccogen build`: compile, then build with the real toolchain (scripts/install-toolchains.sh)."""
+    """`ccogen build`: compile, then build with the real toolchain
+    (scripts/install-toolchains.sh)."""
     from ccogen.rt.errors import CompileError, ToolchainError
     from ccogen.toolchains import build_dir
 

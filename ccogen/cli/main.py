@@ -13,7 +13,6 @@ import shlex
 import sys
 import traceback
 from collections.abc import Callable, Sequence
-from typing import NoReturn
 
 from ccogen import __version__
 from ccogen.cli import bench, compile, explain, fmt, lint, run, simulate
@@ -52,7 +51,7 @@ def _internal_error(argv: Sequence[str]) -> int:
     return EXIT_INTERNAL
 
 
-def main(argv: Sequence[str] | None = None) -> int | NoReturn:
+def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
     try:
@@ -65,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int | NoReturn:
     except BrokenPipeError:  # `ccogen explain E021 | head`
         sys.stderr.close()
         return EXIT_OK
-    except Exception:  # noqa: BLE001 - the last line of defence: report as a bug
+    except Exception:
         return _internal_error(argv)
 
 

@@ -14,8 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ccogen.cli.common import (EXIT_OK, EXIT_USAGE, UsageError, max_ctas_arg, param_arg,
-                               params, read)
+from ccogen.cli.common import EXIT_OK, EXIT_USAGE, UsageError, max_ctas_arg, param_arg, params, read
 from ccogen.targets import runnable_targets
 
 EXIT_FAILED = 1

@@ -14,9 +14,10 @@ from ccogen.ir.instance import Instance
 
 
 def generate(instance: Instance, target: str, *, source: str = "<protocol>",
-             options: Options = Options()) -> GeneratedFiles:
-    """Generate the code of one instance for one target (the instance must be clean)."""
-    return get_backend(target).generate(instance, source, options)
+             options: Options | None = None) -> GeneratedFiles:
+    """Generate the code of one instance for one target (the instance must be clean);
+    `options` None: the defaults."""
+    return get_backend(target).generate(instance, source, options or Options())
 
 
 __all__ = ["GeneratedFiles", "Options", "Unsupported", "generate"]

@@ -50,7 +50,7 @@ from ccogen.rt.errors import (
     NotEnoughGpusError,
     RunError,
 )
-from ccogen.rt.manifest import KernelSpec, Manifest, load_manifest
+from ccogen.rt.manifest import Manifest, load_manifest
 from ccogen.rt.placement import Placement, check_residency, place
 from ccogen.rt.report import RankResult, RunReport
 from ccogen.rt.session import (

@@ -1,4 +1,5 @@
-"""The `mori-sdma` build: clang-22 HIP code objects (docs/reference/apis.md, MORI: building without ROCm).
+"""The `mori-sdma` build: clang-22 HIP code objects (docs/reference/apis.md, MORI: building
+without ROCm).
 
 One linked code object per arch (`--offload-arch=gfx942|gfx950 --cuda-device-only
 --no-gpu-bundle-output -nogpuinc -nogpulib`, ccogen's `hip/hip_runtime.h` stand-in first

@@ -11,8 +11,7 @@ import re
 import pytest
 
 from ccogen.diag import Severity
-from ccogen.diag.codes import RULES, lookup
-from ccogen.diag.codes import explain_text
+from ccogen.diag.codes import RULES, explain_text, lookup
 
 # The codes of the rule catalogue (docs/reference/rules.md), spelled out so that a code
 # cannot disappear from the registry unnoticed.

@@ -92,7 +92,8 @@ def test_the_graph_sees_imports() -> None:
 
 
 def test_type_checking_imports_are_not_edges() -> None:
-    tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import a\nimport b\n")
+    text = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import a\nimport b\n"
+    tree = ast.parse(text)
     names = [a.name for n in _runtime_nodes(tree) if isinstance(n, ast.Import) for a in n.names]
     assert names == ["b"]
 

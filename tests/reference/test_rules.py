@@ -23,8 +23,7 @@ import pytest
 
 import ccogen as cg
 from ccogen import _resources
-from ccogen.diag.codes import RULES
-from ccogen.diag.codes import explain_text
+from ccogen.diag.codes import RULES, explain_text
 from ccogen.diag.explain import explanation, rule_file
 from ccogen.errors import InternalError
 
