@@ -52,7 +52,9 @@ def test_kinds_are_their_names() -> None:
 def test_traits_imply_each_other(kind: OpKind) -> None:
     t = kind.traits
     if t.queued:
-        assert t.transfer and t.rings and t.signals
+        assert t.rings and t.signals
+    if t.reduces:
+        assert not (t.transfer or t.queued or t.blocking)
     if t.reads_remote:
         assert t.queued
     if t.waits:
@@ -65,8 +67,11 @@ def test_traits_imply_each_other(kind: OpKind) -> None:
 def test_traits_agree_with_the_signature(kind: OpKind) -> None:
     t, params = kind.traits, _params(kind)
     assert t.transfer == (params.get("dst") == params.get("src") == "region")
-    assert t.queued == ("peer" in params and "queue" in params and "aggregate" in params)
-    assert t.signals == ("signal" in params)
+    assert t.reduces == (params.get("dst") == "region" and params.get("srcs") == "regions")
+    data = "aggregate" in params  # a queued op with data; `signal` carries none
+    assert t.queued == ("peer" in params and "queue" in params and (data or kind is OpKind.SIGNAL))
+    assert t.queued and not t.transfer if kind is OpKind.SIGNAL else True
+    assert t.signals == ("signal" in params or kind is OpKind.SIGNAL)
     assert t.waits == ("expected" in params)
     if t.rings:
         assert params.get("peer") == "rank" and params.get("queue") == "queue"
@@ -74,9 +79,11 @@ def test_traits_agree_with_the_signature(kind: OpKind) -> None:
 
 def test_the_trait_sets() -> None:
     """The sets the code used to spell out, now derived from the table."""
-    assert kinds_where(queued=True) == {OpKind.PUT, OpKind.GET}
+    assert kinds_where(queued=True) == {OpKind.PUT, OpKind.GET, OpKind.SIGNAL}
+    assert kinds_where(queued=True, transfer=True) == {OpKind.PUT, OpKind.GET}
     assert kinds_where(transfer=True) == {OpKind.PUT, OpKind.GET, OpKind.COPY}
-    assert kinds_where(rings=True) == {OpKind.PUT, OpKind.GET, OpKind.COMMIT}
+    assert kinds_where(reduces=True) == {OpKind.REDUCE}
+    assert kinds_where(rings=True) == {OpKind.PUT, OpKind.GET, OpKind.COMMIT, OpKind.SIGNAL}
     assert kinds_where(blocking=True) == {OpKind.QUIET, OpKind.WAIT_SIGNAL, OpKind.WAIT_COUNT,
                                           OpKind.BARRIER}
     assert kinds_where(synchronises=True) == {OpKind.WAIT_SIGNAL, OpKind.WAIT_COUNT,
