@@ -90,8 +90,10 @@ from typing import Any
 
 from ccogen.diag import Diagnostic, error
 from ccogen.ir import nodes as ir
-from ccogen.ir.evaluate import Compiler, Env, EvalError, IntFn, expr_text
-from ccogen.ir.instance import CheckInst, Instance, Issuer, KernelInst, OpInst, RegionInst
+from ccogen.ir.dtype import DTYPE_NAMES, DType
+from ccogen.ir.evaluate import Compiler, Env, EvalError, IntFn, Value, expr_text
+from ccogen.ir.instance import (CheckInst, Instance, Issuer, KernelInst, OpInst, ReductionInst,
+                                RegionInst)
 from ccogen.ir.opkind import OpKind
 from ccogen.source import Span
 
@@ -128,18 +130,25 @@ def team_sizes(
         return list(DEFAULT_TEAM_SIZES)
     findings = _Findings(0)
     compiler = Compiler()
-    bound = _bind_params(protocol, None, dict(params or {}), compiler, findings)
+    ints = {k: v for k, v in (params or {}).items() if not _is_dtype_param(protocol, k)}
+    bound = _bind_params(protocol, None, ints, compiler, findings)
     size = None if bound is None else _team_size(protocol, bound, compiler, findings)
     return [size] if size is not None else [DEFAULT_TEAM_SIZES[0]]
 
 
-def parse_param_value(text: str, type: ir.ParamType) -> int:
-    """A `--param` value: `4096`, `1_024`, `0x10`, and for bytes `4KiB`, `4 KiB`, `64 B`.
+def parse_param_value(text: str, type: ir.ParamType) -> Any:
+    """A `--param` value: `4096`, `1_024`, `0x10`, and for bytes `4KiB`, `4 KiB`, `64 B`;
+    for a `dtype` parameter an element type (`bf16`), returned as a `DType`.
 
     Units are binary (`KiB` = 1024); decimal ones (`KB`, `MB`) are refused.  A
     `bytes` value cannot be negative.  Raises `ValueError` with a readable message.
     """
     s = text.strip()
+    if type is ir.ParamType.DTYPE:
+        if s not in DTYPE_NAMES:
+            raise ValueError(f"`{s}` is not an element type: write one of "
+                             f"{', '.join(DTYPE_NAMES)}")
+        return DType(s)
     number, unit = _split_unit(s)
     value = _parse_int(number, s)
     if unit is not None and type is not ir.ParamType.BYTES:
@@ -150,13 +159,13 @@ def parse_param_value(text: str, type: ir.ParamType) -> int:
     return value
 
 
-def parse_params(values: Sequence[str], protocol: ir.Protocol) -> dict[str, int]:
+def parse_params(values: Sequence[str], protocol: ir.Protocol) -> dict[str, Any]:
     """`["block=4KiB", "n=3"]` -> `{"block": 4096, "n": 3}`, typed by the declarations.
 
     Raises ValueError with a message naming the bad item; unknown names are kept (the
     instance reports them as E002, with the known names).
     """
-    out: dict[str, int] = {}
+    out: dict[str, Any] = {}
     for item in values:
         name, sep, text = item.partition("=")
         if not sep:
@@ -171,31 +180,60 @@ def parse_params(values: Sequence[str], protocol: ir.Protocol) -> dict[str, int]
 
 
 def instantiate(
-    protocol: ir.Protocol, nranks: int, params: Mapping[str, int] | None = None
+    protocol: ir.Protocol, nranks: int, params: Mapping[str, Any] | None = None
 ) -> tuple[Instance | None, list[Diagnostic]]:
     """Bind `nranks` and `params` (defaults for the rest), evaluate and unroll.
 
-    Returns the instance (None when a declaration or a limit fails) and every
-    diagnostic found; see the module docstring for the rules.
+    `params` maps integer parameters to ints and `dtype` parameters to `DType`s
+    (or their names).  Returns the instance (None when a declaration or a limit
+    fails) and every diagnostic found; see the module docstring for the rules.
     """
     given = dict(params or {})
     findings = _Findings(nranks, _label(nranks, given))
     compiler = Compiler()
-    bound = _bind_params(protocol, nranks, given, compiler, findings)
-    if bound is not None:
-        findings.label = _label(nranks, bound)
-    if bound is None or not _team_ok(protocol, nranks, bound, compiler, findings):
+    types = _bind_dtype_params(protocol, given, findings)
+    ints = {k: v for k, v in given.items() if not _is_dtype_param(protocol, k)}
+    bound = _bind_params(protocol, nranks, ints, compiler, findings)
+    if bound is not None and types is not None:
+        findings.label = _label(nranks, {**bound, **types})
+    if bound is None or types is None or not _team_ok(protocol, nranks, bound, compiler,
+                                                       findings):
         return None, findings.diagnostics()
-    return _unroll(protocol, nranks, bound, compiler, findings), findings.diagnostics()
+    return _unroll(protocol, nranks, bound, types, compiler, findings), findings.diagnostics()
 
 
-def _unroll(protocol: ir.Protocol, nranks: int, params: dict[str, int], compiler: Compiler,
+def _is_dtype_param(protocol: ir.Protocol, name: str) -> bool:
+    decl = protocol.param(name)
+    return decl is not None and decl.type is ir.ParamType.DTYPE
+
+
+def _bind_dtype_params(protocol: ir.Protocol, given: Mapping[str, Any],
+                       findings: _Findings) -> dict[str, DType] | None:
+    """The value of every `dtype` parameter: given (a `DType` or its name) or the default."""
+    out: dict[str, DType] = {}
+    ok = True
+    for p in protocol.params:
+        if p.type is not ir.ParamType.DTYPE:
+            continue
+        value = given.get(p.name, p.default)
+        if isinstance(value, str) and value in DTYPE_NAMES:
+            out[p.name] = DType(value)
+            continue
+        findings.add(error("E002", f"parameter `{p.name}` is an element type, not `{value!r}`",
+                           p.span, "declared `dtype` here",
+                           help=f"give one of {', '.join(DTYPE_NAMES)}"))
+        ok = False
+    return out if ok else None
+
+
+def _unroll(protocol: ir.Protocol, nranks: int, params: dict[str, int],
+            types: dict[str, DType], compiler: Compiler,
             findings: _Findings) -> Instance | None:
-    decl = _declare(protocol, nranks, params, compiler, findings)
+    decl = _declare(protocol, nranks, params, types, compiler, findings)
     try:
         unroller = _Unroller(protocol, nranks, params, decl, compiler, findings)
         pending = unroller.run()
-        ensure = _Ensure(nranks, params, decl.windows, compiler, findings)
+        ensure = _Ensure(nranks, params, decl.memories, compiler, findings)
         ensure.total, ensure.iterations = unroller.total, unroller.iterations  # shared limits
         checks = ensure.run(protocol.ensure)
     except _Overflow as exc:
@@ -210,6 +248,11 @@ def _unroll(protocol: ir.Protocol, nranks: int, params: dict[str, int], compiler
         protocol=protocol, nranks=nranks, params=tuple(params.items()), queues=queues,
         window_sizes=tuple((n, s) for n, s in decl.windows.items() if s is not None),
         kernels=_kernel_insts(decl, unroller.grid), ranks=ranks, checks=tuple(checks),
+        dtypes=tuple((n, m.dtype) for n, m in decl.memories.items()
+                     if m is not None and m.dtype is not DType.U8),
+        buffer_sizes=tuple((n, m.nbytes) for n, m in decl.memories.items()
+                           if m is not None and m.buffer),
+        dtype_params=tuple(types.items()),
     )
 
 
@@ -326,12 +369,26 @@ class _KernelHead:
     ok: bool
 
 
+@dataclass(frozen=True, slots=True)
+class _Memory:
+    """A window or buffer of `count` elements of `dtype`."""
+
+    count: int
+    dtype: DType
+    buffer: bool
+
+    @property
+    def nbytes(self) -> int:
+        return self.count * self.dtype.size
+
+
 @dataclass(slots=True)
 class _Decl:
-    windows: dict[str, int | None]  # None: the size could not be evaluated
+    windows: dict[str, int | None]  # bytes; None: the size could not be evaluated
     queues: int | None  # None: `queues auto`
     kernels: list[_KernelHead]
     fatal: bool
+    memories: dict[str, _Memory | None] = field(default_factory=dict)  # windows and buffers
 
 
 def _symmetric(nranks: int | None, params: Mapping[str, int], what: str) -> Env:
@@ -348,6 +405,8 @@ def _bind_params(
     bound: dict[str, int] = {}
     env = _symmetric(nranks, bound, "parameter defaults are")
     for p in protocol.params:
+        if p.type is ir.ParamType.DTYPE:
+            continue  # `_bind_dtype_params`
         value = _param_value(p, given, env, compiler, findings)
         if value is None:
             ok = False
@@ -378,6 +437,7 @@ def _param_value(p: ir.Param, given: Mapping[str, Any], env: Env, compiler: Comp
                                f"`{value!r}`", p.span, "declared here"))
             return None
     else:
+        assert not isinstance(p.default, DType)
         try:
             value = compiler.integer(p.default, f"the default of `{p.name}`")(env)
         except EvalError as exc:
@@ -429,25 +489,33 @@ def _team_ok(protocol: ir.Protocol, nranks: int, params: Mapping[str, int],
 
 
 def _declare(protocol: ir.Protocol, nranks: int, params: Mapping[str, int],
-             compiler: Compiler, findings: _Findings) -> _Decl:
-    windows = {w.name: _window_size(w, nranks, params, compiler, findings)
+             types: Mapping[str, DType], compiler: Compiler, findings: _Findings) -> _Decl:
+    memories: dict[str, _Memory | None] = {}
+    for w in (*protocol.windows, *protocol.buffers):
+        count = _window_size(w, nranks, params, compiler, findings)
+        dtype = w.dtype if isinstance(w.dtype, DType) else types[w.dtype.name]
+        memories[w.name] = (None if count is None
+                            else _Memory(count, dtype, isinstance(w, ir.Buffer)))
+    windows = {w.name: (m.nbytes if (m := memories[w.name]) is not None else None)
                for w in protocol.windows}
     queues, queues_ok = _queue_count(protocol, nranks, params, compiler, findings)
     kernels = [_kernel_head(k, nranks, params, compiler, findings) for k in protocol.kernels]
-    fatal = (None in windows.values() or not queues_ok or not all(k.ok for k in kernels))
-    return _Decl(windows, queues, kernels, fatal)
+    fatal = (None in memories.values() or not queues_ok or not all(k.ok for k in kernels))
+    return _Decl(windows, queues, kernels, fatal, memories)
 
 
-def _window_size(w: ir.Window, nranks: int, params: Mapping[str, int],
+def _window_size(w: ir.Window | ir.Buffer, nranks: int, params: Mapping[str, int],
                  compiler: Compiler, findings: _Findings) -> int | None:
-    env = _symmetric(nranks, params, "window sizes are")
+    """The element count of a window or buffer (bytes for an untyped window)."""
+    what = "buffer" if isinstance(w, ir.Buffer) else "window"
+    env = _symmetric(nranks, params, f"{what} sizes are")
     try:
-        size = compiler.integer(w.size, f"the size of window `{w.name}`")(env)
+        size = compiler.integer(w.size, f"the size of {what} `{w.name}`")(env)
     except EvalError as exc:
         findings.add(_from_eval(exc, env, w.span))
         return None
     if size <= 0:
-        findings.add(error("E003", f"window `{w.name}` must have a positive size, not {size}",
+        findings.add(error("E003", f"{what} `{w.name}` must have a positive size, not {size}",
                            w.size.span or w.span, f"this is {size}", notes=(env.bindings(),)))
         return None
     return size
@@ -512,8 +580,8 @@ def _kernel_insts(decl: _Decl, grid: list[int]) -> tuple[KernelInst, ...]:
 class _Pending:
     """An op instance before queues `auto` and groups are resolved."""
 
-    __slots__ = ("dst", "expected", "group", "issuer", "kernel", "kind", "op", "peer", "preds",
-                 "queue", "slot", "src", "wait_default")
+    __slots__ = ("dst", "dtype", "expected", "group", "issuer", "kernel", "kind", "op", "peer",
+                 "preds", "queue", "reduce_op", "slot", "src", "srcs", "wait_default", "weights")
 
     def __init__(self, kind: OpKind, op: ir.Op, kernel: int, issuer: Issuer) -> None:
         self.kind = kind
@@ -529,6 +597,10 @@ class _Pending:
         self.src: RegionInst | None = None
         self.expected: int | None = None
         self.group: tuple[object, ...] | None = None  # lane posting-group key
+        self.srcs: tuple[RegionInst, ...] = ()
+        self.reduce_op: ir.ReduceOp | None = None
+        self.weights: tuple[int | float, ...] = ()
+        self.dtype: DType | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -548,6 +620,7 @@ class _Scope:
 
 
 _TOP = _Scope(Issuer(block=0))
+_UNKNOWN = object()
 _FINENESS = {ir.IssuerKind.LANES: 0, ir.IssuerKind.WARPS: 1, ir.IssuerKind.BLOCKS: 2}
 _UNSET = object()
 
@@ -581,11 +654,12 @@ class _Overflow(Exception):
 class _Evaluating:
     """Evaluation on one rank at a time, reporting into the findings."""
 
-    def __init__(self, nranks: int, params: Mapping[str, int], windows: Mapping[str, int | None],
-                 compiler: Compiler, findings: _Findings) -> None:
+    def __init__(self, nranks: int, params: Mapping[str, int],
+                 memories: Mapping[str, _Memory | None], compiler: Compiler,
+                 findings: _Findings) -> None:
         self.nranks = nranks
         self.params = params
-        self.windows = windows
+        self.memories = memories
         self.compiler = compiler
         self.findings = findings
         self.rank = 0
@@ -632,7 +706,7 @@ class _Evaluating:
 
     # ------------------------------------------------------------------ loops and limits
 
-    def _enter(self, loop: ir.For | ir.IssuerBlock, n: int) -> object:
+    def _enter(self, loop: ir.For | ir.IssuerBlock | ir.ListComp, n: int) -> object:
         self._loops.append(loop)
         self.iterations += n
         if self.iterations > MAX_ITERATIONS:
@@ -651,7 +725,7 @@ class _Evaluating:
         if self.total > MAX_OP_INSTANCES:
             raise self._overflow(node, f"more than {MAX_OP_INSTANCES:,} op instances")
 
-    def _overflow(self, node: ir.Stmt, what: str) -> _Overflow:
+    def _overflow(self, node: ir.Stmt | ir.ListComp, what: str) -> _Overflow:
         where = self._loops[0] if self._loops else node
         message = ("this loop unrolls to " if self._loops else "the protocol has ") + what
         return _Overflow(error("E004", message, where.span, "unrolled here",
@@ -683,10 +757,12 @@ class _Evaluating:
         return value
 
     def _region(self, region: ir.Region, rank: int, fallback: Span | None) -> RegionInst | None:
-        size = self.windows.get(region.window, -1)
-        if size is None or size < 0:
-            self._no_window(region, size, fallback)
+        memory = self.memories.get(region.window, _UNKNOWN)
+        if memory is None or memory is _UNKNOWN:
+            self._no_window(region, None if memory is None else -1, fallback)
             return None
+        assert isinstance(memory, _Memory)
+        size = memory.count
         bounds = self._bounds.get(id(region))
         if bounds is None:
             bounds = self._bound_fns(region)
@@ -698,9 +774,56 @@ class _Evaluating:
             self._eval_failed(exc, region.span or fallback)
             return None
         if 0 <= start < stop <= size:
-            return RegionInst(region.window, start, stop, rank)
-        self._bad_bounds(region, rank, start, stop, size, region.span or fallback)
+            width = memory.dtype.size
+            return RegionInst(region.window, start * width, stop * width, rank)
+        self._bad_bounds(region, rank, start, stop, size, region.span or fallback,
+                         memory.dtype)
         return None
+
+    def _dtype(self, name: str) -> DType:
+        memory = self.memories.get(name)
+        return memory.dtype if memory is not None else DType.U8
+
+    def _is_buffer(self, name: str) -> bool:
+        memory = self.memories.get(name)
+        return memory is not None and memory.buffer
+
+    def _expand(self, items: tuple[Any, ...] | ir.ListComp,
+                each: Callable[[Any], Any]) -> list[Any] | None:
+        """`each` of every item of a list, or of every element a comprehension makes
+        (None when something failed: reported)."""
+        if not isinstance(items, ir.ListComp):
+            out = [each(item) for item in items]
+            return None if self.failed else out
+        comp = items
+        seq = self._seq(comp.iter, "a comprehension", comp.span)
+        if seq is None:
+            return None
+        saved = self._enter(comp, len(seq))
+        out = []
+        for value in seq:
+            self.env.vars[comp.var] = value
+            if comp.cond is not None:
+                keep = self._truth(comp.cond, comp.span)
+                if not keep:
+                    continue
+            out.append(each(comp.elt))
+        self._leave(comp.var, saved)
+        return None if self.failed else out
+
+    def _number(self, e: ir.Expr, what: str, fallback: Span | None) -> int | float | None:
+        """A weight: an integer expression or a float literal."""
+        if isinstance(e, ir.Const) and isinstance(e.value, float):
+            return e.value
+        return self._int(e, what, fallback)
+
+    def _assign(self, s: ir.Assign) -> None:
+        try:
+            value: Value = self.compiler.value(s.value)(self.env)
+        except EvalError as exc:
+            self._eval_failed(exc, s.span)
+            return
+        self.env.vars[s.var] = value
 
     def _bound_fns(self, region: ir.Region) -> tuple[IntFn | None, IntFn | None, ir.Region]:
         def fn(e: ir.Expr | None) -> IntFn | None:
@@ -708,23 +831,54 @@ class _Evaluating:
         return fn(region.start), fn(region.stop), region
 
     def _no_window(self, region: ir.Region, size: int | None, fallback: Span | None) -> None:
+        # `size` None: the window's size failed (reported with it); -1: not declared
         if size is not None:
             self._error("E002", f"unknown window `{region.window}`", region.span or fallback,
                         "not a declared window")
         self.failed = True  # a window whose size failed was reported with the window
 
     def _bad_bounds(self, region: ir.Region, rank: int, start: int, stop: int, size: int,
-                    span: Span | None) -> None:
+                    span: Span | None, dtype: DType = DType.U8) -> None:
         text = _region_text(region, rank, start, stop)
+        unit = "bytes" if dtype is DType.U8 else "elements"
         if start >= stop:
             label = "starts where it ends" if start == stop else f"ends at {stop}, before {start}"
             self._error("E003", f"region `{text}` is empty", span, label,
-                        help="a region `w[a:b]` holds bytes a to b-1 and needs a < b")
+                        help=f"a region `w[a:b]` holds {unit} a to b-1 and needs a < b")
             return
-        label = (f"starts {-start} bytes before the window" if start < 0
-                 else f"ends {stop - size} bytes past the end of the window")
-        self._error("E003", f"region `{text}` is outside window `{region.window}` of {size} "
-                    "bytes", span, label, help=f"keep bounds within 0 and {size}")
+        label = (f"starts {-start} {unit} before the window" if start < 0
+                 else f"ends {stop - size} {unit} past the end of the window")
+        what = "buffer" if self._is_buffer(region.window) else "window"
+        of = f"{size} bytes" if dtype is DType.U8 else f"{size} {dtype} elements"
+        self._error("E003", f"region `{text}` is outside {what} `{region.window}` of {of}",
+                    span, label, help=f"keep bounds within 0 and {size}")
+
+    def _same_dtype(self, a: ir.Region, b: ir.Region, span: Span | None, *,
+                    u8_views: bool) -> None:
+        """Both regions hold the same element type (a `u8` side may view any type)."""
+        da, db = self._dtype(a.window), self._dtype(b.window)
+        if da is db or (u8_views and DType.U8 in (da, db)):
+            return
+        self._error("E003", f"`{a.window}` holds {da} and `{b.window}` holds {db}",
+                    a.span or span, f"{da} elements", secondary=[(b.span, f"{db} elements")],
+                    help="move data between regions of one element type, or view one side "
+                         "as bytes through a `u8` window" if u8_views else
+                         "combine regions of one element type")
+
+    def _local_only(self, region: ir.Region, op: ir.Op, role: str) -> None:
+        """E010: a local `buffer` named where the peer's memory is meant."""
+        if not self._is_buffer(region.window):
+            return
+        self._error("E010", f"buffer `{region.window}` is local: it cannot be {role}",
+                    region.span or op.span, "a buffer exists only on its own rank",
+                    help=f"declare `{region.window}` as a `window` (symmetric: every rank has "
+                         "one the peers can reach)")
+
+    def _auto_queue(self, expr: ir.Expr | None, scope: _Scope, p: _Pending, op: ir.Op) -> None:
+        if expr is None:
+            p.slot = scope.slot
+        else:
+            p.queue = self._int(expr, "the queue", op.span)
 
     def _same_length(self, what: str, a: RegionInst | None, b: RegionInst | None,
                      spans: tuple[Span | None, Span | None], names: tuple[str, str]) -> None:
@@ -747,7 +901,7 @@ class _Unroller(_Evaluating):
 
     def __init__(self, protocol: ir.Protocol, nranks: int, params: Mapping[str, int],
                  decl: _Decl, compiler: Compiler, findings: _Findings) -> None:
-        super().__init__(nranks, params, decl.windows, compiler, findings)
+        super().__init__(nranks, params, decl.memories, compiler, findings)
         self.decl = decl
         self.ops: list[list[_Pending]] = [[] for _ in range(nranks)]
         self.grid = [1] * len(decl.kernels)  # longest `blocks` range run, per kernel
@@ -757,13 +911,13 @@ class _Unroller(_Evaluating):
         self._path: list[int] = []
         self._stmts: dict[type, Callable[[Any, _Scope, tuple[int, ...]], tuple[int, ...]]] = {
             ir.For: self._for, ir.If: self._if, ir.IssuerBlock: self._issuers,
-            ir.Check: self._misplaced_check,
+            ir.Check: self._misplaced_check, ir.Assign: self._assign_stmt,
         }
         self._ops: dict[type, Callable[[Any, _Scope, _Pending], None]] = {
             ir.Put: self._put, ir.Get: self._get, ir.Copy: self._copy, ir.Commit: self._commit,
             ir.Quiet: self._quiet, ir.WaitSignal: self._wait_signal,
             ir.WaitCount: self._wait_count, ir.Barrier: self._plain, ir.Fence: self._plain,
-            ir.ResetCount: self._plain,
+            ir.ResetCount: self._plain, ir.Reduce: self._reduce, ir.Signal: self._signal,
         }
 
     def run(self) -> list[list[_Pending]]:
@@ -784,6 +938,12 @@ class _Unroller(_Evaluating):
                 frontier = self._op(s, scope, frontier)  # type: ignore[arg-type]
             else:
                 frontier = handler(s, scope, frontier)
+        _forget_assigned(self.env, stmts)
+        return frontier
+
+    def _assign_stmt(self, s: ir.Assign, scope: _Scope,
+                     frontier: tuple[int, ...]) -> tuple[int, ...]:
+        self._assign(s)
         return frontier
 
     # ------------------------------------------------------------------ control flow
@@ -927,21 +1087,64 @@ class _Unroller(_Evaluating):
         p.src = self._on(op.src, src_rank, op)
         self._same_length("`dst` and `src`", p.dst, p.src,
                           (op.dst.span or op.span, op.src.span), ("`dst`", "`src`"))
-
-    def _auto_queue(self, expr: ir.Expr | None, scope: _Scope, p: _Pending, op: ir.Op) -> None:
-        if expr is None:
-            p.slot = scope.slot
-        else:
-            p.queue = self._int(expr, "the queue", op.span)
+        self._same_dtype(op.dst, op.src, op.span, u8_views=True)
 
     def _put(self, op: ir.Put, scope: _Scope, p: _Pending) -> None:
         p.peer = self._peer(op.peer, op)
         self._transfer(op, p, p.peer, self.rank)
+        self._local_only(op.dst, op, "the destination of a `put` (the peer's memory)")
         self._auto_queue(op.queue, scope, p, op)
 
     def _get(self, op: ir.Get, scope: _Scope, p: _Pending) -> None:
         p.peer = self._peer(op.peer, op)
         self._transfer(op, p, self.rank, p.peer)
+        self._local_only(op.src, op, "the source of a `get` (the peer's memory)")
+        self._auto_queue(op.queue, scope, p, op)
+
+    def _reduce(self, op: ir.Reduce, scope: _Scope, p: _Pending) -> None:
+        p.dst = self._on(op.dst, self.rank, op)
+        if p.dst is None:
+            return
+        dst = p.dst
+        p.dtype = self._dtype(op.dst.window)
+        p.reduce_op = op.op
+
+        def source(r: ir.Region) -> RegionInst | None:
+            rank: int | None = self.rank
+            if r.rank is not None:
+                rank = self._team_rank(r.rank, "rank of a source", r.span or op.span,
+                                       allow_me=True)
+                if rank is None:
+                    return None
+                if rank != self.rank:
+                    self._local_only(r, op, "read on another rank")
+            inst = self._region(r, self.rank if rank is None else rank, op.span)
+            self._same_length("`dst` and a source", dst, inst, (op.dst.span or op.span, r.span),
+                              ("`dst`", "the source"))
+            self._same_dtype(op.dst, r, op.span, u8_views=False)
+            return inst
+
+        srcs = self._expand(op.srcs, source)
+        if srcs is None:
+            return
+        if not srcs:
+            self._error("E003", "`reduce` has no sources", op.span, "the list is empty",
+                        help="list at least one source region")
+            return
+        p.srcs = tuple(srcs)
+        if op.weights is not None:
+            weights = self._expand(op.weights, lambda w: self._number(w, "a weight", op.span))
+            if weights is None:
+                return
+            if len(weights) != len(srcs):
+                self._error("E003", f"`reduce` has {len(srcs)} sources and {len(weights)} "
+                            "weights", op.span, "one weight per source",
+                            help="give `weights=` exactly one number per source")
+                return
+            p.weights = tuple(weights)
+
+    def _signal(self, op: ir.Signal, scope: _Scope, p: _Pending) -> None:
+        p.peer = self._peer(op.peer, op)
         self._auto_queue(op.queue, scope, p, op)
 
     def _copy(self, op: ir.Copy, scope: _Scope, p: _Pending) -> None:
@@ -988,6 +1191,8 @@ class _Ensure(_Evaluating):
         for s in stmts:
             if isinstance(s, ir.Check):
                 self._check(s)
+            elif isinstance(s, ir.Assign):
+                self._assign(s)
             elif isinstance(s, ir.For):
                 self._for(s)
             elif isinstance(s, ir.If):
@@ -998,6 +1203,7 @@ class _Ensure(_Evaluating):
                 kind = s.kind.value if isinstance(s, ir.IssuerBlock) else ir.OP_KINDS[type(s)]
                 self._error("E002", f"`{kind}` is not allowed in `ensure`", s.span,
                             "in `ensure`", help="`ensure` holds comparisons, `for` and `if`")
+        _forget_assigned(self.env, stmts)
 
     def _for(self, s: ir.For) -> None:
         seq = self._seq(s.iter, "`for`", s.span)
@@ -1011,6 +1217,9 @@ class _Ensure(_Evaluating):
 
     def _check(self, s: ir.Check) -> None:
         self.failed = False
+        if isinstance(s.right, ir.Reduction):
+            self._reduction_check(s, s.right)
+            return
         left, right = self._side(s.left, s), self._side(s.right, s)
         self._same_length(f"the two sides of `{s.op}`", left, right,
                           (s.left.span or s.span, s.right.span),
@@ -1019,6 +1228,45 @@ class _Ensure(_Evaluating):
             return
         self.checks.append(CheckInst(rank=self.rank, op=s.op, left=left, left_init=s.left.init,
                                      right=right, right_init=s.right.init, check=s, span=s.span))
+        self._count(s)
+
+    def _reduction_check(self, s: ir.Check, r: ir.Reduction) -> None:
+        left = self._side(s.left, s)
+        if left is None:
+            return
+
+        def term(region: ir.Region) -> tuple[RegionInst, bool] | None:
+            inst = self._side(region, s)
+            self._same_length(f"the two sides of `{s.op}`", left, inst,
+                              (s.left.span or s.span, region.span),
+                              ("the left side", "a term"))
+            self._same_dtype(s.left, region, s.span, u8_views=False)
+            return None if inst is None else (inst, region.init)
+
+        terms = self._expand(r.terms, term)
+        if terms is None:
+            return
+        if not terms:
+            self._error("E003", f"`{r.op.value}` of no terms", r.span or s.span,
+                        "the list is empty", help="list at least one term")
+            return
+        weights: list[int | float] = []
+        if r.weights is not None:
+            got = self._expand(r.weights, lambda w: self._number(w, "a weight", s.span))
+            if got is None:
+                return
+            if len(got) != len(terms):
+                self._error("E003", f"`{r.op.value}` has {len(terms)} terms and {len(got)} "
+                            "weights", r.span or s.span, "one weight per term",
+                            help="give `weights=` exactly one number per term")
+                return
+            weights = got
+        reduction = ReductionInst(op=r.op, terms=tuple(t for t, _ in terms),
+                                  init=tuple(i for _, i in terms), weights=tuple(weights),
+                                  dtype=self._dtype(s.left.window))
+        self.checks.append(CheckInst(rank=self.rank, op=s.op, left=left, left_init=s.left.init,
+                                     right=None, right_init=False, check=s, span=s.span,
+                                     reduction=reduction))
         self._count(s)
 
     def _side(self, region: ir.Region, s: ir.Check) -> RegionInst | None:
@@ -1030,6 +1278,13 @@ class _Ensure(_Evaluating):
 
 
 # ============================================================================= finishing
+
+
+def _forget_assigned(env: Env, stmts: Sequence[ir.Stmt]) -> None:
+    """Names assigned in a block are bound for the rest of that block only."""
+    for s in stmts:
+        if isinstance(s, ir.Assign):
+            env.vars.pop(s.var, None)
 
 
 def _auto_queue_count(ops: list[list[_Pending]]) -> int:
@@ -1092,7 +1347,9 @@ def _groups(pending: list[_Pending]) -> tuple[list[int], list[int]]:
 
 
 def _static_fields(op: ir.Op) -> tuple[Any, ...]:
-    return (getattr(op, "signal", ir.SignalKind.NONE), getattr(op, "aggregate", False),
+    signal = ir.SignalKind.REMOTE if isinstance(op, ir.Signal) else \
+        getattr(op, "signal", ir.SignalKind.NONE)
+    return (signal, getattr(op, "aggregate", False),
             getattr(op, "signal_per_copy", False), getattr(op, "mode", ir.Mode.AUTO),
             getattr(op, "count", None) or getattr(op, "counter", None))
 
@@ -1108,7 +1365,8 @@ def _op_inst(index: int, rank: int, p: _Pending, preds: tuple[int, ...], queue: 
                   preds=preds, op=op, span=op.span, group=group, peer=p.peer, queue=queue,
                   dst=p.dst, src=p.src, signal=signal, aggregate=aggregate,
                   signal_per_copy=per_copy, mode=mode, counter=counter, expected=p.expected,
-                  lanes_in_group=sizes[group])
+                  lanes_in_group=sizes[group], srcs=p.srcs, reduce_op=p.reduce_op,
+                  weights=p.weights, dtype=p.dtype)
 
 
 __all__ = ["DEFAULT_TEAM_SIZES", "MAX_OP_INSTANCES", "instantiate", "parse_param_value",
