@@ -97,6 +97,25 @@ rank r's window and `cg.init(x)` its contents before the first kernel (both only
 
 Sizes: `cg.KiB`, `cg.MiB`, `cg.GiB` are the plain integers 2**10, 2**20, 2**30.
 
+Language v2 (typed data, reductions, credits)
+---------------------------------------------
+- Element types `cg.u8 cg.i32 cg.u32 cg.i64 cg.u64 cg.f16 cg.bf16 cg.f32`; `cg.bf16[n]`
+  is `bf16[n]`.  `T = p.param("T", cg.dtype, default=cg.bf16)` is `T: dtype = bf16`;
+  `T[n]` works as for a dtype.
+- `p.window("x", T[n])` is `window x: T[n]`; `p.buffer("out", T[n])` is
+  `buffer out: T[n]` (a `Window` handle too; `p.buffers` lists them).
+- `k.reduce(dst=, srcs=[...], op="sum", weights=None)`; a source may be a peer's
+  region (`x @ p`, `(x @ p)[a:b]`); `k.each(iterable, lambda p: x @ p)` is the
+  comprehension `[x@p for p in iterable]` (the variable is named after the lambda's
+  parameter, or `name=`; `cond=lambda p: ...` adds `if ...`).  Weights are Python
+  numbers or integer `Value`s (a list, or a `k.each(...)`).
+- `k.signal(peer, queue=)`.
+- `right = k.let((k.me + 1) % k.nranks)` is `right = (me + 1) % nranks` (the name is
+  read from the assignment target, or `name=`); it is bound until the enclosing
+  `with` block ends.  Also in `ensure`.
+- In `ensure`: `e.check(out == cg.sum(e.each(e.ranks(), lambda p: cg.init(x @ p))))`,
+  `cg.sum([a, b], weights=[1, 2])`, `cg.max(...)`/`cg.min(...)` of regions.
+
 Errors and spans
 ----------------
 Every node records the span of the user's call (Python >= 3.11 instruction positions:
@@ -123,6 +142,7 @@ from typing import ClassVar, Final, NoReturn, Self, TypeAlias
 from ccogen.diag import error
 from ccogen.errors import DiagnosticError
 from ccogen.ir import nodes
+from ccogen.ir.dtype import DTYPE_NAMES, DType
 from ccogen.ir.opkind import OpKind
 from ccogen.ir.signatures import CHOICES, SIGNATURES, Arg, bind, make_op
 from ccogen.source import SourceFile, Span
@@ -133,13 +153,15 @@ GiB: Final = 1 << 30
 
 bytes = nodes.ParamType.BYTES
 int_: Final = nodes.ParamType.INT  # `cg.int` is served by `__getattr__` below
+dtype: Final = nodes.ParamType.DTYPE
 
 _BUILTINS: Final = ("peers", "ranks", "range", "len", "min", "max", "abs")
 _KEYWORDS: Final = frozenset(
     {*keyword.kwlist, "protocol", "team", "queues", "window", "counter", "kernel", "ensure",
-     "lanes", "warps", "blocks", "auto"}
+     "lanes", "warps", "blocks", "auto", "buffer"}
 )
-_BUILTIN_NAMES: Final = frozenset({"me", "nranks", "init", *_BUILTINS, *SIGNATURES})
+_BUILTIN_NAMES: Final = frozenset({"me", "nranks", "init", "sum", *_BUILTINS, *SIGNATURES,
+                                   *DTYPE_NAMES})
 _NAME_HELP: Final = "names are Python identifiers that are neither keywords nor built-in names"
 _TRUTH_HELP: Final = (
     "Python's `if`, `and`, `or`, `not`, `min`, `max` and chained comparisons need a concrete "
@@ -464,13 +486,28 @@ def _call(func: str, args: Sequence[object], span: Span, lo: int, hi: int | None
     return Value(nodes.Call(func=func, args=exprs, span=span))
 
 
+def _regions_given(values: Sequence[object]) -> builtins.bool:
+    """`cg.max([a, b])` / `cg.max(e.each(...))` of regions: a reduction, not a number."""
+    if len(values) != 1:
+        return False
+    only = values[0]
+    return isinstance(only, Each) or (isinstance(only, list | tuple) and builtins.any(
+        isinstance(v, Window | Region) for v in only))
+
+
 def min(*values: ExprLike, src_loc_at: int = 0) -> Value:
-    """The built-in `min(...)` of the language."""
+    """The built-in `min(...)` of the language (of regions in `ensure`: a `Reduction`)."""
+    if _regions_given(values):
+        return _reduction(nodes.ReduceOp.MIN, values[0], None,  # type: ignore[return-value]
+                          _span_at(src_loc_at))
     return _call("min", values, _span_at(src_loc_at), 1, None)
 
 
 def max(*values: ExprLike, src_loc_at: int = 0) -> Value:
-    """The built-in `max(...)` of the language."""
+    """The built-in `max(...)` of the language (of regions in `ensure`: a `Reduction`)."""
+    if _regions_given(values):
+        return _reduction(nodes.ReduceOp.MAX, values[0], None,  # type: ignore[return-value]
+                          _span_at(src_loc_at))
     return _call("max", values, _span_at(src_loc_at), 1, None)
 
 
@@ -521,21 +558,62 @@ def world(size: ExprLike | None = None, *, src_loc_at: int = 0) -> nodes.Team:
     return _team(nodes.TeamKind.WORLD, size, _span_at(src_loc_at))
 
 
+# ----------------------------------------------------------------------------- element types
+
+
+class ElementType:
+    """An element type for `p.window`/`p.buffer`: `cg.bf16[n]`, or a dtype parameter `T[n]`."""
+
+    __slots__ = ("_protocol", "spec")
+
+    def __init__(self, spec: DType | nodes.ParamRef, protocol: Protocol | None = None) -> None:
+        self.spec = spec
+        self._protocol = protocol
+
+    def __repr__(self) -> str:
+        return self.spec.name if isinstance(self.spec, nodes.ParamRef) else self.spec.value
+
+    def __getitem__(self, count: ExprLike) -> Shape:
+        span = _span_at(0)
+        return Shape(self, _expr_of(count, "the element count", span), span)
+
+
+@dataclass(frozen=True, eq=False)
+class Shape:
+    """`DTYPE[COUNT]`: what `p.window(name, ...)` and `p.buffer(name, ...)` take."""
+
+    type: ElementType
+    count: nodes.Expr
+    span: Span | None = None
+
+
+u8: Final = ElementType(DType.U8)
+i32: Final = ElementType(DType.I32)
+u32: Final = ElementType(DType.U32)
+i64: Final = ElementType(DType.I64)
+u64: Final = ElementType(DType.U64)
+f16: Final = ElementType(DType.F16)
+bf16: Final = ElementType(DType.BF16)
+f32: Final = ElementType(DType.F32)
+
+
 # ----------------------------------------------------------------------------- regions
 
 
 class Window:
-    """A declared window; as a region it is the whole window."""
+    """A declared window (or local buffer: `buffer`); as a region it is the whole of it."""
 
-    __slots__ = ("_protocol", "name", "span")
+    __slots__ = ("_protocol", "buffer", "name", "span")
 
-    def __init__(self, protocol: Protocol, name: str, span: Span | None) -> None:
+    def __init__(self, protocol: Protocol, name: str, span: Span | None, *,
+                 buffer: builtins.bool = False) -> None:
         self._protocol = protocol
         self.name = name
         self.span = span
+        self.buffer = buffer
 
     def __repr__(self) -> str:
-        return f"Window({self.name!r})"
+        return f"{'Buffer' if self.buffer else 'Window'}({self.name!r})"
 
     __hash__ = object.__hash__
 
@@ -640,12 +718,61 @@ def init(region: Window | Region, *, src_loc_at: int = 0) -> Region:
 
 
 @dataclass(frozen=True, eq=False)
+class Each:
+    """`[elt for var in iterable if cond]`, made by `k.each(...)`/`e.each(...)`."""
+
+    var: str
+    iterable: nodes.Expr
+    elt: object  # a Region, or a number / Value
+    cond: nodes.Expr | None
+    span: Span | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Reduction:
+    """`cg.sum(...)`, `cg.max(...)`, `cg.min(...)` of regions, for `e.check(...)`."""
+
+    op: nodes.ReduceOp
+    terms: Sequence[object] | Each
+    weights: Sequence[object] | Each | None
+    span: Span | None = None
+
+    def __eq__(self, other: object) -> Condition:  # type: ignore[override]
+        return _condition("==", other, self, _span_at(0))  # type: ignore[arg-type]
+
+    def __ne__(self, other: object) -> Condition:  # type: ignore[override]
+        return _condition("!=", other, self, _span_at(0))  # type: ignore[arg-type]
+
+    __hash__: ClassVar[None] = None  # type: ignore[assignment]
+
+
+def _reduction(op: nodes.ReduceOp, terms: object, weights: object, span: Span) -> Reduction:
+    if not isinstance(terms, list | tuple | Each):
+        _fail("E002", f"`cg.{op.value}` takes a list of regions or `e.each(...)`, not "
+              f"{_describe(terms)}", span, "not a list",
+              help=f"write `cg.{op.value}(e.each(e.ranks(), lambda p: cg.init(x @ p)))`")
+    if weights is not None and op is not nodes.ReduceOp.SUM:
+        _fail("E002", f"`weights=` only goes with `sum`, not `{op.value}`", span,
+              "weights of a max or min")
+    if weights is not None and not isinstance(weights, list | tuple | Each):
+        _fail("E002", f"`weights=` takes a list of numbers, not {_describe(weights)}", span,
+              "not a list")
+    return Reduction(op, terms, weights, span)  # type: ignore[arg-type]
+
+
+def sum(terms: Sequence[Window | Region] | Each, *, weights: Sequence[object] | Each | None = None,
+        src_loc_at: int = 0) -> Reduction:
+    """`sum(...)` of regions in `ensure` (element-wise, optionally weighted)."""
+    return _reduction(nodes.ReduceOp.SUM, terms, weights, _span_at(src_loc_at))
+
+
+@dataclass(frozen=True, eq=False)
 class Condition:
-    """`region == region` or `region != region`, for `e.check(...)`."""
+    """`region == region` or `region != region` (or a `Reduction`), for `e.check(...)`."""
 
     op: str
     left: Region
-    right: Region
+    right: Region | Reduction
     span: Span | None = None
 
     def __bool__(self) -> builtins.bool:
@@ -654,12 +781,15 @@ class Condition:
 
 
 def _condition(op: str, left: Window | Region, right: object, span: Span) -> Condition:
-    other = _as_region(right)
+    other: Region | Reduction | None = (right if isinstance(right, Reduction)
+                                        else _as_region(right))
     if other is None:
-        _fail("E002", f"a region can only be compared with a region, not {_describe(right)}",
-              span, "not a region")
+        _fail("E002", f"a region can only be compared with a region or a reduction, not "
+              f"{_describe(right)}", span, "not a region")
     this = _as_region(left)
-    assert this is not None
+    if this is None:
+        _fail("E002", f"a reduction can only be compared with a region, not {_describe(left)}",
+              span, "not a region")
     return Condition(op, this, other, span)
 
 
@@ -692,6 +822,7 @@ class _Frame:
     body: list[nodes.Stmt] = field(default_factory=list)
     chain: builtins.bool = False  # the last statement is an `If` that `elif_`/`else_` extend
     entered: builtins.bool = False
+    lets: dict[str, Span | None] = field(default_factory=dict)  # names bound by `let`
 
 
 class _LoopBlock:
@@ -743,6 +874,23 @@ def _with_targets(code: CodeType) -> Mapping[int, str]:
 def _with_target(frame: FrameType) -> str | None:
     """The NAME of `with ... as NAME:` that is entering in `frame`, if any."""
     return _with_targets(frame.f_code).get(frame.f_lasti)
+
+
+@functools.lru_cache(maxsize=512)
+def _call_targets(code: CodeType) -> Mapping[int, str]:
+    """Offsets of calls whose result is stored straight to a plain name (`x = f(...)`)."""
+    found: dict[int, str] = {}
+    instrs = list(dis.get_instructions(code))
+    for cur, nxt in zip(instrs, instrs[1:], strict=False):
+        if cur.opname.startswith("CALL") and nxt.opname in _STORES:
+            # a frame calling reports the call's offset or its last inline cache entry's
+            found[cur.offset] = found[nxt.offset - 2] = str(nxt.argval)
+    return found
+
+
+def _assign_target(frame: FrameType) -> str | None:
+    """The NAME of `NAME = k.let(...)` that is calling in `frame`, if any."""
+    return _call_targets(frame.f_code).get(frame.f_lasti)
 
 
 # ----------------------------------------------------------------------------- scopes
@@ -846,14 +994,71 @@ class _Scope:
         top.chain = False
 
     def _in_scope(self) -> dict[str, Span | None]:
-        return {f.var: f.span for f in self._frames if f.var is not None}
+        found: dict[str, Span | None] = {}
+        for f in self._frames:
+            if f.var is not None:
+                found[f.var] = f.span
+            found.update(f.lets)
+        return found
+
+    # -- v2: assignments and comprehensions
+    def let(self, value: ExprLike, *, name: str | None = None, src_loc_at: int = 0) -> Value:
+        """`right = k.let(expr)` is `right = expr`: a name bound for the rest of the block."""
+        span = _span_at(src_loc_at)
+        top = self._top("`let`", span)
+        expr = self._expr(value, "the value", span)
+        chosen = name if name is not None else _assign_target(sys._getframe(1 + src_loc_at))
+        if chosen is None:
+            _fail("E002", "`let` needs a name", span, "no name",
+                  help='write `x = k.let(...)` or `k.let(..., name="x")`')
+        if chosen not in top.lets:
+            self._protocol._check_loop_name(_check_name(chosen, "name", span),
+                                            self._in_scope(), span)
+            self._protocol._loop_names.add(chosen)
+            top.lets[chosen] = span
+        self._add(nodes.Assign(var=chosen, value=expr, span=span))
+        return Value(nodes.Var(name=chosen, span=span))
+
+    def each(self, iterable: ExprLike, element: object, *, name: str | None = None,
+             cond: object = None, src_loc_at: int = 0) -> Each:
+        """`[element(v) for v in iterable if cond(v)]`: `element` and `cond` are callables of
+        the variable (named after `element`'s parameter, or `name=`)."""
+        span = _span_at(src_loc_at)
+        self._top("`each`", span)
+        head = self._expr(iterable, "the iterable", span)
+        if not callable(element):
+            _fail("E002", "`each` takes a function of the variable, e.g. `lambda p: x @ p`",
+                  span, f"{_describe(element)} given")
+        code = getattr(element, "__code__", None)
+        guess = code.co_varnames[0] if code is not None and code.co_argcount >= 1 else None
+        var = self._protocol._loop_var(name, guess, self._in_scope(), span)
+        frame = _Frame("each", span, var=var, entered=True)
+        self._frames.append(frame)
+        try:
+            bound = Value(nodes.Var(name=var, span=span))
+            elt = element(bound)
+            test = None
+            if cond is not None:
+                test = self._expr(cond(bound) if callable(cond) else cond, "the condition", span)
+            elt_ir = self._each_elt(elt, span)
+        finally:
+            self._frames.pop()
+        return Each(var, head, elt_ir, test, span)
+
+    def _each_elt(self, elt: object, span: Span) -> object:
+        region = _as_region(elt)
+        if region is not None:
+            result = self._protocol._own_region("the element", region, span).to_ir(span)
+            self._check_names(result, span)
+            return result
+        return _weight(self, elt, span)
 
     def _expr(self, value: object, what: str, span: Span) -> nodes.Expr:
         expr = _expr_of(value, what, span)
         self._check_names(expr, span)
         return expr
 
-    def _check_names(self, node: nodes.Expr | nodes.Region, span: Span) -> None:
+    def _check_names(self, node: object, span: Span) -> None:
         bound = self._in_scope()
         for ref in _walk_names(node):
             if isinstance(ref, nodes.Var) and ref.name not in bound:
@@ -1032,6 +1237,16 @@ class Kernel(_Scope):
         """`fence()`: order earlier stores before later ops."""
         self._op(OpKind.FENCE, args, kwargs, _span_at(src_loc_at))
 
+    def reduce(self, *args: object, src_loc_at: int = 0, **kwargs: object) -> None:
+        """`reduce(dst=, srcs=[...], op="sum", weights=None)`: `dst` := the element-wise
+        combination of `srcs` (local regions, or a peer's `x @ p`) in list order."""
+        self._op(OpKind.REDUCE, args, kwargs, _span_at(src_loc_at))
+
+    def signal(self, *args: object, src_loc_at: int = 0, **kwargs: object) -> None:
+        """`signal(peer, queue="auto")`: a credit — one increment of the peer's slot
+        `[me, queue]` after this issuer's earlier ops on `(peer, queue)`, no data."""
+        self._op(OpKind.SIGNAL, args, kwargs, _span_at(src_loc_at))
+
     def _op(self, name: OpKind, args: Sequence[object], kwargs: Mapping[str, object],
             span: Span) -> None:
         self._top(f"`{name}`", span)
@@ -1057,31 +1272,84 @@ class Kernel(_Scope):
             return value
         if kind == "counter":
             return self._protocol._counter_name(key, value, span)
+        if kind == "reduce_op":
+            if isinstance(value, nodes.ReduceOp):
+                return value
+            return _choice(kind, value, span)
+        if kind == "regions":
+            return self._regions(key, value, span)
+        if kind == "weights":
+            if value is None:
+                return None
+            return self._weights(key, value, span)
         return self._expr(value, f"`{key}`", span)
 
-    def _region(self, key: str, value: object, span: Span) -> nodes.Region:
+    def _regions(self, key: str, value: object, span: Span) -> object:
+        if isinstance(value, Each):
+            if not isinstance(value.elt, nodes.Region):
+                _fail("E002", f"`{key}=` lists regions, not numbers", span, "not regions")
+            self._no_init(value.elt, span)
+            return nodes.ListComp(elt=value.elt, var=value.var, iter=value.iterable,
+                                  cond=value.cond, span=value.span)
+        if not isinstance(value, list | tuple) or not value:
+            _fail("E002", f"`{key}=` takes a non-empty list of regions or `k.each(...)`, not "
+                  f"{_describe(value)}", span, "not a list of regions")
+        return tuple(self._region(key, v, span, allow_peer=True) for v in value)
+
+    def _weights(self, key: str, value: object, span: Span) -> object:
+        if isinstance(value, Each):
+            if isinstance(value.elt, nodes.Region):
+                _fail("E002", f"`{key}=` lists numbers, not regions", span, "not numbers")
+            return nodes.ListComp(elt=value.elt, var=value.var,  # type: ignore[arg-type]
+                                  iter=value.iterable, cond=value.cond, span=value.span)
+        if not isinstance(value, list | tuple):
+            _fail("E002", f"`{key}=` takes a list of numbers, not {_describe(value)}", span,
+                  "not a list")
+        return tuple(_weight(self, v, span) for v in value)
+
+    def _no_init(self, region: nodes.Region, span: Span) -> None:
+        if region.init:
+            _fail("E002", "`init(...)` is only allowed in `ensure`", region.span or span,
+                  "not in a kernel")
+
+    def _region(self, key: str, value: object, span: Span, *,
+                allow_peer: builtins.bool = False) -> nodes.Region:
         region = self._protocol._own_region(key, value, span)
         if region.init:
             _fail("E002", "`init(...)` is only allowed in `ensure`", region.span or span,
                   "not in a kernel")
-        if region.rank is not None:
-            _fail("E002", "`w@p` is only allowed in `ensure`", region.span or span,
-                  "not in a kernel", help="in kernels, name the peer as the op's first argument")
+        if region.rank is not None and not allow_peer:
+            _fail("E002", "`w@p` is only allowed in `ensure` and in the `srcs` of `reduce`",
+                  region.span or span, "not here",
+                  help="in kernels, name the peer as the op's first argument")
         result = region.to_ir(span)
         self._check_names(result, span)
         return result
 
 
+def _weight(scope: _Scope, value: object, span: Span) -> nodes.Expr:
+    """A weight: a Python float (finite), or an integer expression."""
+    if isinstance(value, float) and not isinstance(value, builtins.bool):
+        import math
+
+        if not math.isfinite(value):
+            _fail("E002", f"a weight must be finite, not {value}", span, "not finite")
+        return nodes.Const(value=value, span=span)
+    return scope._expr(value, "a weight", span)
+
+
 def _choice(kind: str, value: object, span: Span) -> nodes.SignalKind | nodes.Mode:
-    enum = nodes.SignalKind if kind == "signal" else nodes.Mode
+    enum: type = {"signal": nodes.SignalKind, "mode": nodes.Mode,
+                  "reduce_op": nodes.ReduceOp}[kind]
     if isinstance(value, enum):
         return value
     choices = CHOICES[kind]
     if not isinstance(value, str) or value not in choices:
         listed = ", ".join(f'"{c}"' for c in choices)
-        _fail("E002", f"`{kind}=` must be one of {listed}", span,
+        key = "op" if kind == "reduce_op" else kind
+        _fail("E002", f"`{key}=` must be one of {listed}", span,
               f"{_describe(value)} given", help=_suggest(value, choices))
-    return enum(value)
+    return enum(value)  # type: ignore[no-any-return]
 
 
 def _suggest(value: object, choices: Sequence[str]) -> str | None:
@@ -1114,8 +1382,34 @@ class Ensure(_Scope):
                   span, "not a postcondition",
                   help="write `e.check(recv == cg.init(send.at(0)))`")
         left = self._side(condition.left, span)
-        right = self._side(condition.right, span)
+        right: nodes.Region | nodes.Reduction
+        if isinstance(condition.right, Reduction):
+            right = self._reduction(condition.right, span)
+        else:
+            right = self._side(condition.right, span)
         self._add(nodes.Check(op=condition.op, left=left, right=right, span=span))
+
+    def _reduction(self, r: Reduction, span: Span) -> nodes.Reduction:
+        terms: tuple[nodes.Region, ...] | nodes.ListComp
+        if isinstance(r.terms, Each):
+            if not isinstance(r.terms.elt, nodes.Region):
+                _fail("E002", f"the terms of `{r.op.value}` are regions", span, "not regions")
+            terms = nodes.ListComp(elt=r.terms.elt, var=r.terms.var, iter=r.terms.iterable,
+                                   cond=r.terms.cond, span=r.terms.span)
+        else:
+            if not r.terms:
+                _fail("E002", f"`{r.op.value}` of an empty list", span, "nothing to combine")
+            terms = tuple(self._side(self._protocol._own_region("a term", t, span), span)
+                          for t in r.terms)
+        weights = None
+        if r.weights is not None:
+            if isinstance(r.weights, Each):
+                weights = nodes.ListComp(elt=r.weights.elt,  # type: ignore[arg-type]
+                                         var=r.weights.var, iter=r.weights.iterable,
+                                         cond=r.weights.cond, span=r.weights.span)
+            else:
+                weights = tuple(_weight(self, w, span) for w in r.weights)  # type: ignore[assignment]
+        return nodes.Reduction(op=r.op, terms=terms, weights=weights, span=r.span or span)
 
     def _side(self, region: Region, span: Span) -> nodes.Region:
         result = self._protocol._own_region("the comparison", region, span).to_ir(span)
@@ -1134,12 +1428,23 @@ def _param_type(value: object, span: Span) -> nodes.ParamType:
     found: dict[object, nodes.ParamType] = {
         "bytes": nodes.ParamType.BYTES, builtins.bytes: nodes.ParamType.BYTES,
         "int": nodes.ParamType.INT, builtins.int: nodes.ParamType.INT,
+        "dtype": nodes.ParamType.DTYPE,
     }
     try:
         return found[value]
     except (KeyError, TypeError):
-        _fail("E002", f"a parameter type is `cg.bytes` or `cg.int_`, not {_describe(value)}",
-              span, "unknown parameter type")
+        _fail("E002", "a parameter type is `cg.bytes`, `cg.int_` or `cg.dtype`, not "
+              f"{_describe(value)}", span, "unknown parameter type")
+
+
+def _dtype_value(value: object, span: Span) -> DType:
+    """A concrete element type: `cg.bf16`, `DType.BF16` or `"bf16"`."""
+    if isinstance(value, ElementType) and isinstance(value.spec, DType):
+        return value.spec
+    if isinstance(value, str) and value in DTYPE_NAMES:
+        return DType(value)
+    _fail("E002", f"an element type is one of {', '.join(DTYPE_NAMES)}, not {_describe(value)}",
+          span, "not an element type", help="write `cg.bf16` (or another `cg.` element type)")
 
 
 class Protocol:
@@ -1165,6 +1470,7 @@ class Protocol:
         self._queues_span: Span | None = None
         self._params: list[nodes.Param] = []
         self._windows: list[nodes.Window] = []
+        self._buffers: list[nodes.Buffer] = []
         self._counters: list[nodes.Counter] = []
         self._kernels: list[nodes.Kernel] = []
         self._ensure: tuple[nodes.Stmt, ...] | None = None
@@ -1174,7 +1480,7 @@ class Protocol:
         self._loop_names: set[str] = set()
         self._fresh = 0
         self._open: _Scope | None = None
-        self._handles: dict[str, Value | Window | Counter] = {}
+        self._handles: dict[str, Value | Window | Counter | ElementType] = {}
 
     @classmethod
     def from_ir(cls, protocol: nodes.Protocol) -> Protocol:
@@ -1184,11 +1490,17 @@ class Protocol:
         self._team = protocol.team
         self._queues, self._queues_span = protocol.queues, protocol.queues_span
         for p in protocol.params:
-            self._record("parameter", p, Value(nodes.ParamRef(name=p.name, span=p.span)))
+            ref = nodes.ParamRef(name=p.name, span=p.span)
+            handle: Value | ElementType = (ElementType(ref, self) if p.type is
+                                           nodes.ParamType.DTYPE else Value(ref))
+            self._record("parameter", p, handle)
             self._params.append(p)
         for w in protocol.windows:
             self._record("window", w, Window(self, w.name, w.span))
             self._windows.append(w)
+        for b in protocol.buffers:
+            self._record("buffer", b, Window(self, b.name, b.span, buffer=True))
+            self._buffers.append(b)
         for c in protocol.counters:
             self._record("counter", c, Counter(self, c.name, c.span))
             self._counters.append(c)
@@ -1199,8 +1511,8 @@ class Protocol:
         self._loop_names = set(_loop_vars(protocol))
         return self
 
-    def _record(self, what: str, node: nodes.Param | nodes.Window | nodes.Counter,
-                handle: Value | Window | Counter) -> None:
+    def _record(self, what: str, node: nodes.Param | nodes.Window | nodes.Counter | nodes.Buffer,
+                handle: Value | Window | Counter | ElementType) -> None:
         self._declared[node.name] = (what, node.span)
         self._handles[node.name] = handle
 
@@ -1227,12 +1539,20 @@ class Protocol:
         return Value(nodes.NRanks(span=_span_at(0)))
 
     @property
-    def params(self) -> Mapping[str, Value]:
-        return MappingProxyType({k: v for k, v in self._handles.items() if isinstance(v, Value)})
+    def params(self) -> Mapping[str, Value | ElementType]:
+        """Integer parameters (`Value`s) and `dtype` parameters (`ElementType`s)."""
+        return MappingProxyType({k: v for k, v in self._handles.items()
+                                 if isinstance(v, Value | ElementType)})
 
     @property
     def windows(self) -> Mapping[str, Window]:
-        return MappingProxyType({k: v for k, v in self._handles.items() if isinstance(v, Window)})
+        return MappingProxyType({k: v for k, v in self._handles.items()
+                                 if isinstance(v, Window) and not v.buffer})
+
+    @property
+    def buffers(self) -> Mapping[str, Window]:
+        return MappingProxyType({k: v for k, v in self._handles.items()
+                                 if isinstance(v, Window) and v.buffer})
 
     @property
     def counters(self) -> Mapping[str, Counter]:
@@ -1268,19 +1588,26 @@ class Protocol:
         return nodes.Protocol(
             name=self._name, params=tuple(self._params), doc=self._doc, team=self._team,
             queues=self._queues, windows=tuple(self._windows), counters=tuple(self._counters),
-            kernels=tuple(self._kernels), ensure=self._ensure or (), span=self._span,
+            buffers=tuple(self._buffers), kernels=tuple(self._kernels), ensure=self._ensure or (), span=self._span,
             queues_span=self._queues_span)
 
     # -- declarations
     def param(self, name: str, type: object, *, default: object = _MISSING,
               src_loc_at: int = 0) -> Value:
-        """`name: type = default` in the protocol's header; the `Value` of the parameter."""
+        """`name: type = default` in the protocol's header; the `Value` of the parameter
+        (an `ElementType` for a `cg.dtype` parameter: `T[n]` sizes a window)."""
         span = _span_at(src_loc_at)
         self._declare(name, "parameter", span)
         kind = _param_type(type, span)
         if default is _MISSING:
             _fail("E002", f"parameter `{name}` needs a default", span, "no `default=`",
                   help=f'write `p.param("{name}", ..., default=...)`')
+        if kind is nodes.ParamType.DTYPE:
+            self._params.append(nodes.Param(name=name, type=kind,
+                                            default=_dtype_value(default, span), span=span))
+            element = ElementType(nodes.ParamRef(name=name, span=span), self)
+            self._register(name, "parameter", span, element)
+            return element  # type: ignore[return-value]
         value = self._decl_expr(default, "`default`", span)
         self._params.append(nodes.Param(name=name, type=kind, default=value, span=span))
         handle = Value(nodes.ParamRef(name=name, span=span))
@@ -1298,17 +1625,46 @@ class Protocol:
         self._queues = None if auto else self._decl_expr(count, "the queue count", span)
         self._queues_span = span
 
-    def window(self, name: str, size: ExprLike, *, align: ExprLike | None = None,
+    def window(self, name: str, size: ExprLike | Shape, *, align: ExprLike | None = None,
                src_loc_at: int = 0) -> Window:
-        """`window name: size` (`, align=A`): a symmetric buffer of `size` bytes."""
+        """`window name: size` (`, align=A`): a symmetric buffer of `size` bytes; with a
+        shape `cg.bf16[n]` (or `T[n]`), `window name: bf16[n]`."""
         span = _span_at(src_loc_at)
         self._declare(name, "window", span)
-        value = self._decl_expr(size, "the window size", span)
+        spec: DType | nodes.ParamRef = DType.U8
+        if isinstance(size, Shape):
+            spec, value = self._shape(size, span)
+        else:
+            value = self._decl_expr(size, "the window size", span)
         aligned = None if align is None else self._decl_expr(align, "`align`", span)
-        self._windows.append(nodes.Window(name=name, size=value, align=aligned, span=span))
+        self._windows.append(nodes.Window(name=name, size=value, align=aligned, dtype=spec,
+                                          span=span))
         handle = Window(self, name, span)
         self._register(name, "window", span, handle)
         return handle
+
+    def buffer(self, name: str, shape: Shape, *, src_loc_at: int = 0) -> Window:
+        """`buffer name: DTYPE[COUNT]`: a local, non-symmetric buffer handed in at each
+        launch (`shape` is `cg.bf16[n]` or `T[n]`)."""
+        span = _span_at(src_loc_at)
+        self._declare(name, "buffer", span)
+        if not isinstance(shape, Shape):
+            _fail("E002", f"buffer `{name}` needs an element type and a count, not "
+                  f"{_describe(shape)}", span, "expected `DTYPE[COUNT]`",
+                  help=f'write `p.buffer("{name}", cg.u8[...])` or another element type')
+        spec, value = self._shape(shape, span)
+        self._buffers.append(nodes.Buffer(name=name, dtype=spec, size=value, span=span))
+        handle = Window(self, name, span, buffer=True)
+        self._register(name, "buffer", span, handle)
+        return handle
+
+    def _shape(self, shape: Shape, span: Span) -> tuple[DType | nodes.ParamRef, nodes.Expr]:
+        element = shape.type
+        if isinstance(element.spec, nodes.ParamRef) and element._protocol is not self:
+            _fail("E002", f"parameter `{element.spec.name}` is not declared in protocol "
+                  f"`{self._name}`", span, "from another protocol")
+        self._check_decl_names(shape.count, span)
+        return element.spec, shape.count
 
     def counter(self, name: str, *, src_loc_at: int = 0) -> Counter:
         """`counter name`: a counted-write counter on every rank."""
@@ -1361,7 +1717,7 @@ class Protocol:
                   help="choose another name")
 
     def _register(self, name: str, what: str, span: Span,
-                  handle: Value | Window | Counter) -> None:
+                  handle: Value | Window | Counter | ElementType) -> None:
         self._declared[name] = (what, span)
         self._handles[name] = handle
 
@@ -1383,6 +1739,9 @@ class Protocol:
             _fail("E002", f"parameter `{ref.name}` is not declared in protocol `{self._name}`",
                   span, "from another protocol",
                   help="use the values that this protocol's `p.param(...)` returned")
+        if isinstance(self._handles.get(ref.name), ElementType):
+            _fail("E002", f"`{ref.name}` is an element type, not a number", span,
+                  "a `dtype` parameter", help=f"use it as a window's type: `{ref.name}[n]`")
 
     def _counter_name(self, key: str, value: object, span: Span) -> str:
         if isinstance(value, Counter):
@@ -1488,7 +1847,21 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "Condition",
     "Counter",
+    "Each",
+    "ElementType",
     "Ensure",
+    "Reduction",
+    "Shape",
+    "bf16",
+    "dtype",
+    "f16",
+    "f32",
+    "i32",
+    "i64",
+    "sum",
+    "u8",
+    "u32",
+    "u64",
     "GiB",
     "Kernel",
     "KiB",
