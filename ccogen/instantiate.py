@@ -570,7 +570,8 @@ def _launch_size(k: ir.Kernel, expr: ir.Expr, name: str, limit: int, env: Env,
 def _kernel_insts(decl: _Decl, grid: list[int]) -> tuple[KernelInst, ...]:
     return tuple(
         KernelInst(name=h.kernel.name, index=i, threads=h.threads or 1,
-                   blocks=h.blocks if h.blocks is not None else grid[i], span=h.kernel.span)
+                   blocks=h.blocks if h.blocks is not None else grid[i], span=h.kernel.span,
+                   logical_blocks=grid[i])
         for i, h in enumerate(decl.kernels))
 
 

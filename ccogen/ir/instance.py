@@ -132,11 +132,20 @@ class OpInst:
 
 @dataclass(frozen=True, slots=True)
 class KernelInst:
+    """One kernel: `blocks` CTAs of `threads` threads.
+
+    `logical_blocks` counts the blocks the protocol names: the longest `blocks` range
+    it runs (1 without one).  With `blocks=B` and no `blocks` statement the kernel's
+    top level is one block-collective program that all B CTAs run together (a CTA
+    group): a `barrier()` there is met once per rank, not once per CTA.
+    """
+
     name: str
     index: int
     threads: int
     blocks: int
     span: Span | None = field(compare=False, repr=False)
+    logical_blocks: int = 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,9 +29,10 @@ from ccogen.sim import explain
 from ccogen.sim.explain import Blocked, Finding
 from ccogen.sim.footprint import NEVER, Key, Keys, Mems, StepDesc, add, rd, wr
 from ccogen.sim.ops import IMPLS
-from ccogen.sim.plan import OpKey, Plan, QueueKey
+from ccogen.sim import values
+from ccogen.sim.plan import OpKey, Plan, QueueKey, check_sides
 from ccogen.sim.race import HB, Access, RaceLog, Who
-from ccogen.sim.state import Memory, QState, State, WindowKey, Xfer, pieces
+from ccogen.sim.state import Memory, QState, State, WindowKey, Xfer, fill, pieces
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,7 +210,8 @@ class Machine:
         for q, spec in zip(procs, plan.posts[(op.rank, op.index)], strict=True):
             hb.tick(q, together)
             xid = len(st.xfers)
-            st.xfers.append(Xfer(xid, spec, st.epoch, q, pieces(spec.size, self.npieces)))
+            parts = pieces(spec.size, self.npieces) if spec.src is not None else ()
+            st.xfers.append(Xfer(xid, spec, st.epoch, q, parts))
             hb.post[xid] = hb.vc[q]
             qi = plan.queue_index[spec.queue]
             st.queues[qi].items.append(xid)
@@ -297,6 +299,7 @@ class Machine:
 
     def _read_piece(self, qi: int, x: Xfer, piece: int, proc: int) -> None:
         spec = x.spec
+        assert spec.src is not None
         region = sub(spec.src, *x.pieces[piece])
         self.access(region, Who("src", spec.op.rank, spec.op.index, x.epoch, spec.src, x.id), proc)
         if self.memory is not None:
@@ -313,6 +316,7 @@ class Machine:
 
     def _write_piece(self, qi: int, x: Xfer, piece: int, proc: int) -> None:
         spec = x.spec
+        assert spec.dst is not None
         region = sub(spec.dst, *x.pieces[piece])
         self.access(region, Who("dst", spec.op.rank, spec.op.index, x.epoch, spec.dst, x.id), proc)
         if self.memory is not None:
@@ -436,6 +440,18 @@ class Machine:
         if self.memory is not None:
             self.memory.view(op.dst)[:] = self.memory.view(op.src)
 
+    def reduce(self, p: int, op: OpInst) -> None:
+        """`reduce`: load every source (a peer's over the link), combine, store `dst`."""
+        assert op.dst is not None and op.reduce_op is not None and op.dtype is not None
+        epoch = self.state.epoch
+        for src in op.srcs:
+            self.access(src, Who("copy-r", op.rank, op.index, epoch, src), p)
+        self.access(op.dst, Who("copy-w", op.rank, op.index, epoch, op.dst), p)
+        if self.memory is not None:
+            terms = [self.memory.view(src) for src in op.srcs]
+            result = values.combine(op.reduce_op, terms, op.weights, op.dtype)
+            self.memory.view(op.dst)[:] = result
+
     def access(self, region: RegionInst, who: Who, proc: int) -> None:
         vc = self.hb.vc[proc]
         new = Access((region.rank, region.window), region.start, region.stop, proc,
@@ -485,25 +501,47 @@ class Machine:
         st.barrier = {}
         st.finished = sum(1 for ip in plan.issuers if not ip.ops)
         check = self._init_check()
+        self._refill_buffers()
         for rank, window in sorted(plan.init_windows):
             region = RegionInst(window, 0, dict(plan.windows)[window], rank)
             self.access(region, Who("init", rank, -1, st.epoch, region, check=check), plan.host)
         if self.memory is not None:
             self.init_snap = self.memory.snapshot(plan.init_windows)
 
+    def _refill_buffers(self) -> None:
+        """The caller writes every local buffer before a launch (new inputs; outputs are
+        overwritten too): a write by the host, racing with whatever still reads them."""
+        st, plan = self.state, self.plan
+        sizes = dict(plan.windows)
+        for rank in range(plan.instance.nranks):
+            for name in sorted(plan.buffers):
+                region = RegionInst(name, 0, sizes[name], rank)
+                self.access(region, Who("caller", rank, -1, st.epoch, region), plan.host)
+                if self.memory is not None:
+                    rng = np.random.default_rng([st.epoch, rank, self._seed_of(rank, name)])
+                    self.memory.view(region)[:] = fill(rng, plan, name, sizes[name])
+
+    def _seed_of(self, rank: int, name: str) -> int:
+        """A number that follows the data seed (the first bytes of the initial image)."""
+        if self.image is None:
+            return 0
+        return int.from_bytes(self.image[(rank, name)][:8].tobytes(), "little")
+
     def _init_check(self) -> int:
         return next((i for i, c in enumerate(self.plan.instance.checks)
-                     if c.left_init or c.right_init), -1)
+                     if any(init for _, init in check_sides(c))), -1)
 
     def _ensure(self, epoch: int) -> None:
         host = self.plan.host
         for index, check in enumerate(self.plan.instance.checks):
-            for region, init in ((check.left, check.left_init), (check.right, check.right_init)):
+            for region, init in check_sides(check):
                 if not init:
                     who = Who("ensure", check.rank, -1, epoch, region, check=index)
                     self.access(region, who, host)
-            if self.memory is not None:
-                self._evaluate(index, epoch)
+        if self.memory is not None:
+            failed = {index for index in range(len(self.plan.instance.checks))
+                      if not self._evaluate(index, epoch)}
+            self._same_bits_across_ranks(epoch, failed)
 
     def _side(self, region: RegionInst, init: bool) -> np.ndarray:
         assert self.memory is not None
@@ -511,17 +549,58 @@ class Machine:
             return self.init_snap[(region.rank, region.window)][region.start:region.stop]
         return self.memory.view(region)
 
-    def _evaluate(self, index: int, epoch: int) -> None:
+    def _evaluate(self, index: int, epoch: int) -> bool:
+        """Check postcondition `index`; report it and return False when it fails."""
         check = self.plan.instance.checks[index]
         left = self._side(check.left, check.left_init)
+        if check.reduction is not None:
+            return self._evaluate_reduction(index, epoch, left)
+        assert check.right is not None
         right = self._side(check.right, check.right_init)
         equal = np.array_equal(left, right)
         if equal == (check.op == "=="):
-            return
+            return True
         origin = self._origin(check.left, left, right) if check.op == "==" and \
             not check.left_init else ""
         self.report(explain.postcondition(check, index, left, right, origin, epoch,
                                           self.epochs))
+        return False
+
+    def _evaluate_reduction(self, index: int, epoch: int, left: np.ndarray) -> bool:
+        check = self.plan.instance.checks[index]
+        r = check.reduction
+        assert r is not None
+        terms = [self._side(t, init) for t, init in zip(r.terms, r.init, strict=True)]
+        ok = values.compare(left, r.op, terms, r.weights, r.dtype)
+        if bool(ok.all()) == (check.op == "=="):
+            return True
+        expected = values.combine(r.op, terms, r.weights, r.dtype)
+        self.report(explain.reduction_postcondition(check, index, left, expected, ok, epoch,
+                                                    self.epochs))
+        return False
+
+    def _same_bits_across_ranks(self, epoch: int, failed: set[int]) -> None:
+        """Ranks that check the same float reduction must hold the same bits (each sums in
+        the order of its `reduce` sources: different orders differ in the last bits)."""
+        groups: dict[tuple[object, ...], list[int]] = {}
+        for index, c in enumerate(self.plan.instance.checks):
+            r = c.reduction
+            if r is None or c.op != "==" or not r.dtype.is_float or c.left_init or \
+                    index in failed:
+                continue
+            key = (r.op, r.terms, r.init, r.weights, r.dtype, c.left.window, c.left.start,
+                   c.left.stop)
+            groups.setdefault(key, []).append(index)
+        checks = self.plan.instance.checks
+        for indices in groups.values():
+            first = checks[indices[0]]
+            bits = self._side(first.left, False)
+            for other in indices[1:]:
+                c = checks[other]
+                theirs = self._side(c.left, False)
+                if not np.array_equal(bits, theirs):
+                    self.report(explain.rank_bits(first, c, bits, theirs, epoch, self.epochs))
+                    break
 
     def _origin(self, region: RegionInst, actual: np.ndarray, expected: np.ndarray) -> str:
         """Search the initial image for the first run of wrong bytes."""
@@ -607,9 +686,11 @@ class Machine:
         if st.over:
             return None
         mems = tuple(self.mem_key(r, False) for c in plan.instance.checks
-                     for r, init in ((c.left, c.left_init), (c.right, c.right_init)) if not init)
+                     for r, init in check_sides(c) if not init)
         mems += tuple(((rank, w), 0, dict(plan.windows)[w], False)
                       for rank, w in plan.init_windows)
+        mems += tuple(((rank, b), 0, dict(plan.windows)[b], True)
+                      for rank in range(plan.instance.nranks) for b in sorted(plan.buffers))
         return StepDesc(("h", st.epoch), self.is_ready(p), (rd(("fin",)), wr(("epoch",))), mems)
 
     def _describe_issuer(self, p: int) -> StepDesc | None:
@@ -681,14 +762,18 @@ class Machine:
         keys: Keys = ()
         mems: Mems = ()
         if phase < n:
+            assert spec.src is not None
             keys = (rd(("qi", qi, qs.head)),) if phase == 0 else ()
             keys += (wr(("cons", qi, qs.head)),) if phase == n - 1 else ()
             mems = (self.mem_key(sub(spec.src, *x.pieces[phase]), False),)
         elif phase < 2 * n:
+            assert spec.dst is not None
             mems = (self.mem_key(sub(spec.dst, *x.pieces[phase - n]), True),)
         else:
             keys = tuple(add(("slot", s), st.slots.get(s, 0))
                          for s in (spec.remote_slot, spec.local_slot) if s)
+            if n == 0:  # a signal without data: its only step follows its post
+                keys += (rd(("qi", qi, qs.head)), wr(("cons", qi, qs.head)))
             if spec.counter:
                 keys += (add(("counter", spec.counter), st.counters.get(spec.counter, 0)),)
         ident = ("x", spec.op.rank, spec.op.index, x.epoch, phase)

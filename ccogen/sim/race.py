@@ -33,8 +33,9 @@ Clock = np.ndarray
 
 @dataclass(frozen=True, slots=True)
 class Who:
-    """What made an access: `role` is copy-r / copy-w / src / dst / ensure / init, or
-    count / reset on a counter (`engine.counter_cell`)."""
+    """What made an access: `role` is copy-r / copy-w (a `copy` or a `reduce`) / src /
+    dst / ensure / init / caller (the caller refilling a local buffer before a launch),
+    or count / reset on a counter (`engine.counter_cell`)."""
 
     role: str
     rank: int
@@ -46,7 +47,7 @@ class Who:
 
     @property
     def write(self) -> bool:
-        return self.role in ("dst", "copy-w", "count", "reset")
+        return self.role in ("dst", "copy-w", "count", "reset", "caller")
 
 
 @dataclass(frozen=True, slots=True)
