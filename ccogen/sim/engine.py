@@ -174,7 +174,7 @@ class Machine:
         op = self.current(p)
         assert op is not None
         first = st.pcs[p] == 0 and st.phase[p] == 0
-        self.hb.tick(p, self.hb.host if first else None)
+        self.hb.tick(p, self.hb.host if first else None, *self._fork_joins(p, op))
         if op.kernel > 0:
             self._kernel_boundary(op.rank, op.kernel)
         phase = st.phase[p]
@@ -187,8 +187,18 @@ class Machine:
         return StepRecord(p, "op", st.epoch, (op.rank, op.index), phase=phase,
                           complete=complete, source=source)
 
+    def _fork_joins(self, p: int, op: OpInst) -> list[np.ndarray | None]:
+        """Program order from another issuer (an issuer block forks after, and joins
+        before, what the block leader runs): the clocks its predecessors completed with."""
+        if self.state.phase[p]:
+            return []
+        plan = self.plan
+        return [self.hb.done.get((op.rank, i)) for i in op.preds
+                if plan.proc_of_op[(op.rank, i)][0] != p]
+
     def _complete(self, p: int, op: OpInst) -> None:
         st = self.state
+        self.hb.done[(op.rank, op.index)] = self.hb.vc[p]
         st.done[op.rank][op.index] = 1
         st.pcs[p] += 1
         st.phase[p] = 0
@@ -293,6 +303,10 @@ class Machine:
             self._finish(x, proc)
             qs.head += 1
             qs.phase = 0
+            if qs.head < len(qs.items) and not st.xfers[qs.items[qs.head]].pieces:
+                # the next is a `signal` without data: consumed as soon as it is the head,
+                # so a `quiet` of its rank may pass now
+                self._touch_rank(self.plan.queues[qi][0])
             return StepRecord(proc, "xfer", x.epoch, xid=x.id, phase=phase, complete=True)
         qs.phase += 1
         return StepRecord(proc, "xfer", x.epoch, xid=x.id, phase=phase)
