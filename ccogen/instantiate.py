@@ -818,6 +818,16 @@ class _Evaluating:
             return e.value
         return self._int(e, what, fallback)
 
+    def _weights_fit(self, weights: Sequence[int | float], dtype: DType,
+                     span: Span | None) -> bool:
+        """A float weight needs a float element type (integer sums stay exact)."""
+        if dtype.is_float or not any(isinstance(w, float) for w in weights):
+            return True
+        self._error("E003", f"a float weight for {dtype} elements", span,
+                    "integer elements take integer weights",
+                    help="use integer weights, or a float element type")
+        return False
+
     def _assign(self, s: ir.Assign) -> None:
         try:
             value: Value = self.compiler.value(s.value)(self.env)
@@ -1142,6 +1152,8 @@ class _Unroller(_Evaluating):
                             "weights", op.span, "one weight per source",
                             help="give `weights=` exactly one number per source")
                 return
+            if not self._weights_fit(weights, p.dtype, op.span):
+                return
             p.weights = tuple(weights)
 
     def _signal(self, op: ir.Signal, scope: _Scope, p: _Pending) -> None:
@@ -1260,6 +1272,8 @@ class _Ensure(_Evaluating):
                 self._error("E003", f"`{r.op.value}` has {len(terms)} terms and {len(got)} "
                             "weights", r.span or s.span, "one weight per term",
                             help="give `weights=` exactly one number per term")
+                return
+            if not self._weights_fit(got, self._dtype(s.left.window), r.span or s.span):
                 return
             weights = got
         reduction = ReductionInst(op=r.op, terms=tuple(t for t, _ in terms),

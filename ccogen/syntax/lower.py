@@ -440,6 +440,13 @@ class Lowerer:
             self.diags.extend(diags)
             raise _Skip()
         values = {key: self.arg_value(name, key, arg) for key, arg in bound.items()}
+        if name is OpKind.REDUCE and values.get("weights") is not None and \
+                values.get("op", ir.ReduceOp.SUM) is not ir.ReduceOp.SUM:
+            op = values["op"]
+            assert isinstance(op, ir.ReduceOp)
+            raise self.fail(error("E002", f"`weights=` only goes with `op=\"sum\"`, not "
+                                  f"`\"{op.value}\"`", bound["weights"].span,
+                                  "weights of a max or min", help="drop `weights=`"))
         return make_op(name, values, call.span)
 
     def arg_value(self, op: OpKind, key: str, arg: Arg) -> object:
