@@ -1338,11 +1338,12 @@ def _weight(scope: _Scope, value: object, span: Span) -> nodes.Expr:
     return scope._expr(value, "a weight", span)
 
 
-def _choice(kind: str, value: object, span: Span) -> nodes.SignalKind | nodes.Mode:
+def _choice(kind: str, value: object,
+            span: Span) -> nodes.SignalKind | nodes.Mode | nodes.ReduceOp:
     enum: type = {"signal": nodes.SignalKind, "mode": nodes.Mode,
                   "reduce_op": nodes.ReduceOp}[kind]
     if isinstance(value, enum):
-        return value
+        return value  # type: ignore[return-value]
     choices = CHOICES[kind]
     if not isinstance(value, str) or value not in choices:
         listed = ", ".join(f'"{c}"' for c in choices)
@@ -1588,7 +1589,8 @@ class Protocol:
         return nodes.Protocol(
             name=self._name, params=tuple(self._params), doc=self._doc, team=self._team,
             queues=self._queues, windows=tuple(self._windows), counters=tuple(self._counters),
-            buffers=tuple(self._buffers), kernels=tuple(self._kernels), ensure=self._ensure or (), span=self._span,
+            buffers=tuple(self._buffers), kernels=tuple(self._kernels),
+            ensure=self._ensure or (), span=self._span,
             queues_span=self._queues_span)
 
     # -- declarations
@@ -1850,29 +1852,25 @@ __all__ = [
     "Each",
     "ElementType",
     "Ensure",
-    "Reduction",
-    "Shape",
-    "bf16",
-    "dtype",
-    "f16",
-    "f32",
-    "i32",
-    "i64",
-    "sum",
-    "u8",
-    "u32",
-    "u64",
     "GiB",
     "Kernel",
     "KiB",
     "MiB",
     "Protocol",
+    "Reduction",
     "Region",
+    "Shape",
     "Value",
     "Window",
     "abs",
     "and_",
+    "bf16",
     "bytes",
+    "dtype",
+    "f16",
+    "f32",
+    "i32",
+    "i64",
     "init",
     "int_",
     "lsa",
@@ -1880,6 +1878,10 @@ __all__ = [
     "min",
     "not_",
     "or_",
+    "sum",
+    "u8",
+    "u32",
+    "u64",
     "where",
     "world",
 ]

@@ -92,8 +92,15 @@ from ccogen.diag import Diagnostic, error
 from ccogen.ir import nodes as ir
 from ccogen.ir.dtype import DTYPE_NAMES, DType
 from ccogen.ir.evaluate import Compiler, Env, EvalError, IntFn, Value, expr_text
-from ccogen.ir.instance import (CheckInst, Instance, Issuer, KernelInst, OpInst, ReductionInst,
-                                RegionInst)
+from ccogen.ir.instance import (
+    CheckInst,
+    Instance,
+    Issuer,
+    KernelInst,
+    OpInst,
+    ReductionInst,
+    RegionInst,
+)
 from ccogen.ir.opkind import OpKind
 from ccogen.source import Span
 
@@ -491,7 +498,8 @@ def _team_ok(protocol: ir.Protocol, nranks: int, params: Mapping[str, int],
 def _declare(protocol: ir.Protocol, nranks: int, params: Mapping[str, int],
              types: Mapping[str, DType], compiler: Compiler, findings: _Findings) -> _Decl:
     memories: dict[str, _Memory | None] = {}
-    for w in (*protocol.windows, *protocol.buffers):
+    decls: tuple[ir.Window | ir.Buffer, ...] = (*protocol.windows, *protocol.buffers)
+    for w in decls:
         count = _window_size(w, nranks, params, compiler, findings)
         dtype = w.dtype if isinstance(w.dtype, DType) else types[w.dtype.name]
         memories[w.name] = (None if count is None
@@ -668,7 +676,7 @@ class _Evaluating:
         self.failed = False
         self.total = 0
         self.iterations = 0
-        self._loops: list[ir.Stmt] = []
+        self._loops: list[ir.Stmt | ir.ListComp] = []
         self._bounds: dict[int, tuple[IntFn | None, IntFn | None, ir.Region]] = {}
 
     def _bind_rank(self, rank: int) -> None:

@@ -103,7 +103,8 @@ def op_strategies(windows: tuple[str, ...], counters: tuple[str, ...],
         OpKind.FENCE: st.just(ir.Fence()),
         OpKind.REDUCE: st.builds(
             lambda d, s, o, w: ir.Reduce(dst=d, srcs=s, op=o, weights=w),
-            r, st.lists(pr, min_size=1, max_size=3).map(tuple) | comprehension(pr_comp, comp_var, e),
+            r,
+            st.lists(pr, min_size=1, max_size=3).map(tuple) | comprehension(pr_comp, comp_var, e),
             st.sampled_from(list(ir.ReduceOp)),
             st.none() | st.lists(e | WEIGHTS, max_size=3).map(tuple)
             | comprehension(WEIGHTS, comp_var, e)),
@@ -172,7 +173,8 @@ def checks(draw: st.DrawFn, params: tuple[str, ...], windows: tuple[str, ...],
     e = exprs(params, (), 1)
     def region(ee: st.SearchStrategy[ir.Expr] = e) -> ir.Region:
         return ir.Region(window=draw(st.sampled_from(windows)), start=draw(st.none() | ee),
-                         stop=draw(st.none() | ee), rank=draw(st.none() | ee), init=draw(st.booleans()))
+                         stop=draw(st.none() | ee), rank=draw(st.none() | ee),
+                         init=draw(st.booleans()))
     right: ir.Region | ir.Reduction = region()
     if draw(st.booleans()):  # sum/max/min of a list or a comprehension
         var = (fresh or Fresh())("g")
@@ -192,8 +194,8 @@ def checks(draw: st.DrawFn, params: tuple[str, ...], windows: tuple[str, ...],
 
 @st.composite
 def protocols(draw: st.DrawFn) -> ir.Protocol:
-    names = draw(st.lists(st.sampled_from(["block", "n", "size", "piece", "rounds", "T"]), unique=True,
-                          max_size=3))
+    names = draw(st.lists(st.sampled_from(["block", "n", "size", "piece", "rounds", "T"]),
+                          unique=True, max_size=3))
     params = tuple(
         ir.Param(name=n, type=ir.ParamType.DTYPE, default=draw(st.sampled_from(list(DType))))
         if n == "T" else

@@ -15,8 +15,8 @@ import pytest
 
 import ccogen as cg
 from ccogen.driver import check_text
-from ccogen.syntax import parse_ir
 from ccogen.sim import simulate
+from ccogen.syntax import parse_ir
 from ccogen.syntax.format import format_text
 
 ROOT = Path(__file__).resolve().parent.parent

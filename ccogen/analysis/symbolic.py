@@ -21,10 +21,9 @@ wrote, for W108.
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, field
-
 from collections import Counter
 from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
 
 from ccogen.analysis.events import EventKind
 from ccogen.analysis.hb_graph import HBGraph
@@ -205,7 +204,7 @@ def leaf_key(p: Piece) -> Hashable:
     return (p.rank, p.window, p.offset)
 
 
-def flatten(p: Piece, op: ReduceOp, weight: int | float, into: Counter[Hashable],
+def flatten(p: Piece, op: ReduceOp, weight: int | float, into: dict[Hashable, int | float],
             leaves: dict[Hashable, Piece]) -> None:
     """Add `weight` times `p`'s terms of `op` to `into` (sums of sums are one sum)."""
     c = p.combo
@@ -214,13 +213,14 @@ def flatten(p: Piece, op: ReduceOp, weight: int | float, into: Counter[Hashable]
             flatten(t, op, weight * w, into, leaves)
         return
     key = normal(p)
-    into[key] += weight
+    into[key] = into.get(key, 0) + weight
     leaves.setdefault(key, p)
 
 
-def terms_of(p: Piece) -> tuple[ReduceOp | None, Counter[Hashable], dict[Hashable, Piece]]:
+def terms_of(p: Piece) -> tuple[ReduceOp | None, dict[Hashable, int | float],
+                                dict[Hashable, Piece]]:
     """The contributions of `p`: (its op, weight per normal term, a piece per term)."""
-    into: Counter[Hashable] = Counter()
+    into: dict[Hashable, int | float] = {}
     leaves: dict[Hashable, Piece] = {}
     if p.combo is None:
         into[leaf_key(p)] = 1

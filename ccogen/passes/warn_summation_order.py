@@ -19,8 +19,8 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ccogen.analysis import analysis_of, gc_paused
-from ccogen.analysis.symbolic import Memory, Piece, execute, normal, shape
+from ccogen.analysis import analysis_of
+from ccogen.analysis.symbolic import Memory, Piece, normal, shape
 from ccogen.ir.instance import OpInst
 from ccogen.ir.nodes import ReduceOp
 from ccogen.passes._report import Findings

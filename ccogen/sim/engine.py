@@ -25,11 +25,10 @@ import numpy as np
 
 from ccogen.ir.instance import OpInst, RegionInst
 from ccogen.ir.opkind import OpKind
-from ccogen.sim import explain
+from ccogen.sim import explain, values
 from ccogen.sim.explain import Blocked, Finding
 from ccogen.sim.footprint import NEVER, Key, Keys, Mems, StepDesc, add, rd, wr
 from ccogen.sim.ops import IMPLS
-from ccogen.sim import values
 from ccogen.sim.plan import OpKey, Plan, QueueKey, check_sides
 from ccogen.sim.race import HB, Access, RaceLog, Who
 from ccogen.sim.state import Memory, QState, State, WindowKey, Xfer, fill, pieces

@@ -133,6 +133,7 @@ def _source_race(ctx: RaceContext, read: Access, write: Access) -> Finding:
     x = ctx.xfers[read.who.xid]
     poster, posted = x.poster, ctx.post[x.id][x.poster]
     spec = x.spec
+    assert spec.src is not None  # a transfer with data: it read a source
     where = region_text(_overlap(read, write))
     if write.vc[poster] >= posted:  # the writer comes after the post: a reused source
         d = error("E025", f"{_what(ctx, write.who)} overwrites the source of a "
@@ -218,6 +219,7 @@ def postcondition(check: CheckInst, index: int, left: np.ndarray, right: np.ndar
                   origin: str, epoch: int, epochs: int) -> Finding:
     differ = np.flatnonzero(left != right)
     first = int(differ[0]) if differ.size else 0
+    assert check.right is not None  # a reduction is `reduction_postcondition`
     lt, rt = _side(check.left, check.left_init), _side(check.right, check.right_init)
     notes = [f"`{lt}` differs from `{rt}` in {differ.size} of {left.size} bytes, first at "
              f"byte {first}: 0x{int(left[first]):02x} where 0x{int(right[first]):02x} was "

@@ -54,7 +54,7 @@ def f32_to_bf16(values: np.ndarray) -> np.ndarray:
 
 def decode(raw: np.ndarray, dtype: DType) -> np.ndarray:
     """Elements of a byte array, in the accumulation type."""
-    data = np.ascontiguousarray(raw).view(storage(dtype))
+    data: np.ndarray = np.ascontiguousarray(raw).view(storage(dtype))
     if dtype is DType.BF16:
         return bf16_to_f32(data)
     if dtype is DType.F16:
@@ -73,7 +73,7 @@ def encode(values: np.ndarray, dtype: DType) -> np.ndarray:
 
 def _weight(w: int | float, acc: type) -> np.generic:
     if np.issubdtype(acc, np.integer):
-        return np.array(int(w), dtype=np.int64).astype(acc)[()]  # type: ignore[no-any-return]
+        return np.array(int(w), dtype=np.int64).astype(acc)[()]  # type: ignore[return-value]
     return acc(w)  # type: ignore[no-any-return]
 
 
@@ -120,12 +120,12 @@ def compare(actual: np.ndarray, op: ReduceOp, terms: Sequence[np.ndarray],
     """A boolean per element: whether `actual` (raw bytes) is the reduction of `terms`."""
     expected = combine(op, terms, weights, dtype)
     if not dtype.is_float or op is not ReduceOp.SUM:
-        a = np.ascontiguousarray(actual).view(storage(dtype))
-        e = expected.view(storage(dtype))
+        a: np.ndarray = np.ascontiguousarray(actual).view(storage(dtype))
+        e: np.ndarray = expected.view(storage(dtype))
         return a == e  # type: ignore[no-any-return]
-    a = decode(actual, dtype).astype(np.float64)
-    e = decode(expected, dtype).astype(np.float64)
-    return np.abs(a - e) <= tolerance(terms, weights, dtype, e)  # type: ignore[no-any-return]
+    got = decode(actual, dtype).astype(np.float64)
+    want = decode(expected, dtype).astype(np.float64)
+    return np.abs(got - want) <= tolerance(terms, weights, dtype, want)  # type: ignore[no-any-return]
 
 
 def random_values(rng: np.random.Generator, count: int, dtype: DType) -> np.ndarray:

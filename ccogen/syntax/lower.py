@@ -17,7 +17,7 @@ from ccogen.diag import Diagnostic, error
 from ccogen.ir import nodes as ir
 from ccogen.ir.dtype import DTYPE_NAMES, DType
 from ccogen.ir.opkind import OpKind
-from ccogen.ir.signatures import CHOICES, SIGNATURES, Arg, bind, make_op, signature_text
+from ccogen.ir.signatures import CHOICES, SIGNATURES, Arg, bind, make_op
 from ccogen.source import Span
 from ccogen.syntax import ast as A
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-
 from typing import TYPE_CHECKING
 
 from ccogen.ir import nodes as ir

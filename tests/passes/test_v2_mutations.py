@@ -90,7 +90,8 @@ def test_reading_a_peers_input_of_the_last_launch_is_E032() -> None:
 
 
 def test_letting_a_peer_overwrite_the_input_while_read_is_E031() -> None:
-    text = _mutate("allreduce_oneshot", "        barrier()  # nobody's caller overwrites", "        # ")
+    text = _mutate("allreduce_oneshot", "        barrier()  # nobody's caller overwrites",
+                   "        # ")
     assert _errors(text) == {"E031"}
 
 
@@ -110,9 +111,9 @@ def test_reusing_a_broadcast_slot_before_its_credit_is_an_error() -> None:
 
 
 def test_a_credit_never_collected_is_an_error() -> None:
-    text = _mutate("reduce_scatter_ring", "        for s in range(min(2, nranks - 1)):\n"
-                   "            wait_signal(right, queue=1)  # collect every credit of the launch\n",
-                   "")
+    collect = ("        for s in range(min(2, nranks - 1)):\n"
+               "            wait_signal(right, queue=1)  # collect every credit of the launch\n")
+    text = _mutate("reduce_scatter_ring", collect, "")
     # the last credit wait of the loop then expects the launch's total, and the credits
     # it still needs only come after puts that wait behind it
     assert _errors(text, (4,)) == {"E030"}
