@@ -145,7 +145,14 @@ def _window_aligns(instance: Instance, caps: Capabilities) -> dict[str, tuple[in
             out[w.name] = (caps.window_align, None)
         else:
             out[w.name] = (value, w.align.span if w.align is not None else None)
+    for b in instance.protocol.buffers:  # the caller's tensors: CUDA/HIP allocations
+        out[b.name] = (BUFFER_ALIGN, None)
     return out
+
+
+BUFFER_ALIGN = 256
+"""What a local buffer's base is assumed aligned to: the caller's tensor comes from the
+device allocator (cudaMalloc and hipMalloc align to at least 256 bytes)."""
 
 
 def _evaluate(expr: Expr, env: Env) -> int | None:
