@@ -105,3 +105,30 @@ protocol send(n: int = 64):
     report = simulate(text, seeds=6, epochs=2)
     assert {d.code for d in report.diagnostics} == {"E025"}
     assert simulate(text + "            quiet(1)\n", seeds=6, epochs=3).passed
+
+
+def test_the_gpu_runner_checks_reductions_on_values() -> None:
+    from ccogen.instantiate import instantiate
+    from ccogen.rt.data import evaluate, initial_bytes, instance_checks
+    from ccogen.syntax import parse_ir
+
+    ordered = ROTATED.replace("x@((me + i) % nranks) for i in range(nranks)",
+                              "x@p for p in ranks()")
+    inst, _ = instantiate(parse_ir(ordered), 3, {})
+    assert inst is not None
+    specs = instance_checks(inst)
+    size = inst.window_size("x")
+    inputs = {(r, "x"): initial_bytes(5, 0, r, "x", size, "f32") for r in range(3)}
+    assert all(np.isfinite(values.decode(a, DType.F32)).all() for a in inputs.values())
+    right = values.combine(ReduceOp.SUM, [inputs[(r, "x")] for r in range(3)], [], DType.F32)
+    wrong = values.combine(ReduceOp.SUM, [inputs[(r, "x")] for r in range(2)], [], DType.F32)
+
+    def reader(final: np.ndarray):  # type: ignore[no-untyped-def]
+        def read(region):  # type: ignore[no-untyped-def]
+            whole = inputs[(region.rank, region.window)] if region.init else final
+            return whole[region.start:region.stop]
+        return read
+
+    assert evaluate(specs, reader(right), 0) == []
+    failures = evaluate(specs, reader(wrong), 0)
+    assert len(failures) == 3 and "f32 elements are not the sum" in failures[0].detail
