@@ -1,12 +1,13 @@
 """Code generation: instance + target -> generated files (kernels + manifest).
 
 `generate(instance, target, source=..., options=...)` is the entry point; each target is
-one module in `codegen/backends/` with one template directory in `templates/`.
+one module in `codegen/backends/` with one template directory in `templates/`, named by
+the target's `Target.codegen` (ccogen.targets).
 """
 
 from __future__ import annotations
 
-from ccogen.codegen.backends import BACKENDS, Options, get_backend
+from ccogen.codegen.backends import Options, get_backend
 from ccogen.codegen.files import GeneratedFiles
 from ccogen.codegen.plan import Unsupported
 from ccogen.ir.instance import Instance
@@ -18,4 +19,4 @@ def generate(instance: Instance, target: str, *, source: str = "<protocol>",
     return get_backend(target).generate(instance, source, options)
 
 
-__all__ = ["BACKENDS", "GeneratedFiles", "Options", "Unsupported", "generate"]
+__all__ = ["GeneratedFiles", "Options", "Unsupported", "generate"]

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ccogen.diag import Severity
+from ccogen.diag.explain import explanation
+from ccogen.diag.severity import Severity
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,8 +27,6 @@ class Rule:
     @property
     def explain(self) -> str:
         """The Markdown explanation (docs/reference/rules/CODE.md without its title)."""
-        from ccogen.diag.explain import explanation
-
         return explanation(self.code)
 
 
@@ -152,4 +151,14 @@ def lookup(name: str) -> Rule:
     return rule
 
 
-__all__ = ["RULES", "Rule", "lookup"]
+def explain_text(name: str) -> str:
+    """`ccogen explain` output: `CODE (slug): summary`, a blank line, the explanation.
+
+    `name` is a code (`E021`, `e021`) or a slug (`unsatisfiable-wait`); raises `KeyError`
+    for an unknown name.
+    """
+    rule = lookup(name)
+    return f"{rule.code} ({rule.slug}): {rule.summary}\n\n{explanation(rule.code)}"
+
+
+__all__ = ["RULES", "Rule", "explain_text", "lookup"]

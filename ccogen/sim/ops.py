@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from ccogen.ir.instance import OpInst
 from ccogen.ir.opkind import OpKind
+from ccogen.sim import queues, waits
 from ccogen.sim.footprint import add, rd, wr
 
 if TYPE_CHECKING:
@@ -84,16 +85,16 @@ class OpImpl:
 class Post(OpImpl):
     @staticmethod
     def run(m: Machine, p: int, op: OpInst) -> bool:
-        m.post_group(p, op)
+        queues.post_group(m, p, op)
         return True
 
     @staticmethod
     def footprint(m: Machine, p: int, op: OpInst) -> tuple[Keys, Mems]:
-        return m.post_footprint(op), ()
+        return queues.post_footprint(m, op), ()
 
     @staticmethod
     def blocked(m: Machine, p: int, op: OpInst) -> str:
-        return m.group_why(op)
+        return queues.group_why(m, op)
 
     @staticmethod
     def cost_us(cost: StepCosts, op: OpInst) -> float:
@@ -141,13 +142,13 @@ class Commit(OpImpl):
     @staticmethod
     def run(m: Machine, p: int, op: OpInst) -> bool:
         assert op.peer is not None and op.queue is not None
-        m.ring((op.rank, op.peer, op.queue), p)
+        queues.ring(m, (op.rank, op.peer, op.queue), p)
         return True
 
     @staticmethod
     def footprint(m: Machine, p: int, op: OpInst) -> tuple[Keys, Mems]:
         assert op.peer is not None and op.queue is not None
-        return m.ring_footprint((op.rank, op.peer, op.queue)), ()
+        return queues.ring_footprint(m, (op.rank, op.peer, op.queue)), ()
 
     @staticmethod
     def cost_us(cost: StepCosts, op: OpInst) -> float:
@@ -158,17 +159,17 @@ class Commit(OpImpl):
 class Quiet(OpImpl):
     @staticmethod
     def ready(m: Machine, p: int, op: OpInst) -> bool:
-        return m.drained(op)
+        return queues.drained(m, op)
 
     @staticmethod
     def run(m: Machine, p: int, op: OpInst) -> bool:
-        m.join_consumed(p, op)
+        queues.join_consumed(m, p, op)
         return True
 
     @staticmethod
     def footprint(m: Machine, p: int, op: OpInst) -> tuple[Keys, Mems]:
         keys: list[Key] = []
-        for qi in m.quiet_queues(op):
+        for qi in queues.quiet_queues(m, op):
             keys.append(rd(("qr", qi)))
             keys += [rd(("cons", qi, k)) for k in range(m.state.queues[qi].rung)]
         return tuple(keys), ()
@@ -182,21 +183,21 @@ class Quiet(OpImpl):
 class WaitOp(OpImpl):
     @staticmethod
     def ready(m: Machine, p: int, op: OpInst) -> bool:
-        return m.wait_ready(op)
+        return waits.wait_ready(m, op)
 
     @staticmethod
     def run(m: Machine, p: int, op: OpInst) -> bool:
-        m.wait(p, op)
+        waits.wait(m, p, op)
         return True
 
     @staticmethod
     def footprint(m: Machine, p: int, op: OpInst) -> tuple[Keys, Mems]:
         w = m.plan.waits[(op.rank, op.index)]
-        return (rd((w.kind, w.key), m.wait_need(op)),), ()
+        return (rd((w.kind, w.key), waits.wait_need(m, op)),), ()
 
     @staticmethod
     def blocked(m: Machine, p: int, op: OpInst) -> str:
-        return m.wait_why(op)
+        return waits.wait_why(m, op)
 
 
 @impl(OpKind.BARRIER)
@@ -205,14 +206,14 @@ class BarrierOp(OpImpl):
 
     @staticmethod
     def ready(m: Machine, p: int, op: OpInst) -> bool:
-        return m.state.phase[p] == 0 or m.barrier_complete(op)
+        return m.state.phase[p] == 0 or waits.barrier_complete(m, op)
 
     @staticmethod
     def run(m: Machine, p: int, op: OpInst) -> bool:
         if m.state.phase[p] == 0:
-            m.arrive(p, op)
+            waits.arrive(m, p, op)
             return False
-        m.depart(p, op)
+        waits.depart(m, p, op)
         return True
 
     @staticmethod
@@ -222,7 +223,7 @@ class BarrierOp(OpImpl):
 
     @staticmethod
     def blocked(m: Machine, p: int, op: OpInst) -> str:
-        return m.barrier_why(op)
+        return waits.barrier_why(m, op)
 
     @staticmethod
     def cost_us(cost: StepCosts, op: OpInst) -> float:
@@ -233,7 +234,7 @@ class BarrierOp(OpImpl):
 class ResetCount(OpImpl):
     @staticmethod
     def run(m: Machine, p: int, op: OpInst) -> bool:
-        m.reset_counter(p, op)
+        waits.reset_counter(m, p, op)
         return True
 
     @staticmethod

@@ -37,7 +37,7 @@ Clock = np.ndarray
 class Who:
     """What made an access: `role` is copy-r / copy-w (a `copy` or a `reduce`) / src /
     dst / ensure / init / caller (the caller refilling a local buffer before a launch),
-    or count / reset on a counter (`engine.counter_cell`)."""
+    or count / reset on a counter (`state.counter_cell`)."""
 
     role: str
     rank: int

@@ -21,6 +21,7 @@ from ccogen.targets.base import (
     SignalStorage,
     Support,
 )
+from ccogen.targets.target import Target, Toolchain
 
 KiB, MiB = 1 << 10, 1 << 20
 
@@ -88,4 +89,12 @@ CAPABILITIES = Capabilities(
                              "units no pointer into a peer's window: a `reduce` can only read "
                              "local memory"),
     ),
+)
+
+TARGET = Target(
+    name="mori-sdma",
+    capabilities=CAPABILITIES,
+    codegen="ccogen.codegen.backends.mori_sdma:MoriSdma",
+    # clang-22 and the MORI headers (ccogen.toolchains.locate); no AMD GPU to run on here
+    toolchain=Toolchain(builder="ccogen.toolchains.hip:build_hip"),
 )

@@ -12,7 +12,7 @@ import pytest
 
 from ccogen.diag import Severity
 from ccogen.diag.codes import RULES, lookup
-from ccogen.diag.explain import explain_text
+from ccogen.diag.codes import explain_text
 
 # The codes of the rule catalogue (docs/reference/rules.md), spelled out so that a code
 # cannot disappear from the registry unnoticed.

@@ -76,7 +76,7 @@ def _op_names(node: ast.expr) -> set[str]:
 OTHER_VOCABULARIES: dict[str, frozenset[str]] = {
     "ccogen/analysis/matching.py": frozenset({"w"}),
     "ccogen/passes/check_signals.py": frozenset({"w"}),
-    "ccogen/builder.py": frozenset({"kind"}),
+    "ccogen/builder/scopes.py": frozenset({"kind"}),
     "ccogen/syntax/lower.py": frozenset({"kind"}),
     "ccogen/syntax/printer.py": frozenset({"kind"}),
 }
