@@ -20,7 +20,13 @@ A `Conflict` is one of:
 - `other-queue`: the same, where the reading rank waits for a signal that the writer
   sent after the data but on another queue (E024);
 - `source-reuse`: a transfer's source is written after the transfer was issued but
-  not surely after it read its source (no quiet or local-signal wait between) (E025).
+  not surely after it read its source (no quiet or local-signal wait between) (E025);
+- `remote-read`: a `reduce` reads a peer's bytes (`x@p`) that an op of that peer
+  (a `copy` or a `reduce`) writes, with no order between them (E031: the peer may
+  overwrite them while they are read, or before).
+
+A `reduce` reads each source and writes its destination at its `issue`, like a
+copy; its sources may be on other ranks.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ class ConflictKind(StrEnum):
     READ_BEFORE_ARRIVAL = "read-before-arrival"
     OTHER_QUEUE = "other-queue"
     SOURCE_REUSE = "source-reuse"
+    REMOTE_READ = "remote-read"
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,13 +98,33 @@ def accesses(graph: HBGraph) -> tuple[list[Access], list[Access]]:
         issue = graph.issue(op.rank, op.index)
         reads.append(Access(op.src, graph.read(op.rank, op.index), issue, op))
         writes.append(Access(op.dst, graph.write(op.rank, op.index), issue, op))
+    for op in graph.iter_ops():
+        if op.kind.traits.reduces and op.dst is not None:
+            issue = graph.issue(op.rank, op.index)
+            reads += [Access(src, issue, issue, op) for src in op.srcs]
+            writes.append(Access(op.dst, issue, issue, op))
     for check in graph.instance.checks:
         end = graph.end(check.rank)
-        for region, init in ((check.left, check.left_init), (check.right, check.right_init)):
+        for region, init in check_regions(check):
             if not init:
                 reads.append(Access(region, end, end, None, check))
     return ([a for a in reads if graph.executes(a.event)],
             [a for a in writes if graph.executes(a.event)])
+
+
+def check_regions(check: CheckInst) -> list[tuple[RegionInst, bool]]:
+    """Every region a postcondition reads, with whether it is an `init(...)`."""
+    sides = [(check.left, check.left_init)]
+    if check.right is not None:
+        sides.append((check.right, check.right_init))
+    if check.reduction is not None:
+        sides += zip(check.reduction.terms, check.reduction.init, strict=True)
+    return sides
+
+
+def remote(a: Access) -> bool:
+    """A load of another rank's bytes by a `reduce`."""
+    return a.op is not None and a.op.kind.traits.reduces and a.region.rank != a.op.rank
 
 
 def _overlap(a: RegionInst, b: RegionInst) -> RegionInst:
@@ -217,7 +244,11 @@ def _classify(graph: HBGraph, r: Access, w: Access, overlap: RegionInst) -> Conf
     reused = r.issue != r.event and graph.hb(r.issue, w.event)
     if reused and not graph.hb(r.event, w.event):
         return Conflict(ConflictKind.SOURCE_REUSE, r, w, overlap)
-    if graph.ordered(r.event, w.event) or not w.by_transfer:
+    if graph.ordered(r.event, w.event):
+        return None
+    if not w.by_transfer:
+        if remote(r) and w.op is not None:
+            return Conflict(ConflictKind.REMOTE_READ, r, w, overlap)
         return None
     announced = _other_queue(graph, r, w)
     if announced is not None:
@@ -246,4 +277,5 @@ def _other_queue(graph: HBGraph, r: Access, w: Access) -> tuple[OpInst, OpInst] 
     return None
 
 
-__all__ = ["Access", "Conflict", "ConflictKind", "accesses", "conflicts", "overlapping"]
+__all__ = ["Access", "Conflict", "ConflictKind", "accesses", "check_regions", "conflicts",
+           "overlapping", "remote"]

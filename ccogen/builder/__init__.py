@@ -97,6 +97,25 @@ rank r's window and `cg.init(x)` its contents before the first kernel (both only
 
 Sizes: `cg.KiB`, `cg.MiB`, `cg.GiB` are the plain integers 2**10, 2**20, 2**30.
 
+Language v2 (typed data, reductions, credits)
+---------------------------------------------
+- Element types `cg.u8 cg.i32 cg.u32 cg.i64 cg.u64 cg.f16 cg.bf16 cg.f32`; `cg.bf16[n]`
+  is `bf16[n]`.  `T = p.param("T", cg.dtype, default=cg.bf16)` is `T: dtype = bf16`;
+  `T[n]` works as for a dtype.
+- `p.window("x", T[n])` is `window x: T[n]`; `p.buffer("out", T[n])` is
+  `buffer out: T[n]` (a `Window` handle too; `p.buffers` lists them).
+- `k.reduce(dst=, srcs=[...], op="sum", weights=None)`; a source may be a peer's
+  region (`x @ p`, `(x @ p)[a:b]`); `k.each(iterable, lambda p: x @ p)` is the
+  comprehension `[x@p for p in iterable]` (the variable is named after the lambda's
+  parameter, or `name=`; `cond=lambda p: ...` adds `if ...`).  Weights are Python
+  numbers or integer `Value`s (a list, or a `k.each(...)`).
+- `k.signal(peer, queue=)`.
+- `right = k.let((k.me + 1) % k.nranks)` is `right = (me + 1) % nranks` (the name is
+  read from the assignment target, or `name=`); it is bound until the enclosing
+  `with` block ends.  Also in `ensure`.
+- In `ensure`: `e.check(out == cg.sum(e.each(e.ranks(), lambda p: cg.init(x @ p))))`,
+  `cg.sum([a, b], weights=[1, 2])`, `cg.max(...)`/`cg.min(...)` of regions.
+
 Errors and spans
 ----------------
 Every node records the span of the user's call (Python >= 3.11 instruction positions:
@@ -118,17 +137,30 @@ from ccogen.builder.scopes import Ensure, Kernel
 from ccogen.builder.values import (
     Condition,
     Counter,
+    Each,
+    ElementType,
+    Reduction,
     Region,
+    Shape,
     Value,
     Window,
     abs,
     and_,
+    bf16,
+    f16,
+    f32,
+    i32,
+    i64,
     init,
     lsa,
     max,
     min,
     not_,
     or_,
+    sum,
+    u8,
+    u32,
+    u64,
     where,
     world,
 )
@@ -140,6 +172,7 @@ GiB: Final = 1 << 30
 
 bytes = nodes.ParamType.BYTES
 int_: Final = nodes.ParamType.INT  # `cg.int` is served by `__getattr__` below
+dtype: Final = nodes.ParamType.DTYPE
 
 
 def __getattr__(name: str) -> object:
@@ -152,18 +185,28 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "Condition",
     "Counter",
+    "Each",
+    "ElementType",
     "Ensure",
     "GiB",
     "Kernel",
     "KiB",
     "MiB",
     "Protocol",
+    "Reduction",
     "Region",
+    "Shape",
     "Value",
     "Window",
     "abs",
     "and_",
+    "bf16",
     "bytes",
+    "dtype",
+    "f16",
+    "f32",
+    "i32",
+    "i64",
     "init",
     "int_",
     "lsa",
@@ -171,6 +214,10 @@ __all__ = [
     "min",
     "not_",
     "or_",
+    "sum",
+    "u8",
+    "u32",
+    "u64",
     "where",
     "world",
 ]

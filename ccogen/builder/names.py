@@ -7,15 +7,17 @@ import keyword
 from typing import Final
 
 from ccogen.builder.values import describe, fail
+from ccogen.ir.dtype import DTYPE_NAMES
 from ccogen.ir.signatures import SIGNATURES
 from ccogen.source import Span
 
 _BUILTINS: Final = ("peers", "ranks", "range", "len", "min", "max", "abs")
 _KEYWORDS: Final = frozenset(
     {*keyword.kwlist, "protocol", "team", "queues", "window", "counter", "kernel", "ensure",
-     "lanes", "warps", "blocks", "auto"}
+     "lanes", "warps", "blocks", "auto", "buffer"}
 )
-_BUILTIN_NAMES: Final = frozenset({"me", "nranks", "init", *_BUILTINS, *SIGNATURES})
+_BUILTIN_NAMES: Final = frozenset({"me", "nranks", "init", "sum", *_BUILTINS, *SIGNATURES,
+                                   *DTYPE_NAMES})
 _NAME_HELP: Final = "names are Python identifiers that are neither keywords nor built-in names"
 
 

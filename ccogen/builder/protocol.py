@@ -13,8 +13,10 @@ from ccogen.builder.scopes import Ensure, Kernel, Scope
 from ccogen.builder.spans import span_at
 from ccogen.builder.values import (
     Counter,
+    ElementType,
     ExprLike,
     Region,
+    Shape,
     Value,
     Window,
     as_region,
@@ -24,6 +26,7 @@ from ccogen.builder.values import (
     walk_names,
 )
 from ccogen.ir import nodes
+from ccogen.ir.dtype import DTYPE_NAMES, DType
 from ccogen.source import Span
 
 # ----------------------------------------------------------------------------- protocol
@@ -37,12 +40,23 @@ def _param_type(value: object, span: Span) -> nodes.ParamType:
     found: dict[object, nodes.ParamType] = {
         "bytes": nodes.ParamType.BYTES, builtins.bytes: nodes.ParamType.BYTES,
         "int": nodes.ParamType.INT, builtins.int: nodes.ParamType.INT,
+        "dtype": nodes.ParamType.DTYPE,
     }
     try:
         return found[value]
     except (KeyError, TypeError):
-        fail("E002", f"a parameter type is `cg.bytes` or `cg.int_`, not {describe(value)}",
-              span, "unknown parameter type")
+        fail("E002", "a parameter type is `cg.bytes`, `cg.int_` or `cg.dtype`, not "
+             f"{describe(value)}", span, "unknown parameter type")
+
+
+def _dtype_value(value: object, span: Span) -> DType:
+    """A concrete element type: `cg.bf16`, `DType.BF16` or `"bf16"`."""
+    if isinstance(value, ElementType) and isinstance(value.spec, DType):
+        return value.spec
+    if isinstance(value, str) and value in DTYPE_NAMES:
+        return DType(value)
+    fail("E002", f"an element type is one of {', '.join(DTYPE_NAMES)}, not {describe(value)}",
+         span, "not an element type", help="write `cg.bf16` (or another `cg.` element type)")
 
 
 class Protocol:
@@ -68,6 +82,7 @@ class Protocol:
         self._queues_span: Span | None = None
         self._params: list[nodes.Param] = []
         self._windows: list[nodes.Window] = []
+        self._buffers: list[nodes.Buffer] = []
         self._counters: list[nodes.Counter] = []
         self._kernels: list[nodes.Kernel] = []
         self._ensure: tuple[nodes.Stmt, ...] | None = None
@@ -77,7 +92,7 @@ class Protocol:
         self._loop_names: set[str] = set()
         self._fresh = 0
         self._open: Scope | None = None
-        self._handles: dict[str, Value | Window | Counter] = {}
+        self._handles: dict[str, Value | Window | Counter | ElementType] = {}
 
     @classmethod
     def from_ir(cls, protocol: nodes.Protocol) -> Protocol:
@@ -87,11 +102,17 @@ class Protocol:
         self._team = protocol.team
         self._queues, self._queues_span = protocol.queues, protocol.queues_span
         for p in protocol.params:
-            self._record("parameter", p, Value(nodes.ParamRef(name=p.name, span=p.span)))
+            ref = nodes.ParamRef(name=p.name, span=p.span)
+            handle: Value | ElementType = (ElementType(ref, self) if p.type is
+                                           nodes.ParamType.DTYPE else Value(ref))
+            self._record("parameter", p, handle)
             self._params.append(p)
         for w in protocol.windows:
             self._record("window", w, Window(self, w.name, w.span))
             self._windows.append(w)
+        for b in protocol.buffers:
+            self._record("buffer", b, Window(self, b.name, b.span, buffer=True))
+            self._buffers.append(b)
         for c in protocol.counters:
             self._record("counter", c, Counter(self, c.name, c.span))
             self._counters.append(c)
@@ -102,8 +123,8 @@ class Protocol:
         self._loop_names = set(_loop_vars(protocol))
         return self
 
-    def _record(self, what: str, node: nodes.Param | nodes.Window | nodes.Counter,
-                handle: Value | Window | Counter) -> None:
+    def _record(self, what: str, node: nodes.Param | nodes.Window | nodes.Counter | nodes.Buffer,
+                handle: Value | Window | Counter | ElementType) -> None:
         self._declared[node.name] = (what, node.span)
         self._handles[node.name] = handle
 
@@ -130,12 +151,20 @@ class Protocol:
         return Value(nodes.NRanks(span=span_at(0)))
 
     @property
-    def params(self) -> Mapping[str, Value]:
-        return MappingProxyType({k: v for k, v in self._handles.items() if isinstance(v, Value)})
+    def params(self) -> Mapping[str, Value | ElementType]:
+        """Integer parameters (`Value`s) and `dtype` parameters (`ElementType`s)."""
+        return MappingProxyType({k: v for k, v in self._handles.items()
+                                 if isinstance(v, Value | ElementType)})
 
     @property
     def windows(self) -> Mapping[str, Window]:
-        return MappingProxyType({k: v for k, v in self._handles.items() if isinstance(v, Window)})
+        return MappingProxyType({k: v for k, v in self._handles.items()
+                                 if isinstance(v, Window) and not v.buffer})
+
+    @property
+    def buffers(self) -> Mapping[str, Window]:
+        return MappingProxyType({k: v for k, v in self._handles.items()
+                                 if isinstance(v, Window) and v.buffer})
 
     @property
     def counters(self) -> Mapping[str, Counter]:
@@ -171,19 +200,27 @@ class Protocol:
         return nodes.Protocol(
             name=self._name, params=tuple(self._params), doc=self._doc, team=self._team,
             queues=self._queues, windows=tuple(self._windows), counters=tuple(self._counters),
-            kernels=tuple(self._kernels), ensure=self._ensure or (), span=self._span,
+            buffers=tuple(self._buffers), kernels=tuple(self._kernels),
+            ensure=self._ensure or (), span=self._span,
             queues_span=self._queues_span)
 
     # -- declarations
     def param(self, name: str, type: object, *, default: object = _MISSING,
               src_loc_at: int = 0) -> Value:
-        """`name: type = default` in the protocol's header; the `Value` of the parameter."""
+        """`name: type = default` in the protocol's header; the `Value` of the parameter
+        (an `ElementType` for a `cg.dtype` parameter: `T[n]` sizes a window)."""
         span = span_at(src_loc_at)
         self._declare(name, "parameter", span)
         kind = _param_type(type, span)
         if default is _MISSING:
             fail("E002", f"parameter `{name}` needs a default", span, "no `default=`",
                   help=f'write `p.param("{name}", ..., default=...)`')
+        if kind is nodes.ParamType.DTYPE:
+            self._params.append(nodes.Param(name=name, type=kind,
+                                            default=_dtype_value(default, span), span=span))
+            element = ElementType(nodes.ParamRef(name=name, span=span), self)
+            self._register(name, "parameter", span, element)
+            return element  # type: ignore[return-value]
         value = self._decl_expr(default, "`default`", span)
         self._params.append(nodes.Param(name=name, type=kind, default=value, span=span))
         handle = Value(nodes.ParamRef(name=name, span=span))
@@ -201,17 +238,46 @@ class Protocol:
         self._queues = None if auto else self._decl_expr(count, "the queue count", span)
         self._queues_span = span
 
-    def window(self, name: str, size: ExprLike, *, align: ExprLike | None = None,
+    def window(self, name: str, size: ExprLike | Shape, *, align: ExprLike | None = None,
                src_loc_at: int = 0) -> Window:
-        """`window name: size` (`, align=A`): a symmetric buffer of `size` bytes."""
+        """`window name: size` (`, align=A`): a symmetric buffer of `size` bytes; with a
+        shape `cg.bf16[n]` (or `T[n]`), `window name: bf16[n]`."""
         span = span_at(src_loc_at)
         self._declare(name, "window", span)
-        value = self._decl_expr(size, "the window size", span)
+        spec: DType | nodes.ParamRef = DType.U8
+        if isinstance(size, Shape):
+            spec, value = self._shape(size, span)
+        else:
+            value = self._decl_expr(size, "the window size", span)
         aligned = None if align is None else self._decl_expr(align, "`align`", span)
-        self._windows.append(nodes.Window(name=name, size=value, align=aligned, span=span))
+        self._windows.append(nodes.Window(name=name, size=value, align=aligned, dtype=spec,
+                                          span=span))
         handle = Window(self, name, span)
         self._register(name, "window", span, handle)
         return handle
+
+    def buffer(self, name: str, shape: Shape, *, src_loc_at: int = 0) -> Window:
+        """`buffer name: DTYPE[COUNT]`: a local, non-symmetric buffer handed in at each
+        launch (`shape` is `cg.bf16[n]` or `T[n]`)."""
+        span = span_at(src_loc_at)
+        self._declare(name, "buffer", span)
+        if not isinstance(shape, Shape):
+            fail("E002", f"buffer `{name}` needs an element type and a count, not "
+                 f"{describe(shape)}", span, "expected `DTYPE[COUNT]`",
+                 help=f'write `p.buffer("{name}", cg.u8[...])` or another element type')
+        spec, value = self._shape(shape, span)
+        self._buffers.append(nodes.Buffer(name=name, dtype=spec, size=value, span=span))
+        handle = Window(self, name, span, buffer=True)
+        self._register(name, "buffer", span, handle)
+        return handle
+
+    def _shape(self, shape: Shape, span: Span) -> tuple[DType | nodes.ParamRef, nodes.Expr]:
+        element = shape.type
+        if isinstance(element.spec, nodes.ParamRef) and element._protocol is not self:
+            fail("E002", f"parameter `{element.spec.name}` is not declared in protocol "
+                 f"`{self._name}`", span, "from another protocol")
+        self._check_decl_names(shape.count, span)
+        return element.spec, shape.count
 
     def counter(self, name: str, *, src_loc_at: int = 0) -> Counter:
         """`counter name`: a counted-write counter on every rank."""
@@ -264,7 +330,7 @@ class Protocol:
                   help="choose another name")
 
     def _register(self, name: str, what: str, span: Span,
-                  handle: Value | Window | Counter) -> None:
+                  handle: Value | Window | Counter | ElementType) -> None:
         self._declared[name] = (what, span)
         self._handles[name] = handle
 
@@ -286,6 +352,9 @@ class Protocol:
             fail("E002", f"parameter `{ref.name}` is not declared in protocol `{self._name}`",
                   span, "from another protocol",
                   help="use the values that this protocol's `p.param(...)` returned")
+        if isinstance(self._handles.get(ref.name), ElementType):
+            fail("E002", f"`{ref.name}` is an element type, not a number", span,
+                 "a `dtype` parameter", help=f"use it as a window's type: `{ref.name}[n]`")
 
     def _counter_name(self, key: str, value: object, span: Span) -> str:
         if isinstance(value, Counter):

@@ -6,18 +6,23 @@ from __future__ import annotations
 import builtins
 import dis
 import functools
+import itertools
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import CodeType, FrameType, TracebackType
 from typing import TYPE_CHECKING, ClassVar, Final, Self
 
+from ccogen.builder.names import check_name
 from ccogen.builder.spans import span_at
 from ccogen.builder.values import (
     Condition,
+    Each,
     ExprLike,
+    Reduction,
     Region,
     Value,
+    as_region,
     builtin_call,
     describe,
     expr_of,
@@ -49,6 +54,7 @@ class _Frame:
     body: list[nodes.Stmt] = field(default_factory=list)
     chain: builtins.bool = False  # the last statement is an `If` that `elif_`/`else_` extend
     entered: builtins.bool = False
+    lets: dict[str, Span | None] = field(default_factory=dict)  # names bound by `let`
 
 
 class _LoopBlock:
@@ -100,6 +106,23 @@ def _with_targets(code: CodeType) -> Mapping[int, str]:
 def _with_target(frame: FrameType) -> str | None:
     """The NAME of `with ... as NAME:` that is entering in `frame`, if any."""
     return _with_targets(frame.f_code).get(frame.f_lasti)
+
+
+@functools.lru_cache(maxsize=512)
+def _call_targets(code: CodeType) -> Mapping[int, str]:
+    """Offsets of calls whose result is stored straight to a plain name (`x = f(...)`)."""
+    found: dict[int, str] = {}
+    instrs = list(dis.get_instructions(code))
+    for cur, nxt in itertools.pairwise(instrs):
+        if cur.opname.startswith("CALL") and nxt.opname in _STORES:
+            # a frame calling reports the call's offset or its last inline cache entry's
+            found[cur.offset] = found[nxt.offset - 2] = str(nxt.argval)
+    return found
+
+
+def _assign_target(frame: FrameType) -> str | None:
+    """The NAME of `NAME = k.let(...)` that is calling in `frame`, if any."""
+    return _call_targets(frame.f_code).get(frame.f_lasti)
 
 
 # ----------------------------------------------------------------------------- scopes
@@ -203,14 +226,71 @@ class Scope:
         top.chain = False
 
     def _in_scope(self) -> dict[str, Span | None]:
-        return {f.var: f.span for f in self._frames if f.var is not None}
+        found: dict[str, Span | None] = {}
+        for f in self._frames:
+            if f.var is not None:
+                found[f.var] = f.span
+            found.update(f.lets)
+        return found
+
+    # -- v2: assignments and comprehensions
+    def let(self, value: ExprLike, *, name: str | None = None, src_loc_at: int = 0) -> Value:
+        """`right = k.let(expr)` is `right = expr`: a name bound for the rest of the block."""
+        span = span_at(src_loc_at)
+        top = self._top("`let`", span)
+        expr = self._expr(value, "the value", span)
+        chosen = name if name is not None else _assign_target(sys._getframe(1 + src_loc_at))
+        if chosen is None:
+            fail("E002", "`let` needs a name", span, "no name",
+                 help='write `x = k.let(...)` or `k.let(..., name="x")`')
+        if chosen not in top.lets:
+            self._protocol._check_loop_name(check_name(chosen, "name", span),
+                                            self._in_scope(), span)
+            self._protocol._loop_names.add(chosen)
+            top.lets[chosen] = span
+        self._add(nodes.Assign(var=chosen, value=expr, span=span))
+        return Value(nodes.Var(name=chosen, span=span))
+
+    def each(self, iterable: ExprLike, element: object, *, name: str | None = None,
+             cond: object = None, src_loc_at: int = 0) -> Each:
+        """`[element(v) for v in iterable if cond(v)]`: `element` and `cond` are callables of
+        the variable (named after `element`'s parameter, or `name=`)."""
+        span = span_at(src_loc_at)
+        self._top("`each`", span)
+        head = self._expr(iterable, "the iterable", span)
+        if not callable(element):
+            fail("E002", "`each` takes a function of the variable, e.g. `lambda p: x @ p`",
+                 span, f"{describe(element)} given")
+        code = getattr(element, "__code__", None)
+        guess = code.co_varnames[0] if code is not None and code.co_argcount >= 1 else None
+        var = self._protocol._loop_var(name, guess, self._in_scope(), span)
+        frame = _Frame("each", span, var=var, entered=True)
+        self._frames.append(frame)
+        try:
+            bound = Value(nodes.Var(name=var, span=span))
+            elt = element(bound)
+            test = None
+            if cond is not None:
+                test = self._expr(cond(bound) if callable(cond) else cond, "the condition", span)
+            elt_ir = self._each_elt(elt, span)
+        finally:
+            self._frames.pop()
+        return Each(var, head, elt_ir, test, span)
+
+    def _each_elt(self, elt: object, span: Span) -> object:
+        region = as_region(elt)
+        if region is not None:
+            result = self._protocol._own_region("the element", region, span).to_ir(span)
+            self._check_names(result, span)
+            return result
+        return _weight(self, elt, span)
 
     def _expr(self, value: object, what: str, span: Span) -> nodes.Expr:
         expr = expr_of(value, what, span)
         self._check_names(expr, span)
         return expr
 
-    def _check_names(self, node: nodes.Expr | nodes.Region, span: Span) -> None:
+    def _check_names(self, node: object, span: Span) -> None:
         bound = self._in_scope()
         for ref in walk_names(node):
             if isinstance(ref, nodes.Var) and ref.name not in bound:
@@ -389,6 +469,16 @@ class Kernel(Scope):
         """`fence()`: order earlier stores before later ops."""
         self._op(OpKind.FENCE, args, kwargs, span_at(src_loc_at))
 
+    def reduce(self, *args: object, src_loc_at: int = 0, **kwargs: object) -> None:
+        """`reduce(dst=, srcs=[...], op="sum", weights=None)`: `dst` := the element-wise
+        combination of `srcs` (local regions, or a peer's `x @ p`) in list order."""
+        self._op(OpKind.REDUCE, args, kwargs, span_at(src_loc_at))
+
+    def signal(self, *args: object, src_loc_at: int = 0, **kwargs: object) -> None:
+        """`signal(peer, queue="auto")`: a credit — one increment of the peer's slot
+        `[me, queue]` after this issuer's earlier ops on `(peer, queue)`, no data."""
+        self._op(OpKind.SIGNAL, args, kwargs, span_at(src_loc_at))
+
     def _op(self, name: OpKind, args: Sequence[object], kwargs: Mapping[str, object],
             span: Span) -> None:
         self._top(f"`{name}`", span)
@@ -414,31 +504,85 @@ class Kernel(Scope):
             return value
         if kind == "counter":
             return self._protocol._counter_name(key, value, span)
+        if kind == "reduce_op":
+            if isinstance(value, nodes.ReduceOp):
+                return value
+            return _choice(kind, value, span)
+        if kind == "regions":
+            return self._regions(key, value, span)
+        if kind == "weights":
+            if value is None:
+                return None
+            return self._weights(key, value, span)
         return self._expr(value, f"`{key}`", span)
 
-    def _region(self, key: str, value: object, span: Span) -> nodes.Region:
+    def _regions(self, key: str, value: object, span: Span) -> object:
+        if isinstance(value, Each):
+            if not isinstance(value.elt, nodes.Region):
+                fail("E002", f"`{key}=` lists regions, not numbers", span, "not regions")
+            self._no_init(value.elt, span)
+            return nodes.ListComp(elt=value.elt, var=value.var, iter=value.iterable,
+                                  cond=value.cond, span=value.span)
+        if not isinstance(value, list | tuple) or not value:
+            fail("E002", f"`{key}=` takes a non-empty list of regions or `k.each(...)`, not "
+                 f"{describe(value)}", span, "not a list of regions")
+        return tuple(self._region(key, v, span, allow_peer=True) for v in value)
+
+    def _weights(self, key: str, value: object, span: Span) -> object:
+        if isinstance(value, Each):
+            if isinstance(value.elt, nodes.Region):
+                fail("E002", f"`{key}=` lists numbers, not regions", span, "not numbers")
+            return nodes.ListComp(elt=value.elt, var=value.var,  # type: ignore[arg-type]
+                                  iter=value.iterable, cond=value.cond, span=value.span)
+        if not isinstance(value, list | tuple):
+            fail("E002", f"`{key}=` takes a list of numbers, not {describe(value)}", span,
+                 "not a list")
+        return tuple(_weight(self, v, span) for v in value)
+
+    def _no_init(self, region: nodes.Region, span: Span) -> None:
+        if region.init:
+            fail("E002", "`init(...)` is only allowed in `ensure`", region.span or span,
+                 "not in a kernel")
+
+    def _region(self, key: str, value: object, span: Span, *,
+                allow_peer: builtins.bool = False) -> nodes.Region:
         region = self._protocol._own_region(key, value, span)
         if region.init:
             fail("E002", "`init(...)` is only allowed in `ensure`", region.span or span,
                   "not in a kernel")
-        if region.rank is not None:
-            fail("E002", "`w@p` is only allowed in `ensure`", region.span or span,
-                  "not in a kernel", help="in kernels, name the peer as the op's first argument")
+        if region.rank is not None and not allow_peer:
+            fail("E002", "`w@p` is only allowed in `ensure` and in the `srcs` of `reduce`",
+                 region.span or span, "not here",
+                 help="in kernels, name the peer as the op's first argument")
         result = region.to_ir(span)
         self._check_names(result, span)
         return result
 
 
-def _choice(kind: str, value: object, span: Span) -> nodes.SignalKind | nodes.Mode:
-    enum = nodes.SignalKind if kind == "signal" else nodes.Mode
+def _weight(scope: Scope, value: object, span: Span) -> nodes.Expr:
+    """A weight: a Python float (finite), or an integer expression."""
+    if isinstance(value, float) and not isinstance(value, builtins.bool):
+        import math
+
+        if not math.isfinite(value):
+            fail("E002", f"a weight must be finite, not {value}", span, "not finite")
+        return nodes.Const(value=value, span=span)
+    return scope._expr(value, "a weight", span)
+
+
+def _choice(kind: str, value: object,
+            span: Span) -> nodes.SignalKind | nodes.Mode | nodes.ReduceOp:
+    enum: type = {"signal": nodes.SignalKind, "mode": nodes.Mode,
+                  "reduce_op": nodes.ReduceOp}[kind]
     if isinstance(value, enum):
-        return value
+        return value  # type: ignore[return-value]
     choices = CHOICES[kind]
     if not isinstance(value, str) or value not in choices:
         listed = ", ".join(f'"{c}"' for c in choices)
-        fail("E002", f"`{kind}=` must be one of {listed}", span,
+        key = "op" if kind == "reduce_op" else kind
+        fail("E002", f"`{key}=` must be one of {listed}", span,
               f"{describe(value)} given", help=_suggest(value, choices))
-    return enum(value)
+    return enum(value)  # type: ignore[no-any-return]
 
 
 def _suggest(value: object, choices: Sequence[str]) -> str | None:
@@ -471,8 +615,34 @@ class Ensure(Scope):
                   span, "not a postcondition",
                   help="write `e.check(recv == cg.init(send.at(0)))`")
         left = self._side(condition.left, span)
-        right = self._side(condition.right, span)
+        right: nodes.Region | nodes.Reduction
+        if isinstance(condition.right, Reduction):
+            right = self._reduction(condition.right, span)
+        else:
+            right = self._side(condition.right, span)
         self._add(nodes.Check(op=condition.op, left=left, right=right, span=span))
+
+    def _reduction(self, r: Reduction, span: Span) -> nodes.Reduction:
+        terms: tuple[nodes.Region, ...] | nodes.ListComp
+        if isinstance(r.terms, Each):
+            if not isinstance(r.terms.elt, nodes.Region):
+                fail("E002", f"the terms of `{r.op.value}` are regions", span, "not regions")
+            terms = nodes.ListComp(elt=r.terms.elt, var=r.terms.var, iter=r.terms.iterable,
+                                   cond=r.terms.cond, span=r.terms.span)
+        else:
+            if not r.terms:
+                fail("E002", f"`{r.op.value}` of an empty list", span, "nothing to combine")
+            terms = tuple(self._side(self._protocol._own_region("a term", t, span), span)
+                          for t in r.terms)
+        weights = None
+        if r.weights is not None:
+            if isinstance(r.weights, Each):
+                weights = nodes.ListComp(elt=r.weights.elt,  # type: ignore[arg-type]
+                                         var=r.weights.var, iter=r.weights.iterable,
+                                         cond=r.weights.cond, span=r.weights.span)
+            else:
+                weights = tuple(_weight(self, w, span) for w in r.weights)  # type: ignore[assignment]
+        return nodes.Reduction(op=r.op, terms=terms, weights=weights, span=r.span or span)
 
     def _side(self, region: Region, span: Span) -> nodes.Region:
         result = self._protocol._own_region("the comparison", region, span).to_ir(span)

@@ -13,6 +13,7 @@ from ccogen.builder.spans import span_at
 from ccogen.diag import error
 from ccogen.errors import DiagnosticError
 from ccogen.ir import nodes
+from ccogen.ir.dtype import DType
 from ccogen.source import Span
 
 if TYPE_CHECKING:
@@ -254,13 +255,28 @@ def builtin_call(func: str, args: Sequence[object], span: Span, lo: int, hi: int
     return Value(nodes.Call(func=func, args=exprs, span=span))
 
 
+def _regions_given(values: Sequence[object]) -> builtins.bool:
+    """`cg.max([a, b])` / `cg.max(e.each(...))` of regions: a reduction, not a number."""
+    if len(values) != 1:
+        return False
+    only = values[0]
+    return isinstance(only, Each) or (isinstance(only, list | tuple) and builtins.any(
+        isinstance(v, Window | Region) for v in only))
+
+
 def min(*values: ExprLike, src_loc_at: int = 0) -> Value:
-    """The built-in `min(...)` of the language."""
+    """The built-in `min(...)` of the language (of regions in `ensure`: a `Reduction`)."""
+    if _regions_given(values):
+        return _reduction(nodes.ReduceOp.MIN, values[0], None,  # type: ignore[return-value]
+                          span_at(src_loc_at))
     return builtin_call("min", values, span_at(src_loc_at), 1, None)
 
 
 def max(*values: ExprLike, src_loc_at: int = 0) -> Value:
-    """The built-in `max(...)` of the language."""
+    """The built-in `max(...)` of the language (of regions in `ensure`: a `Reduction`)."""
+    if _regions_given(values):
+        return _reduction(nodes.ReduceOp.MAX, values[0], None,  # type: ignore[return-value]
+                          span_at(src_loc_at))
     return builtin_call("max", values, span_at(src_loc_at), 1, None)
 
 
@@ -311,21 +327,62 @@ def world(size: ExprLike | None = None, *, src_loc_at: int = 0) -> nodes.Team:
     return _team(nodes.TeamKind.WORLD, size, span_at(src_loc_at))
 
 
+# ----------------------------------------------------------------------------- element types
+
+
+class ElementType:
+    """An element type for `p.window`/`p.buffer`: `cg.bf16[n]`, or a dtype parameter `T[n]`."""
+
+    __slots__ = ("_protocol", "spec")
+
+    def __init__(self, spec: DType | nodes.ParamRef, protocol: Protocol | None = None) -> None:
+        self.spec = spec
+        self._protocol = protocol
+
+    def __repr__(self) -> str:
+        return self.spec.name if isinstance(self.spec, nodes.ParamRef) else self.spec.value
+
+    def __getitem__(self, count: ExprLike) -> Shape:
+        span = span_at(0)
+        return Shape(self, expr_of(count, "the element count", span), span)
+
+
+@dataclass(frozen=True, eq=False)
+class Shape:
+    """`DTYPE[COUNT]`: what `p.window(name, ...)` and `p.buffer(name, ...)` take."""
+
+    type: ElementType
+    count: nodes.Expr
+    span: Span | None = None
+
+
+u8: Final = ElementType(DType.U8)
+i32: Final = ElementType(DType.I32)
+u32: Final = ElementType(DType.U32)
+i64: Final = ElementType(DType.I64)
+u64: Final = ElementType(DType.U64)
+f16: Final = ElementType(DType.F16)
+bf16: Final = ElementType(DType.BF16)
+f32: Final = ElementType(DType.F32)
+
+
 # ----------------------------------------------------------------------------- regions
 
 
 class Window:
-    """A declared window; as a region it is the whole window."""
+    """A declared window (or local buffer: `buffer`); as a region it is the whole of it."""
 
-    __slots__ = ("_protocol", "name", "span")
+    __slots__ = ("_protocol", "buffer", "name", "span")
 
-    def __init__(self, protocol: Protocol, name: str, span: Span | None) -> None:
+    def __init__(self, protocol: Protocol, name: str, span: Span | None, *,
+                 buffer: builtins.bool = False) -> None:
         self._protocol = protocol
         self.name = name
         self.span = span
+        self.buffer = buffer
 
     def __repr__(self) -> str:
-        return f"Window({self.name!r})"
+        return f"{'Buffer' if self.buffer else 'Window'}({self.name!r})"
 
     __hash__ = object.__hash__
 
@@ -430,12 +487,61 @@ def init(region: Window | Region, *, src_loc_at: int = 0) -> Region:
 
 
 @dataclass(frozen=True, eq=False)
+class Each:
+    """`[elt for var in iterable if cond]`, made by `k.each(...)`/`e.each(...)`."""
+
+    var: str
+    iterable: nodes.Expr
+    elt: object  # a Region, or a number / Value
+    cond: nodes.Expr | None
+    span: Span | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Reduction:
+    """`cg.sum(...)`, `cg.max(...)`, `cg.min(...)` of regions, for `e.check(...)`."""
+
+    op: nodes.ReduceOp
+    terms: Sequence[object] | Each
+    weights: Sequence[object] | Each | None
+    span: Span | None = None
+
+    def __eq__(self, other: object) -> Condition:  # type: ignore[override]
+        return _condition("==", other, self, span_at(0))  # type: ignore[arg-type]
+
+    def __ne__(self, other: object) -> Condition:  # type: ignore[override]
+        return _condition("!=", other, self, span_at(0))  # type: ignore[arg-type]
+
+    __hash__: ClassVar[None] = None  # type: ignore[assignment]
+
+
+def _reduction(op: nodes.ReduceOp, terms: object, weights: object, span: Span) -> Reduction:
+    if not isinstance(terms, list | tuple | Each):
+        fail("E002", f"`cg.{op.value}` takes a list of regions or `e.each(...)`, not "
+             f"{describe(terms)}", span, "not a list",
+             help=f"write `cg.{op.value}(e.each(e.ranks(), lambda p: cg.init(x @ p)))`")
+    if weights is not None and op is not nodes.ReduceOp.SUM:
+        fail("E002", f"`weights=` only goes with `sum`, not `{op.value}`", span,
+             "weights of a max or min")
+    if weights is not None and not isinstance(weights, list | tuple | Each):
+        fail("E002", f"`weights=` takes a list of numbers, not {describe(weights)}", span,
+             "not a list")
+    return Reduction(op, terms, weights, span)  # type: ignore[arg-type]
+
+
+def sum(terms: Sequence[Window | Region] | Each, *, weights: Sequence[object] | Each | None = None,
+        src_loc_at: int = 0) -> Reduction:
+    """`sum(...)` of regions in `ensure` (element-wise, optionally weighted)."""
+    return _reduction(nodes.ReduceOp.SUM, terms, weights, span_at(src_loc_at))
+
+
+@dataclass(frozen=True, eq=False)
 class Condition:
-    """`region == region` or `region != region`, for `e.check(...)`."""
+    """`region == region` or `region != region` (or a `Reduction`), for `e.check(...)`."""
 
     op: str
     left: Region
-    right: Region
+    right: Region | Reduction
     span: Span | None = None
 
     def __bool__(self) -> builtins.bool:
@@ -444,12 +550,15 @@ class Condition:
 
 
 def _condition(op: str, left: Window | Region, right: object, span: Span) -> Condition:
-    other = as_region(right)
+    other: Region | Reduction | None = (right if isinstance(right, Reduction)
+                                        else as_region(right))
     if other is None:
-        fail("E002", f"a region can only be compared with a region, not {describe(right)}",
-              span, "not a region")
+        fail("E002", f"a region can only be compared with a region or a reduction, not "
+             f"{describe(right)}", span, "not a region")
     this = as_region(left)
-    assert this is not None
+    if this is None:
+        fail("E002", f"a reduction can only be compared with a region, not {describe(left)}",
+             span, "not a region")
     return Condition(op, this, other, span)
 
 

@@ -124,6 +124,12 @@ _RULES: tuple[Rule, ...] = tuple(
         ("W105", "aggregate-batch-size", "aggregate batch outside 8-16 ops per commit"),
         ("W106", "independent-mode-provable", '`mode="independent"` where same-queue is provable'),
         ("W107", "too-many-queues", "more queues declared than concurrent issuers need"),
+        (
+            "W108",
+            "rank-dependent-summation-order",
+            "ranks reduce the same contributions in different orders (results differ in the "
+            "last bits)",
+        ),
     )
 )
 

@@ -89,9 +89,18 @@ bodies into pending op instances), `ensure`, `finalize` (queues `auto`, groups,
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ccogen.diag import Diagnostic
-from ccogen.instantiate.declarations import bind_params, declare, kernel_insts, team_ok, team_size
+from ccogen.instantiate.declarations import (
+    bind_dtype_params,
+    bind_params,
+    declare,
+    is_dtype_param,
+    kernel_insts,
+    team_ok,
+    team_size,
+)
 from ccogen.instantiate.ensure import Ensure
 from ccogen.instantiate.evaluating import Overflow
 from ccogen.instantiate.finalize import auto_queue_count, finalize
@@ -100,6 +109,7 @@ from ccogen.instantiate.limits import DEFAULT_TEAM_SIZES, MAX_OP_INSTANCES
 from ccogen.instantiate.params import parse_param_value, parse_params
 from ccogen.instantiate.unroll import Unroller
 from ccogen.ir import nodes as ir
+from ccogen.ir.dtype import DType
 from ccogen.ir.evaluate import Compiler
 from ccogen.ir.instance import Instance
 
@@ -123,37 +133,43 @@ def team_sizes(
         return list(DEFAULT_TEAM_SIZES)
     findings = Findings(0)
     compiler = Compiler()
-    bound = bind_params(protocol, None, dict(params or {}), compiler, findings)
+    ints = {k: v for k, v in (params or {}).items() if not is_dtype_param(protocol, k)}
+    bound = bind_params(protocol, None, ints, compiler, findings)
     size = None if bound is None else team_size(protocol, bound, compiler, findings)
     return [size] if size is not None else [DEFAULT_TEAM_SIZES[0]]
 
 
 def instantiate(
-    protocol: ir.Protocol, nranks: int, params: Mapping[str, int] | None = None
+    protocol: ir.Protocol, nranks: int, params: Mapping[str, Any] | None = None
 ) -> tuple[Instance | None, list[Diagnostic]]:
     """Bind `nranks` and `params` (defaults for the rest), evaluate and unroll.
 
-    Returns the instance (None when a declaration or a limit fails) and every
-    diagnostic found; see the module docstring for the rules.
+    `params` maps integer parameters to ints and `dtype` parameters to `DType`s
+    (or their names).  Returns the instance (None when a declaration or a limit
+    fails) and every diagnostic found; see the module docstring for the rules.
     """
     given = dict(params or {})
     findings = Findings(nranks, label(nranks, given))
     compiler = Compiler()
-    bound = bind_params(protocol, nranks, given, compiler, findings)
-    if bound is not None:
-        findings.label = label(nranks, bound)
-    if bound is None or not team_ok(protocol, nranks, bound, compiler, findings):
+    types = bind_dtype_params(protocol, given, findings)
+    ints = {k: v for k, v in given.items() if not is_dtype_param(protocol, k)}
+    bound = bind_params(protocol, nranks, ints, compiler, findings)
+    if bound is not None and types is not None:
+        findings.label = label(nranks, {**bound, **types})
+    if bound is None or types is None or not team_ok(protocol, nranks, bound, compiler,
+                                                      findings):
         return None, findings.diagnostics()
-    return _unroll(protocol, nranks, bound, compiler, findings), findings.diagnostics()
+    return _unroll(protocol, nranks, bound, types, compiler, findings), findings.diagnostics()
 
 
-def _unroll(protocol: ir.Protocol, nranks: int, params: dict[str, int], compiler: Compiler,
+def _unroll(protocol: ir.Protocol, nranks: int, params: dict[str, int],
+            types: dict[str, DType], compiler: Compiler,
             findings: Findings) -> Instance | None:
-    decl = declare(protocol, nranks, params, compiler, findings)
+    decl = declare(protocol, nranks, params, types, compiler, findings)
     try:
         unroller = Unroller(protocol, nranks, params, decl, compiler, findings)
         pending = unroller.run()
-        ensure = Ensure(nranks, params, decl.windows, compiler, findings)
+        ensure = Ensure(nranks, params, decl.memories, compiler, findings)
         ensure.total, ensure.iterations = unroller.total, unroller.iterations  # shared limits
         checks = ensure.run(protocol.ensure)
     except Overflow as exc:
@@ -168,6 +184,11 @@ def _unroll(protocol: ir.Protocol, nranks: int, params: dict[str, int], compiler
         protocol=protocol, nranks=nranks, params=tuple(params.items()), queues=queues,
         window_sizes=tuple((n, s) for n, s in decl.windows.items() if s is not None),
         kernels=kernel_insts(decl, unroller.grid), ranks=ranks, checks=tuple(checks),
+        dtypes=tuple((n, m.dtype) for n, m in decl.memories.items()
+                     if m is not None and m.dtype is not DType.U8),
+        buffer_sizes=tuple((n, m.nbytes) for n, m in decl.memories.items()
+                           if m is not None and m.buffer),
+        dtype_params=tuple(types.items()),
     )
 
 

@@ -7,13 +7,14 @@ here leaves no instance.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ccogen.diag import error
 from ccogen.instantiate.findings import Findings, from_eval
 from ccogen.instantiate.limits import MAX_BLOCKS, MAX_THREADS
 from ccogen.ir import nodes as ir
+from ccogen.ir.dtype import DTYPE_NAMES, DType
 from ccogen.ir.evaluate import Compiler, Env, EvalError
 from ccogen.ir.instance import KernelInst
 
@@ -26,12 +27,26 @@ class KernelHead:
     ok: bool
 
 
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """A window or buffer of `count` elements of `dtype`."""
+
+    count: int
+    dtype: DType
+    buffer: bool
+
+    @property
+    def nbytes(self) -> int:
+        return self.count * self.dtype.size
+
+
 @dataclass(slots=True)
 class Decl:
-    windows: dict[str, int | None]  # None: the size could not be evaluated
+    windows: dict[str, int | None]  # bytes; None: the size could not be evaluated
     queues: int | None  # None: `queues auto`
     kernels: list[KernelHead]
     fatal: bool
+    memories: dict[str, Memory | None] = field(default_factory=dict)  # windows and buffers
 
 
 def _symmetric(nranks: int | None, params: Mapping[str, int], what: str) -> Env:
@@ -48,12 +63,38 @@ def bind_params(
     bound: dict[str, int] = {}
     env = _symmetric(nranks, bound, "parameter defaults are")
     for p in protocol.params:
+        if p.type is ir.ParamType.DTYPE:
+            continue  # `bind_dtype_params`
         value = _param_value(p, given, env, compiler, findings)
         if value is None:
             ok = False
         else:
             bound[p.name] = value
     return bound if ok else None
+
+
+def is_dtype_param(protocol: ir.Protocol, name: str) -> bool:
+    decl = protocol.param(name)
+    return decl is not None and decl.type is ir.ParamType.DTYPE
+
+
+def bind_dtype_params(protocol: ir.Protocol, given: Mapping[str, Any],
+                      findings: Findings) -> dict[str, DType] | None:
+    """The value of every `dtype` parameter: given (a `DType` or its name) or the default."""
+    out: dict[str, DType] = {}
+    ok = True
+    for p in protocol.params:
+        if p.type is not ir.ParamType.DTYPE:
+            continue
+        value = given.get(p.name, p.default)
+        if isinstance(value, str) and value in DTYPE_NAMES:
+            out[p.name] = DType(value)
+            continue
+        findings.add(error("E002", f"parameter `{p.name}` is an element type, not `{value!r}`",
+                           p.span, "declared `dtype` here",
+                           help=f"give one of {', '.join(DTYPE_NAMES)}"))
+        ok = False
+    return out if ok else None
 
 
 def _check_param_names(protocol: ir.Protocol, given: Mapping[str, Any],
@@ -78,6 +119,7 @@ def _param_value(p: ir.Param, given: Mapping[str, Any], env: Env, compiler: Comp
                                f"`{value!r}`", p.span, "declared here"))
             return None
     else:
+        assert not isinstance(p.default, DType)
         try:
             value = compiler.integer(p.default, f"the default of `{p.name}`")(env)
         except EvalError as exc:
@@ -129,25 +171,34 @@ def team_ok(protocol: ir.Protocol, nranks: int, params: Mapping[str, int],
 
 
 def declare(protocol: ir.Protocol, nranks: int, params: Mapping[str, int],
-             compiler: Compiler, findings: Findings) -> Decl:
-    windows = {w.name: _window_size(w, nranks, params, compiler, findings)
+            types: Mapping[str, DType], compiler: Compiler, findings: Findings) -> Decl:
+    memories: dict[str, Memory | None] = {}
+    decls: tuple[ir.Window | ir.Buffer, ...] = (*protocol.windows, *protocol.buffers)
+    for w in decls:
+        count = _window_size(w, nranks, params, compiler, findings)
+        dtype = w.dtype if isinstance(w.dtype, DType) else types[w.dtype.name]
+        memories[w.name] = (None if count is None
+                            else Memory(count, dtype, isinstance(w, ir.Buffer)))
+    windows = {w.name: (m.nbytes if (m := memories[w.name]) is not None else None)
                for w in protocol.windows}
     queues, queues_ok = _queue_count(protocol, nranks, params, compiler, findings)
     kernels = [_kernel_head(k, nranks, params, compiler, findings) for k in protocol.kernels]
-    fatal = (None in windows.values() or not queues_ok or not all(k.ok for k in kernels))
-    return Decl(windows, queues, kernels, fatal)
+    fatal = (None in memories.values() or not queues_ok or not all(k.ok for k in kernels))
+    return Decl(windows, queues, kernels, fatal, memories)
 
 
-def _window_size(w: ir.Window, nranks: int, params: Mapping[str, int],
+def _window_size(w: ir.Window | ir.Buffer, nranks: int, params: Mapping[str, int],
                  compiler: Compiler, findings: Findings) -> int | None:
-    env = _symmetric(nranks, params, "window sizes are")
+    """The element count of a window or buffer (bytes for an untyped window)."""
+    what = "buffer" if isinstance(w, ir.Buffer) else "window"
+    env = _symmetric(nranks, params, f"{what} sizes are")
     try:
-        size = compiler.integer(w.size, f"the size of window `{w.name}`")(env)
+        size = compiler.integer(w.size, f"the size of {what} `{w.name}`")(env)
     except EvalError as exc:
         findings.add(from_eval(exc, env, w.span))
         return None
     if size <= 0:
-        findings.add(error("E003", f"window `{w.name}` must have a positive size, not {size}",
+        findings.add(error("E003", f"{what} `{w.name}` must have a positive size, not {size}",
                            w.size.span or w.span, f"this is {size}", notes=(env.bindings(),)))
         return None
     return size
@@ -202,5 +253,6 @@ def _launch_size(k: ir.Kernel, expr: ir.Expr, name: str, limit: int, env: Env,
 def kernel_insts(decl: Decl, grid: list[int]) -> tuple[KernelInst, ...]:
     return tuple(
         KernelInst(name=h.kernel.name, index=i, threads=h.threads or 1,
-                   blocks=h.blocks if h.blocks is not None else grid[i], span=h.kernel.span)
+                   blocks=h.blocks if h.blocks is not None else grid[i], span=h.kernel.span,
+                   logical_blocks=grid[i])
         for i, h in enumerate(decl.kernels))

@@ -73,7 +73,9 @@ def _groups(pending: list[Pending]) -> tuple[list[int], list[int]]:
 
 
 def _static_fields(op: ir.Op) -> tuple[Any, ...]:
-    return (getattr(op, "signal", ir.SignalKind.NONE), getattr(op, "aggregate", False),
+    signal = ir.SignalKind.REMOTE if isinstance(op, ir.Signal) else \
+        getattr(op, "signal", ir.SignalKind.NONE)
+    return (signal, getattr(op, "aggregate", False),
             getattr(op, "signal_per_copy", False), getattr(op, "mode", ir.Mode.AUTO),
             getattr(op, "count", None) or getattr(op, "counter", None))
 
@@ -89,4 +91,5 @@ def _op_inst(index: int, rank: int, p: Pending, preds: tuple[int, ...], queue: i
                   preds=preds, op=op, span=op.span, group=group, peer=p.peer, queue=queue,
                   dst=p.dst, src=p.src, signal=signal, aggregate=aggregate,
                   signal_per_copy=per_copy, mode=mode, counter=counter, expected=p.expected,
-                  lanes_in_group=sizes[group])
+                  lanes_in_group=sizes[group], srcs=p.srcs, reduce_op=p.reduce_op,
+                  weights=p.weights, dtype=p.dtype)

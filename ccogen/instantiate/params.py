@@ -4,21 +4,29 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from ccogen.ir import nodes as ir
+from ccogen.ir.dtype import DTYPE_NAMES, DType
 
 _UNITS: dict[str, int] = {"b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30}
 _DECIMAL_UNITS = {"k", "kb", "m", "mb", "g", "gb", "t", "tb", "tib", "kib/s"}
 _UNIT_HINT = "use `B`, `KiB`, `MiB` or `GiB` (1 KiB = 1024 bytes), e.g. `4KiB`"
 
 
-def parse_param_value(text: str, type: ir.ParamType) -> int:
-    """A `--param` value: `4096`, `1_024`, `0x10`, and for bytes `4KiB`, `4 KiB`, `64 B`.
+def parse_param_value(text: str, type: ir.ParamType) -> Any:
+    """A `--param` value: `4096`, `1_024`, `0x10`, and for bytes `4KiB`, `4 KiB`, `64 B`;
+    for a `dtype` parameter an element type (`bf16`), returned as a `DType`.
 
     Units are binary (`KiB` = 1024); decimal ones (`KB`, `MB`) are refused.  A
     `bytes` value cannot be negative.  Raises `ValueError` with a readable message.
     """
     s = text.strip()
+    if type is ir.ParamType.DTYPE:
+        if s not in DTYPE_NAMES:
+            raise ValueError(f"`{s}` is not an element type: write one of "
+                             f"{', '.join(DTYPE_NAMES)}")
+        return DType(s)
     number, unit = _split_unit(s)
     value = _parse_int(number, s)
     if unit is not None and type is not ir.ParamType.BYTES:
@@ -29,13 +37,13 @@ def parse_param_value(text: str, type: ir.ParamType) -> int:
     return value
 
 
-def parse_params(values: Sequence[str], protocol: ir.Protocol) -> dict[str, int]:
+def parse_params(values: Sequence[str], protocol: ir.Protocol) -> dict[str, Any]:
     """`["block=4KiB", "n=3"]` -> `{"block": 4096, "n": 3}`, typed by the declarations.
 
     Raises ValueError with a message naming the bad item; unknown names are kept (the
     instance reports them as E002, with the known names).
     """
-    out: dict[str, int] = {}
+    out: dict[str, Any] = {}
     for item in values:
         name, sep, text = item.partition("=")
         if not sep:

@@ -12,10 +12,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ccogen.instantiate.declarations import Decl, KernelHead
-from ccogen.instantiate.evaluating import Evaluating
+from ccogen.instantiate.evaluating import Evaluating, forget_assigned
 from ccogen.instantiate.findings import Findings
 from ccogen.instantiate.limits import WARP_SIZE
 from ccogen.ir import nodes as ir
+from ccogen.ir.dtype import DType
 from ccogen.ir.evaluate import Compiler
 from ccogen.ir.instance import Issuer, RegionInst
 from ccogen.ir.opkind import OpKind
@@ -24,8 +25,8 @@ from ccogen.ir.opkind import OpKind
 class Pending:
     """An op instance before queues `auto` and groups are resolved."""
 
-    __slots__ = ("dst", "expected", "group", "issuer", "kernel", "kind", "op", "peer", "preds",
-                 "queue", "slot", "src", "wait_default")
+    __slots__ = ("dst", "dtype", "expected", "group", "issuer", "kernel", "kind", "op", "peer",
+                 "preds", "queue", "reduce_op", "slot", "src", "srcs", "wait_default", "weights")
 
     def __init__(self, kind: OpKind, op: ir.Op, kernel: int, issuer: Issuer) -> None:
         self.kind = kind
@@ -41,6 +42,10 @@ class Pending:
         self.src: RegionInst | None = None
         self.expected: int | None = None
         self.group: tuple[object, ...] | None = None  # lane posting-group key
+        self.srcs: tuple[RegionInst, ...] = ()
+        self.reduce_op: ir.ReduceOp | None = None
+        self.weights: tuple[int | float, ...] = ()
+        self.dtype: DType | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +92,7 @@ class Unroller(Evaluating):
 
     def __init__(self, protocol: ir.Protocol, nranks: int, params: Mapping[str, int],
                  decl: Decl, compiler: Compiler, findings: Findings) -> None:
-        super().__init__(nranks, params, decl.windows, compiler, findings)
+        super().__init__(nranks, params, decl.memories, compiler, findings)
         self.decl = decl
         self.ops: list[list[Pending]] = [[] for _ in range(nranks)]
         self.grid = [1] * len(decl.kernels)  # longest `blocks` range run, per kernel
@@ -97,14 +102,14 @@ class Unroller(Evaluating):
         self._path: list[int] = []
         self._stmts: dict[type, Callable[[Any, _Scope, tuple[int, ...]], tuple[int, ...]]] = {
             ir.For: self._for, ir.If: self._if, ir.IssuerBlock: self._issuers,
-            ir.Check: self._misplaced_check,
+            ir.Check: self._misplaced_check, ir.Assign: self._assign_stmt,
         }
         self._ops: dict[OpKind, Callable[[Any, _Scope, Pending], None]] = {
             OpKind.PUT: self._put, OpKind.GET: self._get, OpKind.COPY: self._copy,
             OpKind.COMMIT: self._commit, OpKind.QUIET: self._quiet,
             OpKind.WAIT_SIGNAL: self._wait_signal, OpKind.WAIT_COUNT: self._wait_count,
             OpKind.RESET_COUNT: self._plain, OpKind.BARRIER: self._plain,
-            OpKind.FENCE: self._plain,
+            OpKind.FENCE: self._plain, OpKind.REDUCE: self._reduce, OpKind.SIGNAL: self._signal,
         }  # how each op kind evaluates its operands
 
     def run(self) -> list[list[Pending]]:
@@ -125,6 +130,12 @@ class Unroller(Evaluating):
                 frontier = self._op(s, scope, frontier)  # type: ignore[arg-type]
             else:
                 frontier = handler(s, scope, frontier)
+        forget_assigned(self.env, stmts)
+        return frontier
+
+    def _assign_stmt(self, s: ir.Assign, scope: _Scope,
+                     frontier: tuple[int, ...]) -> tuple[int, ...]:
+        self._assign(s)
         return frontier
 
     # ------------------------------------------------------------------ control flow
@@ -268,6 +279,7 @@ class Unroller(Evaluating):
         p.src = self._on(op.src, src_rank, op)
         self._same_length("`dst` and `src`", p.dst, p.src,
                           (op.dst.span or op.span, op.src.span), ("`dst`", "`src`"))
+        self._same_dtype(op.dst, op.src, op.span, u8_views=True)
 
     def _auto_queue(self, expr: ir.Expr | None, scope: _Scope, p: Pending, op: ir.Op) -> None:
         if expr is None:
@@ -278,11 +290,61 @@ class Unroller(Evaluating):
     def _put(self, op: ir.Put, scope: _Scope, p: Pending) -> None:
         p.peer = self._peer(op.peer, op)
         self._transfer(op, p, p.peer, self.rank)
+        self._local_only(op.dst, op, "the destination of a `put` (the peer's memory)")
         self._auto_queue(op.queue, scope, p, op)
 
     def _get(self, op: ir.Get, scope: _Scope, p: Pending) -> None:
         p.peer = self._peer(op.peer, op)
         self._transfer(op, p, self.rank, p.peer)
+        self._local_only(op.src, op, "the source of a `get` (the peer's memory)")
+        self._auto_queue(op.queue, scope, p, op)
+
+    def _reduce(self, op: ir.Reduce, scope: _Scope, p: Pending) -> None:
+        p.dst = self._on(op.dst, self.rank, op)
+        if p.dst is None:
+            return
+        dst = p.dst
+        p.dtype = self._dtype(op.dst.window)
+        p.reduce_op = op.op
+
+        def source(r: ir.Region) -> RegionInst | None:
+            rank: int | None = self.rank
+            if r.rank is not None:
+                rank = self._team_rank(r.rank, "rank of a source", r.span or op.span,
+                                       allow_me=True)
+                if rank is None:
+                    return None
+                if rank != self.rank:
+                    self._local_only(r, op, "read on another rank")
+            inst = self._region(r, self.rank if rank is None else rank, op.span)
+            self._same_length("`dst` and a source", dst, inst, (op.dst.span or op.span, r.span),
+                              ("`dst`", "the source"))
+            self._same_dtype(op.dst, r, op.span, u8_views=False)
+            return inst
+
+        srcs = self._expand(op.srcs, source)
+        if srcs is None:
+            return
+        if not srcs:
+            self._error("E003", "`reduce` has no sources", op.span, "the list is empty",
+                        help="list at least one source region")
+            return
+        p.srcs = tuple(srcs)
+        if op.weights is not None:
+            weights = self._expand(op.weights, lambda w: self._number(w, "a weight", op.span))
+            if weights is None:
+                return
+            if len(weights) != len(srcs):
+                self._error("E003", f"`reduce` has {len(srcs)} sources and {len(weights)} "
+                            "weights", op.span, "one weight per source",
+                            help="give `weights=` exactly one number per source")
+                return
+            if not self._weights_fit(weights, p.dtype, op.span):
+                return
+            p.weights = tuple(weights)
+
+    def _signal(self, op: ir.Signal, scope: _Scope, p: Pending) -> None:
+        p.peer = self._peer(op.peer, op)
         self._auto_queue(op.queue, scope, p, op)
 
     def _copy(self, op: ir.Copy, scope: _Scope, p: Pending) -> None:

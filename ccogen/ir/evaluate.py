@@ -304,8 +304,8 @@ def _raiser(error: EvalError) -> Fn:
 
 
 def _const(c: Compiler, e: ir.Const) -> Fn:
-    value = e.value
-    return lambda env: value
+    value = e.value  # a float only as a `reduce` weight, which is read as a number
+    return lambda env: value  # type: ignore[return-value]
 
 
 def _var(c: Compiler, e: ir.Var) -> Fn:

@@ -13,6 +13,7 @@ from ccogen.passes.base import Pass, PassContext
 from ccogen.passes.check_capabilities import CheckCapabilities
 from ccogen.passes.check_completion import CheckCompletion
 from ccogen.passes.check_deadlock import CheckDeadlock
+from ccogen.passes.check_launches import CheckLaunches
 from ccogen.passes.check_postcondition import CheckPostcondition
 from ccogen.passes.check_queues import CheckQueues
 from ccogen.passes.check_races import CheckRaces
@@ -25,6 +26,7 @@ from ccogen.passes.warn_shared_queue import WarnSharedQueue
 from ccogen.passes.warn_signal_per_copy import WarnSignalPerCopy
 from ccogen.passes.warn_small_copies import WarnSmallCopies
 from ccogen.passes.warn_split_transfer import WarnSplitTransfer
+from ccogen.passes.warn_summation_order import WarnSummationOrder
 from ccogen.passes.warn_unused_queues import WarnUnusedQueues
 
 PIPELINE: tuple[type[Pass], ...] = (
@@ -39,8 +41,10 @@ PIPELINE: tuple[type[Pass], ...] = (
     CheckSignals,  # E021-E024, E026, E027
     CheckDeadlock,  # E030
     CheckRaces,  # E031, E032
+    CheckLaunches,  # E031, E032 across two launches: loads of a peer's window
     CheckPostcondition,  # E033
-    # performance warnings (W100-W107): the target's figures, MORI SDMA's without one
+    # performance warnings (W100-W107): the target's figures, MORI SDMA's without one;
+    # W108 (rank-dependent summation order) last
     WarnSmallCopies,
     WarnSplitTransfer,
     WarnSharedQueue,
@@ -49,6 +53,7 @@ PIPELINE: tuple[type[Pass], ...] = (
     WarnAggregateBatch,
     WarnIndependentMode,
     WarnUnusedQueues,
+    WarnSummationOrder,  # W108: symbolic, like the postcondition check
 )
 
 

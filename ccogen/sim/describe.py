@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from ccogen.ir.instance import OpInst
 from ccogen.sim.footprint import Key, Keys, Mems, StepDesc, add, rd, wr
 from ccogen.sim.ops import IMPLS
+from ccogen.sim.plan import check_sides
 from ccogen.sim.state import sub
 
 if TYPE_CHECKING:
@@ -31,9 +32,11 @@ def describe_step(m: Machine, p: int) -> StepDesc | None:
     if st.over:
         return None
     mems = tuple(m.mem_key(r, False) for c in plan.instance.checks
-                 for r, init in ((c.left, c.left_init), (c.right, c.right_init)) if not init)
+                 for r, init in check_sides(c) if not init)
     mems += tuple(((rank, w), 0, dict(plan.windows)[w], False)
                   for rank, w in plan.init_windows)
+    mems += tuple(((rank, b), 0, dict(plan.windows)[b], True)
+                  for rank in range(plan.instance.nranks) for b in sorted(plan.buffers))
     return StepDesc(("h", st.epoch), m.is_ready(p), (rd(("fin",)), wr(("epoch",))), mems)
 
 
@@ -82,14 +85,18 @@ def _describe_queue(m: Machine, qi: int) -> StepDesc | None:
     keys: Keys = ()
     mems: Mems = ()
     if phase < n:
+        assert spec.src is not None
         keys = (rd(("qi", qi, qs.head)),) if phase == 0 else ()
         keys += (wr(("cons", qi, qs.head)),) if phase == n - 1 else ()
         mems = (m.mem_key(sub(spec.src, *x.pieces[phase]), False),)
     elif phase < 2 * n:
+        assert spec.dst is not None
         mems = (m.mem_key(sub(spec.dst, *x.pieces[phase - n]), True),)
     else:
         keys = tuple(add(("slot", s), st.slots.get(s, 0))
                      for s in (spec.remote_slot, spec.local_slot) if s)
+        if n == 0:  # a signal without data: its only step follows its post
+            keys += (rd(("qi", qi, qs.head)), wr(("cons", qi, qs.head)))
         if spec.counter:
             keys += (add(("counter", spec.counter), st.counters.get(spec.counter, 0)),)
     ident = ("x", spec.op.rank, spec.op.index, x.epoch, phase)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ccogen.ir.instance import OpInst, RegionInst
-from ccogen.sim import deadlock, explain, host, queues, waits
+from ccogen.sim import deadlock, explain, host, queues, values, waits
 from ccogen.sim.describe import describe_step
 from ccogen.sim.explain import Finding
 from ccogen.sim.footprint import StepDesc
@@ -149,7 +149,7 @@ class Machine:
         op = self.current(p)
         assert op is not None
         first = st.pcs[p] == 0 and st.phase[p] == 0
-        self.hb.tick(p, self.hb.host if first else None)
+        self.hb.tick(p, self.hb.host if first else None, *self._fork_joins(p, op))
         if op.kernel > 0:
             queues.kernel_boundary(self, op.rank, op.kernel)
         phase = st.phase[p]
@@ -162,9 +162,19 @@ class Machine:
         return StepRecord(p, RecordKind.OP, st.epoch, (op.rank, op.index), phase=phase,
                           complete=complete, source=source)
 
+    def _fork_joins(self, p: int, op: OpInst) -> list[np.ndarray | None]:
+        """Program order from another issuer (an issuer block forks after, and joins
+        before, what the block leader runs): the clocks its predecessors completed with."""
+        if self.state.phase[p]:
+            return []
+        plan = self.plan
+        return [self.hb.done.get((op.rank, i)) for i in op.preds
+                if plan.proc_of_op[(op.rank, i)][0] != p]
+
     def complete(self, p: int, op: OpInst) -> None:
         """Issuer `p` completed `op`: move on to its next op."""
         st = self.state
+        self.hb.done[(op.rank, op.index)] = self.hb.vc[p]
         st.done[op.rank][op.index] = 1
         st.pcs[p] += 1
         st.phase[p] = 0
@@ -183,6 +193,18 @@ class Machine:
         self.access(op.dst, Who("copy-w", op.rank, op.index, epoch, op.dst), p)
         if self.memory is not None:
             self.memory.view(op.dst)[:] = self.memory.view(op.src)
+
+    def reduce(self, p: int, op: OpInst) -> None:
+        """`reduce`: load every source (a peer's over the link), combine, store `dst`."""
+        assert op.dst is not None and op.reduce_op is not None and op.dtype is not None
+        epoch = self.state.epoch
+        for src in op.srcs:
+            self.access(src, Who("copy-r", op.rank, op.index, epoch, src), p)
+        self.access(op.dst, Who("copy-w", op.rank, op.index, epoch, op.dst), p)
+        if self.memory is not None:
+            terms = [self.memory.view(src) for src in op.srcs]
+            result = values.combine(op.reduce_op, terms, op.weights, op.dtype)
+            self.memory.view(op.dst)[:] = result
 
     def access(self, region: RegionInst, who: Who, proc: int) -> None:
         vc = self.hb.vc[proc]

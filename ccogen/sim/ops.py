@@ -5,7 +5,10 @@ The semantics are the device APIs' (see `docs/simulator.md`):
 * `put`/`get` post and return: nothing has moved.  A non-aggregate post rings the
   doorbell of its queue (which starts everything posted before it there too); an
   aggregate one waits for a `commit`.  The lanes of a posting group post together.
+* `signal` posts a transfer without data on its queue: it signals in queue order.
 * `copy` runs on the compute units of the issuer: its bytes move in the step.
+* `reduce` too: it loads every source (a peer's over the link), combines them in
+  list order in the accumulation type and stores `dst` (`values.combine`).
 * `commit` rings what was posted but not yet rung on its `(peer, queue)`.
 * `quiet` waits until every rung transfer on its queues has been consumed (its
   source fully read): sender-side completion only.
@@ -78,7 +81,7 @@ class OpImpl:
         return cost.poll_us
 
 
-@impl(OpKind.PUT, OpKind.GET)
+@impl(OpKind.PUT, OpKind.GET, OpKind.SIGNAL)
 class Post(OpImpl):
     @staticmethod
     def run(m: Machine, p: int, op: OpInst) -> bool:
@@ -114,6 +117,24 @@ class Copy(OpImpl):
     def cost_us(cost: StepCosts, op: OpInst) -> float:
         assert op.src is not None
         return cost.copy_us(op.src.size)
+
+
+@impl(OpKind.REDUCE)
+class Reduce(OpImpl):
+    @staticmethod
+    def run(m: Machine, p: int, op: OpInst) -> bool:
+        m.reduce(p, op)
+        return True
+
+    @staticmethod
+    def footprint(m: Machine, p: int, op: OpInst) -> tuple[Keys, Mems]:
+        assert op.dst is not None
+        return (), (*(m.mem_key(s, False) for s in op.srcs), m.mem_key(op.dst, True))
+
+    @staticmethod
+    def cost_us(cost: StepCosts, op: OpInst) -> float:
+        assert op.dst is not None
+        return cost.copy_us(op.dst.size * len(op.srcs))
 
 
 @impl(OpKind.COMMIT)

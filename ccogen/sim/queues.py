@@ -38,7 +38,8 @@ def post_group(m: Machine, p: int, op: OpInst) -> None:
     for q, spec in zip(procs, plan.posts[(op.rank, op.index)], strict=True):
         hb.tick(q, together)
         xid = len(st.xfers)
-        st.xfers.append(Xfer(xid, spec, st.epoch, q, pieces(spec.size, m.npieces)))
+        parts = pieces(spec.size, m.npieces) if spec.src is not None else ()
+        st.xfers.append(Xfer(xid, spec, st.epoch, q, parts))
         hb.post[xid] = hb.vc[q]
         qi = plan.queue_index[spec.queue]
         st.queues[qi].items.append(xid)
@@ -141,6 +142,10 @@ def queue_step(m: Machine, qi: int) -> StepRecord:
         _finish(m, x, proc)
         qs.head += 1
         qs.phase = 0
+        if qs.head < len(qs.items) and not st.xfers[qs.items[qs.head]].pieces:
+            # the next is a `signal` without data: consumed as soon as it is the head,
+            # so a `quiet` of its rank may pass now
+            m.touch_rank(m.plan.queues[qi][0])
         return StepRecord(proc, RecordKind.XFER, x.epoch, xid=x.id, phase=phase, complete=True)
     qs.phase += 1
     return StepRecord(proc, RecordKind.XFER, x.epoch, xid=x.id, phase=phase)
@@ -148,6 +153,7 @@ def queue_step(m: Machine, qi: int) -> StepRecord:
 
 def _read_piece(m: Machine, qi: int, x: Xfer, piece: int, proc: int) -> None:
     spec = x.spec
+    assert spec.src is not None
     region = sub(spec.src, *x.pieces[piece])
     m.access(region, Who("src", spec.op.rank, spec.op.index, x.epoch, spec.src, x.id), proc)
     if m.memory is not None:
@@ -165,6 +171,7 @@ def _read_piece(m: Machine, qi: int, x: Xfer, piece: int, proc: int) -> None:
 
 def _write_piece(m: Machine, qi: int, x: Xfer, piece: int, proc: int) -> None:
     spec = x.spec
+    assert spec.dst is not None
     region = sub(spec.dst, *x.pieces[piece])
     m.access(region, Who("dst", spec.op.rank, spec.op.index, x.epoch, spec.dst, x.id), proc)
     if m.memory is not None:

@@ -4,6 +4,8 @@ Every process (issuer, engine queue, host) has a vector clock.  Only what the
 device APIs guarantee orders two events:
 
 * program order of an issuer, and the order of steps of one queue (FIFO);
+* program order across issuers: an issuer block forks after what precedes it and
+  joins before what follows it (`OpInst.preds` on another issuer);
 * a post (and, for aggregate ops, the ring) before the transfer's first step;
 * a signal or counted add before a wait that needed it: increments from one queue
   land in order, so the wait joins the one that reached its expected value; a slot
@@ -33,8 +35,9 @@ Clock = np.ndarray
 
 @dataclass(frozen=True, slots=True)
 class Who:
-    """What made an access: `role` is copy-r / copy-w / src / dst / ensure / init, or
-    count / reset on a counter (`state.counter_cell`)."""
+    """What made an access: `role` is copy-r / copy-w (a `copy` or a `reduce`) / src /
+    dst / ensure / init / caller (the caller refilling a local buffer before a launch),
+    or count / reset on a counter (`state.counter_cell`)."""
 
     role: str
     rank: int
@@ -46,7 +49,7 @@ class Who:
 
     @property
     def write(self) -> bool:
-        return self.role in ("dst", "copy-w", "count", "reset")
+        return self.role in ("dst", "copy-w", "count", "reset", "caller")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +66,8 @@ class Access:
 class HB:
     """The vector clocks (arrays are never mutated in place, so copies can share them)."""
 
-    __slots__ = ("barrier", "consumed", "counter", "fin_vc", "finish", "host", "post", "ring",
-                 "slot", "vc")
+    __slots__ = ("barrier", "consumed", "counter", "done", "fin_vc", "finish", "host", "post",
+                 "ring", "slot", "vc")
 
     def __init__(self, nprocs: int) -> None:
         zero = np.zeros(nprocs, dtype=np.int64)
@@ -77,6 +80,7 @@ class HB:
         self.counter: dict[object, Clock] = {}
         self.consumed: dict[int, Clock] = {}
         self.barrier: dict[int, Clock] = {}
+        self.done: dict[tuple[int, int], Clock] = {}  # (rank, op) -> clock at its completion
         self.host: Clock = zero
 
     def copy(self) -> HB:
@@ -86,6 +90,7 @@ class HB:
         other.fin_vc = dict(self.fin_vc)
         other.slot, other.counter = dict(self.slot), dict(self.counter)
         other.consumed, other.barrier = dict(self.consumed), dict(self.barrier)
+        other.done = dict(self.done)
         other.host = self.host
         return other
 

@@ -111,7 +111,7 @@ _CONSEQUENCES = {"E027": {"E021", "E026", "E030", "E033"},  # a reset erased cou
 def _root_causes(findings: Sequence[Finding]) -> list[Finding]:
     codes = {f.diagnostic.code for f in findings}
     hidden = set().union(*(_CONSEQUENCES.get(c, set()) for c in codes))
-    if codes - {"E033"}:
+    if {c for c in codes if c.startswith("E")} - {"E033"}:
         hidden.add("E033")  # a wrong result is a consequence of any other error
     return [f for f in findings if f.diagnostic.code not in hidden]
 

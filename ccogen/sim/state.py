@@ -20,6 +20,7 @@ import numpy as np
 
 from ccogen.ir.instance import RegionInst
 from ccogen.sim.plan import CounterKey, Plan, SlotKey, TransferSpec
+from ccogen.sim.values import random_values
 
 WindowKey = tuple[int, str]  # (rank, window)
 
@@ -150,20 +151,31 @@ class Memory:
 
 
 def random_image(plan: Plan, seed: int) -> dict[WindowKey, np.ndarray]:
-    """Seeded random bytes in 1..255 for every window of every rank."""
+    """Seeded random bytes in 1..255 for every window of every rank (finite values in
+    ±[0.5, 2) for a float window or buffer: `values.random_values`)."""
     rng = np.random.default_rng(seed)
     image: dict[WindowKey, np.ndarray] = {}
     for rank in range(plan.instance.nranks):
         for name, size in plan.windows:
-            image[(rank, name)] = rng.integers(1, 256, size=size, dtype=np.uint8)
+            image[(rank, name)] = fill(rng, plan, name, size)
     return image
 
 
+def fill(rng: np.random.Generator, plan: Plan, name: str, size: int) -> np.ndarray:
+    """A caller's contents for window or buffer `name` of `size` bytes."""
+    dtype = plan.instance.dtype(name)
+    if not dtype.is_float:
+        return rng.integers(1, 256, size=size, dtype=np.uint8)
+    return random_values(rng, size // dtype.size, dtype)
+
+
 def written_windows(plan: Plan) -> frozenset[WindowKey]:
-    """Windows that some op writes (the others never change and are shared)."""
+    """Windows that some op writes, and the buffers the caller refills at each launch
+    (the others never change and are shared)."""
     out: set[WindowKey] = set()
     for ops in plan.instance.ranks:
         for op in ops:
             if op.dst is not None:
                 out.add((op.dst.rank, op.dst.window))
+    out.update((rank, name) for rank in range(plan.instance.nranks) for name in plan.buffers)
     return frozenset(out)

@@ -131,6 +131,8 @@ class _Builder:
             args["line"] = op.span.line
         if op.dst is not None and op.src is not None:
             args.update(dst=region_text(op.dst), src=region_text(op.src), bytes=op.src.size)
+        elif op.dst is not None and op.srcs:
+            args.update(dst=region_text(op.dst), srcs=[region_text(s) for s in op.srcs])
         self.events.append({"ph": "X", "name": op.kind, "cat": "op", "pid": pid, "tid": tid,
                             "ts": start, "dur": max(end - start, MIN_DUR), "args": args})
 
@@ -154,11 +156,13 @@ class _Builder:
         pid, tid = self._track(r.proc)
         spec = x.spec
         start = self.started.get(x.id, t.start)
-        args = {"launch": x.epoch + 1, "src": region_text(spec.src), "dst": region_text(spec.dst),
-                "bytes": spec.size, "op": op_text(spec.op).strip("`")}
+        args: dict[str, Any] = {"launch": x.epoch + 1, "bytes": spec.size,
+                                "op": op_text(spec.op).strip("`")}
+        if spec.src is not None and spec.dst is not None:
+            args.update(src=region_text(spec.src), dst=region_text(spec.dst))
         if spec.op.span is not None:
             args["line"] = spec.op.span.line
-        name = f"{spec.op.kind} {spec.size} B → rank {spec.dst.rank}"
+        name = f"{spec.op.kind} {spec.size} B → rank {spec.queue[1]}"
         self.events.append({"ph": "X", "name": name, "cat": "transfer", "pid": pid, "tid": tid,
                             "ts": start, "dur": max(t.end - start, MIN_DUR), "args": args})
         if spec.signals:
@@ -234,6 +238,9 @@ def _describe(machine: Machine, r: StepRecord) -> str:
         return f"launch {r.epoch + 1}: rank {op.rank} ({op.issuer}) runs {op_text(op)}{line}"
     if r.kind is RecordKind.XFER and r.complete:
         spec = machine.state.xfers[r.xid].spec
+        if spec.dst is None:
+            return f"launch {r.epoch + 1}: the {spec.op.kind} of rank {spec.op.rank} reaches " \
+                   f"rank {spec.queue[1]}"
         return f"launch {r.epoch + 1}: the {spec.op.kind} of rank {spec.op.rank} lands in " \
                f"`{region_text(spec.dst)}`"
     if r.kind is RecordKind.HOST:

@@ -60,6 +60,10 @@ CAPABILITIES = Capabilities(
                                ".sync(coop, acq_rel, Generic, Fabric)",
                       slots_per_block=1, requirement="reqs.cftBarrierCount"),
     cost=CostModel(source="none: no CFT (sm_100) hardware has been measured"),
+    peer_reads=Support.EMULATED,
+    peer_reads_lowering="cft.get of each peer source into shared memory, then a local combine",
+    credits=Support.EMULATED,
+    credits_lowering="a zero-byte signalled put (CFT has no data-less signal)",
 )
 
 TARGET = Target(

@@ -56,6 +56,10 @@ CAPABILITIES = Capabilities(
     barriers=Barriers(lowering="ncclLsaBarrierSession<ncclCoopCta>{coop, dc, ncclTeamTagLsa(), "
                                "index}.sync(coop, acq_rel)"),
     cost=H200_NVLINK,
+    peer_reads=Support.NATIVE,
+    peer_reads_lowering="loads through ncclGetLsaPointer (LSA load/store reach)",
+    credits=Support.NATIVE,
+    credits_lowering="a release red/store on the peer's signal slot",
     unsupported=(
         (Feature.TEAM_WORLD, "LSA peers are the load/store accessible GPUs of one node; other "
                              "nodes need GIN, not a v1 target"),

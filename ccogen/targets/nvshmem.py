@@ -57,6 +57,10 @@ CAPABILITIES = Capabilities(
     counter_stride=256,
     barriers=Barriers(lowering="nvshmemx_barrier_all_block() (cooperative launch)"),
     cost=H200_NVLINK,
+    peer_reads=Support.NATIVE,
+    peer_reads_lowering="loads through nvshmem_ptr (NVLink peers)",
+    credits=Support.NATIVE,
+    credits_lowering="nvshmemx_signal_op(slot, 1, NVSHMEM_SIGNAL_ADD, peer)",
 )
 
 TARGET = Target(
