@@ -50,8 +50,10 @@ def parse(text: str, path: str = "<string>") -> Protocol:
 
 
 def load(path: str | Path) -> Protocol:
-    """Read and parse a `.cco` file."""
-    return parse(Path(path).read_text(encoding="utf-8"), str(path))
+    """Read and parse a `.cco` file (regular UTF-8 files only: `ccogen.fileio`)."""
+    from ccogen.fileio import read_source
+
+    return parse(read_source(path), str(path))
 
 
 def check(protocol: Protocol | str, *, ranks: tuple[int, ...] | None = None,

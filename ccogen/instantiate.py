@@ -70,8 +70,10 @@ Group ids are dense per rank, in order of first appearance.
 becoming a `CheckInst`; `w@p` names rank p (E010 outside the team), bounds and
 lengths as above (E003).
 
-*Limits*.  More than 1,000,000 op instances (all ranks, kernels and checks) or
-4,000,000 loop iterations is E004 at the outermost loop running, and no instance.
+*Limits* (`ccogen.limits`, raised with `--limit NAME=N`).  More than 1,000,000 op
+instances (all ranks, kernels and checks) or 4,000,000 loop iterations is E006 at the
+outermost loop running, and no instance; so is a team over 1,024 ranks (at the team
+declaration) or a window over 1 TiB (at its size).
 
 *Diagnostics* carry a note naming the instance (`in the instance nranks=3,
 block=1048576`).  Identical ones (code, span, message) from several ranks or
@@ -85,18 +87,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ccogen.diag import Diagnostic, error
+from ccogen.diag.merge import FindingSet, ranks_note
 from ccogen.ir import nodes as ir
 from ccogen.ir.evaluate import Compiler, Env, EvalError, IntFn, expr_text
 from ccogen.ir.instance import CheckInst, Instance, Issuer, KernelInst, OpInst, RegionInst
+from ccogen.limits import DEFAULT as DEFAULT_LIMITS
+from ccogen.limits import Limits, raise_hint
 from ccogen.source import Span
 
 DEFAULT_TEAM_SIZES: tuple[int, ...] = (2, 3, 4, 8)
-MAX_OP_INSTANCES = 1_000_000
-MAX_ITERATIONS = 4_000_000
+MAX_OP_INSTANCES = DEFAULT_LIMITS.op_instances
+MAX_ITERATIONS = DEFAULT_LIMITS.iterations
 MAX_THREADS = 1024
 MAX_BLOCKS = 2**31 - 1
 MAX_AUTO_QUEUES = 8
@@ -170,7 +175,8 @@ def parse_params(values: Sequence[str], protocol: ir.Protocol) -> dict[str, int]
 
 
 def instantiate(
-    protocol: ir.Protocol, nranks: int, params: Mapping[str, int] | None = None
+    protocol: ir.Protocol, nranks: int, params: Mapping[str, int] | None = None,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> tuple[Instance | None, list[Diagnostic]]:
     """Bind `nranks` and `params` (defaults for the rest), evaluate and unroll.
 
@@ -178,7 +184,7 @@ def instantiate(
     diagnostic found; see the module docstring for the rules.
     """
     given = dict(params or {})
-    findings = _Findings(nranks, _label(nranks, given))
+    findings = _Findings(nranks, _label(nranks, given), limits)
     compiler = Compiler()
     bound = _bind_params(protocol, nranks, given, compiler, findings)
     if bound is not None:
@@ -249,60 +255,41 @@ def _parse_int(number: str, whole: str) -> int:
 # ============================================================================= findings
 
 
-@dataclass
-class _Item:
-    diagnostic: Diagnostic
-    ranks: list[int] = field(default_factory=list)
-    hidden: set[str] = field(default_factory=set)
-
-
 class _Findings:
-    """Collects diagnostics, merging identical ones from several ranks or iterations."""
+    """Collects diagnostics, merging identical ones from several ranks or iterations
+    (`FindingSet`); at one place at most `SIMILAR_SHOWN` messages of one code.  Also
+    carries the instantiation's `limits`."""
 
-    def __init__(self, nranks: int, label: str = "") -> None:
+    def __init__(self, nranks: int, label: str = "", limits: Limits = DEFAULT_LIMITS) -> None:
         self.nranks = nranks
         self.label = label or f"nranks={nranks}"
-        self._items: dict[tuple[str, Span | None, str], _Item] = {}
-        self._sites: dict[tuple[str, Span], list[_Item]] = {}
+        self.limits = limits
+        self._set: FindingSet[int] = FindingSet(lambda d: (d.code, d.span, d.message))
+        self._sites: dict[tuple[str, Span], list[Diagnostic]] = {}
+        self._hidden: dict[int, set[str]] = {}  # id of the last shown -> messages hidden
 
     def add(self, d: Diagnostic, rank: int | None = None) -> None:
-        key = (d.code, d.span, d.message)
-        item = self._items.get(key)
-        if item is None:
-            item = self._new_item(d)
-            if item is None:
+        if self._set.get(d) is None and d.span is not None:
+            shown = self._sites.setdefault((d.code, d.span), [])
+            if len(shown) >= SIMILAR_SHOWN:
+                self._hidden.setdefault(id(shown[-1]), set()).add(d.message)
                 return
-        if rank is not None and rank not in item.ranks:
-            item.ranks.append(rank)
-
-    def _new_item(self, d: Diagnostic) -> _Item | None:
-        shown = self._sites.setdefault((d.code, d.span), []) if d.span is not None else []
-        if len(shown) >= SIMILAR_SHOWN:
-            shown[-1].hidden.add(d.message)
-            return None
-        item = self._items[(d.code, d.span, d.message)] = _Item(d)
-        shown.append(item)
-        return item
+            shown.append(d)
+        self._set.add(d, rank)
 
     def diagnostics(self) -> list[Diagnostic]:
-        return [self._render(item) for item in self._items.values()]
-
-    def _render(self, item: _Item) -> Diagnostic:
-        notes = list(item.diagnostic.notes)
-        if item.ranks:
-            notes.append(self._ranks_note(sorted(item.ranks)))
-        if item.hidden:
-            n = len(item.hidden)
-            notes.append(f"{n} more finding{'s' if n > 1 else ''} of this kind here, not shown")
-        notes.append(f"in the instance {self.label}")
-        return replace(item.diagnostic, notes=tuple(notes))
-
-    def _ranks_note(self, ranks: list[int]) -> str:
-        if len(ranks) == self.nranks > 1:
-            return "on every rank"
-        if len(ranks) == 1:
-            return f"on rank {ranks[0]}"
-        return "on ranks " + ", ".join(map(str, ranks))
+        out = []
+        for entry in self._set:
+            d = entry.diagnostic
+            notes = list(d.notes)
+            if entry.places:
+                notes.append(ranks_note(sorted(entry.places), self.nranks))
+            if hidden := self._hidden.get(id(d)):
+                n = len(hidden)
+                notes.append(f"{n} more finding{'s' if n > 1 else ''} of this kind here, not shown")
+            notes.append(f"in the instance {self.label}")
+            out.append(replace(d, notes=tuple(notes)))
+        return out
 
 
 def _label(nranks: int, params: Mapping[str, Any]) -> str:
@@ -408,6 +395,12 @@ def _team_ok(protocol: ir.Protocol, nranks: int, params: Mapping[str, int],
     if nranks < 1:
         findings.add(error("E002", f"a team needs at least one rank, not {nranks}", span))
         return False
+    if nranks > findings.limits.ranks:
+        findings.add(error(
+            "E006", f"a team of {nranks:,} ranks is over the limit of {findings.limits.ranks:,}",
+            span, "the team", notes=("checking costs memory that grows with the square of "
+                                     "the team size",), help=raise_hint("ranks", nranks)))
+        return False
     if team.size is None:
         return True
     size = _team_size(protocol, params, compiler, findings)
@@ -448,6 +441,12 @@ def _window_size(w: ir.Window, nranks: int, params: Mapping[str, int],
     if size <= 0:
         findings.add(error("E003", f"window `{w.name}` must have a positive size, not {size}",
                            w.size.span or w.span, f"this is {size}", notes=(env.bindings(),)))
+        return None
+    if size > (limit := findings.limits.window_bytes):
+        findings.add(error("E006", f"window `{w.name}` of {size:,} bytes is over the limit of "
+                           f"{limit:,} bytes", w.size.span or w.span, f"this is {size:,} bytes",
+                           notes=(env.bindings(), "no device has that much memory for one "
+                                  "window"), help=raise_hint("window-bytes", size)))
         return None
     return size
 
@@ -634,8 +633,8 @@ class _Evaluating:
     def _enter(self, loop: ir.For | ir.IssuerBlock, n: int) -> object:
         self._loops.append(loop)
         self.iterations += n
-        if self.iterations > MAX_ITERATIONS:
-            raise self._overflow(loop, f"more than {MAX_ITERATIONS:,} loop iterations")
+        if self.iterations > (limit := self.findings.limits.iterations):
+            raise self._overflow(loop, f"more than {limit:,} loop iterations", "iterations")
         return self.env.vars.get(loop.var, _UNSET)
 
     def _leave(self, var: str, saved: object) -> None:
@@ -647,15 +646,16 @@ class _Evaluating:
 
     def _count(self, node: ir.Stmt) -> None:
         self.total += 1
-        if self.total > MAX_OP_INSTANCES:
-            raise self._overflow(node, f"more than {MAX_OP_INSTANCES:,} op instances")
+        if self.total > (limit := self.findings.limits.op_instances):
+            raise self._overflow(node, f"more than {limit:,} op instances", "op-instances")
 
-    def _overflow(self, node: ir.Stmt, what: str) -> _Overflow:
+    def _overflow(self, node: ir.Stmt, what: str, name: str) -> _Overflow:
         where = self._loops[0] if self._loops else node
         message = ("this loop unrolls to " if self._loops else "the protocol has ") + what
-        return _Overflow(error("E004", message, where.span, "unrolled here",
+        return _Overflow(error("E006", message, where.span, "unrolled here",
                                notes=(self.env.bindings(),),
-                               help="lower the loop bounds or the parameters they use"), self.rank)
+                               help=f"lower the loop bounds or the parameters they use; "
+                                    f"{raise_hint(name)}"), self.rank)
 
     # ------------------------------------------------------------------ ranks and regions
 

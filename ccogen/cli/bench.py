@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ccogen.bench.runner import COMPARES
-
-from ccogen.cli.common import EXIT_OK, EXIT_USAGE, UsageError, param_arg, params, read
+from ccogen.cli.common import EXIT_OK, EXIT_USAGE, UsageError, params, read
 
 EXIT_FAILED = 1
 

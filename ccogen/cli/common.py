@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 FORMATS = ("full", "concise", "json", "sarif", "github")
@@ -82,11 +81,14 @@ def target(name: str | None) -> str | None:
 
 
 def read(path: str) -> str:
-    """A source file's text (a usage error when it cannot be read)."""
+    """A source file's text: a usage error when it cannot be read (`ccogen.fileio`), a
+    `DiagnosticError` (E001) when it is not UTF-8."""
+    from ccogen.fileio import FileError, read_source
+
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+        return read_source(path)
+    except FileError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def write_out(text: str) -> None:

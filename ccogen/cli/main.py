@@ -13,11 +13,12 @@ import shlex
 import sys
 import traceback
 from collections.abc import Callable, Sequence
-from typing import NoReturn
 
 from ccogen import __version__
 from ccogen.cli import bench, compile, explain, fmt, lint, run, simulate
-from ccogen.cli.common import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, UsageError
+from ccogen.cli.common import EXIT_FINDINGS, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, UsageError
+from ccogen.errors import DiagnosticError
+from ccogen.fileio import FileError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -52,20 +53,27 @@ def _internal_error(argv: Sequence[str]) -> int:
     return EXIT_INTERNAL
 
 
-def main(argv: Sequence[str] | None = None) -> int | NoReturn:
+def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
-    except UsageError as exc:
+    except (UsageError, FileError) as exc:
         sys.stderr.write(f"error: {exc}\n")
         return EXIT_USAGE
+    except DiagnosticError as exc:  # a source that is not UTF-8, before any parse
+        from ccogen.diag.render import render
+
+        fmt = getattr(args, "format", "full")
+        sys.stdout.write(render(list(exc.diagnostics), fmt, color=sys.stdout.isatty()
+                                and fmt in ("full", "concise")))
+        return EXIT_FINDINGS
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `ccogen explain E021 | head`
         sys.stderr.close()
         return EXIT_OK
-    except Exception:  # noqa: BLE001 - the last line of defence: report as a bug
+    except Exception:
         return _internal_error(argv)
 
 

@@ -12,12 +12,23 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
+from ccogen.cli.common import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    UsageError,
+    color,
+    format_args,
+    instance_args,
+    params,
+    ranks,
+    read,
+    target,
+    write_out,
+)
 from ccogen.sim import DEFAULT_EPOCHS, DEFAULT_SEEDS
-
-from ccogen.cli.common import (EXIT_FINDINGS, EXIT_OK, UsageError, color, format_args,
-                               instance_args, params, ranks, read, target, write_out)
 
 EXIT_FAILED = EXIT_FINDINGS
 
@@ -47,6 +58,18 @@ def add_parser(sub: Any) -> None:
     format_args(p)
 
 
+def check_trace_path(out: str, source: str) -> None:
+    """Refuse `--trace` onto the input or into a missing folder before simulating."""
+    from ccogen.fileio import check_not_input
+
+    check_not_input(out, [source], "--trace")
+    folder = Path(out).resolve().parent
+    if not folder.is_dir():
+        raise UsageError(f"--trace {out}: the directory {folder} does not exist")
+    if Path(out).is_dir():
+        raise UsageError(f"--trace {out}: it is a directory; name a file")
+
+
 def command(args: argparse.Namespace) -> int:
     from ccogen.diag.render import render
     from ccogen.errors import DiagnosticError
@@ -57,6 +80,8 @@ def command(args: argparse.Namespace) -> int:
         raise UsageError("--seeds and --epochs must be at least 1")
     target_name = target(args.target)
     text = read(args.file)
+    if args.trace is not None:
+        check_trace_path(args.trace, args.file)
     try:
         protocol = parse_ir(text, args.file)
     except DiagnosticError as exc:

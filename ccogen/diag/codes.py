@@ -192,6 +192,44 @@ _EXPLAIN: dict[str, str] = {
                 put(1, dst=recv[i*64 : (i+1)*64], src=send[i*64 : (i+1)*64], queue=0)
         ```
     """),
+    "E006": _doc("""
+        ## What it catches
+
+        An input over one of ccogen's documented resource limits, found before the
+        work that would exhaust the machine starts: a team over 1,024 ranks, an
+        instance over 1,000,000 op instances or 4,000,000 loop iterations, a window
+        over 1 TiB, an instance whose windows the simulator would have to
+        materialise past 1 GiB, or source nested deeper than 128 levels (about 120
+        terms in one expression, 60 nested blocks).  The message names the limit;
+        the help names the `--limit NAME=N` that raises it (the nesting depth is
+        fixed).
+
+        ## Why it matters
+
+        Checking keeps happens-before clocks whose memory grows with the square of
+        the team size (8,192 ranks take 14 GB), unrolling keeps every op instance,
+        and the simulator holds every window of every rank.  Without the limits a
+        large or mistyped parameter ends in an out-of-memory kill or a hang instead
+        of a message; see docs/reliability.md for the figures.
+
+        ## Example
+
+        ```python
+        protocol shift(block: bytes = 64 B):
+            team lsa
+            window send: block * 1024 * 1024 * 1024 * 1024
+        ```
+
+        ## Fixed
+
+        ```python
+        protocol shift(block: bytes = 64 B):
+            team lsa
+            window send: block * 1024
+        ```
+
+        Or, when the size is meant, raise the limit: `--limit window-bytes=65536GiB`.
+    """),
     "E010": _doc("""
         ## What it catches
 
@@ -1147,6 +1185,11 @@ _RULES: tuple[Rule, ...] = tuple(
             "E005",
             "bad-thread-count",
             "`threads=`/`blocks=` too small for the issuers used, or over the device limit",
+        ),
+        (
+            "E006",
+            "limit-exceeded",
+            "team size, op instances, window bytes or nesting depth over a documented limit",
         ),
         ("E010", "peer-outside-team", "peer outside the team, or `me` used as a peer"),
         ("E011", "world-rank-for-lsa", "a world rank where an LSA rank is required"),

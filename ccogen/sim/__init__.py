@@ -137,8 +137,10 @@ def _run_instance(setup: Setup, seeds: int | Iterable[int], exhaustive: bool,
 def _write_trace(setup: Setup, out: str | Path, target: str | None, source: str) -> str:
     data = chrome_trace(setup, model_for(target), label=setup.plan.instance.label(),
                         source=source)
-    Path(out).write_text(json.dumps(data, indent=None, separators=(",", ":")) + "\n",
-                         encoding="utf-8")
+    from ccogen.fileio import write_atomic
+
+    text = json.dumps(data, indent=None, separators=(",", ":")) + "\n"
+    write_atomic(out, text, inputs=[source] if Path(source).is_file() else [], flag="--trace")
     return str(out)
 
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from ccogen.diag import Diagnostic, sort_key
+from ccogen.diag.merge import FindingSet
 from ccogen.sim.explain import Finding
 from ccogen.sim.schedule import Run
 from ccogen.sim.state import WindowKey
@@ -118,26 +119,26 @@ def _root_causes(findings: Sequence[Finding]) -> list[Finding]:
 
 def merge(instances: Sequence[InstanceReport], replay: str) -> list[Diagnostic]:
     """One diagnostic per distinct finding, with where it was seen (see module doc)."""
-    seen: dict[tuple[object, ...], tuple[Diagnostic, list[str], list[str]]] = {}
+    seen: FindingSet[tuple[str, str]] = FindingSet()  # where: (note, replay command)
     for inst in instances:
         for d in inst.setup:
-            seen.setdefault(_key(d), (d, [], []))
-        per_schedule: dict[tuple[object, ...], dict[str, SimResult]] = {}
-        for r in inst.results:
+            seen.add(d)
+        per_schedule: FindingSet[int] = FindingSet()  # where: index of the schedule
+        for i, r in enumerate(inst.results):
             for d in r.failures:
-                per_schedule.setdefault(_key(d), {})[r.name] = r
-                seen.setdefault(_key(d), (d, [], []))
-        for key, results in per_schedule.items():
-            d, where, commands = seen[key]
-            where.append(_where(inst, list(results.values())))
-            commands.append(_command(replay, inst, next(iter(results.values()))))
-    out = [_annotated(d, where, commands) for d, where, commands in seen.values()]
+                per_schedule.add(d, i)
+        for entry in per_schedule:
+            results = _by_name([inst.results[i] for i in entry.where])
+            seen.add(entry.diagnostic, (_where(inst, results),
+                                        _command(replay, inst, results[0])))
+    out = [_annotated(e.diagnostic, [w for w, _ in e.where], [c for _, c in e.where])
+           for e in seen]
     return sorted(out, key=sort_key)
 
 
-def _key(d: Diagnostic) -> tuple[object, ...]:
-    span = d.span
-    return (d.code, d.message, span and (span.path, span.start, span.end))
+def _by_name(results: list[SimResult]) -> list[SimResult]:
+    """One result per schedule name (the last one run under that name)."""
+    return list({r.name: r for r in results}.values())
 
 
 def _where(inst: InstanceReport, results: list[SimResult]) -> str:

@@ -22,8 +22,10 @@ def parse_ir(text: str, path: str = "<string>") -> Protocol:
 
 
 def load_ir(path: str | Path) -> Protocol:
-    """Read and parse a `.cco` file."""
-    return parse_ir(Path(path).read_text(encoding="utf-8"), str(path))
+    """Read and parse a `.cco` file (regular UTF-8 files only: `ccogen.fileio`)."""
+    from ccogen.fileio import read_source
+
+    return parse_ir(read_source(path), str(path))
 
 
 def to_source(protocol: Protocol) -> str:
