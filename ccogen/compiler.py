@@ -76,13 +76,18 @@ def compile_protocol(protocol: Protocol, target: str, *, source: str, ranks: int
 
 
 def compile_file(path: str, target: str, *, ranks: int | None, params_text: Sequence[str],
-                 out_dir: str | None, debug: bool = False, arch: str | None = None) -> Path:
-    from ccogen.codegen.files import GeneratedFiles
+                 out_dir: str | None, debug: bool = False, arch: str | None = None,
+                 force: bool = False) -> Path:
+    """Compile a `.cco` file into `out_dir` (default: `./NAME-TARGET-nN/`).
+
+    Files go through `ccogen.fileio.write_generated`: a file there that ccogen did not
+    generate is kept unless `force`, and links are not written through (FileError).
+    """
+    from ccogen.fileio import read_source, write_generated
     from ccogen.syntax import parse_ir
 
-    text = Path(path).read_text(encoding="utf-8")
     try:
-        protocol = parse_ir(text, path)
+        protocol = parse_ir(read_source(path), path)
     except DiagnosticError as exc:
         raise CompileError(exc.diagnostics) from None
     from ccogen.instantiate import parse_params
@@ -90,7 +95,7 @@ def compile_file(path: str, target: str, *, ranks: int | None, params_text: Sequ
     params = parse_params(params_text, protocol)
     compiled = compile_protocol(protocol, target, source=path, ranks=ranks, params=params,
                                 debug=debug, arch=arch)
-    out = Path(out_dir) if out_dir else Path("build") / (
+    out = Path(out_dir) if out_dir else Path(
         f"{protocol.name}-{target}-n{compiled.instance.nranks}")
-    GeneratedFiles(compiled.files).write(out)
+    write_generated(out, compiled.files, force=force, inputs=[path])
     return out

@@ -59,13 +59,14 @@ def read_source(path: str | Path, *, limit: int = MAX_SOURCE_BYTES) -> str:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
         raise FileError(f"cannot read {shown}: {_reason(exc)}") from None
-    with os.fdopen(fd, "rb") as handle:
-        mode = os.fstat(handle.fileno()).st_mode
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
         if stat.S_ISDIR(mode):
             raise FileError(f"cannot read {shown}: it is a directory")
-        if not stat.S_ISREG(mode):
-            raise FileError(f"cannot read {shown}: not a regular file (a pipe, device or "
-                            "socket); save the protocol to a file first")
+        raise FileError(f"cannot read {shown}: not a regular file (a pipe, device or "
+                        "socket); save the protocol to a file first")
+    with os.fdopen(fd, "rb") as handle:
         try:
             data = handle.read(limit + 1)
         except OSError as exc:
@@ -135,7 +136,7 @@ def write_atomic(path: str | Path, text: str, *, inputs: Iterable[str | Path] = 
             raise FileError(f"cannot write {path}: it is a directory")
         if not stat.S_ISREG(st.st_mode):
             raise FileError(f"cannot write {path}: not a regular file")
-        if not os.access(target, os.W_OK):
+        if not st.st_mode & 0o222 or not os.access(target, os.W_OK):  # root too: no w bit
             raise FileError(f"cannot write {path}: the file is read-only")
     _replace(target, text.encode("utf-8"), None if st is None else stat.S_IMODE(st.st_mode),
              shown=str(path))

@@ -52,7 +52,10 @@ class Limits:
             if not sep or key not in {f.name for f in fields(Limits)}:
                 raise ValueError(f"{FLAG} takes NAME=N with NAME one of "
                                  f"{', '.join(self.names())}, not {item!r}")
-            value = parse_param_value(text, ParamType.BYTES)
+            try:
+                value = parse_param_value(text, ParamType.BYTES)
+            except ValueError as exc:
+                raise ValueError(f"{FLAG} {item}: {exc}") from None
             if value < 1:
                 raise ValueError(f"{FLAG} {item}: a limit must be at least 1")
             out = replace(out, **{key: value})

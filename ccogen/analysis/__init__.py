@@ -12,6 +12,7 @@ lists the memory conflicts (`races.conflicts`) behind E024, E025, E031 and E032.
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -58,6 +59,7 @@ class Analysis:
 
 
 _cache: dict[int, Analysis] = {}
+_cache_lock = threading.Lock()  # lookups and evictions from several threads (the API)
 
 
 @contextmanager
@@ -79,16 +81,18 @@ def gc_paused() -> Iterator[None]:
 
 def analyse(instance: Instance) -> Analysis:
     """The analysis of `instance`, computed once for the most recent instances."""
-    found = _cache.get(id(instance))
+    with _cache_lock:
+        found = _cache.get(id(instance))
     if found is not None and found.instance is instance:
         return found
     with gc_paused():
         matching = match(instance)
         result = Analysis(instance=instance, matching=matching,
                           graph=HBGraph(instance, matching))
-    if len(_cache) >= _RECENT:
-        _cache.pop(next(iter(_cache)))
-    _cache[id(instance)] = result
+    with _cache_lock:
+        while len(_cache) >= _RECENT:
+            _cache.pop(next(iter(_cache)))
+        _cache[id(instance)] = result
     return result
 
 

@@ -6,6 +6,10 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ccogen.limits import Limits
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 FORMATS = ("full", "concise", "json", "sarif", "github")
@@ -20,6 +24,25 @@ def instance_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ranks", action="append", default=None, metavar="N",
                    help="team size(s) to instantiate (repeat or comma-separate)")
     param_arg(p)
+    limit_arg(p)
+
+
+def limit_arg(p: argparse.ArgumentParser) -> None:
+    from ccogen.limits import Limits
+
+    p.add_argument("--limit", action="append", default=[], metavar="NAME=N",
+                   help=f"raise or lower a resource limit ({', '.join(Limits.names())}; "
+                        "see docs/reliability.md)")
+
+
+def limits(args: argparse.Namespace) -> Limits:
+    """The `--limit NAME=N` values applied to the defaults (a usage error when wrong)."""
+    from ccogen.limits import DEFAULT
+
+    try:
+        return DEFAULT.with_overrides(getattr(args, "limit", []) or [])
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def param_arg(p: argparse.ArgumentParser, help: str = "override a parameter, "

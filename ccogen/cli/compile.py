@@ -8,13 +8,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ccogen.cli.common import EXIT_FINDINGS, EXIT_OK, UsageError, read
+from ccogen.cli.common import EXIT_FINDINGS, EXIT_OK, UsageError, read, target
 
 
 def _compile_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE.cco")
     p.add_argument("--target", required=True, help="mori-sdma, nccl-cft, nvshmem or nccl-lsa")
-    p.add_argument("-o", "--output", metavar="DIR", help="output directory")
+    p.add_argument("-o", "--output", metavar="DIR", help="output directory (default: "
+                   "NAME-TARGET-nN/ in the current directory)")
+    p.add_argument("--force", action="store_true", help="overwrite files in the output "
+                   "directory that ccogen did not generate")
     p.add_argument("--ranks", type=int, default=None, metavar="N", help="team size")
     p.add_argument("--param", action="append", default=[], metavar="K=V")
     p.add_argument("--arch", default=None, metavar="ARCH", help="CUDA arch (sm_90 default; "
@@ -35,9 +38,11 @@ def _compile(args: argparse.Namespace) -> Path | None:
     from ccogen.compiler import CompileError, compile_file
 
     read(args.file)
+    target(args.target)
     try:
         return compile_file(args.file, args.target, ranks=args.ranks, params_text=args.param,
-                            out_dir=args.output, debug=args.debug, arch=args.arch)
+                            out_dir=args.output, debug=args.debug, arch=args.arch,
+                            force=args.force)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     except CompileError as exc:

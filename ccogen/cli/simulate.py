@@ -22,6 +22,7 @@ from ccogen.cli.common import (
     color,
     format_args,
     instance_args,
+    limits,
     params,
     ranks,
     read,
@@ -78,6 +79,10 @@ def command(args: argparse.Namespace) -> int:
 
     if args.seeds < 1 or args.epochs < 1:
         raise UsageError("--seeds and --epochs must be at least 1")
+    if args.max_schedules < 1:
+        raise UsageError("--max-schedules must be at least 1: exploring nothing is not passing")
+    if not args.time_limit > 0:
+        raise UsageError("--time-limit must be a positive number of seconds")
     target_name = target(args.target)
     text = read(args.file)
     if args.trace is not None:
@@ -91,7 +96,7 @@ def command(args: argparse.Namespace) -> int:
                       seeds=[args.seed] if args.seed is not None else args.seeds,
                       exhaustive=args.exhaustive, trace=args.trace, epochs=args.epochs,
                       target=target_name, max_schedules=args.max_schedules,
-                      time_limit=args.time_limit, path=args.file)
+                      time_limit=args.time_limit, path=args.file, limits=limits(args))
     write_out(render(report.diagnostics, args.format, color=color(args)))
     if args.format in ("full", "concise"):
         print(report.summary())

@@ -24,6 +24,8 @@ from pathlib import Path
 from ccogen.diag import Diagnostic
 from ccogen.ir.instance import Instance
 from ccogen.ir.nodes import Protocol
+from ccogen.limits import DEFAULT as DEFAULT_LIMITS
+from ccogen.limits import Limits, raise_hint
 from ccogen.sim.cost import model_for
 from ccogen.sim.dpor import explore
 from ccogen.sim.plan import build_plan
@@ -54,6 +56,7 @@ def simulate(
     keep_memory: bool = False,
     digests: bool | None = None,
     path: str | None = None,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> SimReport:
     """Simulate `protocol` (a `Protocol`, `.cco` text, or a path to a `.cco` file).
 
@@ -64,14 +67,19 @@ def simulate(
     Chrome/Perfetto trace of the first instance's timed schedule with the cost
     model of `target` (MORI SDMA by default).  `keep_memory` keeps every
     schedule's final memory in the results; `digests` hashes it (by default when
-    exploring exhaustively or keeping memory).
+    exploring exhaustively or keeping memory).  An instance whose windows (all ranks)
+    exceed `limits.sim_bytes` is not run: it reports E006.  `max_schedules` and
+    `time_limit` must allow at least one schedule (ValueError otherwise); an instance
+    explored by none does not pass.
     """
+    if max_schedules < 1 or time_limit <= 0:
+        raise ValueError("max_schedules must be at least 1 and time_limit positive")
     proto, shown = _load(protocol, path)
     sizes = _sizes(proto, ranks, params)
     report = SimReport(proto.name, shown, epochs)
     setups: list[Setup] = []
     for n in sizes:
-        inst, diags = _instance(proto, n, params)
+        inst, diags = _instance(proto, n, params, limits)
         if inst is None:
             report.instances.append(InstanceReport(f"nranks={n}", n, setup=diags))
             continue
@@ -89,8 +97,11 @@ def simulate(
 
 
 def _load(protocol: Protocol | str | Path, path: str | None) -> tuple[Protocol, str]:
+    from ccogen.builder import Protocol as Built
     from ccogen.syntax import load_ir, parse_ir
 
+    if isinstance(protocol, Built):  # `ccogen.load(...)`, `ccogen.parse(...)`, the builder
+        protocol = protocol.ir
     if isinstance(protocol, Protocol):
         return protocol, path or f"{protocol.name}.cco"
     if isinstance(protocol, Path) or ("\n" not in protocol and protocol.endswith(".cco")):
@@ -107,13 +118,29 @@ def _sizes(proto: Protocol, ranks: Iterable[int] | int | None,
     return team_sizes(proto, given or None, params=params)
 
 
-def _instance(proto: Protocol, n: int, params: Mapping[str, int] | None
+def _instance(proto: Protocol, n: int, params: Mapping[str, int] | None, limits: Limits
               ) -> tuple[Instance | None, list[Diagnostic]]:
     from ccogen.instantiate import instantiate
 
-    inst, diags = instantiate(proto, n, dict(params or {}))
+    inst, diags = instantiate(proto, n, dict(params or {}), limits)
     errors = [d for d in diags if d.is_error]
-    return (None, errors) if inst is None or errors else (inst, [])
+    if inst is None or errors:
+        return None, errors
+    total = inst.nranks * sum(size for _, size in inst.window_sizes)
+    if total > limits.sim_bytes:
+        return None, [_too_big(proto, inst, total, limits.sim_bytes)]
+    return inst, []
+
+
+def _too_big(proto: Protocol, inst: Instance, total: int, limit: int) -> Diagnostic:
+    from ccogen.diag import error
+
+    sizes = ", ".join(f"`{name}` {size:,} B" for name, size in inst.window_sizes)
+    return error("E006", f"simulating would hold {total:,} bytes of windows, over the limit "
+                 f"of {limit:,} bytes", proto.span, "this protocol",
+                 notes=(f"{inst.nranks} ranks, each with {sizes}", f"in the instance "
+                        f"{inst.label()}"),
+                 help=f"simulate smaller sizes (`--param`), or {raise_hint('sim-bytes', total)}")
 
 
 def _run_instance(setup: Setup, seeds: int | Iterable[int], exhaustive: bool,
@@ -131,6 +158,8 @@ def _run_instance(setup: Setup, seeds: int | Iterable[int], exhaustive: bool,
         runs = [run_seeded(setup, s, keep_memory) for s in chosen]
     report.results = [result_of(r) for r in runs]
     report.elapsed = time.monotonic() - start
+    if not runs:
+        report.complete, report.limit = False, "no schedule explored within the limits"
     return report
 
 

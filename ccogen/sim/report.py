@@ -49,7 +49,8 @@ class InstanceReport:
 
     @property
     def passed(self) -> bool:
-        return not self.setup and all(r.passed for r in self.results)
+        """Built, explored by at least one schedule, and every schedule passed."""
+        return not self.setup and bool(self.results) and all(r.passed for r in self.results)
 
     @property
     def digests(self) -> set[str | None]:
@@ -94,6 +95,10 @@ class SimReport:
         parts = [f"{bad} schedule{'s' if bad != 1 else ''} failed"] if bad else []
         if setup:
             parts.append(f"{setup} instance{'s' if setup != 1 else ''} could not be built")
+        empty = sum(1 for i in self.instances if not i.setup and not i.results)
+        if empty:
+            parts.append(f"{empty} instance{'s' if empty != 1 else ''} explored no schedule "
+                         "(raise --max-schedules or --time-limit)")
         return "; ".join(parts)
 
 
