@@ -44,7 +44,6 @@ class CheckResult:
 def check_protocol(protocol: Protocol, options: CheckOptions = CheckOptions()) -> CheckResult:
     """Instantiate for every team size and run every check on every instance."""
     from ccogen.instantiate import instantiate, team_sizes
-    from ccogen.passes import run_checks
 
     found: FindingSet[str] = FindingSet()
     instances: list[Instance] = []
@@ -53,13 +52,28 @@ def check_protocol(protocol: Protocol, options: CheckOptions = CheckOptions()) -
         instance, diags = instantiate(protocol, n, dict(options.params), options.limits)
         if instance is not None and not any(d.is_error for d in diags):
             instances.append(instance)
-            diags = [*diags, *run_checks(instance, options.target)]
+            diags = [*diags, *_checks(protocol, instance, options)]
         label = instance.label() if instance is not None else _label(n, options.params)
         for d in diags:
             found.add(d, label)
     merged = sorted((_with_instances(e.diagnostic, e.where, len(sizes)) for e in found),
                     key=sort_key)
     return CheckResult(protocol, instances, capped(merged, options.limits.findings))
+
+
+def _checks(protocol: Protocol, instance: Instance, options: CheckOptions) -> list[Diagnostic]:
+    """`run_checks`, with an analysis over `options.limits` reported as E006."""
+    from ccogen.diag import error
+    from ccogen.limits import LimitExceeded, raise_hint
+    from ccogen.passes import run_checks
+
+    try:
+        return run_checks(instance, options.target, options.limits)
+    except LimitExceeded as exc:
+        return [error("E006", exc.message, protocol.span, "this protocol",
+                      notes=(f"in the instance {instance.label()}",),
+                      help=f"check fewer ranks or smaller loops, or "
+                           f"{raise_hint(exc.name, exc.needed)}")]
 
 
 def _with_instances(d: Diagnostic, labels: list[str], total: int) -> Diagnostic:

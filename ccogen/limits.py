@@ -12,6 +12,7 @@ the machine:
 | `window-bytes` | 1 TiB         | the size of one window (no device has more memory)      |
 | `sim-bytes`    | 1 GiB         | window bytes the simulator materialises per instance    |
 | `findings`     | 100           | findings reported per rule (the rest are counted)       |
+| `analysis-bytes` | 2 GiB       | happens-before clocks of one instance (events x issuers) |
 
 `--limit NAME=N` (repeatable; sizes take units: `--limit sim-bytes=8GiB`) raises or
 lowers one for `lint`, `simulate`, `compile` and `build`.  The nesting depth of the
@@ -35,6 +36,7 @@ class Limits:
     window_bytes: int = 1 << 40
     sim_bytes: int = 1 << 30
     findings: int = 100
+    analysis_bytes: int = 2 << 30
 
     @staticmethod
     def names() -> list[str]:
@@ -62,6 +64,14 @@ class Limits:
         return out
 
 
+class LimitExceeded(Exception):
+    """A limit found deep in a stage (the happens-before clocks); the caller reports E006."""
+
+    def __init__(self, message: str, name: str, needed: int) -> None:
+        super().__init__(message)
+        self.message, self.name, self.needed = message, name, needed
+
+
 def raise_hint(name: str, needed: int | None = None) -> str:
     """The `help:` of an E006: the flag that raises the limit."""
     value = "N" if needed is None else str(needed)
@@ -70,4 +80,4 @@ def raise_hint(name: str, needed: int | None = None) -> str:
 
 DEFAULT = Limits()
 
-__all__ = ["DEFAULT", "FLAG", "MAX_DEPTH", "Limits", "raise_hint"]
+__all__ = ["DEFAULT", "FLAG", "MAX_DEPTH", "LimitExceeded", "Limits", "raise_hint"]

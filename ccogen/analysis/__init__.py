@@ -79,8 +79,11 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def analyse(instance: Instance) -> Analysis:
-    """The analysis of `instance`, computed once for the most recent instances."""
+def analyse(instance: Instance, max_bytes: int | None = None) -> Analysis:
+    """The analysis of `instance`, computed once for the most recent instances.
+
+    Raises `LimitExceeded` when its clocks would need more than `max_bytes`.
+    """
     with _cache_lock:
         found = _cache.get(id(instance))
     if found is not None and found.instance is instance:
@@ -88,7 +91,7 @@ def analyse(instance: Instance) -> Analysis:
     with gc_paused():
         matching = match(instance)
         result = Analysis(instance=instance, matching=matching,
-                          graph=HBGraph(instance, matching))
+                          graph=HBGraph(instance, matching, max_bytes))
     with _cache_lock:
         while len(_cache) >= _RECENT:
             _cache.pop(next(iter(_cache)))
@@ -100,7 +103,7 @@ def analysis_of(ctx: PassContext) -> Analysis:
     """The analysis of the context's instance, cached in `ctx.cache["analysis"]`."""
     found = ctx.cache.get("analysis")
     if found is None:
-        found = ctx.cache["analysis"] = analyse(ctx.instance)
+        found = ctx.cache["analysis"] = analyse(ctx.instance, ctx.limits.analysis_bytes)
     return found
 
 

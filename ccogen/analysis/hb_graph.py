@@ -76,10 +76,20 @@ class Edge:
 class HBGraph:
     """The happens-before graph of one instance (see the module docstring)."""
 
-    def __init__(self, instance: Instance, matching: Matching | None = None) -> None:
+    def __init__(self, instance: Instance, matching: Matching | None = None,
+                 max_bytes: int | None = None) -> None:
         self.instance = instance
         self.matching = matching if matching is not None else match(instance)
         self._sk = build_skeleton(instance, self.matching)
+        # the sweeps keep a few int32 matrices of events x keys (clock0, clock, a work copy)
+        need = 3 * 4 * len(self._sk.preds) * max(len(self._sk.key_ids), 1)
+        if max_bytes is not None and need > max_bytes:
+            from ccogen.limits import LimitExceeded
+
+            raise LimitExceeded(
+                f"the happens-before analysis would need {need:,} bytes ({len(self._sk.preds):,}"
+                f" events by {len(self._sk.key_ids):,} issuers), over the limit of "
+                f"{max_bytes:,} bytes", "analysis-bytes", need)
         derive.block_unsatisfiable(self._sk)
         self.clock0 = self._sweep()
         self.clock = self._fixpoint()
