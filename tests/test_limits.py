@@ -1,0 +1,201 @@
+"""Bounded resources (`ccogen.limits`): every limit is a coded diagnostic naming the limit
+and the flag, found before the work that would exhaust the machine; and the classes of
+input that used to end in a traceback."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ccogen import cli
+from ccogen.diag import error
+from ccogen.diag.merge import FindingSet, capped, ranks_note
+from ccogen.driver import CheckOptions, check_protocol, check_text
+from ccogen.errors import DiagnosticError
+from ccogen.limits import MAX_DEPTH, Limits
+from ccogen.syntax import parse_ir
+
+ROOT = Path(__file__).resolve().parent.parent
+GOOD = ROOT / "protocols" / "alltoall.cco"
+HEAD = """protocol r(block: bytes = 64 B):
+    team lsa
+    window send: nranks * block
+    window recv: nranks * block
+
+    kernel k(threads=64):
+"""
+SHIFT = """protocol shift(block: bytes = 64 B):
+    team lsa
+    queues 1
+    window send: block
+    window recv: block
+
+    kernel k(threads=64):
+        put((me + 1) % nranks, dst=recv[0:block], src=send[0:block], queue=0, signal="remote")
+        quiet()
+        wait_signal((me + nranks - 1) % nranks, queue=0)
+"""
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def codes(text: str, **options: object) -> list[str]:
+    return [d.code for d in check_text(text, "t.cco", CheckOptions(**options)).diagnostics]
+
+
+# ----------------------------------------------------------------------------- recursion
+
+
+@pytest.mark.parametrize("text", ids=["terms", "signs", "ifs"], argvalues=[
+    HEAD + "        for i in range(" + "+".join(["1"] * 400) + "):\n            quiet()\n",
+    HEAD + "        for i in range(" + "-" * 600 + "1):\n            quiet()\n",
+    HEAD + "".join("    " * (2 + d) + "if me == 0:\n" for d in range(300))
+    + "    " * 302 + "quiet()\n",
+])
+def test_deep_source_is_e006_not_a_recursion_error(text: str) -> None:
+    from ccogen.syntax.format import format_text
+
+    for stage in (lambda: parse_ir(text, "t.cco"), lambda: format_text(text, "t.cco")):
+        with pytest.raises(DiagnosticError) as caught:
+            stage()
+        d = caught.value.diagnostics[0]
+        assert d.code == "E006" and f"more than {MAX_DEPTH} levels" in d.message
+
+
+def test_nesting_under_the_limit_still_works() -> None:
+    text = HEAD + "        for i in range(" + "+".join(["1"] * 100) + "):\n            quiet()\n"
+    text += "".join("    " * (2 + d) + "if me == 0:\n" for d in range(50)) + "    " * 52 + "quiet()\n"
+    result = check_protocol(parse_ir(text, "t.cco"), CheckOptions(ranks=(2,)))
+    assert not result.has_errors
+
+
+# ----------------------------------------------------------------------------- limits
+
+
+def test_team_of_tens_of_thousands_is_refused_up_front() -> None:
+    start = time.monotonic()
+    result = check_text(SHIFT, "t.cco", CheckOptions(ranks=(50_000,)))
+    assert [d.code for d in result.diagnostics] == ["E006"]
+    assert "--limit ranks=50000" in (result.diagnostics[0].help or "")
+    assert time.monotonic() - start < 5
+
+
+def test_window_of_2_62_bytes_does_not_compile() -> None:
+    from ccogen.compiler import CompileError, compile_protocol
+
+    protocol = parse_ir(SHIFT.replace("window send: block", "window send: block * 2**56"), "t.cco")
+    with pytest.raises(CompileError) as caught:
+        compile_protocol(protocol, "mori-sdma", source="t.cco", ranks=2, params={})
+    assert [d.code for d in caught.value.diagnostics] == ["E006"]
+
+
+def test_simulate_refuses_windows_past_its_limit(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "simulate", str(GOOD), "--param", "block=1GiB", "--ranks", "8")
+    assert code == 1 and "error[E006]: simulating would hold 137,438,953,472 bytes" in out
+    assert "--limit sim-bytes=137438953472" in out
+    code, out, _ = run(capsys, "simulate", str(GOOD), "--param", "block=64KiB", "--ranks", "2",
+                       "--seeds", "1", "--limit", "sim-bytes=64KiB")
+    assert code == 1 and "E006" in out
+
+
+def test_analysis_memory_is_bounded() -> None:
+    result = check_protocol(parse_ir(GOOD.read_text(), "a.cco"),
+                            CheckOptions(ranks=(8,), limits=Limits(analysis_bytes=1 << 10)))
+    d = result.diagnostics[0]
+    assert d.code == "E006" and "happens-before analysis would need" in d.message
+    assert "--limit analysis-bytes=" in (d.help or "")
+
+
+def test_findings_per_rule_are_capped_and_counted() -> None:
+    text = (ROOT / "tests" / "lint" / "E005-bad-thread-count.cco").read_text()
+    assert codes(text) == ["E005"] * 3
+    few = check_text(text, "t.cco", CheckOptions(limits=Limits(findings=1))).diagnostics
+    assert [d.code for d in few] == ["E005"]
+    assert few[0].notes[-1] == ("2 more E005 findings not shown: at most 1 per rule "
+                                "(`--limit findings=N` shows more)")
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--limit", "nope=3"], "--limit takes NAME=N"),
+    (["--limit", "ranks=0"], "at least 1"),
+    (["--limit", "ranks=2k"], "--limit ranks=2k"),
+    (["--max-schedules", "0", "--exhaustive"], "exploring nothing is not passing"),
+    (["--time-limit", "0", "--exhaustive"], "--time-limit must be"),
+    (["--time-limit", "nan", "--exhaustive"], "--time-limit must be"),
+    (["--target", "nope"], "unknown target"),
+])
+def test_simulate_misuse_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str],
+                                                argv: list[str], message: str) -> None:
+    code, _, err = run(capsys, "simulate", str(GOOD), *argv)
+    assert code == 2 and message in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_time_limit_that_allows_no_schedule_does_not_pass(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "simulate", str(GOOD), "--exhaustive", "--ranks", "2",
+                       "--time-limit", "1e-12")
+    assert code == 1 and "explored no schedule" in out
+
+
+@pytest.mark.parametrize("command", ["lint", "simulate", "compile", "build"])
+def test_unknown_target_is_a_usage_error_everywhere(capsys: pytest.CaptureFixture[str],
+                                                    command: str) -> None:
+    code, _, err = run(capsys, command, str(GOOD), "--target", "nope")
+    assert code == 2 and err.startswith("error: --target: unknown target `nope`")
+
+
+# ----------------------------------------------------------------------------- merging
+
+
+def test_finding_set_merges_in_linear_time() -> None:
+    found: FindingSet[int] = FindingSet()
+    d = error("E031", "race", None)
+    start = time.monotonic()
+    for rank in range(200_000):
+        found.add(d, rank)
+    assert time.monotonic() - start < 2  # a list scan per add took minutes
+    (entry,) = list(found)
+    assert entry.where[:3] == [0, 1, 2] and len(entry.where) == 200_000
+
+
+def test_ranks_note_is_short_for_large_teams() -> None:
+    assert ranks_note(list(range(0, 2000, 2)), 2000).endswith("and 984 more")
+    assert ranks_note([3], 8) == "on rank 3" and ranks_note([0, 1], 2) == "on every rank"
+
+
+def test_capped_keeps_order_and_counts_the_rest() -> None:
+    ds = [error("E031", f"m{i}", None) for i in range(5)] + [error("E021", "w", None)]
+    out = capped(ds, 2)
+    assert [d.message for d in out] == ["m0", "m1", "w"]
+    assert "3 more E031 findings not shown" in out[1].notes[-1]
+
+
+def test_analysis_cache_is_safe_under_threads() -> None:
+    from ccogen.analysis import analyse
+    from ccogen.instantiate import instantiate
+
+    protocol = parse_ir(SHIFT, "t.cco")
+    instances = [instantiate(protocol, n)[0] for n in range(2, 30)]
+    errors: list[BaseException] = []
+
+    def work(k: int) -> None:
+        try:
+            for i in range(60):
+                analyse(instances[(i * 7 + k) % len(instances)])  # type: ignore[arg-type]
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
