@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.fuzzlib import Failure, case, ir_cases, run_case  # noqa: E402
+from tests.fuzzlib import STAGES, Failure, case, ir_cases, run_case  # noqa: E402
 
 
 def _peak_mib() -> float:
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--shard", default="0/1", metavar="I/K")
     p.add_argument("--start", type=int, default=0, help="skip the first N inputs")
-    p.add_argument("--ir-every", type=int, default=20, metavar="N",
+    p.add_argument("--ir-every", type=int, default=50, metavar="N",
                    help="one IR protocol from the hypothesis strategies per N inputs")
     p.add_argument("--max-minutes", type=float, default=60.0)
     p.add_argument("--memory-gib", type=float, default=4.0,
@@ -69,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         elapsed = time.monotonic() - start
         total = sum(counts.values())
         figures = {
-            "inputs": total, "per_kind": dict(counts), "tracebacks": failures["traceback"],
+            "inputs": total, "per_kind": dict(counts), "stages": dict(STAGES),
+            "tracebacks": failures["traceback"],
             "timeouts": failures["timeout"], "properties": failures["property"],
             "seconds": round(elapsed, 1), "inputs_per_second": round(total / max(elapsed, 1e-9), 1),
             "peak_rss_mib": round(_peak_mib(), 1), "seed": args.seed, "shard": args.shard,

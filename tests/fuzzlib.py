@@ -56,12 +56,17 @@ TOKENS = ["protocol", "team", "lsa", "world", "queues", "auto", "window", "count
           '"same_queue"', "True", "x", "send", "recv", "#", '"""', "\\\n", "signal=", "queue=",
           "99999999999999999999999", "2**62", "1 GiB", "# comment", "  # trailing", "\r\n",
           "(" * 40, "1+" * 200, "-" * 300]
-KINDS = ("bytes", "tokens", "params", "cli")
+KINDS = ("bytes", "tokens", "values", "params", "cli")
+# input i is of kind MIX[i % 20]: most inputs are the cheap text mutations
+MIX = ("bytes", "tokens") * 6 + ("values", "values") + ("params",) * 4 + ("cli",) * 2
 TIMEOUT_S = 20.0
 SIM_EVERY = 8
 # the fuzzer's own limits: lower than the defaults so that one input stays fast
 LIMITS = Limits(ranks=64, op_instances=20_000, iterations=100_000, sim_bytes=16 << 20,
                 analysis_bytes=256 << 20)
+
+
+STAGES: Counter[str] = Counter()  # how far the text inputs got: decoded, parsed, linted, ...
 
 
 class Timeout(Exception):
@@ -92,7 +97,7 @@ class Case:
 # ============================================================================= generation
 
 
-def case(seed: int, index: int, kinds: tuple[str, ...] = KINDS) -> Case:
+def case(seed: int, index: int, kinds: tuple[str, ...] = MIX) -> Case:
     """Input `index` of the run seeded `seed` (the same pair gives the same input)."""
     rng = random.Random(seed * 1_000_003 + index)
     kind = kinds[index % len(kinds)]
@@ -103,6 +108,11 @@ def case(seed: int, index: int, kinds: tuple[str, ...] = KINDS) -> Case:
         for _ in range(rng.randint(1, 5)):
             text = _mutate_text(rng, text)
         return Case(kind, index, text.encode(), ranks=(rng.choice([1, 2, 3]),))
+    if kind == "values":
+        text = _seed(rng)
+        for _ in range(rng.randint(1, 3)):
+            text = _mutate_value(rng, text)
+        return Case(kind, index, text.encode(), ranks=(rng.choice([2, 3, 4]),))
     if kind == "params":
         return _params_case(rng, index)
     return _cli_case(rng, index)
@@ -163,6 +173,32 @@ def _mutate_text(rng: random.Random, text: str) -> str:
     return "\n".join(lines)
 
 
+_SWAPS = [("put", "get"), ("+", "-"), ("*", "//"), ("<", "<="), ("==", "!="), ("me", "0"),
+          ("peers()", "ranks()"), ('"remote"', '"local"'), ("quiet(", "fence("), ("lsa", "world"),
+          ("wait_signal(", "wait_count("), ("1 MiB", "3 B"), ("queue=0", "queue=1")]
+
+
+def _mutate_value(rng: random.Random, text: str) -> str:
+    """A change that usually keeps the syntax: a number, an operator, an op, a keyword."""
+    import re
+
+    if rng.random() < 0.5:
+        numbers = list(re.finditer(r"\b\d+\b", text))
+        if numbers:
+            m = rng.choice(numbers)
+            value = rng.choice([0, 1, 2, 3, 7, 15, 16, 17, 64, 255, 4096, 2**20, 2**31, 2**40,
+                                2**62, 10**25])
+            return text[:m.start()] + str(value) + text[m.end():]
+    a, b = rng.choice(_SWAPS)
+    if rng.random() < 0.5:
+        a, b = b, a
+    places = [m.start() for m in re.finditer(re.escape(a), text)]
+    if not places:
+        return text
+    i = rng.choice(places)
+    return text[:i] + b + text[i + len(a):]
+
+
 _HOSTILE_VALUES = ["0", "-1", "1", "3", "4KiB", "1GiB", "4611686018427387904", "2**62", "x",
                    "99999999999999999999999999", "8 GiB", "1e9", "", "1KB", "0x10"]
 
@@ -204,6 +240,10 @@ def _cli_case(rng: random.Random, index: int) -> Case:
             argv.append(rng.choice(_VALUES))
     if argv[0] in ("run", "bench", "build") and "--help" not in argv:
         argv.append("--help")  # these need GPUs or toolchains: only their argument checks
+    if argv[0] == "simulate" and not {"--seed", "--seeds", "--exhaustive"} & set(argv):
+        argv += ["--seeds", "2"]  # 20 seeds on 4 team sizes cost a second an input
+    if argv[0] == "simulate" and "--ranks" not in argv:
+        argv += ["--ranks", "2"]
     files = {"p.cco": _PROTOCOL, "ro.cco": _PROTOCOL,
              "latin1.cco": _PROTOCOL.replace(b"# Every", b"# caf\xe9 Every")}
     return Case("cli", index, argv=argv, files=files)
@@ -256,11 +296,13 @@ def check_text(data: bytes, ranks: tuple[int, ...] = (2,), params: tuple[str, ..
     except DiagnosticError as exc:
         _well_formed(exc.diagnostics, "")
         return
+    STAGES["decoded"] += 1
     try:
         protocol = parse_ir(text, "fuzz.cco")
     except DiagnosticError as exc:
         _well_formed(exc.diagnostics, text)
         return
+    STAGES["parsed"] += 1
     once = format_text(text, "fuzz.cco")
     if format_text(once, "fuzz.cco") != once:
         raise AssertionError("fmt is not idempotent")
@@ -273,12 +315,16 @@ def check_text(data: bytes, ranks: tuple[int, ...] = (2,), params: tuple[str, ..
     result = check_protocol(protocol, CheckOptions(ranks=ranks, params=values, limits=LIMITS))
     for d in result.diagnostics:
         _well_formed([d], text)
+    STAGES["linted"] += 1
+    if result.instances:
+        STAGES["instantiated"] += 1
     if index % SIM_EVERY == 0:
         from ccogen.sim import simulate
 
         report = simulate(protocol, ranks, values, seeds=1, epochs=1, limits=LIMITS)
         for d in report.diagnostics:
             _well_formed([d], text)
+        STAGES["simulated"] += 1
 
 
 def comments(text: str) -> Counter[str]:
@@ -295,12 +341,7 @@ def run_cli(c: Case) -> None:
     from ccogen.cli.main import main
 
     with tempfile.TemporaryDirectory(prefix="ccogen-fuzz-") as tmp:
-        for name, data in c.files.items():
-            (Path(tmp) / name).write_bytes(data)
-        os.chmod(Path(tmp) / "ro.cco", 0o444)
-        (Path(tmp) / "dir").mkdir()
-        os.mkfifo(Path(tmp) / "fifo")
-        (Path(tmp) / "link").symlink_to(Path(tmp) / "p.cco")
+        _scratch(Path(tmp), c.files)
         before = {n: (Path(tmp) / n).read_bytes() for n in ("p.cco", "ro.cco", "latin1.cco")}
         out, err = io.StringIO(), io.StringIO()
         cwd = os.getcwd()
@@ -325,6 +366,15 @@ def run_cli(c: Case) -> None:
             if path.read_bytes() != data and not (c.argv[0] == "fmt" and "--check" not in c.argv
                                                   and asked):
                 raise AssertionError(f"{name} was changed by a command not asked to write it")
+
+
+def _scratch(tmp: Path, files: dict[str, bytes]) -> None:
+    for name, data in files.items():
+        (tmp / name).write_bytes(data)
+    os.chmod(tmp / "ro.cco", 0o444)
+    (tmp / "dir").mkdir()
+    os.mkfifo(tmp / "fifo")
+    (tmp / "link").symlink_to(tmp / "p.cco")
 
 
 def run_case(c: Case, timeout: float = TIMEOUT_S) -> Failure | None:

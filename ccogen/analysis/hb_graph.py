@@ -81,13 +81,13 @@ class HBGraph:
         self.instance = instance
         self.matching = matching if matching is not None else match(instance)
         self._sk = build_skeleton(instance, self.matching)
-        # the sweeps keep a few int32 matrices of events x keys (clock0, clock, a work copy)
-        need = 3 * 4 * len(self._sk.preds) * max(len(self._sk.key_ids), 1)
+        # each sweep fills an int32 matrix of events x keys (`_clock._State.rows`)
+        need = 4 * len(self._sk.preds) * max(len(self._sk.key_ids), 1)
         if max_bytes is not None and need > max_bytes:
             from ccogen.limits import LimitExceeded
 
             raise LimitExceeded(
-                f"the happens-before analysis would need {need:,} bytes ({len(self._sk.preds):,}"
+                f"the happens-before analysis would need at least {need:,} bytes ({len(self._sk.preds):,}"
                 f" events by {len(self._sk.key_ids):,} issuers), over the limit of "
                 f"{max_bytes:,} bytes", "analysis-bytes", need)
         derive.block_unsatisfiable(self._sk)
