@@ -45,6 +45,10 @@ def check_protocol(protocol: Protocol, options: CheckOptions = CheckOptions()) -
     """Instantiate for every team size and run every check on every instance."""
     from ccogen.instantiate import instantiate, team_sizes
 
+    from ccogen.ir.depth import depth_error
+
+    if (deep := depth_error(protocol)) is not None:  # built in Python, past the parser's limit
+        return CheckResult(protocol, [], [deep])
     found: FindingSet[str] = FindingSet()
     instances: list[Instance] = []
     sizes = team_sizes(protocol, options.ranks, params=dict(options.params))

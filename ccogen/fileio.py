@@ -175,6 +175,21 @@ def is_generated(path: Path) -> bool:
     return GENERATED_MARK in head or head.startswith(_MANIFEST_HEAD)
 
 
+def check_output_dir(out_dir: str | Path, inputs: Iterable[str | Path] = (),
+                     flag: str = "-o") -> None:
+    """FileError unless `out_dir` is a directory or can be created as one (not a file,
+    not an input, not inside a file): checked before a long run writes there."""
+    out = Path(out_dir)
+    check_not_input(out, inputs, flag)
+    if out.exists() and not out.is_dir():
+        raise FileError(f"{flag} {out}: exists and is not a directory")
+    for parent in out.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise FileError(f"{flag} {out}: {parent} is not a directory")
+            break
+
+
 def write_generated(out_dir: str | Path, files: Mapping[str, str], *, force: bool = False,
                     inputs: Iterable[str | Path] = ()) -> list[Path]:
     """Write generated `files` (name -> text) into `out_dir`; returns those that changed.
@@ -184,9 +199,8 @@ def write_generated(out_dir: str | Path, files: Mapping[str, str], *, force: boo
     without ccogen's banner is kept unless `force`.
     """
     out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise FileError(f"-o {out}: exists and is not a directory")
     inputs = list(inputs)
+    check_output_dir(out, inputs)
     plan: list[tuple[Path, bytes]] = []
     for name in sorted(files):
         path = out / name
@@ -218,5 +232,5 @@ def write_generated(out_dir: str | Path, files: Mapping[str, str], *, force: boo
     return [path for path, _ in plan]
 
 
-__all__ = ["MAX_SOURCE_BYTES", "FileError", "check_not_input", "decode_source", "is_generated",
+__all__ = ["MAX_SOURCE_BYTES", "FileError", "check_not_input", "check_output_dir", "decode_source", "is_generated",
            "read_source", "same_file", "write_atomic", "write_generated"]

@@ -69,6 +69,25 @@ def test_deep_source_is_e006_not_a_recursion_error(text: str) -> None:
         assert d.code == "E006" and f"more than {MAX_DEPTH} levels" in d.message
 
 
+def test_deep_ir_built_in_python_is_e006() -> None:
+    import dataclasses
+
+    import ccogen
+    from ccogen.ir import nodes as ir
+    from ccogen.syntax import to_source
+
+    protocol = parse_ir(GOOD.read_text(), "a.cco")
+    e: ir.Expr = ir.Const(value=1)
+    for _ in range(3000):
+        e = ir.BinOp(op="+", left=e, right=ir.Const(value=1))
+    deep = dataclasses.replace(protocol, windows=(
+        dataclasses.replace(protocol.windows[0], size=e), *protocol.windows[1:]))
+    assert [d.code for d in check_protocol(deep).diagnostics] == ["E006"]
+    assert [d.code for d in ccogen.simulate(deep, ranks=2, seeds=1).diagnostics] == ["E006"]
+    with pytest.raises(DiagnosticError):
+        to_source(deep)
+
+
 def test_nesting_under_the_limit_still_works() -> None:
     text = HEAD + "        for i in range(" + "+".join(["1"] * 100) + "):\n            quiet()\n"
     text += "".join("    " * (2 + d) + "if me == 0:\n" for d in range(50)) + "    " * 52 + "quiet()\n"

@@ -74,7 +74,14 @@ def simulate(
     """
     if max_schedules < 1 or time_limit <= 0:
         raise ValueError("max_schedules must be at least 1 and time_limit positive")
+    from ccogen.ir.depth import depth_error
+
     proto, shown = _load(protocol, path)
+    if (deep := depth_error(proto)) is not None:  # built in Python, past the parser's limit
+        report = SimReport(proto.name, shown, epochs)
+        report.instances.append(InstanceReport("(not built)", 0, setup=[deep]))
+        report.diagnostics = [deep]
+        return report
     sizes = _sizes(proto, ranks, params)
     report = SimReport(proto.name, shown, epochs)
     setups: list[Setup] = []

@@ -29,8 +29,12 @@ def load_ir(path: str | Path) -> Protocol:
 
 
 def to_source(protocol: Protocol) -> str:
+    """The `.cco` text of a protocol; `DiagnosticError` (E006) when it nests too deeply."""
+    from ccogen.ir.depth import depth_error
     from ccogen.syntax.printer import print_protocol
 
+    if (deep := depth_error(protocol)) is not None:
+        raise DiagnosticError([deep])
     return print_protocol(protocol)
 
 
