@@ -197,7 +197,11 @@ def test_compile_does_not_follow_links_out_of_the_output(capsys: pytest.CaptureF
 def test_compile_onto_the_input_or_a_file(capsys: pytest.CaptureFixture[str], proto: Path) -> None:
     before = proto.read_bytes()
     code, _, err = run(capsys, "compile", str(proto), "--target", "mori-sdma", "-o", str(proto))
-    assert code == 2 and "not a directory" in err
+    assert code == 2 and "refusing to overwrite the input file" in err
+    other = proto.parent / "notes.txt"
+    other.write_text("mine\n")
+    code, _, err = run(capsys, "compile", str(proto), "--target", "mori-sdma", "-o", str(other))
+    assert code == 2 and "exists and is not a directory" in err and other.read_text() == "mine\n"
     assert proto.read_bytes() == before
     code, _, err = run(capsys, "compile", str(proto), "--target", "mori-sdma", "-o", "/proc/x")
     assert code == 2
