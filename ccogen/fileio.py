@@ -232,5 +232,6 @@ def write_generated(out_dir: str | Path, files: Mapping[str, str], *, force: boo
     return [path for path, _ in plan]
 
 
-__all__ = ["MAX_SOURCE_BYTES", "FileError", "check_not_input", "check_output_dir", "decode_source", "is_generated",
-           "read_source", "same_file", "write_atomic", "write_generated"]
+__all__ = ["MAX_SOURCE_BYTES", "FileError", "check_not_input", "check_output_dir",
+           "decode_source", "is_generated", "read_source", "same_file", "write_atomic",
+           "write_generated"]

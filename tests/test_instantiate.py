@@ -507,13 +507,13 @@ def test_e006_limits_are_raised_and_lowered() -> None:
 
 
 def test_range_bound_past_64_bits_is_a_diagnostic() -> None:
-    inst, diags = errors(one_kernel("""
+    _, diags = errors(one_kernel("""
         for i in range(100000000000000000000000):
             fence()
     """), 2)
     d = only(diags, "E004")
     assert d.message == "`range` of 100,000,000,000,000,000,000,000 elements is too long to unroll"
-    inst, diags = errors(one_kernel("""
+    _, diags = errors(one_kernel("""
         for i in range(0, -100000000000000000000000, -3):
             fence()
     """), 2)

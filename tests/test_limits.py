@@ -90,7 +90,8 @@ def test_deep_ir_built_in_python_is_e006() -> None:
 
 def test_nesting_under_the_limit_still_works() -> None:
     text = HEAD + "        for i in range(" + "+".join(["1"] * 100) + "):\n            quiet()\n"
-    text += "".join("    " * (2 + d) + "if me == 0:\n" for d in range(50)) + "    " * 52 + "quiet()\n"
+    text += "".join("    " * (2 + d) + "if me == 0:\n" for d in range(50))
+    text += "    " * 52 + "quiet()\n"
     result = check_protocol(parse_ir(text, "t.cco"), CheckOptions(ranks=(2,)))
     assert not result.has_errors
 
@@ -209,7 +210,7 @@ def test_analysis_cache_is_safe_under_threads() -> None:
         try:
             for i in range(60):
                 analyse(instances[(i * 7 + k) % len(instances)])  # type: ignore[arg-type]
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]

@@ -6,7 +6,15 @@ import threading
 from functools import cache
 from importlib import resources
 
-from lark import Lark, Token, Tree, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark import (
+    Lark,
+    Token,
+    Tree,
+    UnexpectedCharacters,
+    UnexpectedEOF,
+    UnexpectedInput,
+    UnexpectedToken,
+)
 from lark.exceptions import VisitError
 from lark.indenter import DedentError, Indenter
 
