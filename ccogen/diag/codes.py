@@ -195,40 +195,30 @@ _EXPLAIN: dict[str, str] = {
     "E006": _doc("""
         ## What it catches
 
-        An input over one of ccogen's documented resource limits, found before the
-        work that would exhaust the machine starts: a team over 1,024 ranks, an
-        instance over 1,000,000 op instances or 4,000,000 loop iterations, a window
-        over 1 TiB, an instance whose windows the simulator would have to
-        materialise past 1 GiB, or source nested deeper than 128 levels (about 120
-        terms in one expression, 60 nested blocks).  The message names the limit;
-        the help names the `--limit NAME=N` that raises it (the nesting depth is
-        fixed).
+        An input over a documented resource limit, found before the work that would
+        exhaust the machine: a team over 1,024 ranks, over 1,000,000 op instances or
+        4,000,000 loop iterations, a window over 1 TiB, windows the simulator would
+        hold past 1 GiB, clocks past 2 GiB, or source nested past 128 levels.  The help
+        names the `--limit NAME=N` that raises it (nesting is fixed).
 
         ## Why it matters
 
-        Checking keeps happens-before clocks whose memory grows with the square of
-        the team size (8,192 ranks take 14 GB), unrolling keeps every op instance,
-        and the simulator holds every window of every rank.  Without the limits a
-        large or mistyped parameter ends in an out-of-memory kill or a hang instead
-        of a message; see docs/reliability.md for the figures.
+        Checking keeps clocks that grow with the square of the team (8,192 ranks took
+        14 GB), and the simulator holds every window of every rank: without the
+        limits a mistyped parameter ends in an out-of-memory kill, not a message
+        (docs/reliability.md).
 
         ## Example
 
         ```python
-        protocol shift(block: bytes = 64 B):
-            team lsa
-            window send: block * 1024 * 1024 * 1024 * 1024
+        window send: block * 1024 * 1024 * 1024 * 1024
         ```
 
         ## Fixed
 
         ```python
-        protocol shift(block: bytes = 64 B):
-            team lsa
-            window send: block * 1024
+        window send: block * 1024
         ```
-
-        Or, when the size is meant, raise the limit: `--limit window-bytes=65536GiB`.
     """),
     "E010": _doc("""
         ## What it catches
@@ -1189,7 +1179,7 @@ _RULES: tuple[Rule, ...] = tuple(
         (
             "E006",
             "limit-exceeded",
-            "team size, op instances, window bytes or nesting depth over a documented limit",
+            "team size, op instances, window or memory bytes, or nesting over a documented limit",
         ),
         ("E010", "peer-outside-team", "peer outside the team, or `me` used as a peer"),
         ("E011", "world-rank-for-lsa", "a world rank where an LSA rank is required"),
