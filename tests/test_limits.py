@@ -219,3 +219,16 @@ def test_analysis_cache_is_safe_under_threads() -> None:
     for t in threads:
         t.join()
     assert errors == []
+
+
+@pytest.mark.parametrize("argv", [
+    [], ["nope"], ["lint"], ["simulate", str(GOOD), "--seeds", "x"],
+    ["simulate", str(GOOD), "--seed", "1", "--exhaustive"], ["compile", str(GOOD)], ["fmt"],
+    ["lint", str(GOOD), "--format", "xml"]])
+def test_argparse_misuse_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str],
+                                                argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert info.value.code == 2
+    assert err.startswith("error: ccogen") and len(err.strip().splitlines()) == 1

@@ -13,6 +13,7 @@ import shlex
 import sys
 import traceback
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from ccogen import __version__
 from ccogen.cli import bench, compile, explain, fmt, lint, run, simulate
@@ -21,8 +22,17 @@ from ccogen.errors import DiagnosticError
 from ccogen.fileio import FileError
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a misuse reported as one line (not the usage block) and exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"error: {self.prog}: {message} (`{self.prog} --help` lists the "
+                         "options)\n")
+        raise SystemExit(EXIT_USAGE)
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ccogen", description="Check, simulate and generate GPU "
+    p = _Parser(prog="ccogen", description="Check, simulate and generate GPU "
                                 "communication protocols written in .cco")
     p.add_argument("--version", action="version", version=f"ccogen {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")

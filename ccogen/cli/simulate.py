@@ -15,21 +15,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ccogen.cli.common import (
-    EXIT_FINDINGS,
-    EXIT_OK,
-    UsageError,
-    color,
-    format_args,
-    instance_args,
-    limits,
-    params,
-    ranks,
-    read,
-    target,
-    write_out,
-)
 from ccogen.sim import DEFAULT_EPOCHS, DEFAULT_SEEDS
+
+from ccogen.cli.common import (EXIT_FINDINGS, EXIT_OK, UsageError, color, format_args,
+                               instance_args, limits, params, ranks, read, target, write_out)
 
 EXIT_FAILED = EXIT_FINDINGS
 
