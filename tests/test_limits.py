@@ -232,3 +232,10 @@ def test_argparse_misuse_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[st
     err = capsys.readouterr().err
     assert info.value.code == 2
     assert err.startswith("error: ccogen") and len(err.strip().splitlines()) == 1
+
+
+def test_api_check_takes_limits() -> None:
+    import ccogen
+
+    result = ccogen.check(ccogen.load(GOOD), ranks=(3,), limits=Limits(ranks=2))
+    assert [d.code for d in result.diagnostics] == ["E006"]
