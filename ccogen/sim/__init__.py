@@ -31,7 +31,8 @@ from ccogen.sim.dpor import explore
 from ccogen.sim.plan import build_plan
 from ccogen.sim.report import InstanceReport, SimReport, SimResult, merge, result_of
 from ccogen.sim.schedule import Run, Setup, run_seeded
-from ccogen.sim.state import random_image
+from ccogen.sim.plan import Plan
+from ccogen.sim.state import DENSE_MAX, random_image, touched_intervals
 from ccogen.sim.trace import chrome_trace, to_notes
 
 DEFAULT_SEEDS = 20
@@ -68,7 +69,9 @@ def simulate(
     model of `target` (MORI SDMA by default).  `keep_memory` keeps every
     schedule's final memory in the results; `digests` hashes it (by default when
     exploring exhaustively or keeping memory).  An instance whose windows (all ranks)
-    exceed `limits.sim_bytes` is not run: it reports E006.  `max_schedules` and
+    exceed `DENSE_MAX` are backed sparsely (only the bytes ops and `ensure` touch; the
+    instance report says so); one whose backed bytes exceed `limits.sim_bytes` is not
+    run: it reports E006.  `max_schedules` and
     `time_limit` must allow at least one schedule (ValueError otherwise); an instance
     explored by none does not pass.
     """
@@ -91,11 +94,20 @@ def simulate(
             report.instances.append(InstanceReport(f"nranks={n}", n, setup=diags))
             continue
         plan = build_plan(inst)
+        total = inst.nranks * sum(size for _, size in inst.window_sizes)
+        dense_max = DENSE_MAX if not keep_memory else total  # kept memory is whole windows
+        needed = total if total <= dense_max else _touched_bytes(plan)
+        if needed > limits.sim_bytes:
+            report.instances.append(InstanceReport(inst.label(), n, setup=[
+                _too_big(proto, inst, needed, limits.sim_bytes, sparse=needed < total)]))
+            continue
         digest = digests if digests is not None else exhaustive or keep_memory
-        setup = Setup(plan, random_image(plan, data_seed), epochs, pieces, digest)
+        setup = Setup(plan, random_image(plan, data_seed, dense_max), epochs, pieces, digest)
         setups.append(setup)
         report.instances.append(_run_instance(setup, seeds, exhaustive, max_schedules,
                                               time_limit, keep_memory))
+        if total > dense_max:
+            report.instances[-1].backing = f"{needed:,} of {total:,} bytes"
     report.diagnostics = merge(report.instances, f"ccogen simulate {shown}")
     if trace is not None and setups:
         report.trace = _write_trace(setups[0], trace, target, shown)
@@ -131,23 +143,25 @@ def _instance(proto: Protocol, n: int, params: Mapping[str, int] | None, limits:
 
     inst, diags = instantiate(proto, n, dict(params or {}), limits)
     errors = [d for d in diags if d.is_error]
-    if inst is None or errors:
-        return None, errors
-    total = inst.nranks * sum(size for _, size in inst.window_sizes)
-    if total > limits.sim_bytes:
-        return None, [_too_big(proto, inst, total, limits.sim_bytes)]
-    return inst, []
+    return (None, errors) if inst is None or errors else (inst, [])
 
 
-def _too_big(proto: Protocol, inst: Instance, total: int, limit: int) -> Diagnostic:
+def _touched_bytes(plan: Plan) -> int:
+    return sum(e - s for spans in touched_intervals(plan).values() for s, e in spans)
+
+
+def _too_big(proto: Protocol, inst: Instance, needed: int, limit: int, *,
+             sparse: bool) -> Diagnostic:
     from ccogen.diag import error
 
     sizes = ", ".join(f"`{name}` {size:,} B" for name, size in inst.window_sizes)
-    return error("E006", f"simulating would hold {total:,} bytes of windows, over the limit "
+    what = "bytes that ops and `ensure` touch" if sparse else "bytes of windows"
+    return error("E006", f"simulating would hold {needed:,} {what}, over the limit "
                  f"of {limit:,} bytes", proto.span, "this protocol",
                  notes=(f"{inst.nranks} ranks, each with {sizes}", f"in the instance "
                         f"{inst.label()}"),
-                 help=f"simulate smaller sizes (`--param`), or {raise_hint('sim-bytes', total)}")
+                 help=f"simulate smaller sizes (`--param`), or "
+                      f"{raise_hint('sim-bytes', needed)}")
 
 
 def _run_instance(setup: Setup, seeds: int | Iterable[int], exhaustive: bool,

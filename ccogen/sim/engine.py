@@ -30,7 +30,7 @@ from ccogen.sim.footprint import NEVER, Key, Keys, Mems, StepDesc, add, rd, wr
 from ccogen.sim.ops import IMPLS
 from ccogen.sim.plan import OpKey, Plan, QueueKey
 from ccogen.sim.race import HB, Access, RaceLog, Who
-from ccogen.sim.state import Memory, QState, State, WindowKey, Xfer, pieces
+from ccogen.sim.state import Image, Memory, QState, State, WindowKey, Xfer, pieces
 
 
 @dataclass(frozen=True, slots=True)
@@ -535,11 +535,13 @@ class Machine:
             return ""  # too few bytes to say where they came from
         if self.image[(region.rank, region.window)][where.start:where.stop].tobytes() == probe:
             return explain.origin_note(None, True, where)
-        for (rank, window), data in sorted(self.image.items()):
+        chunks = self.image.chunks() if isinstance(self.image, Image) else \
+            [(k, 0, a) for k, a in sorted(self.image.items())]
+        for (rank, window), offset, data in chunks:
             at = data.tobytes().find(probe)
             if at >= 0:
-                return explain.origin_note(RegionInst(window, at, at + len(probe), rank),
-                                           False, where)
+                return explain.origin_note(
+                    RegionInst(window, offset + at, offset + at + len(probe), rank), False, where)
         return explain.origin_note(None, False, where)
 
     # ------------------------------------------------------------------ deadlocks

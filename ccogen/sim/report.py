@@ -46,6 +46,7 @@ class InstanceReport:
     limit: str = ""
     elapsed: float = 0.0
     setup: list[Diagnostic] = field(default_factory=list)  # instantiation errors
+    backing: str = ""  # sparse backing: "N of M bytes" (only the touched bytes were backed)
 
     @property
     def passed(self) -> bool:
@@ -87,7 +88,10 @@ class SimReport:
         plural = "s" if counts != [1] else ""
         text = f"{kind}{runs} schedule{plural} {TIMES} {epochs} on nranks={sizes}: {verdict}"
         bounded = [f"nranks={i.nranks} {i.limit}" for i in self.instances if not i.complete]
-        return text + (f" (not exhaustive: {'; '.join(bounded)})" if bounded else "")
+        sparse = [f"nranks={i.nranks} {i.backing}" for i in self.instances if i.backing]
+        return (text + (f" (not exhaustive: {'; '.join(bounded)})" if bounded else "")
+                + (f" (windows backed sparsely, only the bytes touched: {'; '.join(sparse)})"
+                   if sparse else ""))
 
     def _failed(self) -> str:
         bad = sum(1 for i in self.instances for r in i.results if not r.passed)
