@@ -28,10 +28,9 @@ from ccogen.limits import DEFAULT as DEFAULT_LIMITS
 from ccogen.limits import Limits, raise_hint
 from ccogen.sim.cost import model_for
 from ccogen.sim.dpor import explore
-from ccogen.sim.plan import build_plan
+from ccogen.sim.plan import Plan, build_plan
 from ccogen.sim.report import InstanceReport, SimReport, SimResult, merge, result_of
 from ccogen.sim.schedule import Run, Setup, run_seeded
-from ccogen.sim.plan import Plan
 from ccogen.sim.state import DENSE_MAX, random_image, touched_intervals
 from ccogen.sim.trace import chrome_trace, to_notes
 
