@@ -69,7 +69,7 @@ def simulate(
     schedule's final memory in the results; `digests` hashes it (by default when
     exploring exhaustively or keeping memory).  An instance whose windows (all ranks)
     exceed `DENSE_MAX` are backed sparsely (only the bytes ops and `ensure` touch; the
-    instance report says so); one whose backed bytes exceed `limits.sim_bytes` is not
+    instance report says so) when that halves them or is needed to stay in the limit; one whose backed bytes exceed `limits.sim_bytes` is not
     run: it reports E006.  `max_schedules` and
     `time_limit` must allow at least one schedule (ValueError otherwise); an instance
     explored by none does not pass.
@@ -94,8 +94,10 @@ def simulate(
             continue
         plan = build_plan(inst)
         total = inst.nranks * sum(size for _, size in inst.window_sizes)
-        dense_max = DENSE_MAX if not keep_memory else total  # kept memory is whole windows
-        needed = total if total <= dense_max else _touched_bytes(plan)
+        needed = total if total <= DENSE_MAX or keep_memory else _touched_bytes(plan)
+        if needed * 2 > total and total <= limits.sim_bytes:
+            needed = total  # sparse would save little: back every byte
+        dense_max = total if needed == total else DENSE_MAX
         if needed > limits.sim_bytes:
             report.instances.append(InstanceReport(inst.label(), n, setup=[
                 _too_big(proto, inst, needed, limits.sim_bytes, sparse=needed < total)]))

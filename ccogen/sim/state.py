@@ -110,7 +110,7 @@ def pieces(size: int, count: int) -> tuple[tuple[int, int], ...]:
     return tuple((bounds[i], bounds[i + 1]) for i in range(n))
 
 
-DENSE_MAX = 64 << 20  # window bytes of an instance up to which every byte is backed
+DENSE_MAX = 256 << 20  # window bytes of an instance up to which every byte is backed
 
 Intervals = list[tuple[int, int]]
 
