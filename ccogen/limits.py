@@ -21,7 +21,7 @@ source (`MAX_DEPTH`) is fixed: it bounds recursion in the parser and the evaluat
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 
 FLAG = "--limit"
@@ -42,11 +42,10 @@ class Limits:
     def names() -> list[str]:
         return [f.name.replace("_", "-") for f in fields(Limits)]
 
-    def with_overrides(self, values: Sequence[str]) -> Limits:
-        """`["ranks=4096", "sim-bytes=8GiB"]` applied; ValueError with a readable message."""
-        from ccogen.instantiate import parse_param_value
-        from ccogen.ir.nodes import ParamType
-
+    def with_overrides(self, values: Sequence[str],
+                       parse: Callable[[str], int] = int) -> Limits:
+        """`["ranks=4096", "sim-bytes=8GiB"]` applied, each value read by `parse` (the CLI
+        passes the `--param` byte parser); ValueError with a readable message."""
         out = self
         for item in values:
             name, sep, text = item.partition("=")
@@ -55,7 +54,7 @@ class Limits:
                 raise ValueError(f"{FLAG} takes NAME=N with NAME one of "
                                  f"{', '.join(self.names())}, not {item!r}")
             try:
-                value = parse_param_value(text, ParamType.BYTES)
+                value = parse(text.strip())
             except ValueError as exc:
                 raise ValueError(f"{FLAG} {item}: {exc}") from None
             if value < 1:

@@ -37,10 +37,13 @@ def limit_arg(p: argparse.ArgumentParser) -> None:
 
 def limits(args: argparse.Namespace) -> Limits:
     """The `--limit NAME=N` values applied to the defaults (a usage error when wrong)."""
+    from ccogen.instantiate import parse_param_value
+    from ccogen.ir.nodes import ParamType
     from ccogen.limits import DEFAULT
 
     try:
-        return DEFAULT.with_overrides(getattr(args, "limit", []) or [])
+        return DEFAULT.with_overrides(getattr(args, "limit", []) or [],
+                                      lambda text: parse_param_value(text, ParamType.BYTES))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 
