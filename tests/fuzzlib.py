@@ -6,6 +6,8 @@ Inputs, from a seeded `random.Random` (reproducible: `case(seed, i)` rebuilds in
   bytes that are not UTF-8, deleted and duplicated ranges);
 * `tokens` token- and line-level mutations (keywords, operators, huge numbers, deep
   nesting, indentation changes, duplicated and swapped lines);
+* `values` changes that usually keep the syntax (a number, an operator, an op or a
+  keyword swapped), so that most inputs reach the checks and the simulator;
 * `params` a library protocol with hostile `--param`/`--ranks`/`--limit` values
   (2**62-byte windows, 10**30-element loops, tens of thousands of ranks);
 * `cli`    a command line of `ccogen` built from the subcommands, their flags and
@@ -14,9 +16,10 @@ Inputs, from a seeded `random.Random` (reproducible: `case(seed, i)` rebuilds in
 * `ir`     random well-scoped IR protocols from the hypothesis strategies of
   `tests/strategies.py`, printed and checked (`ir_cases`).
 
-Each text goes through the whole pipeline a user can reach: decode, parse, `fmt`
-(twice: the second pass must change nothing), `lint` at the given team sizes and, for
-one input in `SIM_EVERY`, `simulate` with one seed.  What may come out: diagnostics
+Input i is of kind `MIX[i % 20]` (mostly the cheap text mutations).  Each text goes
+through the whole pipeline a user can reach: decode, parse, `fmt` (twice: the second
+pass must change nothing, and no comment may be lost), `lint` at the given team sizes
+and, for about one input in `SIM_EVERY`, `simulate` with one seed.  What may come out: diagnostics
 with registered codes and spans inside the text, and for the CLI exit codes 0, 1 or 2
 without "internal error".  Anything else is a failure: a traceback (any other
 exception), a timeout (`TIMEOUT_S` of CPU per input, or four times that of wall time)
