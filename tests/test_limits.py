@@ -174,6 +174,8 @@ def test_findings_per_rule_are_capped_and_counted() -> None:
     (["--time-limit", "0", "--exhaustive"], "--time-limit must be"),
     (["--time-limit", "nan", "--exhaustive"], "--time-limit must be"),
     (["--target", "nope"], "unknown target"),
+    (["--epochs", "99999999999999999999"], "--epochs at most 1,000"),
+    (["--seeds", "99999999999999999999"], "--seeds is at most 1,000,000"),
 ])
 def test_simulate_misuse_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str],
                                                 argv: list[str], message: str) -> None:

@@ -21,6 +21,8 @@ from ccogen.cli.common import (EXIT_FINDINGS, EXIT_OK, UsageError, color, format
                                instance_args, limits, params, ranks, read, target, write_out)
 
 EXIT_FAILED = EXIT_FINDINGS
+MAX_SEEDS = 1_000_000  # about an hour of schedules of a small protocol
+MAX_EPOCHS = 1_000  # launches in one schedule
 
 
 def add_parser(sub: Any) -> None:
@@ -68,6 +70,9 @@ def command(args: argparse.Namespace) -> int:
 
     if args.seeds < 1 or args.epochs < 1:
         raise UsageError("--seeds and --epochs must be at least 1")
+    if args.seeds > MAX_SEEDS or args.epochs > MAX_EPOCHS:
+        raise UsageError(f"--seeds is at most {MAX_SEEDS:,} and --epochs at most {MAX_EPOCHS:,} "
+                         "(one schedule of a few ms each: larger values do not finish)")
     if args.max_schedules < 1:
         raise UsageError("--max-schedules must be at least 1: exploring nothing is not passing")
     if not args.time_limit > 0:
