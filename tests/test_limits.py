@@ -149,6 +149,25 @@ def test_large_windows_are_backed_sparsely_with_the_same_results(
     assert "sparsely" not in small.summary()
 
 
+def test_sparse_windows_need_no_address_space_either() -> None:
+    """256 GiB windows under a 3 GiB address-space cap: only the touched bytes exist."""
+    import subprocess
+    import sys
+
+    script = (
+        "import resource; resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))\n"
+        "import ccogen\n"
+        f"text = {SHIFT!r}.replace('block: bytes = 64 B', 'block: bytes = 64 KiB, "
+        "big: bytes = 256 GiB').replace('window send: block', 'window send: big')"
+        ".replace('window recv: block', 'window recv: big')\n"
+        "r = ccogen.simulate(text, ranks=2, seeds=1)\n"
+        "print(r.passed, r.summary())\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.startswith("True ") and "262,144 of 1,099,511,627,776 bytes" in out.stdout
+
+
 def test_analysis_memory_is_bounded() -> None:
     result = check_protocol(parse_ir(GOOD.read_text(), "a.cco"),
                             CheckOptions(ranks=(8,), limits=Limits(analysis_bytes=1 << 10)))

@@ -67,12 +67,12 @@ def simulate(
     Chrome/Perfetto trace of the first instance's timed schedule with the cost
     model of `target` (MORI SDMA by default).  `keep_memory` keeps every
     schedule's final memory in the results; `digests` hashes it (by default when
-    exploring exhaustively or keeping memory).  An instance whose windows (all ranks)
-    exceed `DENSE_MAX` are backed sparsely (only the bytes ops and `ensure` touch; the
-    instance report says so) when that halves them or is needed to stay in the limit; one whose backed bytes exceed `limits.sim_bytes` is not
-    run: it reports E006.  `max_schedules` and
-    `time_limit` must allow at least one schedule (ValueError otherwise); an instance
-    explored by none does not pass.
+    exploring exhaustively or keeping memory).  The windows of an instance past
+    `DENSE_MAX` bytes (all ranks) are backed sparsely, only the bytes ops and `ensure`
+    touch, when that halves them or is needed to stay within `limits.sim_bytes` (the
+    instance report says so); an instance that would still back more is not run: it
+    reports E006.  `max_schedules` and `time_limit` must allow at least one schedule
+    (ValueError otherwise); an instance explored by none does not pass.
     """
     if max_schedules < 1 or time_limit <= 0:
         raise ValueError("max_schedules must be at least 1 and time_limit positive")

@@ -507,7 +507,7 @@ class Machine:
     def _side(self, region: RegionInst, init: bool) -> np.ndarray:
         assert self.memory is not None
         if init:
-            return self.init_snap[(region.rank, region.window)][region.start:region.stop]
+            return self.memory.view_in(self.init_snap, region)
         return self.memory.view(region)
 
     def _evaluate(self, index: int, epoch: int) -> None:
@@ -533,7 +533,9 @@ class Machine:
         probe = actual[first:run].tobytes()
         if self.image is None or len(probe) < ORIGIN_PROBE:
             return ""  # too few bytes to say where they came from
-        if self.image[(region.rank, region.window)][where.start:where.stop].tobytes() == probe:
+        own = self.image.view(where) if isinstance(self.image, Image) else \
+            self.image[(region.rank, region.window)][where.start:where.stop]
+        if own.tobytes() == probe:
             return explain.origin_note(None, True, where)
         chunks = self.image.chunks() if isinstance(self.image, Image) else \
             [(k, 0, a) for k, a in sorted(self.image.items())]

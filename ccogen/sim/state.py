@@ -10,15 +10,16 @@ random bytes in 1..255 (never zero, so that a byte that was never written cannot
 pass for one that was).  Windows that nothing writes are shared with the initial
 image instead of copied.
 
-Sparse backing: when the windows of an instance hold more than `DENSE_MAX` bytes,
-only the bytes some op or `ensure` touches are filled and copied (`Image.touched`);
-the arrays are allocated zeroed, which the OS backs lazily, so an 8 GiB window of
-which a protocol moves 64 KiB costs 64 KiB.  Untouched bytes are never read, so the
-results are those of the dense run; the summary says the backing was sparse.
+Sparse backing: when the windows of an instance hold more than `DENSE_MAX` bytes
+(and `simulate` finds it worth it), only the bytes some op or `ensure` touches are
+backed, packed interval after interval (`Layout`): an 8 GiB window of which a protocol
+moves 64 KiB costs 64 KiB.  Untouched bytes are never read, so the results are those
+of a dense run; the summary says the backing was sparse.
 """
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 from dataclasses import dataclass, field
 
@@ -115,75 +116,104 @@ DENSE_MAX = 256 << 20  # window bytes of an instance up to which every byte is b
 Intervals = list[tuple[int, int]]
 
 
-class Image(dict[WindowKey, np.ndarray]):
-    """The initial bytes of every window; `touched` (sparse backing) lists, per window,
-    the merged byte intervals that ops and checks touch (None: every byte is backed)."""
+class Layout:
+    """Where a window's bytes live in its array: at their own offsets (dense), or, with
+    `touched` intervals (sparse), packed one interval after the other.  Every region an
+    op or a check names lies inside one touched interval."""
 
-    touched: dict[WindowKey, Intervals] | None = None
+    def __init__(self, touched: dict[WindowKey, Intervals] | None = None) -> None:
+        self.touched = touched
+        self._starts: dict[WindowKey, list[int]] = {}
+        self._bases: dict[WindowKey, list[int]] = {}
+        for key, spans in (touched or {}).items():
+            self._starts[key] = [a for a, _ in spans]
+            bases, at = [], 0
+            for a, b in spans:
+                bases.append(at)
+                at += b - a
+            self._bases[key] = bases
 
-    def materialised(self) -> int:
-        """Bytes really backed: every byte, or only the touched ones."""
+    @property
+    def sparse(self) -> bool:
+        return self.touched is not None
+
+    def size(self, key: WindowKey, full: int) -> int:
+        """Length of the array that backs window `key` of `full` bytes."""
         if self.touched is None:
-            return sum(a.size for a in self.values())
-        return sum(e - s for spans in self.touched.values() for s, e in spans)
+            return full
+        return sum(b - a for a, b in self.touched.get(key, []))
+
+    def locate(self, key: WindowKey, start: int, stop: int) -> slice:
+        """The array slice holding bytes [start, stop) of window `key`."""
+        if self.touched is None or stop <= start:
+            return slice(start, stop) if self.touched is None else slice(0, 0)
+        i = bisect.bisect_right(self._starts[key], start) - 1
+        a, b = self.touched[key][i]
+        assert a <= start and stop <= b, (key, start, stop)
+        base = self._bases[key][i] + start - a
+        return slice(base, base + stop - start)
+
+    def chunks(self, key: WindowKey, full: int) -> list[tuple[int, slice]]:
+        """(window offset, array slice) of every backed range of window `key`."""
+        if self.touched is None:
+            return [(0, slice(0, full))]
+        return [(a, self.locate(key, a, b)) for a, b in self.touched.get(key, [])]
+
+
+class Image(dict[WindowKey, np.ndarray]):
+    """The initial bytes of every window, laid out by `layout`; `sizes` are the windows'
+    full sizes."""
+
+    layout: Layout = Layout()
+    sizes: dict[WindowKey, int]
+
+    def view(self, region: RegionInst) -> np.ndarray:
+        key = (region.rank, region.window)
+        return self[key][self.layout.locate(key, region.start, region.stop)]
 
     def chunks(self) -> list[tuple[WindowKey, int, np.ndarray]]:
         """(window, offset, bytes) of every backed range, in order."""
-        if self.touched is None:
-            return [(k, 0, a) for k, a in sorted(self.items())]
-        return [(k, s, self[k][s:e]) for k in sorted(self) for s, e in self.touched.get(k, [])]
-
-
-def _copy(a: np.ndarray, spans: Intervals | None) -> np.ndarray:
-    if spans is None:
-        return a.copy()
-    out = np.zeros(a.shape, a.dtype)  # calloc: zero pages backed only where written
-    for s, e in spans:
-        out[s:e] = a[s:e]
-    return out
+        return [(k, at, self[k][where]) for k in sorted(self)
+                for at, where in self.layout.chunks(k, self.sizes[k])]
 
 
 class Memory:
     """Every window of every rank as real bytes (only the touched ones when sparse)."""
 
     def __init__(self, arrays: dict[WindowKey, np.ndarray], written: frozenset[WindowKey],
-                 touched: dict[WindowKey, Intervals] | None = None) -> None:
+                 layout: Layout | None = None) -> None:
         self.arrays = arrays
         self.written = written
-        self.touched = touched
-
-    def _spans(self, key: WindowKey) -> Intervals | None:
-        return None if self.touched is None else self.touched.get(key, [])
+        self.layout = layout or Layout()
 
     @classmethod
     def fresh(cls, image: dict[WindowKey, np.ndarray], written: frozenset[WindowKey]) -> Memory:
-        touched = image.touched if isinstance(image, Image) else None
-        spans = (lambda k: None) if touched is None else (lambda k: touched.get(k, []))
-        return cls({k: (_copy(a, spans(k)) if k in written else a) for k, a in image.items()},
-                   written, touched)
+        layout = image.layout if isinstance(image, Image) else None
+        return cls({k: (a.copy() if k in written else a) for k, a in image.items()}, written,
+                   layout)
 
     def copy(self) -> Memory:
-        return Memory({k: (_copy(a, self._spans(k)) if k in self.written else a)
-                       for k, a in self.arrays.items()}, self.written, self.touched)
+        return Memory({k: (a.copy() if k in self.written else a) for k, a in self.arrays.items()},
+                      self.written, self.layout)
 
     def view(self, region: RegionInst) -> np.ndarray:
-        return self.arrays[(region.rank, region.window)][region.start:region.stop]
+        return self.view_in(self.arrays, region)
+
+    def view_in(self, arrays: dict[WindowKey, np.ndarray], region: RegionInst) -> np.ndarray:
+        """The bytes of `region` in `arrays` (this memory's or a snapshot of it)."""
+        key = (region.rank, region.window)
+        return arrays[key][self.layout.locate(key, region.start, region.stop)]
 
     def snapshot(self, keys: frozenset[WindowKey]) -> dict[WindowKey, np.ndarray]:
         """Copies of the windows `keys` (shared where nothing ever writes them)."""
-        return {k: _copy(self.arrays[k], self._spans(k)) if k in self.written
-                else self.arrays[k] for k in keys}
+        return {k: self.arrays[k].copy() if k in self.written else self.arrays[k] for k in keys}
 
     def digest(self) -> str:
         """A hash of every window that something writes (the others never change)."""
         h = hashlib.blake2b(digest_size=16)
         for key in sorted(self.written):
             h.update(repr(key).encode())
-            spans = self._spans(key)
-            if spans is None:
-                h.update(self.arrays[key].data)
-            for s, e in spans or ():
-                h.update(self.arrays[key][s:e].data)
+            h.update(self.arrays[key].data)
         return h.hexdigest()
 
     def to_bytes(self) -> dict[WindowKey, bytes]:
@@ -197,15 +227,13 @@ def random_image(plan: Plan, seed: int, dense_max: int = DENSE_MAX) -> Image:
     image = Image()
     total = plan.instance.nranks * sum(size for _, size in plan.windows)
     if total > dense_max:
-        image.touched = touched_intervals(plan)
+        image.layout = Layout(touched_intervals(plan))
+    image.sizes = {}
     for rank in range(plan.instance.nranks):
         for name, size in plan.windows:
-            if image.touched is None:
-                image[(rank, name)] = rng.integers(1, 256, size=size, dtype=np.uint8)
-                continue
-            a = image[(rank, name)] = np.zeros(size, dtype=np.uint8)
-            for s, e in image.touched.get((rank, name), []):
-                a[s:e] = rng.integers(1, 256, size=e - s, dtype=np.uint8)
+            key = (rank, name)
+            image.sizes[key] = size
+            image[key] = rng.integers(1, 256, size=image.layout.size(key, size), dtype=np.uint8)
     return image
 
 
