@@ -20,6 +20,8 @@ from ccogen.diag import Diagnostic, error
 from ccogen.errors import DiagnosticError
 from ccogen.ir.instance import Instance
 from ccogen.ir.nodes import Protocol
+from ccogen.limits import DEFAULT as DEFAULT_LIMITS
+from ccogen.limits import Limits
 
 
 class CompileError(Exception):
@@ -45,7 +47,8 @@ def default_ranks(protocol: Protocol, params: dict[str, int]) -> int:
 def compile_protocol(protocol: Protocol, target: str, *, source: str, ranks: int | None = None,
                      params: dict[str, int] | None = None, debug: bool = False,
                      force: bool = False,
-                     arch: str | None = None, epoch_from_heap: bool = False) -> Compiled:
+                     arch: str | None = None, epoch_from_heap: bool = False,
+                     limits: Limits | None = None) -> Compiled:
     """Check the instance (errors refuse) and generate its files for `target`.
 
     `epoch_from_heap` is `codegen.Options.epoch_from_heap` (kernels count their own
@@ -60,7 +63,8 @@ def compile_protocol(protocol: Protocol, target: str, *, source: str, ranks: int
                                   protocol.span, "this protocol",
                                   help=f"targets with a code generator: {', '.join(BACKENDS)}")])
     n = ranks if ranks is not None else default_ranks(protocol, params)
-    result = check_protocol(protocol, CheckOptions(ranks=(n,), params=params, target=target))
+    result = check_protocol(protocol, CheckOptions(ranks=(n,), params=params, target=target,
+                                                   limits=limits or DEFAULT_LIMITS))
     errors = [d for d in result.diagnostics if d.is_error]
     if not result.instances or (errors and not force):
         raise CompileError(errors or result.diagnostics)
@@ -77,7 +81,7 @@ def compile_protocol(protocol: Protocol, target: str, *, source: str, ranks: int
 
 def compile_file(path: str, target: str, *, ranks: int | None, params_text: Sequence[str],
                  out_dir: str | None, debug: bool = False, arch: str | None = None,
-                 force: bool = False) -> Path:
+                 force: bool = False, limits: Limits | None = None) -> Path:
     """Compile a `.cco` file into `out_dir` (default: `./NAME-TARGET-nN/`).
 
     Files go through `ccogen.fileio.write_generated`: a file there that ccogen did not
@@ -94,7 +98,7 @@ def compile_file(path: str, target: str, *, ranks: int | None, params_text: Sequ
 
     params = parse_params(params_text, protocol)
     compiled = compile_protocol(protocol, target, source=path, ranks=ranks, params=params,
-                                debug=debug, arch=arch)
+                                debug=debug, arch=arch, limits=limits)
     out = Path(out_dir) if out_dir else Path(
         f"{protocol.name}-{target}-n{compiled.instance.nranks}")
     write_generated(out, compiled.files, force=force, inputs=[path])

@@ -107,6 +107,17 @@ def test_team_of_tens_of_thousands_is_refused_up_front() -> None:
     assert time.monotonic() - start < 5
 
 
+def test_compile_takes_limit(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    source = tmp_path / "shift.cco"
+    source.write_text(SHIFT)
+    code, out, _ = run(capsys, "compile", str(source), "--target", "mori-sdma", "--ranks",
+                       "40", "--limit", "ranks=32", "-o", str(tmp_path / "out"))
+    assert code == 1 and "error[E006]" in out and "--limit ranks=40" in out
+    code, out, _ = run(capsys, "compile", str(source), "--target", "mori-sdma", "--ranks",
+                       "40", "--limit", "ranks=64", "-o", str(tmp_path / "out"))
+    assert code == 0
+
+
 def test_window_of_2_62_bytes_does_not_compile() -> None:
     from ccogen.compiler import CompileError, compile_protocol
 

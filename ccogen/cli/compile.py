@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ccogen.cli.common import EXIT_FINDINGS, EXIT_OK, UsageError, read, target
+from ccogen.cli.common import (EXIT_FINDINGS, EXIT_OK, UsageError, limit_arg, limits, read,
+                               target)
 
 
 def _compile_args(p: argparse.ArgumentParser) -> None:
@@ -20,6 +21,7 @@ def _compile_args(p: argparse.ArgumentParser) -> None:
                    "directory that ccogen did not generate")
     p.add_argument("--ranks", type=int, default=None, metavar="N", help="team size")
     p.add_argument("--param", action="append", default=[], metavar="K=V")
+    limit_arg(p)
     p.add_argument("--arch", default=None, metavar="ARCH", help="CUDA arch (sm_90 default; "
                    "nvshmem counted writes need sm_100, nccl-cft always builds for sm_100)")
     p.add_argument("--debug", action="store_true", help="bounded waits that report hangs "
@@ -42,7 +44,7 @@ def _compile(args: argparse.Namespace) -> Path | None:
     try:
         return compile_file(args.file, args.target, ranks=args.ranks, params_text=args.param,
                             out_dir=args.output, debug=args.debug, arch=args.arch,
-                            force=args.force)
+                            force=args.force, limits=limits(args))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     except CompileError as exc:
