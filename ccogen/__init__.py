@@ -32,7 +32,7 @@ from ccogen.builder import (
     where,
     world,
 )
-from ccogen.builder import int_ as int  # noqa: A001 - `cg.int` as the spec writes it
+from ccogen.builder import int_ as int
 from ccogen.diag import Diagnostic, Severity
 from ccogen.errors import DiagnosticError, InternalError
 

@@ -43,8 +43,8 @@ class CheckResult:
 
 def check_protocol(protocol: Protocol, options: CheckOptions = CheckOptions()) -> CheckResult:
     """Instantiate for every team size and run every check on every instance."""
-    from ccogen.instantiate import instantiate, team_sizes
     from ccogen.analysis import gc_paused
+    from ccogen.instantiate import instantiate, team_sizes
     from ccogen.ir.depth import depth_error
 
     if (deep := depth_error(protocol)) is not None:  # built in Python, past the parser's limit

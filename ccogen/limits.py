@@ -10,9 +10,11 @@ the machine:
 | `op-instances` | 1,000,000     | op instances of one instance, all ranks and checks      |
 | `iterations`   | 4,000,000     | loop iterations unrolled for one instance               |
 | `window-bytes` | 1 TiB         | the size of one window (no device has more memory)      |
-| `sim-bytes`    | 1 GiB         | window bytes the simulator backs per instance (sparse past 256 MiB: only the touched bytes) |
+| `sim-bytes`    | 1 GiB         | window bytes the simulator backs per instance (*)       |
 | `findings`     | 100           | findings reported per rule (the rest are counted)       |
 | `analysis-bytes` | 2 GiB       | happens-before clocks of one instance (events x issuers) |
+
+(*) Past 256 MiB of windows the simulator backs only the bytes ops and `ensure` touch.
 
 `--limit NAME=N` (repeatable; sizes take units: `--limit sim-bytes=8GiB`) raises or
 lowers one for `lint`, `simulate`, `compile` and `build`.  The nesting depth of the

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ccogen.ir import nodes as ir
+from ccogen.ir.opkind import OpKind
 from ccogen.ir.signatures import SIGNATURES, make_op
 from ccogen.source import SourceFile, Span
 
@@ -125,7 +126,7 @@ class _Reader:
 
     def op(self, call: ast.expr) -> ir.Op:
         assert isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
-        name = call.func.id
+        name = OpKind(call.func.id)
         specs = SIGNATURES[name]
         positional = [p for p in specs if p.positional]
         args = {positional[i].name: a for i, a in enumerate(call.args)}

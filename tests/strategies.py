@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from ccogen.ir import nodes as ir
+from ccogen.ir.opkind import OpKind
 
 NAMES = st.sampled_from(["a", "b", "n", "size", "chunk", "k2", "x_y"])
 SMALL = st.integers(min_value=-3, max_value=1 << 20)
@@ -50,30 +51,44 @@ def regions(windows: tuple[str, ...], e: st.SearchStrategy[ir.Expr]) -> st.Searc
                      st.sampled_from(windows), st.none() | e, st.none() | e)
 
 
-def ops(windows: tuple[str, ...], counters: tuple[str, ...], e: st.SearchStrategy[ir.Expr]) -> st.SearchStrategy[ir.Op]:
+def op_strategies(windows: tuple[str, ...], counters: tuple[str, ...],
+                  e: st.SearchStrategy[ir.Expr]) -> dict[OpKind, st.SearchStrategy[ir.Op]]:
+    """One strategy per op kind (the counter ops only where there are counters)."""
     r = regions(windows, e)
     q = st.none() | e
     signal = st.sampled_from(list(ir.SignalKind))
     mode = st.sampled_from(list(ir.Mode))
     count = st.none() | (st.sampled_from(counters) if counters else st.none())
-    choices = [
-        st.builds(lambda p, d, s, qq, sg, ag, spc, m, c: ir.Put(peer=p, dst=d, src=s, queue=qq, signal=sg,
-                  aggregate=ag, signal_per_copy=spc, mode=m, count=c),
-                  e, r, r, q, signal, st.booleans(), st.booleans(), mode, count),
-        st.builds(lambda p, d, s, qq, sg, ag, m: ir.Get(peer=p, dst=d, src=s, queue=qq, signal=sg,
-                  aggregate=ag, mode=m), e, r, r, q, signal, st.booleans(), mode),
-        st.builds(lambda d, s: ir.Copy(dst=d, src=s), r, r),
-        st.builds(lambda p, qq: ir.Commit(peer=p, queue=qq), e, q),
-        st.builds(lambda p, qq: ir.Quiet(peer=p, queue=qq), e, q),
-        st.just(ir.Quiet()),
-        st.builds(lambda s, qq, x: ir.WaitSignal(src=s, queue=qq, expected=x), e, q, st.none() | e),
-        st.just(ir.Barrier()),
-        st.just(ir.Fence()),
-    ]
+    found: dict[OpKind, st.SearchStrategy[ir.Op]] = {
+        OpKind.PUT: st.builds(
+            lambda p, d, s, qq, sg, ag, spc, m, c: ir.Put(
+                peer=p, dst=d, src=s, queue=qq, signal=sg, aggregate=ag, signal_per_copy=spc,
+                mode=m, count=c),
+            e, r, r, q, signal, st.booleans(), st.booleans(), mode, count),
+        OpKind.GET: st.builds(
+            lambda p, d, s, qq, sg, ag, m: ir.Get(
+                peer=p, dst=d, src=s, queue=qq, signal=sg, aggregate=ag, mode=m),
+            e, r, r, q, signal, st.booleans(), mode),
+        OpKind.COPY: st.builds(lambda d, s: ir.Copy(dst=d, src=s), r, r),
+        OpKind.COMMIT: st.builds(lambda p, qq: ir.Commit(peer=p, queue=qq), e, q),
+        OpKind.QUIET: (st.builds(lambda p, qq: ir.Quiet(peer=p, queue=qq), e, q)
+                       | st.just(ir.Quiet())),
+        OpKind.WAIT_SIGNAL: st.builds(lambda s, qq, x: ir.WaitSignal(src=s, queue=qq, expected=x),
+                                      e, q, st.none() | e),
+        OpKind.BARRIER: st.just(ir.Barrier()),
+        OpKind.FENCE: st.just(ir.Fence()),
+    }
     if counters:
-        choices.append(st.builds(lambda c, x: ir.WaitCount(counter=c, expected=x),
-                                 st.sampled_from(counters), st.none() | e))
-    return st.one_of(choices)
+        found[OpKind.WAIT_COUNT] = st.builds(lambda c, x: ir.WaitCount(counter=c, expected=x),
+                                             st.sampled_from(counters), st.none() | e)
+        found[OpKind.RESET_COUNT] = st.builds(lambda c: ir.ResetCount(counter=c),
+                                              st.sampled_from(counters))
+    return found
+
+
+def ops(windows: tuple[str, ...], counters: tuple[str, ...],
+        e: st.SearchStrategy[ir.Expr]) -> st.SearchStrategy[ir.Op]:
+    return st.one_of(list(op_strategies(windows, counters, e).values()))
 
 
 @st.composite

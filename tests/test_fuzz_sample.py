@@ -1,6 +1,7 @@
 """A fast sample of the fuzzer of `scripts/fuzz.py` (`tests/fuzzlib.py`): 40 inputs of
 every kind and 15 random IR protocols, each a diagnostic or a clean result, never a
-traceback, a timeout or a lost comment.  The long run (>= 100,000 inputs) is in docs/reliability.md."""
+traceback, a timeout or a lost comment.  The long run (>= 100,000 inputs) is in
+docs/reliability.md."""
 
 from __future__ import annotations
 

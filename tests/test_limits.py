@@ -119,10 +119,11 @@ def test_compile_takes_limit(capsys: pytest.CaptureFixture[str], tmp_path: Path)
 
 
 def test_window_of_2_62_bytes_does_not_compile() -> None:
-    from ccogen.compiler import CompileError, compile_protocol
+    from ccogen.compiler import compile_protocol
+    from ccogen.errors import DiagnosticError
 
     protocol = parse_ir(SHIFT.replace("window send: block", "window send: block * 2**56"), "t.cco")
-    with pytest.raises(CompileError) as caught:
+    with pytest.raises(DiagnosticError) as caught:
         compile_protocol(protocol, "mori-sdma", source="t.cco", ranks=2, params={})
     assert [d.code for d in caught.value.diagnostics] == ["E006"]
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from ccogen.analysis.events import BLOCKING, EdgeKind, Event, EventKind
+from ccogen.analysis.events import EdgeKind, Event, EventKind
 from ccogen.analysis.matching import Matching
 from ccogen.ir.instance import Instance, Issuer, OpInst
+from ccogen.ir.opkind import OpKind
 
-TRANSFERS = frozenset({"put", "get"})
 QueueKey = tuple[int, int, int]  # (rank, peer, queue)
 
 
@@ -105,8 +105,8 @@ class Skeleton:
 
     def completion(self, rank: int, index: int) -> int:
         """The event after which program order continues: `done` of a blocking op, else `issue`."""
-        kind = self.op(rank, index).kind
-        return self.ids[(EventKind.DONE if kind in BLOCKING else EventKind.ISSUE, rank, index)]
+        blocking = self.op(rank, index).kind.traits.blocking
+        return self.ids[(EventKind.DONE if blocking else EventKind.ISSUE, rank, index)]
 
     def terminal(self, rank: int, index: int) -> list[int]:
         """The last events of a transfer: its signals and count, or its land."""
@@ -134,7 +134,7 @@ def build_skeleton(instance: Instance, matching: Matching) -> Skeleton:
     for rank, ops in enumerate(instance.ranks):
         _program_edges(sk, rank, ops)
         for op in ops:
-            if op.kind in TRANSFERS:
+            if op.kind.traits.queued:
                 _transfer_edges(sk, op)
         _queue_edges(sk, rank, ops)
         _fence_edges(sk, rank, ops)
@@ -151,9 +151,9 @@ def _op_events(sk: Skeleton, op: OpInst, who: int) -> None:
     """
     r, i = op.rank, op.index
     sk.add_event(EventKind.ISSUE, r, i, r, (r, who))
-    if op.kind in BLOCKING:
+    if op.kind.traits.blocking:
         sk.add_event(EventKind.DONE, r, i, r, (r, who))
-    if op.kind not in TRANSFERS or op.peer is None:
+    if not op.kind.traits.queued or op.peer is None:
         return
     assert op.src is not None and op.dst is not None
     queue = (r, who, op.peer, op.queue)
@@ -165,7 +165,7 @@ def _op_events(sk: Skeleton, op: OpInst, who: int) -> None:
         if inc is not None and inc.first == i:
             sk.add_event(kind, r, i, inc.slot[0], queue if first else (*queue, kind))
             first = False
-    if op.kind == "put" and op.counter is not None:
+    if op.kind is OpKind.PUT and op.counter is not None:
         sk.add_event(EventKind.COUNT, r, i, op.peer,
                      queue if first else (*queue, EventKind.COUNT))
 
@@ -180,7 +180,7 @@ def _program_edges(sk: Skeleton, rank: int, ops: tuple[OpInst, ...]) -> None:
         for p in op.preds:
             has_succ[p] = True
             sk.add_edge(sk.completion(rank, p), issue, EdgeKind.PROGRAM)
-        if op.kind in BLOCKING:
+        if op.kind.traits.blocking:
             sk.add_edge(issue, sk.ids[(EventKind.DONE, rank, op.index)], EdgeKind.PROGRAM)
     end = sk.ids[(EventKind.END, rank, -1)]
     for op in ops:
@@ -206,12 +206,12 @@ def _queue_edges(sk: Skeleton, rank: int, ops: tuple[OpInst, ...]) -> None:
     """Transfers of one issuer on one queue: each reads after the previous one finished."""
     last: dict[tuple[Issuer, int, int], int] = {}
     for op in ops:
-        if op.peer is None or op.queue is None or op.kind not in (*TRANSFERS, "commit"):
+        if op.peer is None or op.queue is None or not op.kind.traits.rings:
             continue
         q = sk.queues.setdefault((rank, op.peer, op.queue), QueueOps())
-        if op.kind == "commit" or not op.aggregate:
+        if not op.kind.traits.queued or not op.aggregate:
             q.ringers.setdefault(op.issuer, []).append(op.index)
-        if op.kind == "commit":
+        if not op.kind.traits.queued:
             continue
         q.transfers.setdefault(op.issuer, []).append(op.index)
         key = (op.issuer, op.peer, op.queue)
@@ -226,10 +226,10 @@ def _fence_edges(sk: Skeleton, rank: int, ops: tuple[OpInst, ...]) -> None:
     """`fence()`: the issuer's earlier transfers land before its later ones land."""
     by_issuer: dict[Issuer, list[OpInst]] = {}
     for op in ops:
-        if op.kind == "fence" or (op.kind in TRANSFERS and op.peer is not None):
+        if op.kind is OpKind.FENCE or (op.kind.traits.queued and op.peer is not None):
             by_issuer.setdefault(op.issuer, []).append(op)
     for seq in by_issuer.values():
-        if any(op.kind == "fence" for op in seq):
+        if any(op.kind is OpKind.FENCE for op in seq):
             _fence_issuer(sk, rank, seq)
 
 
@@ -238,7 +238,7 @@ def _fence_issuer(sk: Skeleton, rank: int, seq: list[OpInst]) -> None:
     sources: dict[tuple[int | None, int | None], int] = {}
     fenced: set[tuple[int | None, int | None]] = set()
     for op in seq:
-        if op.kind == "fence":
+        if op.kind is OpKind.FENCE:
             sources, fenced = dict(last_land), set()
             continue
         where = (op.peer, op.queue)
@@ -260,7 +260,7 @@ def _barrier_ops(instance: Instance, kernel: int) -> dict[tuple[int, int], list[
         (r, b): [] for r in range(instance.nranks) for b in range(grid)}
     for rank, ops in enumerate(instance.ranks):
         for op in ops:
-            if op.kind == "barrier" and op.kernel == kernel:
+            if op.kind is OpKind.BARRIER and op.kernel == kernel:
                 found.setdefault((rank, op.issuer.block), []).append(op.index)
     return found
 
@@ -286,7 +286,7 @@ def _barriers(sk: Skeleton) -> None:
 
 
 def _kernels_with_barriers(instance: Instance) -> Iterator[int]:
-    kernels = {op.kernel for ops in instance.ranks for op in ops if op.kind == "barrier"}
+    kernels = {op.kernel for ops in instance.ranks for op in ops if op.kind is OpKind.BARRIER}
     yield from sorted(kernels)
 
 

@@ -17,6 +17,7 @@ from ccogen.analysis._hb_build import QueueKey, QueueOps, Skeleton
 from ccogen.analysis.events import EdgeKind, EventKind
 from ccogen.analysis.matching import CounterKey, SlotKey
 from ccogen.ir.instance import Issuer
+from ccogen.ir.opkind import OpKind
 
 HB = Callable[[int, int], bool]
 T = TypeVar("T")
@@ -132,7 +133,7 @@ def quiet_edges(sk: Skeleton, hb: HB, again: bool = False) -> int:
     added = 0
     for ops in sk.instance.ranks:
         for op in ops:
-            if op.kind == "quiet":
+            if op.kind is OpKind.QUIET:
                 for read in drained(sk, op.rank, op.index, hb, again):
                     added += sk.add_edge(read, sk.ids[(EventKind.DONE, op.rank, op.index)],
                                          EdgeKind.QUIET)

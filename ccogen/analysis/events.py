@@ -5,9 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-BLOCKING = frozenset({"quiet", "wait_signal", "wait_count", "barrier"})
-"""Ops whose completion (`done`) comes after their `issue`, when some condition holds."""
-
 
 class EventKind(StrEnum):
     ISSUE = "issue"  # the issuer reaches the op (a copy reads and writes here)
@@ -54,4 +51,4 @@ class Event:
         return f"{self.kind.value} of op {self.op} on rank {self.rank}"
 
 
-__all__ = ["BLOCKING", "EdgeKind", "Event", "EventKind"]
+__all__ = ["EdgeKind", "Event", "EventKind"]

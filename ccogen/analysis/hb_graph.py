@@ -56,7 +56,7 @@ import networkx as nx
 from ccogen.analysis import _hb_derive as derive
 from ccogen.analysis._clock import Clock, sweep
 from ccogen.analysis._hb_build import BarrierMismatch, QueueOps, build_skeleton
-from ccogen.analysis.events import BLOCKING, EdgeKind, Event, EventKind
+from ccogen.analysis.events import EdgeKind, Event, EventKind
 from ccogen.analysis.matching import Matching, match
 from ccogen.ir.instance import Instance, OpInst
 from ccogen.source import Span
@@ -292,8 +292,4 @@ class HBGraph:
                 "chains": max(self.clock.chain, default=-1) + 1, "stuck": len(self.stuck)}
 
 
-def is_blocking(op: OpInst) -> bool:
-    return op.kind in BLOCKING
-
-
-__all__ = ["Edge", "EdgeKind", "Event", "EventKind", "HBGraph", "is_blocking"]
+__all__ = ["Edge", "EdgeKind", "Event", "EventKind", "HBGraph"]

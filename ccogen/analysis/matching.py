@@ -11,7 +11,7 @@ they target (MORI: lanes that share a queue are grouped, one signal after all of
 their copies), unless `signal_per_copy=True`, which signals once per lane.  A
 counted put (`count=C`) adds its payload bytes to the peer's counter `C`.
 
-*Expected values* (spec section 6).  Waits of one rank on one key (slot or
+*Expected values* (docs/reference/language.md §6).  Waits of one rank on one key (slot or
 counter) are numbered 1, 2, ... in the rank's program order.  A `wait_signal`
 without `expected` numbered k expects k, the last one the epoch total, and a wait
 numbered past the total has nothing to pair with (`expected` None: E021).  A
@@ -33,6 +33,7 @@ from typing import Literal, TypeAlias
 
 from ccogen.ir.instance import Instance, IssuerLevel, OpInst
 from ccogen.ir.nodes import Mode
+from ccogen.ir.opkind import OpKind
 
 SlotKey: TypeAlias = tuple[int, int, int]
 """`(receiver rank, sender rank, queue)`: the slot `[sender, queue]` on the receiver."""
@@ -40,8 +41,6 @@ CounterKey: TypeAlias = tuple[int, str]
 """`(rank, counter name)`."""
 OpKey: TypeAlias = tuple[int, int]
 """`(rank, op index)`."""
-
-TRANSFERS = frozenset({"put", "get"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +107,7 @@ class ExpectedValues:
         base = self.waits.get((op.rank, op.index))
         if base is None:
             return None
-        if op.kind == "wait_count":
+        if op.kind is OpKind.WAIT_COUNT:
             assert op.counter is not None
             key: CounterKey = (op.rank, op.counter)
             return base, 0 if key in self.reset_counters else self.counter_totals.get(key, 0)
@@ -202,7 +201,7 @@ def _increments(instance: Instance) -> tuple[dict[SlotKey, tuple[Increment, ...]
     flags: dict[tuple[object, ...], tuple[SlotKey, int, bool, bool, int]] = {}
     for rank, ops in enumerate(instance.ranks):
         for op in ops:
-            if op.kind not in TRANSFERS or op.peer is None or op.queue is None:
+            if not op.kind.traits.signals or op.peer is None or op.queue is None:
                 continue
             for slot, local in _signal_targets(op):
                 key: tuple[object, ...] = ((rank, op.group, slot, local) if _grouped(op)
@@ -226,7 +225,7 @@ def _counted(instance: Instance) -> dict[CounterKey, tuple[CountedWrite, ...]]:
     found: dict[CounterKey, list[CountedWrite]] = {}
     for rank, ops in enumerate(instance.ranks):
         for op in ops:
-            if op.kind == "put" and op.counter is not None and op.peer is not None:
+            if op.kind is OpKind.PUT and op.counter is not None and op.peer is not None:
                 assert op.dst is not None
                 key = (op.peer, op.counter)
                 found.setdefault(key, []).append(
@@ -235,9 +234,9 @@ def _counted(instance: Instance) -> dict[CounterKey, tuple[CountedWrite, ...]]:
 
 
 def _wait_key(op: OpInst) -> SlotKey | CounterKey | None:
-    if op.kind == "wait_signal" and op.peer is not None and op.queue is not None:
+    if op.kind is OpKind.WAIT_SIGNAL and op.peer is not None and op.queue is not None:
         return (op.rank, op.peer, op.queue)
-    if op.kind == "wait_count" and op.counter is not None:
+    if op.kind is OpKind.WAIT_COUNT and op.counter is not None:
         return (op.rank, op.counter)
     return None
 
@@ -263,7 +262,7 @@ def _waits(instance: Instance, increments: Mapping[SlotKey, tuple[Increment, ...
 
 def _one_wait(op: OpInst, key: SlotKey | CounterKey, k: int, last: bool,
               total: int) -> WaitMatch:
-    kind: Literal["signal", "count"] = "signal" if op.kind == "wait_signal" else "count"
+    kind: Literal["signal", "count"] = "signal" if op.kind is OpKind.WAIT_SIGNAL else "count"
     if op.expected is not None:
         expected: int | None = op.expected
     elif kind == "count":
@@ -279,14 +278,14 @@ def _one_wait(op: OpInst, key: SlotKey | CounterKey, k: int, last: bool,
 
 def _resets(instance: Instance) -> frozenset[CounterKey]:
     return frozenset((op.rank, op.counter) for ops in instance.ranks for op in ops
-                     if op.kind == "reset_count" and op.counter is not None)
+                     if op.kind is OpKind.RESET_COUNT and op.counter is not None)
 
 
 def _modes(instance: Instance) -> dict[tuple[int, int], Mode]:
     targets: dict[tuple[int, int], set[tuple[int | None, int | None]]] = {}
     for rank, ops in enumerate(instance.ranks):
         for op in ops:
-            if op.kind in TRANSFERS and op.issuer.level is IssuerLevel.LANE:
+            if op.kind.traits.queued and op.issuer.level is IssuerLevel.LANE:
                 targets.setdefault((rank, op.group), set()).add((op.peer, op.queue))
     return {key: Mode.SAME_QUEUE if len(t) == 1 else Mode.INDEPENDENT
             for key, t in targets.items()}

@@ -34,6 +34,7 @@ from itertools import pairwise
 from ccogen.analysis._hb_derive import prefix_len
 from ccogen.analysis.hb_graph import HBGraph
 from ccogen.ir.instance import CheckInst, OpInst, RegionInst
+from ccogen.ir.opkind import OpKind
 
 MAX_PAIRWISE = 64
 
@@ -57,7 +58,7 @@ class Access:
 
     @property
     def by_transfer(self) -> bool:
-        return self.op is not None and self.op.kind in ("put", "get")
+        return self.op is not None and self.op.kind.traits.queued
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +86,7 @@ def accesses(graph: HBGraph) -> tuple[list[Access], list[Access]]:
     reads: list[Access] = []
     writes: list[Access] = []
     for op in graph.iter_ops():
-        if op.kind not in ("put", "get", "copy") or op.src is None or op.dst is None:
+        if not op.kind.traits.transfer or op.src is None or op.dst is None:
             continue
         issue = graph.issue(op.rank, op.index)
         reads.append(Access(op.src, graph.read(op.rank, op.index), issue, op))
@@ -228,13 +229,14 @@ def _classify(graph: HBGraph, r: Access, w: Access, overlap: RegionInst) -> Conf
 def _other_queue(graph: HBGraph, r: Access, w: Access) -> tuple[OpInst, OpInst] | None:
     """A wait before `r` on a signal that `w`'s issuer sent after `w`, on another queue."""
     put = w.op
-    if put is None or put.kind != "put" or put.queue is None:
+    if put is None or put.kind is not OpKind.PUT or put.queue is None:
         return None
     reader = r.op.rank if r.op is not None else r.check.rank  # type: ignore[union-attr]
     m = graph.matching
     issue_put = graph.issue(put.rank, put.index)
     for op in graph.instance.ranks[reader]:
-        if op.kind != "wait_signal" or op.peer != put.rank or op.queue in (None, put.queue):
+        if (op.kind is not OpKind.WAIT_SIGNAL or op.peer != put.rank
+                or op.queue in (None, put.queue)):
             continue
         if not graph.hb(graph.done(reader, op.index), r.event):
             continue

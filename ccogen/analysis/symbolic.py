@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from ccogen.analysis.events import EventKind
 from ccogen.analysis.hb_graph import HBGraph
 from ccogen.ir.instance import CheckInst, Instance, OpInst, RegionInst
+from ccogen.ir.opkind import OpKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +131,7 @@ def execute(graph: HBGraph) -> Memory:
             taken[(op.rank, op.index)] = mem.read(op.src)
         elif kind is EventKind.LAND:
             mem.write(op.dst, taken.pop((op.rank, op.index)), op)
-        elif op.kind == "copy":
+        elif op.kind is OpKind.COPY:
             mem.write(op.dst, mem.read(op.src), op)
     return mem
 

@@ -21,8 +21,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ccogen.ir.instance import Instance
 
-TRANSFER_KINDS = frozenset({"put", "get"})
-
 
 @dataclass(frozen=True)
 class Traffic:
@@ -66,7 +64,7 @@ def traffic_of(instance: Instance) -> Traffic:
     moved: dict[tuple[int, int], int] = defaultdict(int)
     for ops in instance.ranks:
         for op in ops:
-            if op.kind not in TRANSFER_KINDS or op.src is None or op.dst is None:
+            if not op.kind.traits.queued or op.src is None or op.dst is None:
                 continue
             if op.src.rank != op.dst.rank:
                 moved[(op.src.rank, op.dst.rank)] += op.dst.size
@@ -74,4 +72,4 @@ def traffic_of(instance: Instance) -> Traffic:
     return Traffic(instance.nranks, links)
 
 
-__all__ = ["TRANSFER_KINDS", "Traffic", "traffic_of"]
+__all__ = ["Traffic", "traffic_of"]

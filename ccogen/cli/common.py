@@ -53,6 +53,23 @@ def param_arg(p: argparse.ArgumentParser, help: str = "override a parameter, "
     p.add_argument("--param", action="append", default=[], metavar="K=V", help=help)
 
 
+def max_ctas_arg(p: argparse.ArgumentParser) -> None:
+    """`--max-ctas N`: the SM budget (codegen.Options.max_ctas), for compile/build/run/bench."""
+    p.add_argument("--max-ctas", type=_positive, default=None, metavar="N",
+                   help="SM budget: at most N CTAs per kernel launch (default 32; "
+                        "`run` picks fewer when ranks share a GPU)")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, not {value}")
+    return value
+
+
 def format_args(p: argparse.ArgumentParser) -> None:
     """`--format` and `--color`, for commands that print diagnostics."""
     p.add_argument("--format", choices=FORMATS, default="full")

@@ -8,8 +8,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ccogen.cli.common import (EXIT_FINDINGS, EXIT_OK, UsageError, limit_arg, limits, read,
-                               target)
+from ccogen.cli.common import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    UsageError,
+    limit_arg,
+    limits,
+    max_ctas_arg,
+    read,
+    target,
+)
 
 
 def _compile_args(p: argparse.ArgumentParser) -> None:
@@ -26,6 +34,7 @@ def _compile_args(p: argparse.ArgumentParser) -> None:
                    "nvshmem counted writes need sm_100, nccl-cft always builds for sm_100)")
     p.add_argument("--debug", action="store_true", help="bounded waits that report hangs "
                    "(mori-sdma: also -DMORI_CCO_SDMA_DEBUG)")
+    max_ctas_arg(p)
 
 
 def add_parsers(sub: Any) -> None:
@@ -37,20 +46,21 @@ def add_parsers(sub: Any) -> None:
 
 def _compile(args: argparse.Namespace) -> Path | None:
     """Run `ccogen compile`; None (diagnostics printed) when the protocol is refused."""
-    from ccogen.compiler import CompileError, compile_file
+    from ccogen.compiler import compile_file
+    from ccogen.errors import DiagnosticError
 
     read(args.file)
     target(args.target)
     try:
         return compile_file(args.file, args.target, ranks=args.ranks, params_text=args.param,
                             out_dir=args.output, debug=args.debug, arch=args.arch,
-                            force=args.force, limits=limits(args))
+                            force=args.force, limits=limits(args), max_ctas=args.max_ctas)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    except CompileError as exc:
+    except DiagnosticError as exc:
         from ccogen.diag.render import render
 
-        sys.stdout.write(render(exc.diagnostics, "full", color=sys.stdout.isatty()))
+        sys.stdout.write(render(list(exc.diagnostics), "full", color=sys.stdout.isatty()))
         return None
 
 
@@ -63,7 +73,8 @@ def compile_command(args: argparse.Namespace) -> int:
 
 
 def build_command(args: argparse.Namespace) -> int:
-    """`ccogen build`: compile, then build with the real toolchain (scripts/install-toolchains.sh)."""
+    """`ccogen build`: compile, then build with the real toolchain
+    (scripts/install-toolchains.sh)."""
     from ccogen.rt.errors import CompileError, ToolchainError
     from ccogen.toolchains import build_dir
 

@@ -7,8 +7,20 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ccogen.cli.common import (EXIT_FINDINGS, EXIT_OK, color, format_args, instance_args,
-                               limits, params, ranks, read, target, target_names, write_out)
+from ccogen.cli.common import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    color,
+    format_args,
+    instance_args,
+    limits,
+    params,
+    ranks,
+    read,
+    target,
+    target_names,
+    write_out,
+)
 from ccogen.diag import Diagnostic
 
 

@@ -15,10 +15,21 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ccogen.cli.common import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    UsageError,
+    color,
+    format_args,
+    instance_args,
+    limits,
+    params,
+    ranks,
+    read,
+    target,
+    write_out,
+)
 from ccogen.sim import DEFAULT_EPOCHS, DEFAULT_SEEDS
-
-from ccogen.cli.common import (EXIT_FINDINGS, EXIT_OK, UsageError, color, format_args,
-                               instance_args, limits, params, ranks, read, target, write_out)
 
 EXIT_FAILED = EXIT_FINDINGS
 MAX_SEEDS = 1_000_000  # about an hour of schedules of a small protocol

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from ccogen.ir.instance import Instance, OpInst
+from ccogen.ir.opkind import OpKind
 
 LL_MAX = 8  # payload bytes of one LL put: two words of 4 bytes
 ENTRY = 16  # bytes of one entry: two {payload, flag} words
@@ -91,12 +92,12 @@ def plan_ll(instance: Instance, expected: Expected, base: int,
     """The streams that take the LL path, their entries placed from heap offset `base`
     (16-byte aligned), and what each of their puts and waits does."""
     ops = [o for rank_ops in instance.ranks for o in rank_ops]
-    if any(o.kind in ("barrier", "fence") for o in ops):
+    if any(o.kind.traits.orders_memory for o in ops):
         return NONE
     senders: dict[StreamKey, list[OpInst]] = defaultdict(list)
     others: set[StreamKey] = set()
     for o in ops:
-        if o.kind in ("put", "get", "commit") and o.peer is not None and o.queue is not None:
+        if o.kind.traits.rings and o.peer is not None and o.queue is not None:
             key = (o.rank, o.peer, o.queue)
             if _ll_put(o):
                 senders[key].append(o)
@@ -104,7 +105,7 @@ def plan_ll(instance: Instance, expected: Expected, base: int,
                 others.add(key)
     waiters: dict[StreamKey, list[OpInst]] = defaultdict(list)
     for o in ops:
-        if o.kind == "wait_signal" and o.peer is not None and o.queue is not None:
+        if o.kind is OpKind.WAIT_SIGNAL and o.peer is not None and o.queue is not None:
             waiters[(o.peer, o.rank, o.queue)].append(o)
     puts: dict[tuple[int, int], LLPut] = {}
     waits: dict[tuple[int, int], tuple[LLEntry, ...]] = {}
@@ -135,7 +136,7 @@ def plan_ll(instance: Instance, expected: Expected, base: int,
 
 
 def _ll_put(o: OpInst) -> bool:
-    return (o.kind == "put" and o.dst is not None and o.src is not None
+    return (o.kind is OpKind.PUT and o.dst is not None and o.src is not None
             and o.dst.rank == o.peer and o.src.rank == o.rank and 0 < o.dst.size <= LL_MAX
             and o.signal.remote and not o.signal.local and not o.aggregate
             and o.counter is None and (o.signal_per_copy or o.lanes_in_group == 1))

@@ -31,12 +31,10 @@ from ccogen.codegen.ll import NONE, LLEntry, LLPlan
 from ccogen.codegen.model import LOCAL, Branch, Segment, Step
 from ccogen.errors import InternalError
 from ccogen.ir.instance import Instance, IssuerLevel, OpInst
+from ccogen.ir.opkind import OpKind
 from ccogen.source import Span
 
 Expected = Callable[[OpInst], tuple[int, int]]  # (value in epoch 0, added per epoch)
-
-TRANSFERS = frozenset({"put", "get", "copy"})
-
 
 class Unsupported(Exception):
     """The instance needs something this lowering cannot express (a clear message)."""
@@ -76,18 +74,18 @@ class _Builder:
         for op in ops:
             self.steps.append(op_comment(op, self.source))
         kind = ops[0].kind
-        if kind in TRANSFERS:
+        if kind.traits.transfer:
             self.transfers([o for o in ops if not o.aggregate])
             for o in ops:
                 if o.aggregate:
                     assert o.peer is not None and o.queue is not None
                     self.pending[(o.peer, o.queue)].append(o)
-        elif kind == "commit":
+        elif kind is OpKind.COMMIT:
             batch = [p for o in ops for p in self.pending.pop((o.peer, o.queue), [])]  # type: ignore[arg-type]
             self.transfers(batch)
-        elif kind == "quiet":
+        elif kind is OpKind.QUIET:
             self.steps.append(Step("quiet"))
-        elif kind in ("wait_signal", "wait_count"):
+        elif kind.traits.waits:
             for o in ops:
                 entries = self.ll.wait(o)
                 if entries is None:
@@ -95,11 +93,11 @@ class _Builder:
                 else:
                     self.steps.extend(self.llwait(o, e) for e in entries)
             self.sync()
-        elif kind == "barrier":
+        elif kind is OpKind.BARRIER:
             self.steps.append(Step("barrier"))
-        elif kind == "fence":
+        elif kind is OpKind.FENCE:
             self.steps.append(Step("fence"))
-        elif kind == "reset_count":
+        elif kind is OpKind.RESET_COUNT:
             self.sync()
             for o in ops:
                 assert o.counter is not None
@@ -143,7 +141,7 @@ class _Builder:
         out: list[Step] = []
         seen: set[tuple[object, ...]] = set()
         for o in ops:
-            if o.kind == "copy":
+            if o.kind is OpKind.COPY:
                 continue
             assert o.peer is not None and o.queue is not None
             key = (o.group, o.peer, o.queue) if not o.signal_per_copy else (o.index,)
@@ -155,7 +153,7 @@ class _Builder:
                 seen.add(("l", *key))
                 out.append(Step("signal", peer=LOCAL, off=self.layout.slot(o.rank, o.queue),
                                 value=1))
-            if o.counter is not None and o.kind == "put":
+            if o.counter is not None and o.kind is OpKind.PUT:
                 out.append(Step("signal", peer=o.peer, off=self.layout.counter(o.counter).offset,
                                 value=o.dst.size if o.dst is not None else 0))
         return out
@@ -169,7 +167,7 @@ class _Builder:
     def wait(self, o: OpInst) -> Step:
         value, per_epoch = self.expected(o)
         line = o.span.line if o.span is not None else 0
-        if o.kind == "wait_signal":
+        if o.kind is OpKind.WAIT_SIGNAL:
             assert o.peer is not None and o.queue is not None
             return Step("wait", off=self.layout.slot(o.peer, o.queue), value=value,
                         per_epoch=per_epoch, line=line, src=o.peer, queue=o.queue, wait_kind=1)
@@ -211,11 +209,8 @@ def _by_issuer(ops: Iterable[OpInst]) -> dict[object, list[OpInst]]:
     return lanes
 
 
-def _kind_class(kind: str) -> str:
-    return "transfer" if kind in TRANSFERS else kind
-
-
-BLOCKING = frozenset({"quiet", "wait_signal", "wait_count", "barrier"})
+def _kind_class(kind: OpKind) -> str:
+    return "transfer" if kind.traits.transfer else kind
 
 
 def phased(seg: Sequence[OpInst]) -> list[list[OpInst]] | None:
@@ -229,7 +224,7 @@ def phased(seg: Sequence[OpInst]) -> list[list[OpInst]] | None:
     shape = [_kind_class(o.kind) for o in lanes[0]]
     if any([_kind_class(o.kind) for o in lane] != shape for lane in lanes):
         return None
-    blocked = [k in BLOCKING for k in shape]
+    blocked = [o.kind.traits.blocking for o in lanes[0]]
     if any(blocked[i] and not blocked[i + 1] for i in range(len(blocked) - 1)):
         return None
     return [[lane[k] for lane in lanes] for k in range(len(shape))]
@@ -263,7 +258,7 @@ def _fork(seg: Sequence[OpInst], layout: HeapLayout, expected: Expected, source:
     subgroup: dict[tuple[object, ...], int] = defaultdict(int)
     for op in seg:
         subgroup[(op.group, op.peer, op.queue)] += 1
-    for who, ops in _by_issuer(seg).items():
+    for ops in _by_issuer(seg).values():
         level = ops[0].issuer.level
         scope = "warp" if level is IssuerLevel.WARP else "thread"
         index = ops[0].issuer.warp if scope == "warp" else ops[0].issuer.lane

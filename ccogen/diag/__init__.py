@@ -2,21 +2,17 @@
 
 Renderers (`render_full`, `render_concise`, `render_json`, `render_sarif`,
 `render_github`) turn a sequence of diagnostics into text; `codes.RULES` is the
-registry of codes with their slug, default severity and explain text.
+registry of codes with their slug, default severity and summary; `explain` reads each
+rule's explanation from docs/reference/rules/.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from enum import Enum
 
+from ccogen.diag.severity import Severity
 from ccogen.source import Span
-
-
-class Severity(str, Enum):
-    ERROR = "error"
-    WARNING = "warning"
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ One log with one run:
 - `runs[0].tool.driver`: `name` "ccogen", `version`, `informationUri`, and `rules[]`
   generated from `codes.RULES` in registry order: `id` (the code), `name` (the slug),
   `shortDescription.text` (the summary), `fullDescription.text`/`.markdown` (the
-  explain text) and `defaultConfiguration.level`.
+  rule's explanation, docs/reference/rules/CODE.md) and `defaultConfiguration.level`.
 - `runs[0].columnKind` is `unicodeCodePoints`: columns count characters.
 - `runs[0].results[]`, one per diagnostic, sorted with `sort_key`: `ruleId`,
   `ruleIndex` (into `rules[]`, absent for a code not in the registry), `level`

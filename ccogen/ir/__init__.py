@@ -1,11 +1,13 @@
-"""The IR: protocol nodes (`nodes`) and unrolled instances (`instance`)."""
+"""The IR: op kinds (`opkind`), protocol nodes (`nodes`) and unrolled instances (`instance`)."""
 
 from ccogen.ir.instance import CheckInst, Instance, Issuer, IssuerLevel, KernelInst, OpInst, RegionInst
 from ccogen.ir.nodes import *  # noqa: F403
-from ccogen.ir.nodes import OP_NAMES, Expr, Op, Protocol, Stmt
+from ccogen.ir.nodes import OP_KINDS, Expr, Op, Protocol, Stmt
+from ccogen.ir.opkind import TRAITS, OpKind, OpTraits
 
 __all__ = [
-    "OP_NAMES",
+    "OP_KINDS",
+    "TRAITS",
     "CheckInst",
     "Expr",
     "Instance",
@@ -14,6 +16,8 @@ __all__ = [
     "KernelInst",
     "Op",
     "OpInst",
+    "OpKind",
+    "OpTraits",
     "Protocol",
     "RegionInst",
     "Stmt",

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from ccogen.ir.nodes import Check, Mode, Op, Protocol, SignalKind
+from ccogen.ir.opkind import OpKind
 from ccogen.source import Span
 
 
@@ -87,7 +88,7 @@ class RegionInst:
 
 @dataclass(frozen=True, slots=True)
 class OpInst:
-    """One executed op: `kind` is the op's name (`put`, `wait_signal`, ...).
+    """One executed op: `kind` says which (`OpKind.PUT`, ...; ask its `traits`).
 
     `peer` is the remote rank of put/get/commit/quiet (None for `quiet()` of all
     peers), the source rank of `wait_signal`, and None otherwise.  `queue` is the
@@ -101,7 +102,7 @@ class OpInst:
     index: int
     rank: int
     kernel: int
-    kind: str
+    kind: OpKind
     issuer: Issuer
     preds: tuple[int, ...]
     op: Op = field(compare=False, repr=False)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TypeAlias, TypeVar, dataclass_transform
 
+from ccogen.ir.opkind import OpKind
 from ccogen.source import Span
 
 _T = TypeVar("_T")
@@ -275,18 +276,19 @@ Op: TypeAlias = (
     Put | Get | Copy | Commit | Quiet | WaitSignal | WaitCount | ResetCount | Barrier | Fence
 )
 
-OP_NAMES: dict[type, str] = {
-    Put: "put",
-    Get: "get",
-    Copy: "copy",
-    Commit: "commit",
-    Quiet: "quiet",
-    WaitSignal: "wait_signal",
-    WaitCount: "wait_count",
-    ResetCount: "reset_count",
-    Barrier: "barrier",
-    Fence: "fence",
+OP_KINDS: dict[type, OpKind] = {
+    Put: OpKind.PUT,
+    Get: OpKind.GET,
+    Copy: OpKind.COPY,
+    Commit: OpKind.COMMIT,
+    Quiet: OpKind.QUIET,
+    WaitSignal: OpKind.WAIT_SIGNAL,
+    WaitCount: OpKind.WAIT_COUNT,
+    ResetCount: OpKind.RESET_COUNT,
+    Barrier: OpKind.BARRIER,
+    Fence: OpKind.FENCE,
 }
+"""The kind of each op node class (`ccogen.ir.signatures.OP_CLASSES` is the inverse)."""
 
 # ----------------------------------------------------------------------------- statements
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from ccogen.diag import Diagnostic, error
 from ccogen.ir import nodes as ir
+from ccogen.ir.opkind import OpKind
 from ccogen.source import Span
 
 
@@ -49,35 +50,29 @@ _TRANSFER = (
     _p("aggregate", "bool"),
 )
 
-SIGNATURES: dict[str, tuple[ParamSpec, ...]] = {
-    "put": _TRANSFER + (_p("signal_per_copy", "bool"), _p("mode", "mode"), _p("count", "counter")),
-    "get": _TRANSFER + (_p("mode", "mode"),),
-    "copy": (_p("dst", "region", required=True), _p("src", "region", required=True)),
-    "commit": (_p("peer", "rank", required=True, positional=True), _p("queue", "queue", positional=True)),
-    "quiet": (_p("peer", "rank", positional=True), _p("queue", "queue", positional=True)),
-    "wait_signal": (
+SIGNATURES: dict[OpKind, tuple[ParamSpec, ...]] = {
+    OpKind.PUT: _TRANSFER + (_p("signal_per_copy", "bool"), _p("mode", "mode"),
+                             _p("count", "counter")),
+    OpKind.GET: _TRANSFER + (_p("mode", "mode"),),
+    OpKind.COPY: (_p("dst", "region", required=True), _p("src", "region", required=True)),
+    OpKind.COMMIT: (_p("peer", "rank", required=True, positional=True),
+                    _p("queue", "queue", positional=True)),
+    OpKind.QUIET: (_p("peer", "rank", positional=True), _p("queue", "queue", positional=True)),
+    OpKind.WAIT_SIGNAL: (
         _p("src", "rank", required=True, positional=True),
         _p("queue", "queue", positional=True),
         _p("expected", "int"),
     ),
-    "wait_count": (_p("counter", "counter", required=True, positional=True), _p("expected", "int")),
-    "reset_count": (_p("counter", "counter", required=True, positional=True),),
-    "barrier": (),
-    "fence": (),
+    OpKind.WAIT_COUNT: (_p("counter", "counter", required=True, positional=True),
+                        _p("expected", "int")),
+    OpKind.RESET_COUNT: (_p("counter", "counter", required=True, positional=True),),
+    OpKind.BARRIER: (),
+    OpKind.FENCE: (),
 }
+"""The parameters of each op, in the order the language lists them (text order)."""
 
-OP_CLASSES: dict[str, type] = {
-    "put": ir.Put,
-    "get": ir.Get,
-    "copy": ir.Copy,
-    "commit": ir.Commit,
-    "quiet": ir.Quiet,
-    "wait_signal": ir.WaitSignal,
-    "wait_count": ir.WaitCount,
-    "reset_count": ir.ResetCount,
-    "barrier": ir.Barrier,
-    "fence": ir.Fence,
-}
+OP_CLASSES: dict[OpKind, type] = {kind: cls for cls, kind in ir.OP_KINDS.items()}
+"""The IR node class of each op kind."""
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "signal": tuple(s.value for s in ir.SignalKind),
@@ -85,7 +80,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
 }
 
 
-def signature_text(name: str) -> str:
+def signature_text(name: OpKind) -> str:
     """`put(peer, dst=..., src=..., ...)` as shown in help texts."""
     parts = []
     for p in SIGNATURES[name]:
@@ -103,7 +98,7 @@ class Arg:
 
 
 def bind(
-    name: str, args: Sequence[Arg], span: Span | None
+    name: OpKind, args: Sequence[Arg], span: Span | None
 ) -> tuple[dict[str, Arg], list[Diagnostic]]:
     """Match arguments to the parameters of op `name`."""
     params = SIGNATURES[name]
@@ -136,7 +131,7 @@ def bind(
     return bound, diags
 
 
-def make_op(name: str, values: Mapping[str, Any], span: Span | None) -> ir.Op:
+def make_op(name: OpKind, values: Mapping[str, Any], span: Span | None) -> ir.Op:
     """Construct the IR op from converted values (missing optional ones default)."""
     cls = OP_CLASSES[name]
     return cls(**values, span=span)  # type: ignore[no-any-return]

@@ -26,17 +26,17 @@ from ccogen.targets.base import Capabilities
 
 def target_caps(ctx: PassContext) -> Capabilities | None:
     """The chosen target's capabilities, or None without `--target`."""
-    return None if ctx.target is None else get_target(ctx.target)
+    return None if ctx.target is None else get_target(ctx.target).capabilities
 
 
 def cost_caps(ctx: PassContext) -> Capabilities:
     """The capabilities performance warnings read: the target's, else MORI SDMA's.
 
-    Without a target the warnings rest on the MORI SDMA figures that rules.md
-    grounds them in; with one, each warning reads that target's figures and stays
-    silent where the target lacks the mechanism or the figure.
+    Without a target the warnings rest on the MORI SDMA figures that
+    docs/reference/rules.md grounds them in; with one, each warning reads that target's
+    figures and stays silent where the target lacks the mechanism or the figure.
     """
-    return get_target(ctx.target or DEFAULT_COST_TARGET)
+    return get_target(ctx.target or DEFAULT_COST_TARGET).capabilities
 
 
 # ----------------------------------------------------------------------------- findings

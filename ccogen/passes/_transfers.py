@@ -22,28 +22,29 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 from ccogen.ir.instance import Instance, Issuer, OpInst, RegionInst
+from ccogen.ir.opkind import OpKind
 from ccogen.passes._shared import fmt_bytes
 
 PerfIssuer = tuple[int, int | None]
-BatchKey = tuple[int, int, PerfIssuer, int | None, str, int]
-
-_WAITS = ("wait_signal", "wait_count", "barrier")
+BatchKey = tuple[int, int, PerfIssuer, int | None, OpKind, int]
 
 
 def perf_issuer(issuer: Issuer) -> PerfIssuer:
     return (issuer.block, issuer.warp_of)
 
 
-def batches(ops: Sequence[OpInst], kinds: tuple[str, ...]) -> dict[BatchKey, list[OpInst]]:
-    """The ops of `kinds` on one rank, grouped by (rank, kernel, perf issuer, peer, kind, round)."""
+def batches(ops: Sequence[OpInst], kinds: Collection[OpKind]) -> dict[BatchKey, list[OpInst]]:
+    """The ops of `kinds` on one rank, grouped by (rank, kernel, perf issuer, peer, kind, round).
+
+    A round ends at each op that waits for other ranks (`synchronises`)."""
     rounds: dict[tuple[int, Issuer], int] = defaultdict(int)
     out: dict[BatchKey, list[OpInst]] = defaultdict(list)
     for op in ops:
         key = (op.kernel, op.issuer)
-        if op.kind in _WAITS:
+        if op.kind.traits.synchronises:
             rounds[key] += 1
         elif op.kind in kinds and op.dst is not None and op.src is not None:
             out[(op.rank, op.kernel, perf_issuer(op.issuer), op.peer, op.kind,
@@ -97,7 +98,7 @@ class Pipelines:
 
     def consumed_one_by_one(self, pieces: Sequence[OpInst]) -> bool:
         """Whether the receiver waits for these puts one at a time and reads between the waits."""
-        if any(op.kind != "put" or not (op.signal.remote or op.counter) for op in pieces):
+        if any(op.kind is not OpKind.PUT or not (op.signal.remote or op.counter) for op in pieces):
             return False
         receiver = pieces[0].peer
         if receiver is None:
@@ -113,11 +114,11 @@ class _Receiver:
         self.waits: dict[object, list[int]] = defaultdict(list)
         self.reads: list[OpInst] = []
         for op in ops:
-            if op.kind == "wait_signal":
+            if op.kind is OpKind.WAIT_SIGNAL:
                 self.waits[("signal", op.peer, op.queue)].append(op.index)
-            elif op.kind == "wait_count":
+            elif op.kind is OpKind.WAIT_COUNT:
                 self.waits[("count", op.counter)].append(op.index)
-            elif op.kind in ("copy", "put") and op.src is not None:
+            elif op.kind.traits.transfer and not op.kind.traits.reads_remote and op.src is not None:
                 self.reads.append(op)
         self._at = [op.index for op in self.reads]
 

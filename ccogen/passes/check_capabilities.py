@@ -10,6 +10,7 @@ from ccogen.diag import error
 from ccogen.ir.evaluate import Compiler, Env, EvalError
 from ccogen.ir.instance import Instance, Issuer, IssuerLevel, OpInst, RegionInst
 from ccogen.ir.nodes import Expr, TeamKind
+from ccogen.ir.opkind import OpKind
 from ccogen.passes._shared import (
     Findings,
     ProgramOrder,
@@ -77,7 +78,7 @@ def _features(instance: Instance, caps: Capabilities, findings: Findings) -> Non
     if counted and not caps.supports(Feature.COUNTED_WRITES).available:
         _unsupported(caps, Feature.COUNTED_WRITES, "counted writes (`count=`, `wait_count`)",
                      None, counted, findings)
-    gets = [op for op in ops if op.kind == "get"]
+    gets = [op for op in ops if op.kind is OpKind.GET]
     if gets and not caps.supports(Feature.GET).available:
         _unsupported(caps, Feature.GET, "`get`", None, gets, findings)
 
@@ -101,7 +102,7 @@ def _unsupported(caps: Capabilities, feature: Feature, what: str, span: Span | N
 def _feature_span(ops: list[OpInst], span: Span, feature: Feature) -> Span | None:
     if feature is Feature.COUNTED_WRITES:
         op = next(op for op in ops if op.span == span)
-        return keyword_span(span, "count") if op.kind == "put" else span
+        return keyword_span(span, "count") if op.kind is OpKind.PUT else span
     return span
 
 
@@ -157,7 +158,7 @@ class _Misfit:
 
 def _misfit(op: OpInst, caps: Capabilities, aligns: dict[str, tuple[int, Span | None]]
             ) -> _Misfit | None:
-    if op.kind not in ("put", "get") or op.dst is None or op.src is None:
+    if not op.kind.traits.queued or op.dst is None or op.src is None:
         return None
     rule = caps.counted_alignment if op.counter is not None else caps.alignment
     if rule.unconstrained:
@@ -221,7 +222,7 @@ def _merged_labels(m: _Misfit) -> list[tuple[Span | None, str]]:
     return labels
 
 
-def _alignment_message(kind: str, target: str, rule: Alignment, misaligned: bool,
+def _alignment_message(kind: OpKind, target: str, rule: Alignment, misaligned: bool,
                        length_bad: bool) -> str:
     if misaligned and length_bad:
         return f"`{kind}` breaks the {rule.operand}-byte alignment rules of `{target}`"
@@ -253,7 +254,7 @@ def _barrier_slots(ops: tuple[OpInst, ...], instance: Instance, caps: Capabiliti
         return
     per_block: dict[tuple[int, int], dict[Issuer, OpInst]] = defaultdict(dict)
     for op in ops:
-        if op.kind == "barrier":
+        if op.kind is OpKind.BARRIER:
             per_block[(op.kernel, op.issuer.block)].setdefault(op.issuer, op)
     order = ProgramOrder(ops)
     for (kernel, block), first in per_block.items():

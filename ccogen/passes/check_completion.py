@@ -21,6 +21,7 @@ from ccogen.analysis.events import EdgeKind, EventKind
 from ccogen.analysis.hb_graph import Edge
 from ccogen.analysis.races import Conflict
 from ccogen.ir.instance import OpInst
+from ccogen.ir.opkind import OpKind
 from ccogen.passes._report import Findings, name, queue_arg, region
 from ccogen.passes.base import Pass, PassContext
 
@@ -36,7 +37,7 @@ class CheckCompletion(Pass):
         a = analysis_of(ctx)
         out = Findings(ctx)
         for ops in a.instance.ranks:
-            quiets = [q for q in ops if q.kind == "quiet"]
+            quiets = [q for q in ops if q.kind is OpKind.QUIET]
             for op in ops:
                 if op.aggregate and a.graph.executes(a.graph.issue(op.rank, op.index)):
                     _aggregate(a, op, quiets, out)
@@ -77,7 +78,7 @@ def _aggregate(a: Analysis, op: OpInst, quiets: list[OpInst], out: Findings) -> 
 
 
 def _covers(q: OpInst, op: OpInst) -> bool:
-    return (q.kind == "quiet" and (q.peer is None or q.peer == op.peer)
+    return (q.kind is OpKind.QUIET and (q.peer is None or q.peer == op.peer)
             and (q.queue is None or q.queue == op.queue))
 
 

@@ -17,7 +17,7 @@ from typing import ClassVar
 
 from ccogen.analysis import Analysis, analysis_of
 from ccogen.analysis._hb_build import BarrierMismatch
-from ccogen.analysis.events import BLOCKING, EdgeKind, EventKind
+from ccogen.analysis.events import EdgeKind, EventKind
 from ccogen.analysis.hb_graph import Edge
 from ccogen.ir.instance import OpInst
 from ccogen.passes._report import Findings, name, times
@@ -58,7 +58,7 @@ class _Hop:
 def _blocking(a: Analysis, e: int) -> OpInst | None:
     op = a.graph.op(e)
     done = a.graph.kind(e) is EventKind.DONE
-    return op if done and op is not None and op.kind in BLOCKING else None
+    return op if done and op is not None and op.kind.traits.blocking else None
 
 
 def hops(a: Analysis, cycle: list[Edge]) -> list[_Hop]:

@@ -21,8 +21,6 @@ from ccogen.passes._shared import (
 from ccogen.passes.base import Pass, PassContext
 from ccogen.source import Span
 
-_TRANSFERS = ("put", "get")
-
 
 @dataclass
 class _BadQueue:
@@ -128,7 +126,7 @@ def _report_bad_queue(ctx: PassContext, item: _BadQueue, findings: Findings) -> 
 
 
 def _promises_same_queue(op: OpInst) -> bool:
-    return op.kind in _TRANSFERS and op.mode is Mode.SAME_QUEUE and op.issuer.lane is not None
+    return op.kind.traits.queued and op.mode is Mode.SAME_QUEUE and op.issuer.lane is not None
 
 
 def _same_queue_promise(members: list[OpInst], findings: Findings) -> None:
@@ -167,7 +165,7 @@ def _target(op: OpInst) -> str:
 
 
 def _mode_on_group_issuer(op: OpInst, findings: Findings) -> None:
-    if op.kind not in _TRANSFERS or op.mode is Mode.AUTO:
+    if not op.kind.traits.queued or op.mode is Mode.AUTO:
         return
     if op.issuer.level is IssuerLevel.LANE:
         return

@@ -22,6 +22,7 @@ from typing import ClassVar
 from ccogen.analysis import Analysis, ConflictKind, analysis_of
 from ccogen.analysis.races import Access, Conflict
 from ccogen.ir.instance import OpInst
+from ccogen.ir.opkind import OpKind
 from ccogen.passes._report import Findings, name, region
 from ccogen.passes.base import Pass, PassContext
 from ccogen.source import Span
@@ -52,7 +53,7 @@ def _span(x: Access) -> Span | None:
 
 
 def _what(op: OpInst, bytes_rank: int) -> str:
-    if op.kind == "copy" or (op.rank == bytes_rank and op.kind == "get"):
+    if op.kind is OpKind.COPY or (op.rank == bytes_rank and op.kind is OpKind.GET):
         return f"the {name(op)} of rank {op.rank}"
     return f"the {name(op)} from rank {op.rank}"
 
@@ -64,7 +65,7 @@ def _race(c: Conflict, out: Findings) -> None:
     x, y = c.first.op, c.second.op
     assert x is not None and y is not None
     where = c.overlap.rank
-    if x.span == y.span and x.kind == y.kind:
+    if x.span == y.span and x.kind is y.kind:
         label = (f"the {name(y)}s of ranks {min(x.rank, y.rank)} and {max(x.rank, y.rank)} "
                  f"both write {region(c.overlap)}")
     else:
@@ -77,8 +78,8 @@ def _race(c: Conflict, out: Findings) -> None:
 
 
 def _missing_order(x: OpInst, y: OpInst) -> str:
-    if x.kind == "copy" or y.kind == "copy":
-        copy, other = (x, y) if x.kind == "copy" else (y, x)
+    if x.kind is OpKind.COPY or y.kind is OpKind.COPY:
+        copy, other = (x, y) if x.kind is OpKind.COPY else (y, x)
         return (f"rank {copy.rank} runs its {name(copy)} without waiting for "
                 f"{_what(other, copy.rank)} to land")
     if x.rank == y.rank:
@@ -89,7 +90,7 @@ def _missing_order(x: OpInst, y: OpInst) -> str:
 
 
 def _race_help(x: OpInst, y: OpInst) -> str:
-    if x.rank == y.rank and x.kind != "copy" and y.kind != "copy":
+    if x.rank == y.rank and x.kind is not OpKind.COPY and y.kind is not OpKind.COPY:
         return "write disjoint bytes, put both on one queue, or add `fence()` between them"
     return ("write disjoint bytes, or order the writers: signal the first one's arrival and "
             "`wait_signal` for it before the second writes")
@@ -138,7 +139,7 @@ def _early_read(c: Conflict, out: Findings) -> None:
 
 def _wait_hint(put: OpInst, reader: int) -> str:
     q = 0 if put.queue is None else put.queue
-    if put.kind == "get":
+    if put.kind is OpKind.GET:
         return (f"give the `get` `signal=\"local\"` and `wait_signal({put.rank}, queue={q})` "
                 "before the read")
     if put.counter is not None:

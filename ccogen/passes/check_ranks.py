@@ -8,6 +8,7 @@ from typing import ClassVar
 from ccogen.diag import error
 from ccogen.ir.instance import OpInst
 from ccogen.ir.nodes import TeamKind
+from ccogen.ir.opkind import OpKind
 from ccogen.passes._shared import Findings, expr_span, first_spans, target_caps
 from ccogen.passes.base import Pass, PassContext
 from ccogen.targets.base import Feature
@@ -41,7 +42,7 @@ class CheckRanks(Pass):
         findings = Findings(ctx)
         for ops in ctx.instance.ranks:
             for op in ops:
-                if op.kind == "wait_signal" and op.peer == op.rank:
+                if op.kind is OpKind.WAIT_SIGNAL and op.peer == op.rank:
                     _own_slot_wait(ctx, op, ops, findings)
         findings.flush()
 
@@ -49,7 +50,7 @@ class CheckRanks(Pass):
 def _own_slot_wait(ctx: PassContext, wait: OpInst, ops: tuple[OpInst, ...],
                    findings: Findings) -> None:
     team = ctx.instance.protocol.team
-    feeders = [op for op in ops if op.kind in ("put", "get") and op.signal.local
+    feeders = [op for op in ops if op.kind.traits.signals and op.signal.local
                and op.queue == wait.queue]
     secondary = [(team.span, "`me` and every peer are world ranks in this team")]
     secondary += [(span, "signals completion into this rank's own slot")

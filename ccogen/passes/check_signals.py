@@ -24,6 +24,7 @@ from ccogen.analysis.events import EventKind
 from ccogen.analysis.matching import Increment, SlotKey, WaitMatch
 from ccogen.analysis.races import Conflict
 from ccogen.ir.instance import OpInst
+from ccogen.ir.opkind import OpKind
 from ccogen.passes._report import Findings, region, times
 from ccogen.passes.base import Pass, PassContext
 from ccogen.source import Span
@@ -141,7 +142,7 @@ def _earlier_waits_other_queue(a: Analysis, w: WaitMatch) -> list[OpInst]:
     me, src, q = w.key  # type: ignore[misc]
     issue = g.issue(w.rank, w.op)
     return [op for op in a.instance.ranks[me][: w.op]
-            if op.kind == "wait_signal" and op.peer == src and op.queue != q
+            if op.kind is OpKind.WAIT_SIGNAL and op.peer == src and op.queue != q
             and g.hb(g.issue(me, op.index), issue)]
 
 
@@ -254,7 +255,7 @@ def _after_reset(a: Analysis, w: WaitMatch, op: OpInst, out: Findings) -> None:
     """A wait after a `reset_count` that erased bytes it counts on (E026)."""
     g = a.graph
     issue = g.issue(w.rank, w.op)
-    resets = [r for r in a.instance.ranks[w.rank][: w.op] if r.kind == "reset_count"
+    resets = [r for r in a.instance.ranks[w.rank][: w.op] if r.kind is OpKind.RESET_COUNT
               and r.counter == op.counter and g.hb(g.issue(r.rank, r.index), issue)]
     if not resets or w.expected is None:
         return
@@ -274,7 +275,7 @@ def _resets(a: Analysis, out: Findings) -> None:
     g = a.graph
     for ops in a.instance.ranks:
         for op in ops:
-            if op.kind != "reset_count" or not g.executes(g.issue(op.rank, op.index)):
+            if op.kind is not OpKind.RESET_COUNT or not g.executes(g.issue(op.rank, op.index)):
                 continue
             reset = g.issue(op.rank, op.index)
             for c in a.matching.counted.get((op.rank, op.counter or ""), ()):

@@ -9,6 +9,7 @@ from typing import ClassVar
 
 from ccogen.diag import error
 from ccogen.ir.instance import OpInst
+from ccogen.ir.opkind import OpKind
 from ccogen.passes._shared import Findings, cost_caps, first_spans, keyword_span, plural
 from ccogen.passes.base import Pass, PassContext
 from ccogen.targets.base import Support
@@ -47,9 +48,9 @@ def _batches(ops: Sequence[OpInst]) -> list[tuple[OpInst, list[OpInst]]]:
     out: list[tuple[OpInst, list[OpInst]]] = []
     for op in ops:
         key = (op.peer, op.queue)
-        if op.kind in ("put", "get") and op.aggregate:
+        if op.kind.traits.queued and op.aggregate:
             pending[key].append(op)
-        elif op.kind == "commit":
+        elif op.kind is OpKind.COMMIT:
             out.append((op, pending.pop(key, [])))
     return out
 

@@ -36,7 +36,7 @@ class WarnIndependentMode(Pass):
         for ops in ctx.instance.ranks:
             groups: dict[int, list[OpInst]] = defaultdict(list)
             for op in ops:
-                if (op.kind in ("put", "get") and op.mode is Mode.INDEPENDENT
+                if (op.kind.traits.queued and op.mode is Mode.INDEPENDENT
                         and op.issuer.lane is not None and op.lanes_in_group > 1):
                     groups[op.group].append(op)
             for members in groups.values():

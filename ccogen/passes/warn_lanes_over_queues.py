@@ -38,7 +38,7 @@ class WarnLanesOverQueues(Pass):
         for ops in ctx.instance.ranks:
             groups: dict[tuple[int, int | None], list[OpInst]] = defaultdict(list)
             for op in ops:
-                if (op.kind in ("put", "get") and op.issuer.lane is not None
+                if (op.kind.traits.queued and op.issuer.lane is not None
                         and op.lanes_in_group > 1 and op.mode is not Mode.SAME_QUEUE):
                     groups[(op.group, op.peer)].append(op)
             for members in groups.values():

@@ -51,7 +51,7 @@ def _buckets(ops: Sequence[OpInst]) -> dict[tuple[object, ...], dict[PerfIssuer,
     out: dict[tuple[object, ...], dict[PerfIssuer, list[OpInst]]] = defaultdict(
         lambda: defaultdict(list))
     for op in ops:
-        if op.kind in ("put", "get") and op.queue is not None:
+        if op.kind.traits.queued and op.queue is not None:
             out[(op.kernel, op.peer, op.queue)][perf_issuer(op.issuer)].append(op)
     return out
 

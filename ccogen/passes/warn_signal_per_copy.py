@@ -8,6 +8,7 @@ from typing import ClassVar
 from ccogen.diag import error
 from ccogen.ir.instance import OpInst
 from ccogen.ir.nodes import SignalKind
+from ccogen.ir.opkind import OpKind
 from ccogen.passes._shared import Findings, cost_caps, keyword_span
 from ccogen.passes.base import Pass, PassContext
 from ccogen.targets.base import CostModel, Support
@@ -35,7 +36,8 @@ class WarnSignalPerCopy(Pass):
         findings = Findings(ctx)
         for ops in ctx.instance.ranks:
             for op in ops:
-                if (op.kind == "put" and op.signal_per_copy and op.signal is not SignalKind.NONE
+                if (op.kind is OpKind.PUT and op.signal_per_copy
+                        and op.signal is not SignalKind.NONE
                         and op.issuer.lane is not None and op.lanes_in_group > 1):
                     _report(op, caps.cost, findings)
         findings.flush()

@@ -7,6 +7,7 @@ from typing import ClassVar
 
 from ccogen.diag import error
 from ccogen.ir.instance import OpInst
+from ccogen.ir.opkind import OpKind
 from ccogen.passes._shared import Findings, cost_caps, first_spans, fmt_bytes, plural
 from ccogen.passes._transfers import Pipelines, batches, nbytes, runs
 from ccogen.passes.base import Pass, PassContext
@@ -38,7 +39,7 @@ class WarnSmallCopies(Pass):
         findings = Findings(ctx)
         pipelines = Pipelines(ctx.instance)
         for ops in ctx.instance.ranks:
-            for batch in batches(ops, ("put",)).values():
+            for batch in batches(ops, (OpKind.PUT,)).values():
                 small = [run for run in runs(batch)
                          if sum(map(nbytes, run)) < cost.small_op_bytes]
                 if len(small) >= MIN_SMALL_COPIES and not pipelines.consumed_one_by_one(batch):

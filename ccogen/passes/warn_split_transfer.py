@@ -7,6 +7,7 @@ from typing import ClassVar
 
 from ccogen.diag import error
 from ccogen.ir.instance import OpInst
+from ccogen.ir.opkind import kinds_where
 from ccogen.passes._shared import Findings, cost_caps, first_spans, fmt_bytes
 from ccogen.passes._transfers import Pipelines, batches, nbytes, region_dsl, runs, span_of
 from ccogen.passes.base import Pass, PassContext
@@ -35,7 +36,7 @@ class WarnSplitTransfer(Pass):
         findings = Findings(ctx)
         pipelines = Pipelines(ctx.instance)
         for ops in ctx.instance.ranks:
-            for batch in batches(ops, ("put", "get")).values():
+            for batch in batches(ops, kinds_where(queued=True)).values():
                 for run in runs(batch):
                     if len(run) > 1 and not pipelines.consumed_one_by_one(run):
                         _report(run, cost, findings)

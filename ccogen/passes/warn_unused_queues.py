@@ -58,7 +58,7 @@ def _issuers(instance: Instance) -> int:
     seen: dict[tuple[int, int, int | None], set[PerfIssuer]] = defaultdict(set)
     for ops in instance.ranks:
         for op in ops:
-            if op.kind in ("put", "get"):
+            if op.kind.traits.queued:
                 seen[(op.rank, op.kernel, op.peer)].add(perf_issuer(op.issuer))
     return max((len(s) for s in seen.values()), default=0)
 

@@ -11,7 +11,7 @@ RECORD_SIZE = 64
 _FORMAT = struct.Struct("<IiiiiiQQQ16x")  # hit rank line src queue kind expected observed epoch
 assert _FORMAT.size == RECORD_SIZE
 
-KIND_WAIT_SIGNAL, KIND_WAIT_COUNT, KIND_BARRIER = 1, 2, 3
+KIND_WAIT_SIGNAL, KIND_WAIT_COUNT, KIND_BARRIER, KIND_REQUIRE = 1, 2, 3, 4
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,11 @@ class DebugRecord:
 def describe_wait(record: DebugRecord, source: str, counters: Sequence[str] = ()) -> str:
     """`rank R: wait at file.cco:LINE for (src S, queue Q) expected E, observed O`."""
     where = f"{source}:{record.line}" if record.line > 0 else source
+    if record.kind == KIND_REQUIRE:  # language v2: a `require` checked on the device
+        value = record.observed - (1 << 64) if record.observed >= 1 << 63 else record.observed
+        element = f"element {record.src}" if record.src >= 0 else "a value"
+        return (f"rank {record.rank}: require at {where} does not hold: {element} is {value} "
+                f"(epoch {record.epoch})")
     if record.kind == KIND_WAIT_COUNT:
         if 0 <= record.queue < len(counters):  # queue = the counter's index in the manifest
             what = f"for counter `{counters[record.queue]}`"
@@ -51,5 +56,6 @@ def describe_wait(record: DebugRecord, source: str, counters: Sequence[str] = ()
             f"observed {record.observed} (epoch {record.epoch})")
 
 
-__all__ = ["KIND_BARRIER", "KIND_WAIT_COUNT", "KIND_WAIT_SIGNAL", "RECORD_SIZE", "DebugRecord",
+__all__ = ["KIND_BARRIER", "KIND_REQUIRE", "KIND_WAIT_COUNT", "KIND_WAIT_SIGNAL", "RECORD_SIZE",
+           "DebugRecord",
            "describe_wait"]

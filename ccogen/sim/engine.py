@@ -3,60 +3,36 @@
 A schedule is a sequence of process ids; `Machine.step(p)` runs the next step of
 process `p`, which must be in `Machine.enabled`.  Processes:
 
-* issuers run their op instances in program order (`ops.IMPLS` says how);
+* issuers run their op instances in program order (`ops.IMPLS` says how, per
+  `OpKind`; posting and queues in `queues`, waits and barriers in `waits`);
 * each engine queue `(rank, peer, queue)` runs its rung transfers one after the
   other, each in steps: read the source piece by piece, write the destination
   piece by piece (a reader in between sees a mix of old and new bytes), then
-  finish: signal, count and free the queue for the next transfer;
-* the host ends a launch when every issuer has finished it: it checks for
+  finish: signal, count and free the queue for the next transfer (`queues`);
+* the host ends a launch when every issuer has finished it (`host`): it checks for
   aggregate ops never rung, evaluates `ensure`, and starts the next launch.  It
   does not wait for the engines: transfers in flight carry over.
 
 Without `memory` the machine runs control only (what exhaustive exploration needs);
 with it every byte moves.  `describe(p)` gives the footprint of a process's next
-step for partial-order reduction.
+step for partial-order reduction (`describe`); `explain_deadlock()` says why
+nothing can move (`deadlock`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from ccogen.ir.instance import OpInst, RegionInst
-from ccogen.sim import explain
-from ccogen.sim.explain import Blocked, Finding
-from ccogen.sim.footprint import NEVER, Key, Keys, Mems, StepDesc, add, rd, wr
+from ccogen.sim import deadlock, explain, host, queues, waits
+from ccogen.sim.describe import describe_step
+from ccogen.sim.explain import Finding
+from ccogen.sim.footprint import StepDesc
 from ccogen.sim.ops import IMPLS
-from ccogen.sim.plan import OpKey, Plan, QueueKey
+from ccogen.sim.plan import OpKey, Plan
 from ccogen.sim.race import HB, Access, RaceLog, Who
-from ccogen.sim.state import Image, Memory, QState, State, WindowKey, Xfer, pieces
-
-
-@dataclass(frozen=True, slots=True)
-class StepRecord:
-    """What one step did, for traces: an issuer op, a transfer step or the host."""
-
-    proc: int
-    kind: str  # "op", "xfer" or "host"
-    epoch: int
-    op: OpKey | None = None
-    xid: int = -1
-    phase: int = 0
-    complete: bool = False
-    source: int = -1  # a wait: the transfer whose increment let it pass
-
-
-ORIGIN_PROBE = 8  # wrong bytes needed in a row to search for where they came from
-
-
-def sub(region: RegionInst, a: int, b: int) -> RegionInst:
-    return RegionInst(region.window, region.start + a, region.start + b, region.rank)
-
-
-def counter_cell(key: tuple[int, str]) -> RegionInst:
-    """A counter as a one-byte region, so that a reset and counted adds can race."""
-    return RegionInst(f"counter {key[1]}", 0, 1, key[0])
+from ccogen.sim.record import RecordKind, StepRecord
+from ccogen.sim.state import Memory, State, WindowKey
 
 
 class Machine:
@@ -78,10 +54,10 @@ class Machine:
         self.staged: dict[int, list[np.ndarray]] = {}
         self.enabled: list[int] = []
         self._at: dict[int, int] = {}
-        self._touched: set[int] = set()
-        self._quiet: dict[OpKey, tuple[int, ...]] = {}
-        self._parties = {plan.proc_of_op[key][0] for key in plan.barrier_gen}
-        self._boundaries: set[tuple[int, int, int]] = set()
+        self.touched: set[int] = set()  # processes to recheck after this step
+        self.quiet_cache: dict[OpKey, tuple[int, ...]] = {}  # a quiet's queues
+        self.barrier_procs = {plan.proc_of_op[key][0] for key in plan.barrier_gen}
+        self.boundaries: set[tuple[int, int, int]] = set()  # (rank, kernel, epoch) seen
         for p in range(plan.nprocs):
             self._recheck(p)
 
@@ -91,7 +67,7 @@ class Machine:
         m.__dict__.update(self.__dict__)
         m.state, m.hb, m.races = self.state.copy(), self.hb.copy(), self.races.copy()
         m.findings, m.enabled, m._at = list(self.findings), list(self.enabled), dict(self._at)
-        m._touched, m._boundaries = set(), set(self._boundaries)
+        m.touched, m.boundaries = set(), set(self.boundaries)
         if self.memory is not None:
             m.memory = self.memory.copy()
             m.staged = {q: [piece.copy() for piece in pieces] for q, pieces in self.staged.items()}
@@ -128,17 +104,18 @@ class Machine:
         if p < plan.nissuers:
             record = self._issuer_step(p)
         elif p < plan.host:
-            record = self._queue_step(p - plan.nissuers)
+            record = queues.queue_step(self, p - plan.nissuers)
         else:
-            record = self._host_step()
-        touched, self._touched = self._touched, set()
+            record = host.host_step(self)
+        touched, self.touched = self.touched, set()
         touched.add(p)
         for q in touched:
             self._recheck(q)
         return record
 
-    def _touch_rank(self, rank: int) -> None:
-        self._touched.update(self.plan.rank_issuers[rank])
+    def touch_rank(self, rank: int) -> None:
+        """Recheck every issuer of `rank` after this step."""
+        self.touched.update(self.plan.rank_issuers[rank])
 
     # ------------------------------------------------------------------ issuers
 
@@ -147,13 +124,13 @@ class Machine:
         pc = self.state.pcs[p]
         return self.plan.instance.ranks[ip.rank][ip.ops[pc]] if pc < len(ip.ops) else None
 
-    def _preds_done(self, op: OpInst) -> bool:
+    def preds_done(self, op: OpInst) -> bool:
         done = self.state.done[op.rank]
         return all(done[i] for i in op.preds)
 
     def _issuer_ready(self, p: int) -> bool:
         op = self.current(p)
-        if op is None or not self._preds_done(op):
+        if op is None or not self.preds_done(op):
             return False
         members = self.plan.members.get((op.rank, op.index))
         if members is None or (len(members) > 1 and not self._group_ready(op.rank, members)):
@@ -163,7 +140,7 @@ class Machine:
     def _group_ready(self, rank: int, members: tuple[int, ...]) -> bool:
         for index in members[1:]:
             proc, pos = self.plan.proc_of_op[(rank, index)]
-            if self.state.pcs[proc] != pos or not self._preds_done(self.plan.op((rank, index))):
+            if self.state.pcs[proc] != pos or not self.preds_done(self.plan.op((rank, index))):
                 return False
         return True
 
@@ -174,256 +151,28 @@ class Machine:
         first = st.pcs[p] == 0 and st.phase[p] == 0
         self.hb.tick(p, self.hb.host if first else None)
         if op.kernel > 0:
-            self._kernel_boundary(op.rank, op.kernel)
+            queues.kernel_boundary(self, op.rank, op.kernel)
         phase = st.phase[p]
-        source = self._source(op) if op.kind.startswith("wait") else -1
+        source = waits.source(self, op) if op.kind.traits.waits else -1
         complete = IMPLS[op.kind].run(self, p, op)
         if complete:
-            self._complete(p, op)
+            self.complete(p, op)
         else:
             st.phase[p] += 1
-        return StepRecord(p, "op", st.epoch, (op.rank, op.index), phase=phase,
+        return StepRecord(p, RecordKind.OP, st.epoch, (op.rank, op.index), phase=phase,
                           complete=complete, source=source)
 
-    def _complete(self, p: int, op: OpInst) -> None:
+    def complete(self, p: int, op: OpInst) -> None:
+        """Issuer `p` completed `op`: move on to its next op."""
         st = self.state
         st.done[op.rank][op.index] = 1
         st.pcs[p] += 1
         st.phase[p] = 0
-        self._touched.add(p)
-        self._touched.update(self.plan.watchers[p])
+        self.touched.add(p)
+        self.touched.update(self.plan.watchers[p])
         if st.pcs[p] == len(self.plan.issuers[p].ops):
             st.finished += 1
-            self._touched.add(self.plan.host)
-
-    # ------------------------------------------------------------------ posting and queues
-
-    def post_group(self, p: int, op: OpInst) -> None:
-        plan, st, hb = self.plan, self.state, self.hb
-        members = plan.members[(op.rank, op.index)]
-        procs = [plan.proc_of_op[(op.rank, i)][0] for i in members]
-        together = hb.vc[p]
-        for q in procs[1:]:
-            together = np.maximum(together, hb.vc[q])
-        for q, spec in zip(procs, plan.posts[(op.rank, op.index)], strict=True):
-            hb.tick(q, together)
-            xid = len(st.xfers)
-            st.xfers.append(Xfer(xid, spec, st.epoch, q, pieces(spec.size, self.npieces)))
-            hb.post[xid] = hb.vc[q]
-            qi = plan.queue_index[spec.queue]
-            st.queues[qi].items.append(xid)
-            if not spec.op.aggregate:
-                self._ring(qi, hb.vc[q])
-        for index, q in zip(members[1:], procs[1:], strict=True):
-            self._complete(q, plan.op((op.rank, index)))
-
-    def ring(self, key: QueueKey, p: int) -> None:
-        qi = self.plan.queue_index.get(key)
-        if qi is not None:
-            self._ring(qi, self.hb.vc[p])
-
-    def _ring(self, qi: int, vc: np.ndarray) -> None:
-        qs = self.state.queues[qi]
-        for xid in qs.items[qs.rung:]:
-            self.hb.ring[xid] = vc
-        qs.rung = len(qs.items)
-        self._touched.add(self.plan.nissuers + qi)
-        self._touch_rank(self.plan.queues[qi][0])
-
-    def _kernel_boundary(self, rank: int, kernel: int) -> None:
-        """An op of a later kernel: aggregate ops of earlier kernels must have been rung."""
-        key = (rank, kernel, self.state.epoch)
-        if key in self._boundaries:
-            return
-        self._boundaries.add(key)
-        stale = [x for x in self._unrung() if x.spec.op.rank == rank
-                 and x.spec.op.kernel < kernel and x.epoch == self.state.epoch]
-        self._report_unrung(stale, "")
-
-    def _unrung(self) -> list[Xfer]:
-        return [self.state.xfers[x] for x in self.state.unrung()]
-
-    def _report_unrung(self, xfers: list[Xfer], waiting: str) -> None:
-        by_queue: dict[QueueKey, list[OpInst]] = {}
-        for x in xfers:
-            by_queue.setdefault(x.spec.queue, []).append(x.spec.op)
-        for ops in by_queue.values():
-            self.report(explain.uncommitted(ops, xfers[0].epoch, self.epochs, waiting))
-
-    def _consumed(self, qs: QState) -> int:
-        if qs.head < len(qs.items):
-            x = self.state.xfers[qs.items[qs.head]]
-            return qs.head + (qs.phase >= len(x.pieces))
-        return qs.head
-
-    def quiet_queues(self, op: OpInst) -> tuple[int, ...]:
-        key = (op.rank, op.index)
-        found = self._quiet.get(key)
-        if found is None:
-            found = tuple(i for i, (r, peer, q) in enumerate(self.plan.queues)
-                          if r == op.rank and op.peer in (None, peer) and op.queue in (None, q))
-            self._quiet[key] = found
-        return found
-
-    def drained(self, op: OpInst) -> bool:
-        queues = self.state.queues
-        return all(self._consumed(queues[qi]) >= queues[qi].rung for qi in self.quiet_queues(op))
-
-    def join_consumed(self, p: int, op: OpInst) -> None:
-        for qi in self.quiet_queues(op):
-            self.hb.absorb(p, self.hb.consumed.get(qi))
-
-    def _queue_step(self, qi: int) -> StepRecord:
-        st, hb = self.state, self.hb
-        qs = st.queues[qi]
-        x = st.xfers[qs.items[qs.head]]
-        proc, n, phase = self.plan.nissuers + qi, len(x.pieces), qs.phase
-        if phase == 0:
-            hb.tick(proc, hb.post[x.id], hb.ring.get(x.id))
-        else:
-            hb.tick(proc)
-        if phase < n:
-            self._read_piece(qi, x, phase, proc)
-        elif phase < 2 * n:
-            self._write_piece(qi, x, phase - n, proc)
-        else:
-            self._finish(x, proc)
-            qs.head += 1
-            qs.phase = 0
-            return StepRecord(proc, "xfer", x.epoch, xid=x.id, phase=phase, complete=True)
-        qs.phase += 1
-        return StepRecord(proc, "xfer", x.epoch, xid=x.id, phase=phase)
-
-    def _read_piece(self, qi: int, x: Xfer, piece: int, proc: int) -> None:
-        spec = x.spec
-        region = sub(spec.src, *x.pieces[piece])
-        self.access(region, Who("src", spec.op.rank, spec.op.index, x.epoch, spec.src, x.id), proc)
-        if self.memory is not None:
-            staged = self.staged.setdefault(qi, [])
-            if piece == 0:
-                staged.clear()
-            view = self.memory.view(region)
-            # a window nothing writes cannot change between the read and the write
-            staged.append(view.copy() if (region.rank, region.window) in self.memory.written
-                          else view)
-        if piece == len(x.pieces) - 1:
-            self.hb.consumed[qi] = HB.merge(self.hb.consumed.get(qi), self.hb.vc[proc])
-            self._touch_rank(spec.queue[0])
-
-    def _write_piece(self, qi: int, x: Xfer, piece: int, proc: int) -> None:
-        spec = x.spec
-        region = sub(spec.dst, *x.pieces[piece])
-        self.access(region, Who("dst", spec.op.rank, spec.op.index, x.epoch, spec.dst, x.id), proc)
-        if self.memory is not None:
-            self.memory.view(region)[:] = self.staged[qi][piece]
-
-    def _finish(self, x: Xfer, proc: int) -> None:
-        st, hb = self.state, self.hb
-        vc = hb.vc[proc]
-        hb.finish[x.id] = int(vc[proc])
-        hb.fin_vc[x.id] = vc
-        spec = x.spec
-        for slot in (spec.remote_slot, spec.local_slot):
-            if slot is not None:
-                st.slots[slot] = st.slots.get(slot, 0) + 1
-                hb.slot[slot] = HB.merge(hb.slot.get(slot), vc)
-                st.landed.setdefault(("slot", slot), []).append((st.slots[slot], x.id))
-                self._touch_rank(slot[0])
-        if spec.counter is not None:
-            c = spec.counter
-            self.access(counter_cell(c), Who("count", spec.op.rank, spec.op.index, x.epoch,
-                                             counter_cell(c), x.id), proc)
-            st.counters[c] = st.counters.get(c, 0) + spec.size
-            hb.counter[c] = HB.merge(hb.counter.get(c), vc)
-            st.landed.setdefault(("counter", c), []).append((st.counters[c], x.id))
-            self._touch_rank(c[0])
-
-    # ------------------------------------------------------------------ waits and barriers
-
-    def value(self, kind: str, key: object) -> int:
-        if kind == "slot":
-            return self.state.slots.get(key, 0)  # type: ignore[call-overload, no-any-return]
-        return self.state.counters.get(key, 0)  # type: ignore[call-overload, no-any-return]
-
-    def wait_ready(self, op: OpInst) -> bool:
-        w = self.plan.waits[(op.rank, op.index)]
-        expected = w.expected(self.state.epoch)
-        return expected is not None and self.value(w.kind, w.key) >= expected
-
-    def _nothing_counted(self, op: OpInst) -> None:
-        """A `wait_count` on a counter nothing counts to returns at once: say so."""
-        w = self.plan.waits[(op.rank, op.index)]
-        if w.kind == "counter" and w.total == 0 and not w.hand:
-            self.report(explain.nothing_counted(op, w.what()))
-
-    def wait(self, p: int, op: OpInst) -> None:
-        """Join what the increments the wait needed knew.
-
-        Fed by one queue, the increments land in order and the one that reached the
-        expected value knows all before it; later ones are not waited for.  Fed by
-        several, any of them may have been needed: join all that landed.
-        """
-        self._nothing_counted(op)
-        w = self.plan.waits[(op.rank, op.index)]
-        if (w.kind, w.key) in self.plan.multi_source:
-            table = self.hb.slot if w.kind == "slot" else self.hb.counter
-            self.hb.absorb(p, table.get(w.key))
-            return
-        source = self._source(op)
-        self.hb.absorb(p, self.hb.fin_vc.get(source))
-
-    def wait_need(self, op: OpInst) -> int:
-        expected = self.plan.waits[(op.rank, op.index)].expected(self.state.epoch)
-        return NEVER if expected is None else expected
-
-    def _source(self, op: OpInst) -> int:
-        w = self.plan.waits[(op.rank, op.index)]
-        expected = w.expected(self.state.epoch)
-        landed = self.state.landed.get((w.kind, w.key), [])
-        if not expected:
-            return -1
-        return next((xid for total, xid in landed if total >= expected), -1)
-
-    def wait_why(self, op: OpInst) -> str:
-        w = self.plan.waits[(op.rank, op.index)]
-        seen = self.value(w.kind, w.key)
-        expected = w.expected(self.state.epoch)
-        what = w.what()
-        if expected is None:
-            return f"waits on {what}, but it is the {explain.ordinal(w.ordinal)} of {w.waits} " \
-                   f"waits and only {w.total} increments come per launch; has seen {seen}"
-        unit = " bytes" if w.kind == "counter" else ""
-        return f"waits for {what} to reach {expected}{unit}, has seen {seen}"
-
-    def reset_counter(self, p: int, op: OpInst) -> None:
-        assert op.counter is not None
-        key = (op.rank, op.counter)
-        self.access(counter_cell(key), Who("reset", op.rank, op.index, self.state.epoch,
-                                           counter_cell(key)), p)
-        self.state.counters[key] = 0
-        self.state.landed.pop(("counter", key), None)
-        self.hb.counter.pop(key, None)
-
-    def barrier_complete(self, op: OpInst) -> bool:
-        g = self.plan.barrier_gen[(op.rank, op.index)]
-        return self.state.barrier.get(g, 0) >= len(self.plan.barrier_parties)
-
-    def arrive(self, p: int, op: OpInst) -> None:
-        g = self.plan.barrier_gen[(op.rank, op.index)]
-        self.state.barrier[g] = self.state.barrier.get(g, 0) + 1
-        self.hb.barrier[g] = HB.merge(self.hb.barrier.get(g), self.hb.vc[p])
-        self._touched.update(self._parties)
-
-    def depart(self, p: int, op: OpInst) -> None:
-        self.hb.absorb(p, self.hb.barrier.get(self.plan.barrier_gen[(op.rank, op.index)]))
-
-    def barrier_why(self, op: OpInst) -> str:
-        g = self.plan.barrier_gen[(op.rank, op.index)]
-        return f"waits in barrier {g}: {self.state.barrier.get(g, 0)} of " \
-               f"{len(self.plan.barrier_parties)} parties arrived"
-
-    def group_why(self, op: OpInst) -> str:
-        return "waits for the other lanes of its posting group to reach the same `put`"
+            self.touched.add(self.plan.host)
 
     # ------------------------------------------------------------------ memory
 
@@ -455,244 +204,15 @@ class Machine:
     def mem_key(region: RegionInst, write: bool) -> tuple[WindowKey, int, int, bool]:
         return ((region.rank, region.window), region.start, region.stop, write)
 
-    # ------------------------------------------------------------------ the host
-
-    def _host_step(self) -> StepRecord:
-        st, hb, plan = self.state, self.hb, self.plan
-        joined = hb.vc[plan.host]
-        for p in range(plan.nissuers):
-            joined = np.maximum(joined, hb.vc[p])
-        hb.host = hb.tick(plan.host, joined)
-        epoch = st.epoch
-        self._report_unrung([x for x in self._unrung() if x.epoch == epoch], "")
-        self._ensure(epoch)
-        if not st.in_flight():
-            self.races.prune(hb.host)
-        st.epoch += 1
-        if st.epoch < self.epochs:
-            self._next_launch()
-        else:
-            st.over = True
-        self._touched.update(range(plan.nissuers))
-        return StepRecord(plan.host, "host", epoch, complete=True)
-
-    def _next_launch(self) -> None:
-        st, plan = self.state, self.plan
-        st.pcs = [0] * plan.nissuers
-        st.phase = [0] * plan.nissuers
-        st.done = [bytearray(len(ops)) for ops in plan.instance.ranks]
-        st.barrier = {}
-        st.finished = sum(1 for ip in plan.issuers if not ip.ops)
-        check = self._init_check()
-        for rank, window in sorted(plan.init_windows):
-            region = RegionInst(window, 0, dict(plan.windows)[window], rank)
-            self.access(region, Who("init", rank, -1, st.epoch, region, check=check), plan.host)
-        if self.memory is not None:
-            self.init_snap = self.memory.snapshot(plan.init_windows)
-
-    def _init_check(self) -> int:
-        return next((i for i, c in enumerate(self.plan.instance.checks)
-                     if c.left_init or c.right_init), -1)
-
-    def _ensure(self, epoch: int) -> None:
-        host = self.plan.host
-        for index, check in enumerate(self.plan.instance.checks):
-            for region, init in ((check.left, check.left_init), (check.right, check.right_init)):
-                if not init:
-                    who = Who("ensure", check.rank, -1, epoch, region, check=index)
-                    self.access(region, who, host)
-            if self.memory is not None:
-                self._evaluate(index, epoch)
-
-    def _side(self, region: RegionInst, init: bool) -> np.ndarray:
-        assert self.memory is not None
-        if init:
-            return self.memory.view_in(self.init_snap, region)
-        return self.memory.view(region)
-
-    def _evaluate(self, index: int, epoch: int) -> None:
-        check = self.plan.instance.checks[index]
-        left = self._side(check.left, check.left_init)
-        right = self._side(check.right, check.right_init)
-        equal = np.array_equal(left, right)
-        if equal == (check.op == "=="):
-            return
-        origin = self._origin(check.left, left, right) if check.op == "==" and \
-            not check.left_init else ""
-        self.report(explain.postcondition(check, index, left, right, origin, epoch,
-                                          self.epochs))
-
-    def _origin(self, region: RegionInst, actual: np.ndarray, expected: np.ndarray) -> str:
-        """Search the initial image for the first run of wrong bytes."""
-        differ = np.flatnonzero(actual != expected)
-        first = int(differ[0])
-        run = first + 1
-        while run < actual.size and run - first < 64 and actual[run] != expected[run]:
-            run += 1
-        where = sub(region, first, run)
-        probe = actual[first:run].tobytes()
-        if self.image is None or len(probe) < ORIGIN_PROBE:
-            return ""  # too few bytes to say where they came from
-        own = self.image.view(where) if isinstance(self.image, Image) else \
-            self.image[(region.rank, region.window)][where.start:where.stop]
-        if own.tobytes() == probe:
-            return explain.origin_note(None, True, where)
-        chunks = self.image.chunks() if isinstance(self.image, Image) else \
-            [(k, 0, a) for k, a in sorted(self.image.items())]
-        for (rank, window), offset, data in chunks:
-            at = data.tobytes().find(probe)
-            if at >= 0:
-                return explain.origin_note(
-                    RegionInst(window, offset + at, offset + at + len(probe), rank), False, where)
-        return explain.origin_note(None, False, where)
-
-    # ------------------------------------------------------------------ deadlocks
+    # ------------------------------------------------------------------ deadlocks and reduction
 
     def explain_deadlock(self) -> None:
         """No process can move and the launches are not over: say why."""
-        blocked = self._blocked()
-        epoch = self.state.epoch
-        unrung = self._unrung()
-        if unrung:
-            waiting = "; ".join(b.note() for b in blocked[:3])
-            self._report_unrung(unrung, f"meanwhile {waiting}" if waiting else "")
-            return
-        never = [b for b in blocked if b.wait is not None and (b.wait.base is None
-                                                              or b.wait.base > b.wait.total)]
-        for b in never:
-            self.report(explain.unsatisfiable(self.plan, b, epoch, self.epochs))
-        if never or not blocked:
-            return
-        finished = [r for r in range(self.plan.instance.nranks)
-                    if all(self.current(p) is None for p in self.plan.rank_issuers[r])]
-        self.report(explain.deadlock(blocked, finished, self._barrier_note(), epoch,
-                                     self.epochs))
-
-    def _blocked(self) -> list[Blocked]:
-        out: list[Blocked] = []
-        for p in range(self.plan.nissuers):
-            op = self.current(p)
-            if op is None:
-                continue
-            w = self.plan.waits.get((op.rank, op.index))
-            seen = self.value(w.kind, w.key) if w is not None else 0
-            out.append(Blocked(op, self._why(p, op), w, seen,
-                               w.expected(self.state.epoch) if w else None,
-                               op.kind == "barrier"))
-        out.sort(key=lambda b: (b.op.rank, b.op.index))
-        return out
-
-    def _why(self, p: int, op: OpInst) -> str:
-        if not self._preds_done(op):
-            return f"waits for the other issuers of rank {op.rank} to get here"
-        if self.plan.members.get((op.rank, op.index)) is None:
-            return "waits for the other lanes of its posting group to reach the same `put`"
-        return IMPLS[op.kind].blocked(self, p, op)
-
-    def _barrier_note(self) -> str:
-        counts = {(r, str(i)): n for r, i, n in self.plan.barrier_parties}
-        if len(set(counts.values())) <= 1:
-            return ""
-        parts = [f"rank {r} ({who}) {n} time{'s' if n != 1 else ''}"
-                 for (r, who), n in sorted(counts.items())]
-        return "`barrier()` is called per launch by " + ", ".join(parts)
-
-    # ------------------------------------------------------------------ partial-order reduction
+        deadlock.explain_deadlock(self)
 
     def describe(self, p: int) -> StepDesc | None:
         """The next step of `p` (None when it has none), for partial-order reduction."""
-        plan = self.plan
-        if p < plan.nissuers:
-            return self._describe_issuer(p)
-        if p < plan.host:
-            return self._describe_queue(p - plan.nissuers)
-        st = self.state
-        if st.over:
-            return None
-        mems = tuple(self.mem_key(r, False) for c in plan.instance.checks
-                     for r, init in ((c.left, c.left_init), (c.right, c.right_init)) if not init)
-        mems += tuple(((rank, w), 0, dict(plan.windows)[w], False)
-                      for rank, w in plan.init_windows)
-        return StepDesc(("h", st.epoch), self.is_ready(p), (rd(("fin",)), wr(("epoch",))), mems)
+        return describe_step(self, p)
 
-    def _describe_issuer(self, p: int) -> StepDesc | None:
-        st, plan = self.state, self.plan
-        op = self.current(p)
-        if op is None:
-            return None
-        members = plan.members.get((op.rank, op.index))
-        if members is None:
-            return None  # its group's leader posts for it
-        keys, mems = IMPLS[op.kind].footprint(self, p, op)
-        keys += self._order_keys(p, op, members)
-        also = tuple(plan.proc_of_op[(op.rank, i)][0] for i in members[1:])
-        return StepDesc(("i", p, st.epoch, st.pcs[p], st.phase[p]), self.is_ready(p), keys,
-                        mems, also)
 
-    def _order_keys(self, p: int, op: OpInst, members: tuple[int, ...]) -> Keys:
-        st, plan = self.state, self.plan
-        keys: list[Key] = []
-        for index in members:
-            for pred in plan.op((op.rank, index)).preds:
-                if plan.proc_of_op[(op.rank, pred)][0] != p:
-                    keys.append(rd(("done", op.rank, pred)))
-        if st.pcs[p] == 0 and st.phase[p] == 0 and st.epoch > 0:
-            keys.append(rd(("epoch",)))
-        pos = st.pcs[p]
-        ops = plan.issuers[p].ops
-        if pos > 0 and plan.leader_of[(op.rank, ops[pos - 1])] != ops[pos - 1]:
-            keys.append(rd(("grp", p)))
-        if op.kind != "barrier" or st.phase[p] == 1:  # the step completes the op
-            keys += [wr(("done", op.rank, i)) for i in members]
-            if pos == len(ops) - 1:
-                keys.append(add(("fin",)))
-        return tuple(keys)
-
-    def post_footprint(self, op: OpInst) -> Keys:
-        plan, st = self.plan, self.state
-        keys: list[Key] = []
-        extra: dict[int, int] = {}
-        for spec in plan.posts[(op.rank, op.index)]:
-            qi = plan.queue_index[spec.queue]
-            qs = st.queues[qi]
-            j = len(qs.items) + extra.get(qi, 0)
-            extra[qi] = extra.get(qi, 0) + 1
-            keys.append(wr(("qi", qi, j)))
-            if not spec.op.aggregate:
-                keys += [wr(("qi", qi, k)) for k in range(qs.rung, j)]
-                keys.append(wr(("qr", qi)))
-        members = plan.members[(op.rank, op.index)]
-        keys += [wr(("grp", plan.proc_of_op[(op.rank, i)][0])) for i in members[1:]]
-        return tuple(keys)
-
-    def ring_footprint(self, key: QueueKey) -> Keys:
-        qi = self.plan.queue_index.get(key)
-        if qi is None:
-            return ()
-        qs = self.state.queues[qi]
-        if qs.rung == len(qs.items):
-            return ()
-        return (*(wr(("qi", qi, k)) for k in range(qs.rung, len(qs.items))), wr(("qr", qi)))
-
-    def _describe_queue(self, qi: int) -> StepDesc | None:
-        st = self.state
-        qs = st.queues[qi]
-        if qs.head >= len(qs.items):
-            return None
-        x = st.xfers[qs.items[qs.head]]
-        spec, n, phase = x.spec, len(x.pieces), qs.phase
-        keys: Keys = ()
-        mems: Mems = ()
-        if phase < n:
-            keys = (rd(("qi", qi, qs.head)),) if phase == 0 else ()
-            keys += (wr(("cons", qi, qs.head)),) if phase == n - 1 else ()
-            mems = (self.mem_key(sub(spec.src, *x.pieces[phase]), False),)
-        elif phase < 2 * n:
-            mems = (self.mem_key(sub(spec.dst, *x.pieces[phase - n]), True),)
-        else:
-            keys = tuple(add(("slot", s), st.slots.get(s, 0))
-                         for s in (spec.remote_slot, spec.local_slot) if s)
-            if spec.counter:
-                keys += (add(("counter", spec.counter), st.counters.get(spec.counter, 0)),)
-        ident = ("x", spec.op.rank, spec.op.index, x.epoch, phase)
-        return StepDesc(ident, qs.head < qs.rung, keys, mems)
+__all__ = ["Machine", "StepRecord"]

@@ -1,4 +1,4 @@
-"""How an issuer executes each op, one class per op kind registered with `@impl`.
+"""How an issuer executes each op: one class per `OpKind`, registered with `@impl`.
 
 The semantics are the device APIs' (see `docs/simulator.md`):
 
@@ -17,30 +17,36 @@ The semantics are the device APIs' (see `docs/simulator.md`):
 * `fence` orders nothing the model does not already order (copies are synchronous).
 
 Each class answers: may the op run now (`ready`), run it (`run`, returning True
-when the op is complete), what state it touches (`footprint`, for partial-order
-reduction) and, for a deadlock report, what it waits for (`blocked`).
+when the op is complete; an op of `steps` steps completes in its last), what state
+it touches (`footprint`, for partial-order reduction), for a deadlock report what it
+waits for (`blocked`), and for timed schedules how long a step takes (`cost_us`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from ccogen.ir.instance import OpInst
+from ccogen.ir.opkind import OpKind
+from ccogen.sim import queues, waits
 from ccogen.sim.footprint import add, rd, wr
 
 if TYPE_CHECKING:
+    from ccogen.sim.cost import StepCosts
     from ccogen.sim.engine import Machine
     from ccogen.sim.footprint import Key, Keys, Mems
 
-IMPLS: dict[str, type[OpImpl]] = {}
+IMPLS: dict[OpKind, type[OpImpl]] = {}
+"""The simulation of each op kind (a test checks that every kind has one)."""
 
 
-def impl(*kinds: str) -> Callable[[type[OpImpl]], type[OpImpl]]:
+def impl(*kinds: OpKind) -> Callable[[type[OpImpl]], type[OpImpl]]:
     """Register the class as the implementation of the op kinds given."""
 
     def register(cls: type[OpImpl]) -> type[OpImpl]:
         for kind in kinds:
+            assert kind not in IMPLS, f"two simulations of `{kind}`"
             IMPLS[kind] = cls
         return cls
 
@@ -48,6 +54,8 @@ def impl(*kinds: str) -> Callable[[type[OpImpl]], type[OpImpl]]:
 
 
 class OpImpl:
+    steps: ClassVar[int] = 1  # an issuer's steps per op; `run` completes it in the last
+
     @staticmethod
     def ready(m: Machine, p: int, op: OpInst) -> bool:
         return True
@@ -64,24 +72,33 @@ class OpImpl:
     def blocked(m: Machine, p: int, op: OpInst) -> str:
         return "cannot proceed"
 
+    @staticmethod
+    def cost_us(cost: StepCosts, op: OpInst) -> float:
+        """How long one step of the op takes (an op that only looks at state polls)."""
+        return cost.poll_us
 
-@impl("put", "get")
+
+@impl(OpKind.PUT, OpKind.GET)
 class Post(OpImpl):
     @staticmethod
     def run(m: Machine, p: int, op: OpInst) -> bool:
-        m.post_group(p, op)
+        queues.post_group(m, p, op)
         return True
 
     @staticmethod
     def footprint(m: Machine, p: int, op: OpInst) -> tuple[Keys, Mems]:
-        return m.post_footprint(op), ()
+        return queues.post_footprint(m, op), ()
 
     @staticmethod
     def blocked(m: Machine, p: int, op: OpInst) -> str:
-        return m.group_why(op)
+        return queues.group_why(m, op)
+
+    @staticmethod
+    def cost_us(cost: StepCosts, op: OpInst) -> float:
+        return cost.issue_us(op.lanes_in_group)
 
 
-@impl("copy")
+@impl(OpKind.COPY)
 class Copy(OpImpl):
     @staticmethod
     def run(m: Machine, p: int, op: OpInst) -> bool:
@@ -93,36 +110,45 @@ class Copy(OpImpl):
         assert op.src is not None and op.dst is not None
         return (), (m.mem_key(op.src, False), m.mem_key(op.dst, True))
 
+    @staticmethod
+    def cost_us(cost: StepCosts, op: OpInst) -> float:
+        assert op.src is not None
+        return cost.copy_us(op.src.size)
 
-@impl("commit")
+
+@impl(OpKind.COMMIT)
 class Commit(OpImpl):
     @staticmethod
     def run(m: Machine, p: int, op: OpInst) -> bool:
         assert op.peer is not None and op.queue is not None
-        m.ring((op.rank, op.peer, op.queue), p)
+        queues.ring(m, (op.rank, op.peer, op.queue), p)
         return True
 
     @staticmethod
     def footprint(m: Machine, p: int, op: OpInst) -> tuple[Keys, Mems]:
         assert op.peer is not None and op.queue is not None
-        return m.ring_footprint((op.rank, op.peer, op.queue)), ()
+        return queues.ring_footprint(m, (op.rank, op.peer, op.queue)), ()
+
+    @staticmethod
+    def cost_us(cost: StepCosts, op: OpInst) -> float:
+        return cost.issue_us(1)
 
 
-@impl("quiet")
+@impl(OpKind.QUIET)
 class Quiet(OpImpl):
     @staticmethod
     def ready(m: Machine, p: int, op: OpInst) -> bool:
-        return m.drained(op)
+        return queues.drained(m, op)
 
     @staticmethod
     def run(m: Machine, p: int, op: OpInst) -> bool:
-        m.join_consumed(p, op)
+        queues.join_consumed(m, p, op)
         return True
 
     @staticmethod
     def footprint(m: Machine, p: int, op: OpInst) -> tuple[Keys, Mems]:
         keys: list[Key] = []
-        for qi in m.quiet_queues(op):
+        for qi in queues.quiet_queues(m, op):
             keys.append(rd(("qr", qi)))
             keys += [rd(("cons", qi, k)) for k in range(m.state.queues[qi].rung)]
         return tuple(keys), ()
@@ -132,39 +158,41 @@ class Quiet(OpImpl):
         return "waits for its queues to drain"
 
 
-@impl("wait_signal", "wait_count")
+@impl(OpKind.WAIT_SIGNAL, OpKind.WAIT_COUNT)
 class WaitOp(OpImpl):
     @staticmethod
     def ready(m: Machine, p: int, op: OpInst) -> bool:
-        return m.wait_ready(op)
+        return waits.wait_ready(m, op)
 
     @staticmethod
     def run(m: Machine, p: int, op: OpInst) -> bool:
-        m.wait(p, op)
+        waits.wait(m, p, op)
         return True
 
     @staticmethod
     def footprint(m: Machine, p: int, op: OpInst) -> tuple[Keys, Mems]:
         w = m.plan.waits[(op.rank, op.index)]
-        return (rd((w.kind, w.key), m.wait_need(op)),), ()
+        return (rd((w.kind, w.key), waits.wait_need(m, op)),), ()
 
     @staticmethod
     def blocked(m: Machine, p: int, op: OpInst) -> str:
-        return m.wait_why(op)
+        return waits.wait_why(m, op)
 
 
-@impl("barrier")
+@impl(OpKind.BARRIER)
 class BarrierOp(OpImpl):
+    steps = 2  # arrive, depart
+
     @staticmethod
     def ready(m: Machine, p: int, op: OpInst) -> bool:
-        return m.state.phase[p] == 0 or m.barrier_complete(op)
+        return m.state.phase[p] == 0 or waits.barrier_complete(m, op)
 
     @staticmethod
     def run(m: Machine, p: int, op: OpInst) -> bool:
         if m.state.phase[p] == 0:
-            m.arrive(p, op)
+            waits.arrive(m, p, op)
             return False
-        m.depart(p, op)
+        waits.depart(m, p, op)
         return True
 
     @staticmethod
@@ -174,14 +202,18 @@ class BarrierOp(OpImpl):
 
     @staticmethod
     def blocked(m: Machine, p: int, op: OpInst) -> str:
-        return m.barrier_why(op)
+        return waits.barrier_why(m, op)
+
+    @staticmethod
+    def cost_us(cost: StepCosts, op: OpInst) -> float:
+        return cost.barrier_us / 2
 
 
-@impl("reset_count")
+@impl(OpKind.RESET_COUNT)
 class ResetCount(OpImpl):
     @staticmethod
     def run(m: Machine, p: int, op: OpInst) -> bool:
-        m.reset_counter(p, op)
+        waits.reset_counter(m, p, op)
         return True
 
     @staticmethod
@@ -189,6 +221,8 @@ class ResetCount(OpImpl):
         return (wr(("counter", (op.rank, op.counter))),), ()
 
 
-@impl("fence")
+@impl(OpKind.FENCE)
 class Fence(OpImpl):
-    pass
+    @staticmethod
+    def cost_us(cost: StepCosts, op: OpInst) -> float:
+        return 0.0

@@ -22,14 +22,13 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from ccogen.ir.instance import Instance, Issuer, OpInst, RegionInst
+from ccogen.ir.opkind import OpKind
 from ccogen.source import Span
 
 QueueKey = tuple[int, int, int]  # (issuing rank, peer, queue)
 SlotKey = tuple[int, int, int]  # (holding rank, sending rank, queue)
 CounterKey = tuple[int, str]  # (holding rank, counter name)
 OpKey = tuple[int, int]  # (rank, op index)
-
-POSTS = ("put", "get")
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +146,7 @@ def build_plan(instance: Instance) -> Plan:
     issuers, proc_of_op = _issuer_procs(instance)
     members, leader_of = _groups(instance)
     posts = {k: _transfers(instance, k, m) for k, m in members.items()
-             if instance.ranks[k[0]][k[1]].kind in POSTS}
+             if instance.ranks[k[0]][k[1]].kind.traits.queued}
     queues = sorted({t.queue for specs in posts.values() for t in specs})
     gens, parties = _barriers(instance, issuers)
     plan = Plan(instance=instance, issuers=issuers, queues=queues, proc_of_op=proc_of_op,
@@ -211,7 +210,7 @@ def _groups(instance: Instance) -> tuple[dict[OpKey, tuple[int, ...]], dict[OpKe
         for op in ops:
             by_group[op.group].append(op.index)
         for indices in by_group.values():
-            together = ops[indices[0]].kind in POSTS
+            together = ops[indices[0]].kind.traits.queued
             for chunk in [indices] if together else [[i] for i in indices]:
                 members[(rank, chunk[0])] = tuple(chunk)
                 for index in chunk:
@@ -262,13 +261,13 @@ def _rank_waits(rank: int, ops: tuple[OpInst, ...],
                 totals: dict[tuple[str, SlotKey | CounterKey], int]) -> dict[OpKey, Wait]:
     keyed: dict[tuple[str, SlotKey | CounterKey], list[OpInst]] = defaultdict(list)
     for op in ops:
-        if op.kind == "wait_signal":
+        if op.kind is OpKind.WAIT_SIGNAL:
             assert op.peer is not None and op.queue is not None
             keyed[("slot", (rank, op.peer, op.queue))].append(op)
-        elif op.kind == "wait_count":
+        elif op.kind is OpKind.WAIT_COUNT:
             assert op.counter is not None
             keyed[("counter", (rank, op.counter))].append(op)
-    resets = {(rank, op.counter) for op in ops if op.kind == "reset_count"}
+    resets = {(rank, op.counter) for op in ops if op.kind is OpKind.RESET_COUNT}
     out: dict[OpKey, Wait] = {}
     for (kind, key), waits in keyed.items():
         total = totals.get((kind, key), 0)
@@ -308,7 +307,7 @@ def _barriers(instance: Instance, issuers: list[IssuerProc]
     gens: dict[OpKey, int] = {}
     parties: list[tuple[int, Issuer, int]] = []
     for ip in issuers:
-        barriers = [i for i in ip.ops if instance.ranks[ip.rank][i].kind == "barrier"]
+        barriers = [i for i in ip.ops if instance.ranks[ip.rank][i].kind is OpKind.BARRIER]
         for g, index in enumerate(barriers, start=1):
             gens[(ip.rank, index)] = g
         if barriers:

@@ -34,7 +34,7 @@ Clock = np.ndarray
 @dataclass(frozen=True, slots=True)
 class Who:
     """What made an access: `role` is copy-r / copy-w / src / dst / ensure / init, or
-    count / reset on a counter (`engine.counter_cell`)."""
+    count / reset on a counter (`state.counter_cell`)."""
 
     role: str
     rank: int

@@ -20,9 +20,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ccogen.sim.cost import StepCosts
-from ccogen.sim.engine import Machine, StepRecord
+from ccogen.sim.engine import Machine
 from ccogen.sim.explain import Finding
+from ccogen.sim.ops import IMPLS
 from ccogen.sim.plan import Plan
+from ccogen.sim.record import RecordKind, StepRecord
 from ccogen.sim.state import Memory, WindowKey, written_windows
 
 RESHUFFLE = 1 / 16
@@ -161,7 +163,7 @@ class _Clock:
     def after(self, p: int, record: StepRecord, end: float) -> None:
         self.now = end
         self.free[p] = end
-        if record.kind == "xfer" and record.complete:
+        if record.kind is RecordKind.XFER and record.complete:
             self.idle_at[p] = end
         enabled = set(self.m.enabled)
         self.since = {q: t for q, t in self.since.items() if q in enabled and q != p}
@@ -177,17 +179,7 @@ class _Clock:
     def _op_us(self, p: int) -> float:
         op = self.m.current(p)
         assert op is not None
-        cost = self.cost
-        if op.kind in ("put", "get"):
-            return cost.issue_us(op.lanes_in_group)
-        if op.kind == "copy":
-            assert op.src is not None
-            return cost.copy_us(op.src.size)
-        if op.kind == "commit":
-            return cost.issue_us(1)
-        if op.kind == "barrier":
-            return cost.barrier_us / 2
-        return cost.poll_us if op.kind != "fence" else 0.0
+        return IMPLS[op.kind].cost_us(self.cost, op)
 
     def _xfer_us(self, p: int) -> float:
         qi = p - self.m.plan.nissuers

@@ -111,6 +111,16 @@ def pieces(size: int, count: int) -> tuple[tuple[int, int], ...]:
     return tuple((bounds[i], bounds[i + 1]) for i in range(n))
 
 
+def sub(region: RegionInst, a: int, b: int) -> RegionInst:
+    """Bytes `[a, b)` of `region` (a piece of a transfer)."""
+    return RegionInst(region.window, region.start + a, region.start + b, region.rank)
+
+
+def counter_cell(key: CounterKey) -> RegionInst:
+    """A counter as a one-byte region, so that a reset and counted adds can race."""
+    return RegionInst(f"counter {key[1]}", 0, 1, key[0])
+
+
 DENSE_MAX = 256 << 20  # window bytes of an instance up to which every byte is backed
 
 Intervals = list[tuple[int, int]]

@@ -27,8 +27,9 @@ from typing import Any
 
 from ccogen.ir.instance import OpInst
 from ccogen.sim.cost import StepCosts
-from ccogen.sim.engine import Machine, StepRecord
+from ccogen.sim.engine import Machine
 from ccogen.sim.explain import op_text, region_text
+from ccogen.sim.record import RecordKind, StepRecord
 from ccogen.sim.schedule import Setup, Timed, run_timed
 from ccogen.sim.state import Xfer
 
@@ -100,9 +101,9 @@ class _Builder:
 
     def add(self, t: Timed) -> None:
         r = t.record
-        if r.kind == "op":
+        if r.kind is RecordKind.OP:
             self._op(t, r)
-        elif r.kind == "xfer":
+        elif r.kind is RecordKind.XFER:
             self._xfer(t, r)
         else:
             self._launch(t, r)
@@ -118,7 +119,7 @@ class _Builder:
             proc = self.plan.proc_of_op[(op.rank, index)][0]
             self._slice(proc, member, self.ready[proc], t.end, r.epoch)
             self.ready[proc] = t.end
-        if op.kind in ("put", "get"):
+        if op.kind.traits.queued:
             self._posted(op, members, t)
         if r.source >= 0:
             self._signal_flow(r.source, r.op, t.end)
@@ -227,14 +228,14 @@ def to_notes(setup: Setup, schedule: list[int], limit: int = 12) -> list[str]:
 
 def _describe(machine: Machine, r: StepRecord) -> str:
     plan = machine.plan
-    if r.kind == "op" and r.complete and r.op is not None:
+    if r.kind is RecordKind.OP and r.complete and r.op is not None:
         op = plan.op(r.op)
         line = f" (line {op.span.line})" if op.span is not None else ""
         return f"launch {r.epoch + 1}: rank {op.rank} ({op.issuer}) runs {op_text(op)}{line}"
-    if r.kind == "xfer" and r.complete:
+    if r.kind is RecordKind.XFER and r.complete:
         spec = machine.state.xfers[r.xid].spec
         return f"launch {r.epoch + 1}: the {spec.op.kind} of rank {spec.op.rank} lands in " \
                f"`{region_text(spec.dst)}`"
-    if r.kind == "host":
+    if r.kind is RecordKind.HOST:
         return f"launch {r.epoch + 1} ends"
     return ""

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from ccogen.diag import Diagnostic, error
 from ccogen.ir import nodes as ir
+from ccogen.ir.opkind import OpKind
 from ccogen.ir.signatures import CHOICES, SIGNATURES, Arg, bind, make_op, signature_text
 from ccogen.source import Span
 from ccogen.syntax import ast as A
@@ -261,7 +262,7 @@ class Lowerer:
                                   "not an operation",
                                   help=_suggest(name, SIGNATURES) or
                                   f"operations are {', '.join(f'`{n}`' for n in SIGNATURES)}"))
-        return self.op(name, value)
+        return self.op(OpKind(name), value)
 
     def _check(self, value: A.AExpr) -> ir.Check:
         if not (isinstance(value, A.Compare) and len(value.ops) == 1
@@ -273,7 +274,7 @@ class Lowerer:
         return ir.Check(op=value.ops[0], left=left, right=right, span=value.span)
 
     # ------------------------------------------------------------------ ops
-    def op(self, name: str, call: A.Call) -> ir.Op:
+    def op(self, name: OpKind, call: A.Call) -> ir.Op:
         args = [Arg(a.keyword, a.value, a.span) for a in call.args]
         bound, diags = bind(name, args, call.span)
         if diags:
@@ -282,7 +283,7 @@ class Lowerer:
         values = {key: self.arg_value(name, key, arg) for key, arg in bound.items()}
         return make_op(name, values, call.span)
 
-    def arg_value(self, op: str, key: str, arg: Arg) -> object:
+    def arg_value(self, op: OpKind, key: str, arg: Arg) -> object:
         kind = next(p.kind for p in SIGNATURES[op] if p.name == key)
         node: A.AExpr = arg.value
         if kind == "region":

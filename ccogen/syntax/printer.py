@@ -125,7 +125,7 @@ def _string(value: str) -> str:
 
 
 def _op_args(op: ir.Op) -> list[str]:
-    name = ir.OP_NAMES[type(op)]
+    name = ir.OP_KINDS[type(op)]
     args: list[str] = []
     for spec in SIGNATURES[name]:
         value = getattr(op, spec.name)
@@ -224,7 +224,7 @@ class Printer:
             case ir.Check(op=op, left=left, right=right):
                 yield from self._trail([f"{ind}{region(left)} {op} {region(right)}"], s.span)
             case _:
-                lines = _call(ind, ir.OP_NAMES[type(s)], _op_args(s))  # type: ignore[arg-type]
+                lines = _call(ind, ir.OP_KINDS[type(s)], _op_args(s))  # type: ignore[arg-type]
                 yield from self._trail(lines, s.span)
 
     def _if(self, s: ir.If, depth: int, keyword: str) -> Iterator[str]:

@@ -1,8 +1,8 @@
 """`mori-sdma`: AMD MORI CCO `ccoSdma`, the SDMA copy engines driven from a kernel (HIP).
 
-Sources: ../shared/seeds/mori-cco-sdma-api.md (every figure below, measured on
-MI355X / gfx950, two ranks over intra-node xGMI: "shape, not a spec") and
-../shared/reference/mori-cco.md (API as of `ROCm/mori` 624002c8, wheel 1.2.4).
+Sources: docs/reference/apis.md, MORI (every figure below, measured on MI355X / gfx950,
+two ranks over intra-node xGMI: "shape, not a spec"; API as of `ROCm/mori` 624002c8,
+wheel 1.2.4).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from ccogen.targets.base import (
     SignalStorage,
     Support,
 )
+from ccogen.targets.target import Target, Toolchain
 
 KiB, MiB = 1 << 10, 1 << 20
 
@@ -80,4 +81,12 @@ CAPABILITIES = Capabilities(
         (Feature.COUNTED_WRITES, "`ccoSdma` has no counted writes: a put can only bump a "
                                  "per-(sender, queue) signal slot by one"),
     ),
+)
+
+TARGET = Target(
+    name="mori-sdma",
+    capabilities=CAPABILITIES,
+    codegen="ccogen.codegen.backends.mori_sdma:MoriSdma",
+    # clang-22 and the MORI headers (ccogen.toolchains.locate); no AMD GPU to run on here
+    toolchain=Toolchain(builder="ccogen.toolchains.hip:build_hip"),
 )

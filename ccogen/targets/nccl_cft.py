@@ -1,7 +1,6 @@
 """`nccl-cft`: NCCL >= 2.31 device API, Compute Fabric Transport (CUDA, sm_100).
 
-Sources: ../shared/seeds/nccl-compute-fabric-transport.md and
-../shared/reference/nccl-device-api.md §6.  No CFT hardware is available to us, so
+Sources: docs/reference/apis.md, NCCL CFT.  No CFT hardware is available to us, so
 the cost model has no figures and the performance warnings stay silent here.
 """
 
@@ -20,6 +19,8 @@ from ccogen.targets.base import (
     SignalStorage,
     Support,
 )
+from ccogen.targets.libraries import NCCL_CFT
+from ccogen.targets.target import Target, Toolchain
 
 # "CFT source and destination shared memory pointers must be 16-byte aligned, and the
 # byte count must be a multiple of 16" (the PTX is .b128); "the user-managed counter ...
@@ -59,4 +60,12 @@ CAPABILITIES = Capabilities(
                                ".sync(coop, acq_rel, Generic, Fabric)",
                       slots_per_block=1, requirement="reqs.cftBarrierCount"),
     cost=CostModel(source="none: no CFT (sm_100) hardware has been measured"),
+)
+
+TARGET = Target(
+    name="nccl-cft",
+    capabilities=CAPABILITIES,
+    codegen="ccogen.codegen.backends.nccl_cft:NcclCft",
+    # nvcc >= 13.3 for sm_100 against NCCL >= 2.31; no CFT hardware to run on here
+    toolchain=Toolchain(builder="ccogen.toolchains.cuda:build_cft", library=NCCL_CFT),
 )

@@ -1,6 +1,6 @@
 """`nccl-lsa`: NCCL >= 2.28 device API over load/store accessible peers (CUDA, NVLink).
 
-Sources: ../shared/reference/nccl-device-api.md (verified on 2 x H200, NCCL 2.28.9)
+Sources: docs/reference/apis.md, NCCL LSA (verified on 2 x H200, NCCL 2.28.9)
 and the H200 NVLink ceilings measured on the lent machines.  Puts are vectorised SM
 copies into `ncclGetLsaPointer(win, off, peer)`; signals are release atomics into a
 runtime signal window; counted writes are emulated by an atomic add of the byte
@@ -23,6 +23,8 @@ from ccogen.targets.base import (
     Support,
 )
 from ccogen.targets.hardware import H200_NVLINK
+from ccogen.targets.libraries import NCCL
+from ccogen.targets.target import EngineSpec, Target, Toolchain
 
 CAPABILITIES = Capabilities(
     name="nccl-lsa",
@@ -58,4 +60,18 @@ CAPABILITIES = Capabilities(
         (Feature.TEAM_WORLD, "LSA peers are the load/store accessible GPUs of one node; other "
                              "nodes need GIN, not a v1 target"),
     ),
+)
+
+TARGET = Target(
+    name="nccl-lsa",
+    capabilities=CAPABILITIES,
+    codegen="ccogen.codegen.backends.nccl_lsa:NcclLsa",
+    # the device API is header-only: one plain cubin; NCCL's reduce/copy helpers are
+    # extended lambdas
+    toolchain=Toolchain(
+        builder="ccogen.toolchains.cuda:build_runtime_cubin", library=NCCL,
+        flags_when=((r"\bncclLsa(?:ReduceSum|Copy|ReduceSumCopy)\b", "--extended-lambda"),)),
+    engine=EngineSpec(shim="nccl_host.cu",
+                      kernel_params=frozenset({"devcomm", "window", "heap", "epoch", "debug"}),
+                      devcomm=True),
 )

@@ -1,6 +1,6 @@
 """`nvshmem`: NVSHMEM >= 3.4 (CUDA), one node or many.
 
-Sources: ../shared/seeds/nvshmem-counted-writes.md and ../shared/reference/nvshmem.md.
+Sources: docs/reference/apis.md, NVSHMEM.
 Counted writes are emulated (put-with-signal `NVSHMEM_SIGNAL_ADD` of the byte count,
 verified on 2 x H200); the native `nvshmemx_putmem_signal_counted_nbi_block` needs
 sm_100 + CFT + NVSHMEM built with `NVSHMEM_CFT_HANDLES_SUPPORT` and keeps CFT's
@@ -22,6 +22,8 @@ from ccogen.targets.base import (
     Support,
 )
 from ccogen.targets.hardware import H200_NVLINK
+from ccogen.targets.libraries import NVSHMEM
+from ccogen.targets.target import EngineSpec, HeapRule, Target, Toolchain
 
 CAPABILITIES = Capabilities(
     name="nvshmem",
@@ -49,10 +51,24 @@ CAPABILITIES = Capabilities(
     completion_sender_side=True,  # nvshmem_quiet
     alignment=Alignment(),
     # the real counted API's validation: dest/source 16-B aligned, bytes % 16 == 0, the
-    # signal's heap offset 256-B aligned; the emulation keeps them (reference/nvshmem.md §4)
+    # signal's heap offset 256-B aligned; the emulation keeps them (docs/reference/apis.md)
     counted_alignment=Alignment(operand=16, length=16, counter=256),
     window_align=256,  # codegen/layout.py: every heap offset is 256-byte aligned
     counter_stride=256,
     barriers=Barriers(lowering="nvshmemx_barrier_all_block() (cooperative launch)"),
     cost=H200_NVLINK,
+)
+
+TARGET = Target(
+    name="nvshmem",
+    capabilities=CAPABILITIES,
+    codegen="ccogen.codegen.backends.nvshmem:Nvshmem",
+    # relocatable device code linked with libnvshmem_device.a; at sm_100 a CUDA >= 13.3
+    # nvcc and, where the headers declare it, the native counted-write API
+    toolchain=Toolchain(builder="ccogen.toolchains.cuda:build_nvshmem", library=NVSHMEM),
+    engine=EngineSpec(shim="nvshmem_host.cu", kernel_params=frozenset({"heap", "epoch", "debug"}),
+                      registers_modules=True, ranks_share_gpu=True,
+                      # NVSHMEM reserves 1 GiB by default; a larger heap must be asked for
+                      heap=HeapRule(env="NVSHMEM_SYMMETRIC_SIZE", above=900 << 20,
+                                    headroom=256 << 20)),
 )

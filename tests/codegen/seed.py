@@ -10,7 +10,8 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-from ccogen.compiler import Compiled, CompileError, compile_protocol
+from ccogen.compiler import Compiled, compile_protocol
+from ccogen.errors import DiagnosticError
 from ccogen.syntax import load_ir
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +45,7 @@ REFUSED = {
 
 @functools.cache
 def compiled(stem: str, variant: Variant, nranks: int = 2, debug: bool = False) -> Compiled:
-    """`ccogen compile` of protocols/<stem>.cco for the variant (CompileError if refused)."""
+    """`ccogen compile` of protocols/<stem>.cco for the variant (DiagnosticError if refused)."""
     path = ROOT / "protocols" / f"{stem}.cco"
     return compile_protocol(load_ir(path), variant.target, source=f"protocols/{stem}.cco",
                             ranks=nranks, debug=debug, arch=variant.arch)
@@ -53,7 +54,7 @@ def compiled(stem: str, variant: Variant, nranks: int = 2, debug: bool = False) 
 def refused_codes(stem: str, variant: Variant, nranks: int = 2) -> list[str]:
     try:
         compiled(stem, variant, nranks)
-    except CompileError as exc:
+    except DiagnosticError as exc:
         return sorted({d.code for d in exc.diagnostics if d.is_error})
     return []
 

@@ -96,7 +96,7 @@ def _line(s: ir.Stmt) -> int:
 def mutants(p: ir.Protocol) -> Iterator[Mutant]:
     for k, kernel in enumerate(p.kernels):
         for path, s in _walk(kernel.body, ()):
-            what = f"{p.name}: {{}} {ir.OP_NAMES.get(type(s), '?')} (line {_line(s)})"
+            what = f"{p.name}: {{}} {ir.OP_KINDS.get(type(s), '?')} (line {_line(s)})"
             if isinstance(s, ir.Put) and s.signal.remote:
                 weaker = ir.SignalKind.LOCAL if s.signal is ir.SignalKind.BOTH else \
                     ir.SignalKind.NONE

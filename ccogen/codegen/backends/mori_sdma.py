@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 from ccogen import __version__
 from ccogen.analysis import Analysis, analyse
-from ccogen.codegen.backends.base import Backend, Options, manifest_head
+from ccogen.codegen.backends.base import Backend, Options, check_budget, manifest_head
 from ccogen.codegen.files import GeneratedFiles, banner, options_hash
 from ccogen.codegen.jinja import render
 from ccogen.codegen.layout import HeapLayout, plan_heap
@@ -54,13 +54,12 @@ from ccogen.codegen.naming import c_identifier
 from ccogen.codegen.plan import Unsupported, block_ops, segments_of
 from ccogen.ir.instance import Instance, IssuerLevel, OpInst
 from ccogen.ir.nodes import Mode
+from ccogen.ir.opkind import OpKind
 from ccogen.targets.mori_sdma import CAPABILITIES as CAPS
 
 WAVE = 64
 ARCHES = ("gfx942", "gfx950")
 MAX_BLOCK_DIM = 1024
-TRANSFERS = frozenset({"put", "get"})
-BLOCKING = frozenset({"quiet", "wait_signal"})
 COOP = {"block": "ccoCoopBlock", "warp": "ccoCoopWarp", "thread": "ccoCoopThread"}
 LEADER = {"block": "threadIdx.x == 0", "warp": "ccogen_lane_id() == 0", "thread": ""}
 SYNC = {"block": "__syncthreads()", "warp": "ccogen_sync_wave()", "thread": ""}
@@ -187,25 +186,25 @@ class _Lowering:
         """The statements of one op run by one issuer at `scope`."""
         out = [self.comment(op)]
         kind = op.kind
-        if kind in TRANSFERS:
+        if kind.traits.queued:
             assert op.dst is not None and op.src is not None and op.peer is not None
             args = (str(op.peer), "c.win", f"{self.off(op.dst)}ULL", "c.win",
                     f"{self.off(op.src)}ULL", f"{op.dst.size}ULL", str(op.queue))
             out.append(Stmt("call", func=f"sdma.{kind}", targs=self.targs(op, scope), args=args))
-        elif kind == "commit":
+        elif kind is OpKind.COMMIT:
             out.append(Stmt("call", func="sdma.commit", targs=("ccoCoopThread",),
                             args=(str(op.peer), str(op.queue)), guard=LEADER[scope]))
-        elif kind == "quiet":
+        elif kind is OpKind.QUIET:
             out.extend(self.quiet(op, scope))
-        elif kind == "wait_signal":
+        elif kind is OpKind.WAIT_SIGNAL:
             out.extend(self.wait(op, scope))
-        elif kind == "copy":
+        elif kind is OpKind.COPY:
             assert op.dst is not None and op.src is not None
             out.append(Stmt("call", func=f"ccogen_copy_{scope}",
                             args=("c", *self.copy_args(op))))
-        elif kind == "fence":
+        elif kind is OpKind.FENCE:
             out.append(Stmt("call", func="ccogen_fence_system"))
-        elif kind == "barrier":
+        elif kind is OpKind.BARRIER:
             if scope != "block":
                 raise Unsupported("`barrier()` inside `warps` or `lanes` is not supported by "
                                   "`mori-sdma`", op.span)
@@ -255,32 +254,32 @@ class _Lowering:
         sites: dict[tuple[object, ...], list[OpInst]] = defaultdict(list)
         for op in ops:
             sites[_site_key(op)].append(op)
-        ordered = sorted(sites.items(), key=lambda kv: (kv[0][0] in BLOCKING, kv[1][0].index))
-        for _, members in ordered:
+        ordered = sorted(sites.values(), key=lambda ms: (ms[0].kind.traits.blocking, ms[0].index))
+        for members in ordered:
             out.extend(self.site(members))
         return out
 
     def site(self, ops: list[OpInst]) -> list[Stmt]:
         kind = ops[0].kind
-        if kind in TRANSFERS:
+        if kind.traits.queued:
             return [self.lanes(ops, f"sdma.{kind}", self.targs(ops[0], "thread"),
                                ("peer", "queue", "dst", "src", "bytes"), _transfer_row(self),
                                ("a.peer", "c.win", "a.dst", "c.win", "a.src", "a.bytes",
                                 "a.queue"))]
-        if kind == "commit":
+        if kind is OpKind.COMMIT:
             firsts = {(o.peer, o.queue): o for o in reversed(ops)}  # one lane per queue
             return [self.lanes(sorted(firsts.values(), key=lambda o: o.index), "sdma.commit",
                                ("ccoCoopThread",), ("peer", "queue"),
                                lambda o: (str(o.peer), str(o.queue)), ("a.peer", "a.queue"))]
-        if kind == "quiet":
+        if kind is OpKind.QUIET:
             return self.lane_quiet(ops)
-        if kind == "wait_signal":
+        if kind is OpKind.WAIT_SIGNAL:
             return [self.lane_wait(ops)]
-        if kind == "copy":
+        if kind is OpKind.COPY:
             return [self.lanes(ops, "ccogen_copy_thread", (), ("dst", "src", "bytes", "vec"),
                                lambda o: self.copy_args(o),
                                ("c", "a.dst", "a.src", "a.bytes", "a.vec"))]
-        if kind == "fence":
+        if kind is OpKind.FENCE:
             return [self.lanes(ops, "ccogen_fence_system", (), (), lambda o: (), ())]
         raise Unsupported(f"`{kind}` inside `lanes` is not supported by `mori-sdma`", ops[0].span)
 
@@ -349,7 +348,7 @@ class _Lowering:
         out: list[Stmt] = []
         for lane_ops in sorted(_by_issuer(ops).values(), key=lambda lane: hw_thread(lane[0])):
             for op in lane_ops:
-                if (op.kind in TRANSFERS and op.lanes_in_group > 1 and not op.signal_per_copy
+                if (op.kind.traits.queued and op.lanes_in_group > 1 and not op.signal_per_copy
                         and (op.signal.local or op.signal.remote)):
                     raise Unsupported("lanes that differ in shape cannot post as one group; "
                                       "give every lane the same op sequence", op.span)
@@ -375,9 +374,9 @@ def hw_thread(op: OpInst) -> int:
 
 
 def _site_key(op: OpInst) -> tuple[object, ...]:
-    if op.kind in TRANSFERS:
+    if op.kind.traits.queued:
         return (op.kind, op.group)
-    if op.kind == "quiet":
+    if op.kind is OpKind.QUIET:
         return (op.kind, op.peer is None, op.queue is None)
     return (op.kind,)
 
@@ -405,7 +404,7 @@ def _phases(ops: Sequence[OpInst]) -> list[list[OpInst]] | None:
     where: dict[int, int] = {}
     for k, ph in enumerate(phases):
         for op in ph:
-            if op.kind in TRANSFERS and where.setdefault(op.group, k) != k:
+            if op.kind.traits.queued and where.setdefault(op.group, k) != k:
                 return None
     return phases
 
@@ -438,6 +437,8 @@ class MoriSdma(Backend):
                               instance.protocol.span)
         layout = plan_heap(instance, 1)
         low = _Lowering(instance, analyse(instance), layout, source, options.debug)
+        for k in instance.kernels:
+            check_budget(k.blocks, options.max_ctas, k.name, k.span)
         kernels = tuple(self.kernel(instance, k.index, low) for k in instance.kernels)
         opts = {**options.as_dict(), "arch": list(ARCHES), "target": self.name}
         model = MoriModel(
@@ -460,7 +461,7 @@ class MoriSdma(Backend):
                                         f"r{rank}_b{block}", tuple(parts)))
                 threads += [hw_thread(op) + (WAVE if op.issuer.lane is None else 1)
                             for op in ops if op.issuer.level is not IssuerLevel.BLOCK]
-                barrier = barrier or any(op.kind == "barrier" for op in ops)
+                barrier = barrier or any(op.kind is OpKind.BARRIER for op in ops)
         if barrier and k.blocks > 1:
             raise Unsupported("`barrier()` in a kernel with several blocks is not supported by "
                               "`mori-sdma` (one LSA barrier slot)", k.span)
@@ -473,12 +474,14 @@ class MoriSdma(Backend):
                  options: Options) -> dict[str, object]:
         return {
             **manifest_head(self.name, instance, model.source, list(ARCHES), options.debug,
-                            layout.size),
+                            layout.size, options.max_ctas),
             "windows": layout.windows_manifest(),
             "kernel_file": "kernels.hip",
             "kernels": [
                 {"name": k.name, "symbol": k.symbol, "grid": k.blocks, "block": k.block_dim,
-                 "shared_mem": 0, "cooperative": False, "params": list(self.kernel_params)}
+                 # workgroups of one rank may wait on each other's signals: co-resident
+                 "shared_mem": 0, "cooperative": k.blocks > 1,
+                 "params": list(self.kernel_params)}
                 for k in model.kernels],
             "mori": {
                 "sdma_queue_count": model.queues,

@@ -42,6 +42,7 @@ from ccogen.codegen.layout import ALIGN, HeapLayout, Placed, plan_heap
 from ccogen.codegen.model import ProtocolModel, Segment, Step
 from ccogen.codegen.plan import Unsupported
 from ccogen.ir.instance import Instance
+from ccogen.ir.opkind import OpKind
 from ccogen.targets.nccl_cft import CAPABILITIES as CAPS
 
 SLOT_STRIDE = 16  # one 16-byte `red` per signal slot
@@ -96,10 +97,10 @@ class NcclCft(SmBackend):
         if options.epoch_from_heap:
             raise Unsupported("Options.epoch_from_heap is implemented for nccl-lsa and nvshmem "
                               "only", None)
-        self._counted = any(op.counter is not None and op.kind == "put"
+        self._counted = any(op.counter is not None and op.kind is OpKind.PUT
                             for ops in instance.ranks for op in ops)
-        if self._counted and any(op.kind == "get" for ops in instance.ranks for op in ops):
-            first = next(op for ops in instance.ranks for op in ops if op.kind == "get")
+        if self._counted and any(op.kind is OpKind.GET for ops in instance.ranks for op in ops):
+            first = next(op for ops in instance.ranks for op in ops if op.kind is OpKind.GET)
             raise Unsupported("`get` in a protocol with counted puts: the heap is then a "
                               "counted window, whose logical endpoints take counted writes "
                               "only", first.span)

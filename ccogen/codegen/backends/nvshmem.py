@@ -81,6 +81,7 @@ class Nvshmem(SmBackend):
     kernel_params = ("heap", "epoch", "debug")
     split_ctas = True
     ll_path = True
+    add_primitives = True
 
     def generate(self, instance: Instance, source: str, options: Options) -> GeneratedFiles:
         self._native = native_counted(options)

@@ -1,6 +1,6 @@
 // ccogen's minimal stand-in for <hip/hip_runtime.h>, used ONLY to compile-check generated
-// HIP device code with Debian clang-22 and no ROCm (`-nogpuinc -nogpulib`, reference
-// mori-cco.md §10 recipe A).  On a ROCm machine the real header is found instead.
+// HIP device code with Debian clang-22 and no ROCm (`-nogpuinc -nogpulib`,
+// docs/reference/apis.md, MORI).  On a ROCm machine the real header is found instead.
 // It provides exactly what the generated kernels and mori/cco/cco.hpp use.
 #pragma once
 #include <stddef.h>
