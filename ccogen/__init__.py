@@ -48,6 +48,7 @@ from ccogen.errors import DiagnosticError, InternalError
 
 if TYPE_CHECKING:
     from ccogen.driver import CheckResult
+    from ccogen.limits import Limits
 
 __version__ = "0.1.0"
 
@@ -60,16 +61,24 @@ def parse(text: str, path: str = "<string>") -> Protocol:
 
 
 def load(path: str | Path) -> Protocol:
-    """Read and parse a `.cco` file."""
-    return parse(Path(path).read_text(encoding="utf-8"), str(path))
+    """Read and parse a `.cco` file (regular UTF-8 files only: `ccogen.fileio`)."""
+    from ccogen.fileio import read_source
+
+    return parse(read_source(path), str(path))
 
 
 def check(protocol: Protocol | str, *, ranks: tuple[int, ...] | None = None,
-          params: dict[str, int] | None = None, target: str | None = None) -> CheckResult:
-    """Run every check on every instance (`ccogen lint`); returns the findings."""
-    from ccogen.driver import CheckOptions, check_protocol, check_text
+          params: dict[str, int] | None = None, target: str | None = None,
+          limits: Limits | None = None) -> CheckResult:
+    """Run every check on every instance (`ccogen lint`); returns the findings.
 
-    options = CheckOptions(ranks=ranks, params=params or {}, target=target)
+    `limits` (`ccogen.limits.Limits`) raises or lowers the resource limits (E006).
+    """
+    from ccogen.driver import CheckOptions, check_protocol, check_text
+    from ccogen.limits import DEFAULT
+
+    options = CheckOptions(ranks=ranks, params=params or {}, target=target,
+                           limits=limits or DEFAULT)
     if isinstance(protocol, str):
         return check_text(protocol, "<string>", options)
     return check_protocol(protocol.ir, options)

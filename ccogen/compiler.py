@@ -21,6 +21,8 @@ from ccogen.diag import Diagnostic, error
 from ccogen.errors import DiagnosticError
 from ccogen.ir.instance import Instance
 from ccogen.ir.nodes import Protocol
+from ccogen.limits import DEFAULT as DEFAULT_LIMITS
+from ccogen.limits import Limits
 from ccogen.targets import TARGETS
 
 
@@ -42,6 +44,7 @@ def compile_protocol(protocol: Protocol, target: str, *, source: str, ranks: int
                      params: dict[str, int] | None = None, debug: bool = False,
                      force: bool = False,
                      arch: str | None = None, epoch_from_heap: bool = False,
+                     limits: Limits | None = None,
                      max_ctas: int | None = None) -> Compiled:
     """Check the instance and generate its files for `target`; `DiagnosticError` when
     the protocol is refused (an error, unless `force`) or the target cannot lower it.
@@ -59,7 +62,8 @@ def compile_protocol(protocol: Protocol, target: str, *, source: str, ranks: int
             "E042", f"code generation for `{target}` is not available", protocol.span,
             "this protocol", help=f"targets with a code generator: {', '.join(TARGETS)}")])
     n = ranks if ranks is not None else default_ranks(protocol, params)
-    result = check_protocol(protocol, CheckOptions(ranks=(n,), params=params, target=target))
+    result = check_protocol(protocol, CheckOptions(ranks=(n,), params=params, target=target,
+                                                   limits=limits or DEFAULT_LIMITS))
     errors = [d for d in result.diagnostics if d.is_error]
     if not result.instances or (errors and not force):
         raise DiagnosticError(errors or result.diagnostics)
@@ -105,18 +109,22 @@ def _not_generated_yet(instance: Instance) -> Diagnostic | None:
 
 def compile_file(path: str, target: str, *, ranks: int | None, params_text: Sequence[str],
                  out_dir: str | None, debug: bool = False, arch: str | None = None,
+                 force: bool = False, limits: Limits | None = None,
                  max_ctas: int | None = None) -> Path:
-    from ccogen.codegen.files import GeneratedFiles
+    """Compile a `.cco` file into `out_dir` (default: `./NAME-TARGET-nN/`).
+
+    Files go through `ccogen.fileio.write_generated`: a file there that ccogen did not
+    generate is kept unless `force`, and links are not written through (FileError).
+    """
+    from ccogen.fileio import read_source, write_generated
     from ccogen.instantiate import parse_params
     from ccogen.syntax import parse_ir
 
-    text = Path(path).read_text(encoding="utf-8")
-    protocol = parse_ir(text, path)
-
+    protocol = parse_ir(read_source(path), path)
     params = parse_params(params_text, protocol)
     compiled = compile_protocol(protocol, target, source=path, ranks=ranks, params=params,
-                                debug=debug, arch=arch, max_ctas=max_ctas)
-    out = Path(out_dir) if out_dir else Path("build") / (
+                                debug=debug, arch=arch, limits=limits, max_ctas=max_ctas)
+    out = Path(out_dir) if out_dir else Path(
         f"{protocol.name}-{target}-n{compiled.instance.nranks}")
-    GeneratedFiles(compiled.files).write(out)
+    write_generated(out, compiled.files, force=force, inputs=[path])
     return out

@@ -12,6 +12,7 @@ lists the memory conflicts (`races.conflicts`) behind E024, E025, E031 and E032.
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -58,6 +59,7 @@ class Analysis:
 
 
 _cache: dict[int, Analysis] = {}
+_cache_lock = threading.Lock()  # lookups and evictions from several threads (the API)
 
 
 @contextmanager
@@ -77,18 +79,23 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def analyse(instance: Instance) -> Analysis:
-    """The analysis of `instance`, computed once for the most recent instances."""
-    found = _cache.get(id(instance))
+def analyse(instance: Instance, max_bytes: int | None = None) -> Analysis:
+    """The analysis of `instance`, computed once for the most recent instances.
+
+    Raises `LimitExceeded` when its clocks would need more than `max_bytes`.
+    """
+    with _cache_lock:
+        found = _cache.get(id(instance))
     if found is not None and found.instance is instance:
         return found
     with gc_paused():
         matching = match(instance)
         result = Analysis(instance=instance, matching=matching,
-                          graph=HBGraph(instance, matching))
-    if len(_cache) >= _RECENT:
-        _cache.pop(next(iter(_cache)))
-    _cache[id(instance)] = result
+                          graph=HBGraph(instance, matching, max_bytes))
+    with _cache_lock:
+        while len(_cache) >= _RECENT:
+            _cache.pop(next(iter(_cache)))
+        _cache[id(instance)] = result
     return result
 
 
@@ -96,7 +103,7 @@ def analysis_of(ctx: PassContext) -> Analysis:
     """The analysis of the context's instance, cached in `ctx.cache["analysis"]`."""
     found = ctx.cache.get("analysis")
     if found is None:
-        found = ctx.cache["analysis"] = analyse(ctx.instance)
+        found = ctx.cache["analysis"] = analyse(ctx.instance, ctx.limits.analysis_bytes)
     return found
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from ccogen.bench.runner import COMPARES
 from ccogen.cli.common import EXIT_OK, EXIT_USAGE, UsageError, max_ctas_arg, params, read
+from ccogen.fileio import check_output_dir
 from ccogen.targets import runnable_targets
 
 EXIT_FAILED = 1
@@ -134,6 +135,7 @@ def command(args: argparse.Namespace) -> int:
     from ccogen.rt.launch import _require_gpus
 
     try:
+        check_output_dir(args.out, [args.file])
         requests = requests_of(args)
         settings = settings_of(args)
         if not args.build_only:

@@ -8,15 +8,28 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ccogen.cli.common import EXIT_FINDINGS, EXIT_OK, UsageError, max_ctas_arg, read
+from ccogen.cli.common import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    UsageError,
+    limit_arg,
+    limits,
+    max_ctas_arg,
+    read,
+    target,
+)
 
 
 def _compile_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE.cco")
     p.add_argument("--target", required=True, help="mori-sdma, nccl-cft, nvshmem or nccl-lsa")
-    p.add_argument("-o", "--output", metavar="DIR", help="output directory")
+    p.add_argument("-o", "--output", metavar="DIR", help="output directory (default: "
+                   "NAME-TARGET-nN/ in the current directory)")
+    p.add_argument("--force", action="store_true", help="overwrite files in the output "
+                   "directory that ccogen did not generate")
     p.add_argument("--ranks", type=int, default=None, metavar="N", help="team size")
     p.add_argument("--param", action="append", default=[], metavar="K=V")
+    limit_arg(p)
     p.add_argument("--arch", default=None, metavar="ARCH", help="CUDA arch (sm_90 default; "
                    "nvshmem counted writes need sm_100, nccl-cft always builds for sm_100)")
     p.add_argument("--debug", action="store_true", help="bounded waits that report hangs "
@@ -37,10 +50,11 @@ def _compile(args: argparse.Namespace) -> Path | None:
     from ccogen.errors import DiagnosticError
 
     read(args.file)
+    target(args.target)
     try:
         return compile_file(args.file, args.target, ranks=args.ranks, params_text=args.param,
                             out_dir=args.output, debug=args.debug, arch=args.arch,
-                            max_ctas=args.max_ctas)
+                            force=args.force, limits=limits(args), max_ctas=args.max_ctas)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     except DiagnosticError as exc:

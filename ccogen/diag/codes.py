@@ -50,6 +50,11 @@ _RULES: tuple[Rule, ...] = tuple(
             "bad-thread-count",
             "`threads=`/`blocks=` too small for the issuers used, or over the device limit",
         ),
+        (
+            "E006",
+            "limit-exceeded",
+            "team size, op instances, window or memory bytes, or nesting over a documented limit",
+        ),
         ("E010", "peer-outside-team", "peer outside the team, or `me` used as a peer"),
         ("E011", "world-rank-for-lsa", "a world rank where an LSA rank is required"),
         (

@@ -70,8 +70,10 @@ Group ids are dense per rank, in order of first appearance.
 becoming a `CheckInst`; `w@p` names rank p (E010 outside the team), bounds and
 lengths as above (E003).
 
-*Limits*.  More than 1,000,000 op instances (all ranks, kernels and checks) or
-4,000,000 loop iterations is E004 at the outermost loop running, and no instance.
+*Limits* (`ccogen.limits`, raised with `--limit NAME=N`).  More than 1,000,000 op
+instances (all ranks, kernels and checks) or 4,000,000 loop iterations is E006 at the
+outermost loop running, and no instance; so is a team over 1,024 ranks (at the team
+declaration) or a window over 1 TiB (at its size).
 
 *Diagnostics* carry a note naming the instance (`in the instance nranks=3,
 block=1048576`).  Identical ones (code, span, message) from several ranks or
@@ -112,6 +114,8 @@ from ccogen.ir import nodes as ir
 from ccogen.ir.dtype import DType
 from ccogen.ir.evaluate import Compiler
 from ccogen.ir.instance import Instance
+from ccogen.limits import DEFAULT as DEFAULT_LIMITS
+from ccogen.limits import Limits
 
 # ============================================================================= public API
 
@@ -140,7 +144,8 @@ def team_sizes(
 
 
 def instantiate(
-    protocol: ir.Protocol, nranks: int, params: Mapping[str, Any] | None = None
+    protocol: ir.Protocol, nranks: int, params: Mapping[str, Any] | None = None,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> tuple[Instance | None, list[Diagnostic]]:
     """Bind `nranks` and `params` (defaults for the rest), evaluate and unroll.
 
@@ -149,7 +154,7 @@ def instantiate(
     fails) and every diagnostic found; see the module docstring for the rules.
     """
     given = dict(params or {})
-    findings = Findings(nranks, label(nranks, given))
+    findings = Findings(nranks, label(nranks, given), limits)
     compiler = Compiler()
     types = bind_dtype_params(protocol, given, findings)
     ints = {k: v for k, v in given.items() if not is_dtype_param(protocol, k)}

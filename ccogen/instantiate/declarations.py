@@ -17,6 +17,7 @@ from ccogen.ir import nodes as ir
 from ccogen.ir.dtype import DTYPE_NAMES, DType
 from ccogen.ir.evaluate import Compiler, Env, EvalError
 from ccogen.ir.instance import KernelInst
+from ccogen.limits import raise_hint
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +152,12 @@ def team_ok(protocol: ir.Protocol, nranks: int, params: Mapping[str, int],
     if nranks < 1:
         findings.add(error("E002", f"a team needs at least one rank, not {nranks}", span))
         return False
+    if nranks > findings.limits.ranks:
+        findings.add(error(
+            "E006", f"a team of {nranks:,} ranks is over the limit of {findings.limits.ranks:,}",
+            span, "the team", notes=("checking costs memory that grows with the square of "
+                                     "the team size",), help=raise_hint("ranks", nranks)))
+        return False
     if team.size is None:
         return True
     size = team_size(protocol, params, compiler, findings)
@@ -200,6 +207,12 @@ def _window_size(w: ir.Window | ir.Buffer, nranks: int, params: Mapping[str, int
     if size <= 0:
         findings.add(error("E003", f"{what} `{w.name}` must have a positive size, not {size}",
                            w.size.span or w.span, f"this is {size}", notes=(env.bindings(),)))
+        return None
+    if size > (limit := findings.limits.window_bytes):
+        findings.add(error("E006", f"window `{w.name}` of {size:,} bytes is over the limit of "
+                           f"{limit:,} bytes", w.size.span or w.span, f"this is {size:,} bytes",
+                           notes=(env.bindings(), "no device has that much memory for one "
+                                  "window"), help=raise_hint("window-bytes", size)))
         return None
     return size
 

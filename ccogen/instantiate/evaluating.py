@@ -10,11 +10,11 @@ from typing import Any
 from ccogen.diag import Diagnostic, error
 from ccogen.instantiate.declarations import Memory
 from ccogen.instantiate.findings import Findings
-from ccogen.instantiate.limits import MAX_ITERATIONS, MAX_OP_INSTANCES
 from ccogen.ir import nodes as ir
 from ccogen.ir.dtype import DType
 from ccogen.ir.evaluate import Compiler, Env, EvalError, IntFn, Value, expr_text
 from ccogen.ir.instance import RegionInst
+from ccogen.limits import raise_hint
 from ccogen.source import Span
 
 _UNSET = object()
@@ -86,8 +86,8 @@ class Evaluating:
     def _enter(self, loop: ir.For | ir.IssuerBlock | ir.ListComp, n: int) -> object:
         self._loops.append(loop)
         self.iterations += n
-        if self.iterations > MAX_ITERATIONS:
-            raise self._overflow(loop, f"more than {MAX_ITERATIONS:,} loop iterations")
+        if self.iterations > (limit := self.findings.limits.iterations):
+            raise self._overflow(loop, f"more than {limit:,} loop iterations", "iterations")
         return self.env.vars.get(loop.var, _UNSET)
 
     def _leave(self, var: str, saved: object) -> None:
@@ -99,15 +99,16 @@ class Evaluating:
 
     def _count(self, node: ir.Stmt) -> None:
         self.total += 1
-        if self.total > MAX_OP_INSTANCES:
-            raise self._overflow(node, f"more than {MAX_OP_INSTANCES:,} op instances")
+        if self.total > (limit := self.findings.limits.op_instances):
+            raise self._overflow(node, f"more than {limit:,} op instances", "op-instances")
 
-    def _overflow(self, node: ir.Stmt | ir.ListComp, what: str) -> Overflow:
+    def _overflow(self, node: ir.Stmt | ir.ListComp, what: str, name: str) -> Overflow:
         where = self._loops[0] if self._loops else node
         message = ("this loop unrolls to " if self._loops else "the protocol has ") + what
-        return Overflow(error("E004", message, where.span, "unrolled here",
-                               notes=(self.env.bindings(),),
-                               help="lower the loop bounds or the parameters they use"), self.rank)
+        return Overflow(error("E006", message, where.span, "unrolled here",
+                              notes=(self.env.bindings(),),
+                              help=f"lower the loop bounds or the parameters they use; "
+                                   f"{raise_hint(name)}"), self.rank)
 
     # ------------------------------------------------------------------ ranks and regions
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from ccogen.diag import Diagnostic
 from ccogen.ir.instance import Instance
+from ccogen.limits import DEFAULT as DEFAULT_LIMITS
+from ccogen.limits import Limits
 from ccogen.passes.base import Pass, PassContext
 from ccogen.passes.check_capabilities import CheckCapabilities
 from ccogen.passes.check_completion import CheckCompletion
@@ -57,8 +59,11 @@ PIPELINE: tuple[type[Pass], ...] = (
 )
 
 
-def run_checks(instance: Instance, target: str | None = None) -> list[Diagnostic]:
-    ctx = PassContext(instance=instance, target=target)
+def run_checks(instance: Instance, target: str | None = None,
+               limits: Limits = DEFAULT_LIMITS) -> list[Diagnostic]:
+    """Every check on one instance; raises `LimitExceeded` when an analysis would need
+    more memory than `limits` allow."""
+    ctx = PassContext(instance=instance, target=target, limits=limits)
     for check in PIPELINE:
         check().run(ctx)
     return list(ctx.sink)

@@ -18,7 +18,7 @@ from ccogen.sim import explain, queues, values
 from ccogen.sim.plan import check_sides
 from ccogen.sim.race import Who
 from ccogen.sim.record import RecordKind, StepRecord
-from ccogen.sim.state import fill, sub
+from ccogen.sim.state import Image, fill, sub
 
 if TYPE_CHECKING:
     from ccogen.sim.engine import Machine
@@ -73,7 +73,10 @@ def _refill_buffers(m: Machine) -> None:
             m.access(region, Who("caller", rank, -1, st.epoch, region), plan.host)
             if m.memory is not None:
                 rng = np.random.default_rng([st.epoch, rank, _seed_of(m, rank, name)])
-                m.memory.view(region)[:] = fill(rng, plan, name, sizes[name])
+                key = (rank, name)
+                array = m.memory.arrays[key]
+                for _, where in m.memory.layout.chunks(key, sizes[name]):
+                    array[where] = fill(rng, plan, name, where.stop - where.start)
 
 
 def _seed_of(m: Machine, rank: int, name: str) -> int:
@@ -104,7 +107,7 @@ def _ensure(m: Machine, epoch: int) -> None:
 def _side(m: Machine, region: RegionInst, init: bool) -> np.ndarray:
     assert m.memory is not None
     if init:
-        return m.init_snap[(region.rank, region.window)][region.start:region.stop]
+        return m.memory.view_in(m.init_snap, region)
     return m.memory.view(region)
 
 
@@ -174,11 +177,15 @@ def _origin(m: Machine, region: RegionInst, actual: np.ndarray, expected: np.nda
     probe = actual[first:run].tobytes()
     if m.image is None or len(probe) < ORIGIN_PROBE:
         return ""  # too few bytes to say where they came from
-    if m.image[(region.rank, region.window)][where.start:where.stop].tobytes() == probe:
+    own = m.image.view(where) if isinstance(m.image, Image) else \
+        m.image[(region.rank, region.window)][where.start:where.stop]
+    if own.tobytes() == probe:
         return explain.origin_note(None, True, where)
-    for (rank, window), data in sorted(m.image.items()):
+    chunks = m.image.chunks() if isinstance(m.image, Image) else \
+        [(k, 0, a) for k, a in sorted(m.image.items())]
+    for (rank, window), offset, data in chunks:
         at = data.tobytes().find(probe)
         if at >= 0:
-            return explain.origin_note(RegionInst(window, at, at + len(probe), rank),
-                                       False, where)
+            return explain.origin_note(
+                RegionInst(window, offset + at, offset + at + len(probe), rank), False, where)
     return explain.origin_note(None, False, where)
