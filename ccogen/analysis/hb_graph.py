@@ -254,7 +254,7 @@ class HBGraph:
         stuck = set(self.stuck)
         if not stuck:
             return []
-        sub = nx.DiGraph()
+        sub: nx.DiGraph[int] = nx.DiGraph()
         sub.add_edges_from((u, v) for v in stuck for u in self._sk.preds[v] if u in stuck)
         found = []
         for comp in sorted(nx.strongly_connected_components(sub), key=min):
@@ -267,7 +267,7 @@ class HBGraph:
     @cached_property
     def nx(self) -> nx.DiGraph:
         """The graph as a networkx DiGraph: nodes are `Event`s, edges carry `kind` and `spans`."""
-        g = nx.DiGraph()
+        g: nx.DiGraph[Event] = nx.DiGraph()
         evs = [self._sk.event(e) for e in range(len(self._sk))]
         for e, ev in enumerate(evs):
             g.add_node(ev, id=e, span=self.span(e), executes=self.executes(e))
