@@ -90,7 +90,7 @@ bodies into pending op instances), `ensure`, `finalize` (queues `auto`, groups,
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ccogen.diag import Diagnostic
@@ -109,11 +109,20 @@ from ccogen.instantiate.finalize import auto_queue_count, finalize
 from ccogen.instantiate.findings import Findings, label
 from ccogen.instantiate.limits import DEFAULT_TEAM_SIZES, MAX_OP_INSTANCES
 from ccogen.instantiate.params import parse_param_value, parse_params
+from ccogen.instantiate.runtime import (
+    ConcreteLoader,
+    Contents,
+    SymbolicLoader,
+    Writes,
+    precondition_bounds,
+    uses_runtime,
+)
 from ccogen.instantiate.unroll import Unroller
 from ccogen.ir import nodes as ir
 from ccogen.ir.dtype import DType
 from ccogen.ir.evaluate import Compiler
 from ccogen.ir.instance import Instance
+from ccogen.ir.opkind import OpKind
 from ccogen.limits import DEFAULT as DEFAULT_LIMITS
 from ccogen.limits import Limits
 
@@ -145,13 +154,15 @@ def team_sizes(
 
 def instantiate(
     protocol: ir.Protocol, nranks: int, params: Mapping[str, Any] | None = None,
-    limits: Limits = DEFAULT_LIMITS,
+    limits: Limits = DEFAULT_LIMITS, *, contents: Contents | None = None,
 ) -> tuple[Instance | None, list[Diagnostic]]:
     """Bind `nranks` and `params` (defaults for the rest), evaluate and unroll.
 
     `params` maps integer parameters to ints and `dtype` parameters to `DType`s
     (or their names).  Returns the instance (None when a declaration or a limit
     fails) and every diagnostic found; see the module docstring for the rules.
+    A protocol with run-time values is instantiated symbolically (footprints,
+    `ccogen.instantiate.runtime`), or for the initial `contents` given.
     """
     given = dict(params or {})
     findings = Findings(nranks, label(nranks, given), limits)
@@ -164,17 +175,45 @@ def instantiate(
     if bound is None or types is None or not team_ok(protocol, nranks, bound, compiler,
                                                       findings):
         return None, findings.diagnostics()
-    return _unroll(protocol, nranks, bound, types, compiler, findings), findings.diagnostics()
+    inst = _unroll(protocol, nranks, bound, types, compiler, findings, contents)
+    return inst, findings.diagnostics()
+
+
+def _loader(protocol: ir.Protocol, nranks: int, params: dict[str, int], decl: Any,
+            compiler: Compiler, findings: Findings, contents: Contents | None
+            ) -> Callable[[ir.Load, int, int], Any] | None:
+    """What `load(...)` reads: run `require`, then follow the static writes of a first,
+    silent unrolling (`Writes`), so that a load of a written element reads its source."""
+    if not uses_runtime(protocol):
+        return None
+    bounds = precondition_bounds(protocol, nranks, params, decl.memories, compiler, findings)
+    first = Unroller(protocol, nranks, params, decl, compiler, Findings(nranks))
+    first.loader = SymbolicLoader(bounds, None)
+    writes = Writes(widths={n: m.dtype.size for n, m in decl.memories.items() if m is not None})
+    for ops in first.run():
+        for p in ops:
+            if p.kind in (OpKind.PUT, OpKind.GET, OpKind.COPY):
+                writes.add(p.dst, p.src)
+                if p.dst is not None and p.dst.runtime is not None:
+                    writes.add_unknown(p.dst)
+            elif p.kind is OpKind.REDUCE:
+                writes.add_unknown(p.dst)
+    if contents is not None:
+        return ConcreteLoader(contents, writes)
+    return SymbolicLoader(bounds, writes)
 
 
 def _unroll(protocol: ir.Protocol, nranks: int, params: dict[str, int],
             types: dict[str, DType], compiler: Compiler,
-            findings: Findings) -> Instance | None:
+            findings: Findings, contents: Contents | None = None) -> Instance | None:
     decl = declare(protocol, nranks, params, types, compiler, findings)
     try:
+        loader = _loader(protocol, nranks, params, decl, compiler, findings, contents)
         unroller = Unroller(protocol, nranks, params, decl, compiler, findings)
+        unroller.loader = loader
         pending = unroller.run()
         ensure = Ensure(nranks, params, decl.memories, compiler, findings)
+        ensure.loader = loader
         ensure.total, ensure.iterations = unroller.total, unroller.iterations  # shared limits
         checks = ensure.run(protocol.ensure)
     except Overflow as exc:
@@ -194,6 +233,8 @@ def _unroll(protocol: ir.Protocol, nranks: int, params: dict[str, int],
         buffer_sizes=tuple((n, m.nbytes) for n, m in decl.memories.items()
                            if m is not None and m.buffer),
         dtype_params=tuple(types.items()),
+        runtime="" if loader is None else "concrete" if contents is not None else "symbolic",
+        unchecked=ensure.unchecked, contents_label=contents.label if contents else "",
     )
 
 

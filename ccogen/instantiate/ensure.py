@@ -58,6 +58,9 @@ class Ensure(Evaluating):
                           ("the left side", "the right side"))
         if self.failed or left is None or right is None:
             return
+        if left.runtime is not None or right.runtime is not None:
+            self.unchecked += 1  # symbolic: left to the simulator's drawn contents
+            return
         self.checks.append(CheckInst(rank=self.rank, op=s.op, left=left, left_init=s.left.init,
                                      right=right, right_init=s.right.init, check=s, span=s.span))
         self._count(s)
@@ -77,6 +80,9 @@ class Ensure(Evaluating):
 
         terms = self._expand(r.terms, term)
         if terms is None:
+            return
+        if left.runtime is not None or any(t.runtime is not None for t, _ in terms):
+            self.unchecked += 1
             return
         if not terms:
             self._error("E003", f"`{r.op.value}` of no terms", r.span or s.span,

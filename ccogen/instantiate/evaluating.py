@@ -14,6 +14,7 @@ from ccogen.ir import nodes as ir
 from ccogen.ir.dtype import DType
 from ccogen.ir.evaluate import Compiler, Env, EvalError, IntFn, Value, expr_text
 from ccogen.ir.instance import RegionInst
+from ccogen.ir.runtime import Rt
 from ccogen.limits import raise_hint
 from ccogen.source import Span
 
@@ -46,10 +47,14 @@ class Evaluating:
         self.iterations = 0
         self._loops: list[ir.Stmt | ir.ListComp] = []
         self._bounds: dict[int, tuple[IntFn | None, IntFn | None, ir.Region]] = {}
+        # what `load(...)` reads (`ccogen.instantiate.runtime`); None: no run-time values
+        self.loader: Callable[[ir.Load, int, int], Any] | None = None
+        self.unchecked = 0  # `ensure` lines with run-time bounds (symbolic instances)
 
     def _bind_rank(self, rank: int) -> None:
         self.rank = rank
         self.env = Env(self.nranks, rank, self.params)
+        self.env.loader = self.loader
 
     def _error(self, code: str, message: str, span: Span | None, label: str = "", *,
                secondary: Iterable[tuple[Span | None, str]] = (), help: str | None = None) -> None:
@@ -60,12 +65,22 @@ class Evaluating:
     def _eval_failed(self, exc: EvalError, fallback: Span | None) -> None:
         self._error(exc.code, exc.message, exc.span or fallback, exc.label, help=exc.help)
 
-    def _int(self, expr: ir.Expr, what: str, fallback: Span | None) -> int | None:
+    def _int(self, expr: ir.Expr, what: str, fallback: Span | None, *,
+             runtime: bool = False) -> int | None:
+        """`expr` as a static int (`runtime`: a run-time value `Rt` may be returned)."""
         try:
-            return self.compiler.integer(expr, what)(self.env)
+            value = self.compiler.integer(expr, what)(self.env)
         except EvalError as exc:
-            self._eval_failed(exc, fallback)
+            self._eval_failed(exc, expr.span or fallback)
             return None
+        if isinstance(value, Rt) and not runtime:
+            self._error("E004", f"{what} must be known at instantiation, not a run-time value",
+                        expr.span or fallback, f"`{expr_text(expr)}` is read on the device",
+                        help="run-time values may size regions and set `expected=` of "
+                             "`wait_count`; peers, queues and whether an op exists stay "
+                             "static")
+            return None
+        return value
 
     def _seq(self, expr: ir.Expr, what: str, fallback: Span | None) -> tuple[int, ...] | None:
         try:
@@ -147,16 +162,70 @@ class Evaluating:
             self._bounds[id(region)] = bounds
         try:
             start = 0 if bounds[0] is None else bounds[0](self.env)
-            stop = size if bounds[1] is None else bounds[1](self.env)
+            if region.single:
+                stop = start + 1
+            else:
+                stop = size if bounds[1] is None else bounds[1](self.env)
         except EvalError as exc:
             self._eval_failed(exc, region.span or fallback)
             return None
+        if isinstance(start, Rt) or isinstance(stop, Rt):
+            return self._runtime_region(region, rank, start, stop, memory,
+                                        region.span or fallback)
         if 0 <= start < stop <= size:
             width = memory.dtype.size
             return RegionInst(region.window, start * width, stop * width, rank)
         self._bad_bounds(region, rank, start, stop, size, region.span or fallback,
                          memory.dtype)
         return None
+
+    def _runtime_region(self, region: ir.Region, rank: int, start: int | Rt, stop: int | Rt,
+                        memory: Memory, span: Span | None) -> RegionInst | None:
+        """A region with run-time bounds: its footprint over the bounded range."""
+        for value in (start, stop):
+            if isinstance(value, Rt) and not value.bounded:
+                self._unbounded(value, span)
+                return None
+        lo = start if isinstance(start, int) else start.lo
+        hi = stop if isinstance(stop, int) else stop.hi
+        assert lo is not None and hi is not None
+        width, size = memory.dtype.size, memory.count
+        if lo < 0 or hi > size:
+            what = "buffer" if memory.buffer else "window"
+            unit = "bytes" if memory.dtype is DType.U8 else "elements"
+            where = (f"may start {-lo} {unit} before" if lo < 0
+                     else f"may end {hi - size} {unit} past the end of")
+            name = region.window if region.rank is None else f"{region.window}@{rank}"
+            self._error("E003", f"`require` does not keep this region of `{name}` inside "
+                        f"{what} `{region.window}` of {size} {unit}", span,
+                        f"{where} it (`{_show(start)}` to `{_show(stop)}`)",
+                        help="tighten `require` so that every value keeps the region inside "
+                             f"0 to {size}, or size the {what} for the largest value")
+            return None
+        length = stop - start
+        shortest = length if isinstance(length, int) else length.lo
+        if shortest is None or shortest < 0:
+            self._error("E003", "a region with run-time bounds may end before it starts",
+                        span, f"`{_show(start)}` to `{_show(stop)}`",
+                        help="a run-time length may be 0, never negative: bound it with "
+                             "`require`")
+            return None
+        return RegionInst(region.window, lo * width, max(lo, hi) * width, rank,
+                          runtime=(start * width, stop * width))
+
+    def _unbounded(self, value: Rt, span: Span | None) -> None:
+        atoms = value.unbounded_atoms()
+        cells = [a for a in atoms if a.cell is not None]
+        what = ", ".join(f"`{a.text}`" for a in atoms[:3])
+        if cells:
+            window, _, _ = cells[0].cell  # type: ignore[misc]
+            hint = (f"bound it in `require:`, e.g.\n    require:\n        for p in ranks():\n"
+                    f"            0 <= {window}[p] <= LIMIT")
+        else:
+            hint = ("load elements that the caller fills, or that exactly one `put`/`copy` "
+                    "writes from them, and bound those in `require:`")
+        self._error("E004", f"a run-time value with no bound is used as a region bound "
+                    f"(`{value.text()}`)", span, f"{what} is not bounded", help=hint)
 
     def _dtype(self, name: str) -> DType:
         memory = self.memories.get(name)
@@ -264,11 +333,39 @@ class Evaluating:
 
     def _same_length(self, what: str, a: RegionInst | None, b: RegionInst | None,
                      spans: tuple[Span | None, Span | None], names: tuple[str, str]) -> None:
-        if a is None or b is None or a.size == b.size:
+        if a is None or b is None:
+            return
+        if a.runtime is not None or b.runtime is not None:
+            self._same_runtime_length(what, a, b, spans, names)
+            return
+        if a.size == b.size:
             return
         self._error("E003", f"{what} differ in length: {a.size} and {b.size} bytes", spans[0],
                     f"{names[0]} is {a.size} bytes", secondary=[(spans[1],
                     f"{names[1]} is {b.size} bytes")], help="give both regions the same length")
+
+
+    def _same_runtime_length(self, what: str, a: RegionInst, b: RegionInst,
+                             spans: tuple[Span | None, Span | None],
+                             names: tuple[str, str]) -> None:
+        la, lb = _length(a), _length(b)
+        if isinstance(la, Rt) and la.same(lb) or isinstance(lb, Rt) and lb.same(la):
+            return
+        self._error("E003", f"{what} may differ in length: `{_show(la)}` and `{_show(lb)}` "
+                    "bytes", spans[0], f"{names[0]} is `{_show(la)}` bytes",
+                    secondary=[(spans[1], f"{names[1]} is `{_show(lb)}` bytes")],
+                    help="give both regions the same run-time length (the same `load`s)")
+
+
+def _length(r: RegionInst) -> int | Rt:
+    if r.runtime is None:
+        return r.size
+    start, stop = r.runtime
+    return stop - start  # type: ignore[operator, no-any-return]
+
+
+def _show(v: object) -> str:
+    return v.text() if isinstance(v, Rt) else str(v)
 
 
 def forget_assigned(env: Env, stmts: Sequence[ir.Stmt]) -> None:

@@ -20,12 +20,13 @@ from ccogen.ir.dtype import DType
 from ccogen.ir.evaluate import Compiler
 from ccogen.ir.instance import Issuer, RegionInst
 from ccogen.ir.opkind import OpKind
+from ccogen.ir.runtime import Rt
 
 
 class Pending:
     """An op instance before queues `auto` and groups are resolved."""
 
-    __slots__ = ("dst", "dtype", "expected", "group", "issuer", "kernel", "kind", "op", "peer",
+    __slots__ = ("dst", "dtype", "expected", "expected_rt", "group", "issuer", "kernel", "kind", "op", "peer",
                  "preds", "queue", "reduce_op", "slot", "src", "srcs", "wait_default", "weights")
 
     def __init__(self, kind: OpKind, op: ir.Op, kernel: int, issuer: Issuer) -> None:
@@ -46,6 +47,7 @@ class Pending:
         self.reduce_op: ir.ReduceOp | None = None
         self.weights: tuple[int | float, ...] = ()
         self.dtype: DType | None = None
+        self.expected_rt: object = None  # a run-time `expected=` (`Rt`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,7 +373,14 @@ class Unroller(Evaluating):
 
     def _wait_count(self, op: ir.WaitCount, scope: _Scope, p: Pending) -> None:
         if op.expected is not None:
-            p.expected = self._int(op.expected, "`expected`", op.span)
+            value = self._int(op.expected, "`expected`", op.span, runtime=True)
+            if isinstance(value, Rt):
+                if not value.bounded:
+                    self._unbounded(value, op.expected.span or op.span)
+                    return
+                p.expected_rt = value
+            else:
+                p.expected = value
 
     def _plain(self, op: ir.Op, scope: _Scope, p: Pending) -> None:
         return None

@@ -23,6 +23,7 @@ import operator
 from collections.abc import Callable, Mapping
 from typing import Any, TypeAlias, cast
 
+import ccogen.ir.runtime as _rt
 from ccogen.ir import nodes as ir
 from ccogen.source import Span
 
@@ -57,7 +58,7 @@ class Env:
     sizes, parameter defaults); using it raises `EvalError(me_error)`.
     """
 
-    __slots__ = ("me", "me_error", "nranks", "nranks_error", "params", "vars")
+    __slots__ = ("loader", "me", "me_error", "nranks", "nranks_error", "params", "vars")
 
     def __init__(
         self, nranks: int | None, me: int | None, params: Mapping[str, int], *,
@@ -70,6 +71,9 @@ class Env:
         self.vars: dict[str, Value] = {}
         self.me_error = me_error
         self.nranks_error = nranks_error
+        # run-time values: `loader(load, rank, index)` gives what `load(...)` reads (an int,
+        # a float, or an `Rt` when symbolic); None where run-time values are not allowed
+        self.loader: Callable[[ir.Load, int, int], Any] | None = None
 
     def bindings(self) -> str:
         """`with nranks=3, me=1, p=2`: the values an error depends on."""
@@ -103,9 +107,15 @@ def _kind(v: Value) -> str:
 
 
 def as_int(v: Value, node: ir.Expr, what: str) -> int:
-    """`v` as an int (bools are ints, as in Python), else E004 at `node`."""
+    """`v` as an int (bools are ints, as in Python), else E004 at `node`.
+
+    A run-time value (`ccogen.ir.runtime.Rt`) passes through: it stands for an int
+    that is only known on the device; where a static int is needed, the caller
+    says so (`Evaluating._int`)."""
     if isinstance(v, int):
         return int(v) if isinstance(v, bool) else v
+    if isinstance(v, _rt.Rt):
+        return v  # type: ignore[return-value]
     raise EvalError(f"{what} must be an integer, not {_kind(v)}", node.span,
                     f"this is {describe(v)}")
 
@@ -120,7 +130,7 @@ def as_seq(v: Value, node: ir.Expr, what: str) -> tuple[int, ...]:
 
 
 def _checked(result: int, node: ir.BinOp, text: str) -> int:
-    if -INT_LIMIT < result < INT_LIMIT:
+    if result.__class__ is not int or -INT_LIMIT < result < INT_LIMIT:
         return result
     raise EvalError(f"the result of `{node.op}` does not fit in 64 bits", node.span,
                     f"`{text}` is too large")
@@ -275,7 +285,8 @@ class _Gen:
             self.lines.append(f"if not {b}: _arith({e.op!r}, {a}, {b}, {node})")
         t = self.tmp(f"{a} {e.op} {b}")
         if e.op == "*":
-            self.lines.append(f"if not -_L < {t} < _L: _arith('*', {a}, {b}, {node})")
+            self.lines.append(f"if {t}.__class__ is int and not -_L < {t} < _L: "
+                              f"_arith('*', {a}, {b}, {node})")
         return t
 
 
@@ -518,7 +529,68 @@ def _minmax(c: Compiler, e: ir.Call) -> Fn:
             return pick(values)
         return one
     args = tuple(c.integer(a, f"an argument of `{e.func}`") for a in e.args)
-    return lambda env: pick(a(env) for a in args)
+
+    def several(env: Env) -> Value:
+        values = [a(env) for a in args]
+        if any(isinstance(v, _rt.Rt) for v in values):
+            return _rt.rt_min_max(e.func, values)  # type: ignore[return-value]
+        return pick(values)
+    return several
+
+
+def _load(c: Compiler, e: ir.Load) -> Fn:
+    index = c.integer(e.index, "the index of `load`")
+    rank = c.integer(e.rank, "the rank of `load`") if e.rank is not None else None
+    me_fn = _me(c, ir.Me(span=e.span))
+
+    def run(env: Env) -> Value:
+        loader = env.loader
+        if loader is None:
+            raise EvalError("a run-time value cannot be used here", e.span,
+                            "only known on the device",
+                            help="sizes of windows and buffers, launch sizes, queues and "
+                                 "parameters are static")
+        i = index(env)
+        r = rank(env) if rank is not None else me_fn(env)
+        if isinstance(i, _rt.Rt) or isinstance(r, _rt.Rt):
+            raise EvalError("the element a run-time value reads must be static", e.span,
+                            "this index or rank is itself a run-time value",
+                            help="index `load(x[i])` with loop variables and parameters")
+        return loader(e, r, i)  # type: ignore[arg-type, no-any-return]
+    return run
+
+
+def _genexpr(c: Compiler, e: ir.GenExpr) -> Fn:
+    seq = c.sequence(e.iter, f"`{e.func}(... for ...)`")
+    elt = c.value(e.elt)
+    cond = c.value(e.cond) if e.cond is not None else None
+    name = e.var
+
+    def run(env: Env) -> Value:
+        saved = env.vars.get(name, _MISSING)
+        values: list[Any] = []
+        try:
+            for v in seq(env):
+                env.vars[name] = v
+                if cond is not None and not cond(env):
+                    continue
+                values.append(elt(env))
+        finally:
+            if saved is _MISSING:
+                env.vars.pop(name, None)
+            else:
+                env.vars[name] = saved  # type: ignore[assignment]
+        if e.func == "sum":
+            total: Any = 0
+            for v in values:
+                total = total + v
+            return total  # type: ignore[no-any-return]
+        if not values:
+            raise EvalError(f"`{e.func}` of an empty sequence", e.span, "nothing to compare")
+        if any(isinstance(v, _rt.Rt) for v in values):
+            return _rt.rt_min_max(e.func, values)  # type: ignore[return-value]
+        return (min if e.func == "min" else max)(values)  # type: ignore[no-any-return]
+    return run
 
 
 _BUILTINS: dict[str, Callable[[Compiler, ir.Call], Fn]] = {
@@ -529,7 +601,7 @@ _BUILTINS: dict[str, Callable[[Compiler, ir.Call], Fn]] = {
 _COMPILE: dict[type, Callable[[Compiler, Any], Fn]] = {
     ir.Const: _const, ir.Var: _var, ir.ParamRef: _param, ir.Me: _me, ir.NRanks: _nranks,
     ir.BinOp: _binop, ir.UnaryOp: _unary, ir.Compare: _compare, ir.BoolOp: _boolop,
-    ir.IfExp: _ifexp, ir.Call: _call, ir.ListExpr: _list,
+    ir.IfExp: _ifexp, ir.Call: _call, ir.ListExpr: _list, ir.Load: _load, ir.GenExpr: _genexpr,
 }
 
 # ----------------------------------------------------------------------------- printing
@@ -582,6 +654,12 @@ def _text(e: ir.Expr) -> tuple[str, int]:
             return f"{f}({', '.join(expr_text(a) for a in args)})", _ATOM
         case ir.ListExpr(items=items):
             return f"[{', '.join(expr_text(i) for i in items)}]", _ATOM
+        case ir.Load(window=w, index=i, rank=r, init=init):
+            base = w if r is None else f"{w}@{_wrap(r, _ATOM)}"
+            return (f"init({base})[{expr_text(i)}]" if init
+                    else f"load({base}[{expr_text(i)}])"), _ATOM
+        case ir.GenExpr(func=f, elt=elt, var=v, iter=it):
+            return f"{f}({expr_text(elt)} for {v} in {expr_text(it)})", _ATOM
     return "?", _ATOM
 
 

@@ -74,6 +74,10 @@ class RegionInst:
     start: int
     stop: int
     rank: int
+    # run-time bounds (language v2 §3): [start, stop) is then the footprint, every byte
+    # the op may touch over the bounded range; `runtime` holds the exact bounds in
+    # bytes (`ccogen.ir.runtime.Rt` or int), for the checks that reason over them
+    runtime: tuple[object, object] | None = field(default=None, compare=False)
 
     @property
     def size(self) -> int:
@@ -128,6 +132,9 @@ class OpInst:
     reduce_op: ReduceOp | None = None
     weights: tuple[int | float, ...] = ()
     dtype: DType | None = None
+    # a run-time `expected=` of `wait_count` (an `ccogen.ir.runtime.Rt`); `expected` is
+    # then None
+    expected_rt: object = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +209,12 @@ class Instance:
     dtypes: tuple[tuple[str, DType], ...] = ()
     buffer_sizes: tuple[tuple[str, int], ...] = ()
     dtype_params: tuple[tuple[str, DType], ...] = ()
+    # run-time values: "symbolic" (footprints, for the checker), "concrete" (one drawn
+    # contents, for the simulator) or "" (none); `unchecked` counts `ensure` lines with
+    # run-time bounds that a symbolic instance leaves to the simulator
+    runtime: str = ""
+    unchecked: int = 0
+    contents_label: str = ""
 
     @property
     def param_dict(self) -> dict[str, int]:

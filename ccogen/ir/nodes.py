@@ -13,6 +13,10 @@ Language v2 (typed data, reductions, credits): `DType` element types on `Window`
 and `Buffer` (a dtype or a dtype parameter, `DTypeSpec`), `Reduce` and `Signal`
 ops, `Assign` statements, `ListComp` for `[x@p for p in ranks()]`, and
 `Reduction` (`sum(...)`, `max(...)`, `min(...)`) on the right of an `ensure` check.
+
+Run-time values (language v2 §3, §4): `Load` (`load(x[i])`), `GenExpr`
+(`sum(... for p in peers())` in expressions), `Require` statements in
+`Protocol.require`, and single-element regions (`got[p]`) in `ensure`.
 """
 
 from __future__ import annotations
@@ -187,8 +191,38 @@ class ListExpr:
     span: Span | None = _span()
 
 
+@_node
+class Load:
+    """A run-time value: element `index` of window or buffer `window` (on rank
+    `rank`, `me` when None), read on the device.
+
+    Text: `load(x[i])` / `load(x@p[i])` in kernels (the contents when the issuer
+    reads them); `x[i]` in `require` (the initial contents: `init` is True) and in
+    `ensure` (the final contents, or the initial ones written `init(x@p)[i]`).
+    """
+
+    window: str
+    index: Expr
+    rank: Expr | None = None
+    init: bool = False
+    span: Span | None = _span()
+
+
+@_node
+class GenExpr:
+    """`sum(elt for var in iter if cond)` (also `min`, `max`) in an expression:
+    static or run-time, as its elements are."""
+
+    func: str
+    elt: Expr
+    var: str
+    iter: Expr
+    cond: Expr | None = None
+    span: Span | None = _span()
+
+
 Expr: TypeAlias = (Const | Var | ParamRef | Me | NRanks | BinOp | UnaryOp | Compare | BoolOp
-                   | IfExp | Call | ListExpr)
+                   | IfExp | Call | ListExpr | Load | GenExpr)
 
 BUILTIN_FUNCS: tuple[str, ...] = ("peers", "ranks", "range", "len", "min", "max", "abs")
 
@@ -207,6 +241,7 @@ class Region:
     stop: Expr | None = None
     rank: Expr | None = None
     init: bool = False
+    single: bool = False  # `x[i]` in `ensure`: the one element `start` (`stop` is None)
     span: Span | None = _span()
 
 
@@ -430,7 +465,17 @@ class Check:
     span: Span | None = _span()
 
 
-Stmt: TypeAlias = For | If | IssuerBlock | Check | Assign | Op
+@_node
+class Require:
+    """A precondition inside `require:`: a condition over the initial contents of
+    buffers and windows (`0 <= counts[p] <= cap`) that the caller guarantees; it
+    bounds the run-time values the kernels read."""
+
+    cond: Expr
+    span: Span | None = _span()
+
+
+Stmt: TypeAlias = For | If | IssuerBlock | Check | Assign | Require | Op
 
 # ----------------------------------------------------------------------------- declarations
 
@@ -510,6 +555,7 @@ class Protocol:
     buffers: tuple[Buffer, ...] = ()
     kernels: tuple[Kernel, ...] = ()
     ensure: tuple[Stmt, ...] = ()
+    require: tuple[Stmt, ...] = ()
     span: Span | None = _span()
     queues_span: Span | None = _span()
 

@@ -277,8 +277,17 @@ class EnsureDecl:
     span: Span = _span()
 
 
+@_node
+class RequireDecl:
+    """`require:` preconditions over the initial contents (language v2 §3)."""
+
+    body: tuple[AStmt, ...]
+    span: Span = _span()
+
+
 ADecl: TypeAlias = (
     TeamDecl | QueuesDecl | WindowDecl | BufferDecl | CounterDecl | KernelDecl | EnsureDecl
+    | RequireDecl
 )
 
 

@@ -26,7 +26,7 @@ BUILTIN_ARITY: dict[str, tuple[int, int]] = {
     "min": (1, 99), "max": (1, 99), "abs": (1, 1),
 }
 REDUCTIONS = ("sum", "max", "min")
-RESERVED = ("me", "nranks", *BUILTIN_ARITY, *SIGNATURES, "init", "sum", *DTYPE_NAMES)
+RESERVED = ("me", "nranks", *BUILTIN_ARITY, *SIGNATURES, "init", "sum", "load", *DTYPE_NAMES)
 
 
 class _Skip(Exception):
@@ -67,6 +67,7 @@ class Lowerer:
         self.diags: list[Diagnostic] = []
         self.scope = _Scope()
         self.in_ensure = False
+        self.in_require = False
         self.in_weights = False
         self._param_spans: dict[str, Span] = {}
 
@@ -105,6 +106,7 @@ class Lowerer:
                 pass
         kernel_names: dict[str, Span] = {}
         ensure: tuple[ir.Stmt, ...] = ()
+        require: tuple[ir.Stmt, ...] = ()
         for decl in node.decls:
             try:
                 if isinstance(decl, A.KernelDecl):
@@ -113,6 +115,9 @@ class Lowerer:
                 elif isinstance(decl, A.EnsureDecl):
                     self._once(decl, seen, "ensure")
                     ensure = self._ensure(decl)
+                elif isinstance(decl, A.RequireDecl):
+                    self._once(decl, seen, "require")
+                    require = self._require(decl)
             except _Skip:
                 pass
         return ir.Protocol(
@@ -120,7 +125,8 @@ class Lowerer:
             team=out["team"], queues=out["queues"],  # type: ignore[arg-type]
             windows=tuple(windows), counters=tuple(counters), buffers=tuple(buffers),
             kernels=tuple(kernels),
-            ensure=ensure, span=node.span, queues_span=out.get("queues_span"),  # type: ignore[arg-type]
+            ensure=ensure, require=require, span=node.span,
+            queues_span=out.get("queues_span"),  # type: ignore[arg-type]
         )
 
     def _once(self, decl: A.ADecl, seen: dict[str, Span], what: str) -> None:
@@ -262,6 +268,13 @@ class Lowerer:
         finally:
             self.in_ensure = False
 
+    def _require(self, decl: A.RequireDecl) -> tuple[ir.Stmt, ...]:
+        self.in_require = True
+        try:
+            return self.block(decl.body)
+        finally:
+            self.in_require = False
+
     # ------------------------------------------------------------------ statements
     def block(self, stmts: Sequence[A.AStmt]) -> tuple[ir.Stmt, ...]:
         out: list[ir.Stmt] = []
@@ -305,10 +318,11 @@ class Lowerer:
             it = self.expr(s.iter)
             return ir.For(var=s.var.id, iter=it, body=self._loop_body(s.var, s.body), span=s.span)
         if isinstance(s, A.IssuerStmt):
-            if self.in_ensure:
-                raise self.fail(error("E002", f"`{s.kind}` is not allowed in `ensure`", s.span,
+            if self.in_ensure or self.in_require:
+                where = "ensure" if self.in_ensure else "require"
+                raise self.fail(error("E002", f"`{s.kind}` is not allowed in `{where}`", s.span,
                                       "issuers exist only in kernels",
-                                      help="use `for` to iterate in `ensure`"))
+                                      help=f"use `for` to iterate in `{where}`"))
             it = self.expr(s.iter)
             return ir.IssuerBlock(kind=ir.IssuerKind(s.kind), var=s.var.id, iter=it,
                                   body=self._loop_body(s.var, s.body), span=s.span)
@@ -339,6 +353,8 @@ class Lowerer:
         value = s.value
         if self.in_ensure:
             return self._check(value)
+        if self.in_require:
+            return self._precondition(value)
         if not (isinstance(value, A.Call) and isinstance(value.func, A.Name)):
             raise self.fail(error("E002", "expected an operation", value.span,
                                   "this statement does nothing",
@@ -368,6 +384,14 @@ class Lowerer:
         right = self._reduction(b) if self._is_reduction(b) else \
             self.region(b, allow_ensure=True)
         return ir.Check(op=value.ops[0], left=left, right=right, span=value.span)
+
+    def _precondition(self, value: A.AExpr) -> ir.Require:
+        if not isinstance(value, A.Compare | A.BoolOp) and not (
+                isinstance(value, A.Unary) and value.op == "not"):
+            raise self.fail(error("E002", "expected a condition", value.span,
+                                  "not a precondition",
+                                  help="write a comparison such as `0 <= counts[p] <= cap`"))
+        return ir.Require(cond=self.expr(value), span=value.span)
 
     @staticmethod
     def _is_reduction(node: A.AExpr) -> bool:
@@ -498,16 +522,18 @@ class Lowerer:
     def region(self, node: A.AExpr, *, allow_ensure: bool, allow_peer: bool = False) -> ir.Region:
         whole = node
         start = stop = None
+        single = False
         if isinstance(node, A.Subscript):
-            if not node.is_slice:
+            if not node.is_slice and not (allow_ensure and self.in_ensure):
                 raise self.fail(error("E002", "a region is a slice of a window", node.span,
                                       "an index, not a slice", help="write `w[a:b]`"))
+            single = not node.is_slice
             start = self.expr(node.start) if node.start is not None else None
             stop = self.expr(node.stop) if node.stop is not None else None
             node = node.value
         base = self._region_base(node, allow_ensure, allow_peer)
         return ir.Region(window=base.window, start=start, stop=stop, rank=base.rank,
-                         init=base.init, span=whole.span)
+                         init=base.init, single=single, span=whole.span)
 
     def _region_base(self, node: A.AExpr, allow_ensure: bool,
                      allow_peer: bool = False) -> ir.Region:
@@ -618,8 +644,13 @@ class Lowerer:
         return ir.ListExpr(items=tuple(self.expr(i) for i in n.items), span=n.span)
 
     def _x_Call(self, n: A.Call) -> ir.Expr:
+        name = n.func.id if isinstance(n.func, A.Name) else None
+        if name == "load":
+            return self._load_call(n)
+        if name in REDUCTIONS and len(n.args) == 1 and isinstance(n.args[0].value, A.ListComp) \
+                and n.args[0].value.generator:
+            return self._generator(name, n.args[0].value, n.span)
         if not isinstance(n.func, A.Name) or n.func.id not in BUILTIN_ARITY:
-            name = n.func.id if isinstance(n.func, A.Name) else None
             if name == "sum":
                 raise self.fail(error("E002", "`sum` is only allowed on the right of an "
                                       "`ensure` comparison", n.span, "not here",
@@ -643,10 +674,51 @@ class Lowerer:
                               help="strings are only for `signal=` and `mode=`"))
 
     def _x_Subscript(self, n: A.Subscript) -> ir.Expr:
+        if not n.is_slice and (self.in_require or self.in_ensure):
+            return self._element(n, init=self.in_require)
+        if not n.is_slice:
+            raise self.fail(error("E002", "an element is read with `load(...)` in a kernel",
+                                  n.span, "a run-time value",
+                                  help=f"write `load({n.span.text})`"))
         raise self.fail(error("E002", "a region is not a number", n.span, "region used as a number",
                               help="regions go in `dst=`, `src=` and `ensure` comparisons"))
 
-    _x_Remote = _x_Subscript  # type: ignore[assignment]
+    def _x_Remote(self, n: A.Remote) -> ir.Expr:
+        raise self.fail(error("E002", "a region is not a number", n.span, "region used as a number",
+                              help="regions go in `dst=`, `src=` and `ensure` comparisons"))
+
+    def _load_call(self, n: A.Call) -> ir.Expr:
+        if self.in_require or self.in_ensure:
+            where = "require" if self.in_require else "ensure"
+            raise self.fail(error("E002", f"`load` is for kernels; in `{where}` write the "
+                                  "element itself", n.span, "not here",
+                                  help="write `counts[p]` (or `init(counts@p)[i]` in `ensure`)"))
+        if len(n.args) != 1 or n.args[0].keyword is not None or not (
+                isinstance(n.args[0].value, A.Subscript) and not n.args[0].value.is_slice):
+            raise self.fail(error("E002", "`load` reads one element", n.span,
+                                  "expected `load(x[i])` or `load(x@p[i])`"))
+        return self._element(n.args[0].value, init=False, span=n.span)
+
+    def _element(self, n: A.Subscript, *, init: bool, span: Span | None = None) -> ir.Load:
+        """`x[i]`, `x@p[i]`, `init(x@p)[i]`: one element, a run-time value."""
+        assert n.start is not None
+        base = self._region_base(n.value, allow_ensure=self.in_ensure or self.in_require,
+                                 allow_peer=True)
+        index = self.expr(n.start)
+        return ir.Load(window=base.window, index=index, rank=base.rank,
+                       init=init or base.init, span=span or n.span)
+
+    def _generator(self, name: str, comp: A.ListComp, span: Span) -> ir.Expr:
+        it = self.expr(comp.iter)
+        self._check_new_name(comp.var, "loop variable")
+        sc = self.scope
+        sc.loop_vars = (*sc.loop_vars, comp.var.id)
+        try:
+            elt = self.expr(comp.elt)
+            cond = self.expr(comp.cond) if comp.cond is not None else None
+        finally:
+            sc.loop_vars = sc.loop_vars[:-1]
+        return ir.GenExpr(func=name, elt=elt, var=comp.var.id, iter=it, cond=cond, span=span)
 
     def _x_ListComp(self, n: A.ListComp) -> ir.Expr:
         raise self.fail(error("E002", "a comprehension is not a number", n.span,

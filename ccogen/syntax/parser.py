@@ -115,7 +115,7 @@ def _syntax_error(file: SourceFile, exc: UnexpectedInput) -> Diagnostic:
 def _hint(file: SourceFile, span: Span) -> str | None:
     line = file.line_text(span.line).strip()
     if line.startswith(("if ", "elif ", "else", "for ", "lanes ", "warps ", "blocks ", "kernel ",
-                        "ensure", "protocol ")) and not line.endswith(":"):
+                        "ensure", "require", "protocol ")) and not line.endswith(":"):
         return "a block header ends with `:`"
     return None
 

@@ -1,7 +1,7 @@
 """IR -> canonical `.cco` text (used by `ccogen fmt` and `Protocol.to_source()`).
 
 Canonical form: four-space indentation; declarations in the order docstring, team,
-queues, windows, buffers, counters, kernels, ensure; defaults omitted (`queues 1`,
+queues, windows, buffers, counters, require, kernels, ensure; defaults omitted (`queues 1`,
 `queue="auto"`, `signal="none"`...) except `reduce`'s `op=`, always written; the
 fewest parentheses Python's precedence allows; byte-sized parameter defaults with a
 unit (`1 MiB`); integer literals as written (`0x1000`, `4 KiB`, `1_024`) when they
@@ -29,6 +29,8 @@ LINE_LIMIT = 100
 
 _BIN_PREC = {"+": 6, "-": 6, "*": 7, "//": 7, "%": 7, "**": 9}
 _ATOM = 10
+
+_LOADS = ["kernel"]  # where loads print: `load(x[i])` in kernels, `x[i]` in require/ensure
 
 
 def _prec(e: ir.Expr) -> int:
@@ -112,7 +114,19 @@ def _expr(e: ir.Expr) -> str:
             return f"{f}({', '.join(expr(a) for a in args)})"
         case ir.ListExpr(items=items):
             return f"[{', '.join(expr(i) for i in items)}]"
+        case ir.Load():
+            return _load(e)
+        case ir.GenExpr(func=f, elt=elt, var=v, iter=it, cond=cond):
+            tail = f" if {expr(cond, 2)}" if cond is not None else ""
+            return f"{f}({expr(elt, 2)} for {v} in {expr(it, 2)}{tail})"
     raise AssertionError(f"unknown expression {e!r}")
+
+
+def _load(e: ir.Load) -> str:
+    where = _LOADS[0]
+    element = region(ir.Region(window=e.window, start=e.index, rank=e.rank, single=True,
+                               init=e.init and where == "ensure"))
+    return f"load({element})" if where == "kernel" else element
 
 
 def size_literal(value: ir.Expr) -> str:
@@ -140,6 +154,8 @@ def region(r: ir.Region) -> str:
         base = f"init({base})"
     elif r.rank is not None and (r.start is not None or r.stop is not None):
         base = f"({base})"
+    if r.single and r.start is not None:
+        return f"{base}[{expr(r.start)}]"
     if r.start is None and r.stop is None:
         return base
     lo = expr(r.start) if r.start is not None else ""
@@ -298,6 +314,8 @@ class Printer:
                 yield from self._trail([f"{ind}{region(left)} {op} {region(right)}"], s.span)
             case ir.Assign(var=v, value=value):
                 yield from self._trail([f"{ind}{v} = {expr(value)}"], s.span)
+            case ir.Require(cond=cond):
+                yield from self._trail([f"{ind}{expr(cond)}"], s.span)
             case _:
                 lines = _call(ind, ir.OP_KINDS[type(s)], _op_args(s))  # type: ignore[arg-type]
                 yield from self._trail(lines, s.span)
@@ -350,11 +368,19 @@ class Printer:
 
     def protocol(self, p: ir.Protocol) -> str:
         lines = list(self.header(p))
-        for k in p.kernels:
-            lines.append("")
-            lines.extend(self.kernel(k))
-        if p.ensure:
-            lines += ["", f"{INDENT}ensure:", *self.statements(p.ensure, 2)]
+        try:
+            _LOADS[0] = "require"
+            if p.require:
+                lines += ["", f"{INDENT}require:", *self.statements(p.require, 2)]
+            _LOADS[0] = "kernel"
+            for k in p.kernels:
+                lines.append("")
+                lines.extend(self.kernel(k))
+            _LOADS[0] = "ensure"
+            if p.ensure:
+                lines += ["", f"{INDENT}ensure:", *self.statements(p.ensure, 2)]
+        finally:
+            _LOADS[0] = "kernel"
         if self.comments is not None:
             rest = list(self.comments.before(None))
             if rest:

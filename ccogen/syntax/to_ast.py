@@ -129,6 +129,9 @@ class ToAst(Transformer[Token, A.ProtocolDecl]):
     def ensure_decl(self, meta: Meta, c: list[Any]) -> A.EnsureDecl:
         return A.EnsureDecl(body=c[0], span=self._span(meta))
 
+    def require_decl(self, meta: Meta, c: list[Any]) -> A.RequireDecl:
+        return A.RequireDecl(body=c[0], span=self._span(meta))
+
     # ----------------------------------------------------------------- statements
     def suite(self, meta: Meta, c: list[Any]) -> tuple[A.AStmt, ...]:
         return tuple(c)

@@ -1,0 +1,330 @@
+"""Run-time values at instantiation: `require`, what a `load` reads, and contents.
+
+A protocol with run-time values is instantiated in one of two ways:
+
+* *symbolic* (the checker, `ccogen lint`): `load(...)` gives an `Rt` (a linear form
+  over initial elements, `ccogen.ir.runtime`), bounded by the intervals `require`
+  states.  Regions with run-time bounds become their *footprint*: every byte the
+  op may touch over the whole bounded range (`RegionInst.runtime` keeps the exact
+  form).
+* *concrete* (the simulator): `Contents` holds the initial bytes of every window
+  and buffer on every rank (drawn to satisfy `require`); `load(...)` gives the
+  element it reads, and the instance is an ordinary one.
+
+What a load reads.  `init(x@p)[i]` and every element in `require` are initial
+contents.  `load(x[i])` in a kernel and `x[i]` in `ensure` read the element when
+the issuer (or the end of the launch) reaches it: the instantiation follows the
+single `put`/`get`/`copy` with static regions that writes that element (`Writes`),
+back to an initial element.  An element written by no op is its initial value; one
+written by several ops (or by run-time regions) cannot be followed, and a bound
+that uses it is unbounded (E004).  The checker does not yet prove that the load is
+ordered after that write (docs/checker.md); the simulator compares the final
+contents with `ensure`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ccogen.diag import error
+from ccogen.instantiate.declarations import Memory
+from ccogen.instantiate.evaluating import Evaluating, forget_assigned
+from ccogen.instantiate.findings import Findings
+from ccogen.ir import nodes as ir
+from ccogen.ir.dtype import DType
+from ccogen.ir.evaluate import Compiler, EvalError
+from ccogen.ir.instance import RegionInst
+from ccogen.ir.runtime import Atom, Rt, cell_atom
+
+Cell = tuple[str, int, int]  # (window, rank, element)
+Interval = tuple[int | None, int | None]
+
+
+def uses_runtime(protocol: ir.Protocol) -> bool:
+    """Whether `protocol` reads run-time values (`load`, `require`, elements in `ensure`)."""
+    if protocol.require:
+        return True
+    stack: list[object] = [protocol.kernels, protocol.ensure]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ir.Load):
+            return True
+        if isinstance(node, ir.Region) and node.single:
+            return True
+        if isinstance(node, tuple | list):
+            stack.extend(node)
+        elif hasattr(node, "__dataclass_fields__") and not isinstance(node, type):
+            stack.extend(getattr(node, f) for f in node.__dataclass_fields__ if f != "span")
+    return False
+
+
+# ----------------------------------------------------------------------------- contents
+
+
+@dataclass
+class Contents:
+    """The initial bytes of every window and buffer on every rank, `(rank, name)`."""
+
+    arrays: dict[tuple[int, str], np.ndarray]
+    dtypes: dict[str, DType]
+    label: str = ""
+
+    def element(self, window: str, rank: int, index: int) -> int | float:
+        from ccogen.sim.values import decode
+
+        dtype = self.dtypes.get(window, DType.U8)
+        raw = self.arrays[(rank, window)][index * dtype.size:(index + 1) * dtype.size]
+        value = decode(raw, dtype)[0]
+        return float(value) if dtype.is_float else int(value)
+
+    def set(self, window: str, rank: int, index: int, value: int | float) -> None:
+        from ccogen.sim.values import encode
+
+        dtype = self.dtypes.get(window, DType.U8)
+        raw = encode(np.array([value], dtype=np.float32 if dtype.is_float else np.int64),
+                     dtype)
+        self.arrays[(rank, window)][index * dtype.size:(index + 1) * dtype.size] = raw
+
+
+# ----------------------------------------------------------------------------- writes
+
+
+@dataclass
+class Writes:
+    """The static-region writes of an instance: `(window, rank)` -> (dst, src) pairs."""
+
+    by_window: dict[tuple[str, int], list[tuple[RegionInst, RegionInst]]] = field(
+        default_factory=dict)
+    widths: dict[str, int] = field(default_factory=dict)
+
+    def add(self, dst: RegionInst | None, src: RegionInst | None) -> None:
+        if dst is None or src is None or dst.runtime is not None or src.runtime is not None:
+            return
+        self.by_window.setdefault((dst.window, dst.rank), []).append((dst, src))
+
+    def add_unknown(self, dst: RegionInst | None) -> None:
+        """A write whose source cannot be followed (a `reduce`, run-time regions)."""
+        if dst is None:
+            return
+        self.by_window.setdefault((dst.window, dst.rank), []).append((dst, dst))
+
+    def resolve(self, cell: Cell, depth: int = 0) -> Cell | None:
+        """The initial element `cell` holds once written (None: cannot be followed)."""
+        window, rank, index = cell
+        width = self.widths.get(window, 1)
+        at = index * width
+        hits = [(d, s) for d, s in self.by_window.get((window, rank), [])
+                if d.start < at + width and at < d.stop]
+        if not hits:
+            return cell
+        if len(hits) > 1 or depth > 16:
+            return None
+        dst, src = hits[0]
+        if src is dst or src.size != dst.size or self.widths.get(src.window, 1) != width:
+            return None
+        offset = src.start + (at - dst.start)
+        if offset % width:
+            return None
+        return self.resolve((src.window, src.rank, offset // width), depth + 1)
+
+
+# ----------------------------------------------------------------------------- loaders
+
+
+class SymbolicLoader:
+    """`load(...)` as an `Rt` atom of the initial element it reads, with its bounds."""
+
+    def __init__(self, bounds: Mapping[Cell, Interval], writes: Writes | None) -> None:
+        self.bounds = bounds
+        self.writes = writes
+        self._atoms: dict[Cell, Atom] = {}
+
+    def __call__(self, load: ir.Load, rank: int, index: int) -> Rt:
+        cell: Cell | None = (load.window, rank, index)
+        if not load.init and self.writes is not None:
+            cell = self.writes.resolve((load.window, rank, index))
+        if cell is None:
+            atom = Atom(("unknown", load.window, rank, index), None, None,
+                        f"{load.window}@{rank}[{index}] (written by several ops)")
+            return Rt({atom: 1}, 0)
+        atom = self._atoms.get(cell)
+        if atom is None:
+            lo, hi = self.bounds.get(cell, (None, None))
+            atom = self._atoms[cell] = cell_atom(*cell, lo, hi)
+        return Rt({atom: 1}, 0)
+
+
+class ConcreteLoader:
+    """`load(...)` as the value `contents` hold for the element it reads."""
+
+    def __init__(self, contents: Contents, writes: Writes | None) -> None:
+        self.contents = contents
+        self.writes = writes
+
+    def __call__(self, load: ir.Load, rank: int, index: int) -> int | float:
+        cell: Cell | None = (load.window, rank, index)
+        if not load.init and self.writes is not None:
+            cell = self.writes.resolve((load.window, rank, index))
+        if cell is None:
+            raise EvalError(f"`{load.window}@{rank}[{index}]` is written by several ops: "
+                            "which value a load reads is not known", load.span,
+                            "cannot follow this element", code="E004",
+                            help="load elements that one `put`/`copy` writes, or the "
+                                 "caller's inputs")
+        return self.contents.element(*cell)
+
+
+# ----------------------------------------------------------------------------- require
+
+
+@dataclass
+class Precondition:
+    """One evaluated `require` statement on `rank`: `holds` is True/False when decided
+    statically, else None (checked on drawn contents)."""
+
+    rank: int
+    stmt: ir.Require
+    holds: bool | None
+
+
+class Preconditions(Evaluating):
+    """Evaluates `require` on every rank: bounds of initial elements (symbolic), or
+    whether drawn contents satisfy it (concrete)."""
+
+    def __init__(self, nranks: int, params: Mapping[str, int],
+                 memories: Mapping[str, Memory | None], compiler: Compiler,
+                 findings: Findings, loader: Callable[[ir.Load, int, int], Any]) -> None:
+        super().__init__(nranks, params, memories, compiler, findings)
+        self.loader = loader
+        self.bounds: dict[Cell, Interval] = {}
+        self.conditions: list[Precondition] = []
+
+    def run(self, stmts: Sequence[ir.Stmt]) -> None:
+        for rank in range(self.nranks):
+            self._bind_rank(rank)
+            self._body(stmts)
+
+    def _body(self, stmts: Sequence[ir.Stmt]) -> None:
+        for s in stmts:
+            if isinstance(s, ir.Require):
+                self._require(s)
+            elif isinstance(s, ir.Assign):
+                self._assign(s)
+            elif isinstance(s, ir.For):
+                seq = self._seq(s.iter, "`for`", s.span)
+                if seq is None:
+                    continue
+                saved = self._enter(s, len(seq))
+                for value in seq:
+                    self.env.vars[s.var] = value
+                    self._body(s.body)
+                self._leave(s.var, saved)
+            elif isinstance(s, ir.If):
+                cond = self._truth(s.cond, s.span)
+                if cond is not None:
+                    self._body(s.body if cond else s.orelse)
+            else:
+                self._error("E002", "`require` holds conditions, `for`, `if` and names",
+                            s.span, "not a precondition")
+        forget_assigned(self.env, stmts)
+
+    def _require(self, s: ir.Require) -> None:
+        try:
+            if not self._concrete():  # symbolic: bounds only, the rest holds on drawn contents
+                for part in _conjuncts(s.cond):
+                    self._bound(part)
+                return
+            value = self.compiler.value(s.cond)(self.env)
+        except EvalError as exc:
+            if exc.span is None:
+                exc.span = s.span
+            self._eval_failed(exc, s.span)
+            return
+        holds = None if isinstance(value, Rt) else bool(value)
+        self.conditions.append(Precondition(self.rank, s, holds))
+        if holds is False:
+            self._error("E004", "this `require` never holds", s.span,
+                        "false for every contents" if not self._concrete() else
+                        "false for these contents",
+                        help="correct the condition")
+
+    def _concrete(self) -> bool:
+        return isinstance(self.loader, ConcreteLoader)
+
+    def _bound(self, cond: ir.Expr) -> None:
+        """Narrow the interval of an element named alone in a comparison with numbers."""
+        if not isinstance(cond, ir.Compare):
+            self.conditions.append(Precondition(self.rank, ir.Require(cond=cond,
+                                                                      span=cond.span), None))
+            return
+        values = [self.compiler.value(o)(self.env) for o in cond.operands]
+        for op, a, b in zip(cond.ops, values, values[1:], strict=False):
+            self._narrow(op, a, b)
+            flipped = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "=="}.get(op)
+            if flipped is not None:
+                self._narrow(flipped, b, a)
+
+    def _narrow(self, op: str, a: object, b: object) -> None:
+        """`a op b` with `a` one element and `b` a number: bound the element."""
+        if not isinstance(a, Rt) or not isinstance(b, int) or isinstance(b, bool):
+            return
+        if a.const != 0 or len(a.terms) != 1:
+            return
+        atom, k = next(iter(a.terms.items()))
+        cell = atom.cell
+        if cell is None or k != 1:
+            return
+        lo, hi = self.bounds.get(cell, (None, None))
+        if op in ("<=", "<", "=="):
+            top = b - 1 if op == "<" else b
+            hi = top if hi is None else min(hi, top)
+        if op in (">=", ">", "=="):
+            bottom = b + 1 if op == ">" else b
+            lo = bottom if lo is None else max(lo, bottom)
+        self.bounds[cell] = (lo, hi)
+
+
+def _conjuncts(cond: ir.Expr) -> list[ir.Expr]:
+    if isinstance(cond, ir.BoolOp) and cond.op == "and":
+        return [c for v in cond.values for c in _conjuncts(v)]
+    return [cond]
+
+
+def precondition_bounds(protocol: ir.Protocol, nranks: int, params: Mapping[str, int],
+                        memories: Mapping[str, Memory | None], compiler: Compiler,
+                        findings: Findings) -> dict[Cell, Interval]:
+    """Evaluate `require` symbolically: the interval of every element it bounds."""
+    bounds: dict[Cell, Interval] = {}
+    loader = SymbolicLoader(bounds, None)  # unbounded atoms while `require` is read
+    pre = Preconditions(nranks, params, memories, compiler, findings, loader)
+    pre.run(protocol.require)
+    bounds.update(pre.bounds)
+    for cell, (lo, hi) in pre.bounds.items():
+        if lo is not None and hi is not None and lo > hi:
+            findings.add(error("E004", f"`require` leaves no value for "
+                               f"`{cell[0]}@{cell[1]}[{cell[2]}]`", protocol.span,
+                               f"between {lo} and {hi}", help="correct the bounds"), cell[1])
+    return bounds
+
+
+def unsatisfied(protocol: ir.Protocol, nranks: int, params: Mapping[str, int],
+                memories: Mapping[str, Memory | None], contents: Contents) -> list[str]:
+    """The `require` statements `contents` violate, as `file:line (rank r)` strings."""
+    findings = Findings(nranks)
+    loader = ConcreteLoader(contents, None)
+    pre = Preconditions(nranks, params, memories, Compiler(), findings, loader)
+    pre.run(protocol.require)
+    out = []
+    for c in pre.conditions:
+        if c.holds is False:
+            line = c.stmt.span.line if c.stmt.span is not None else 0
+            out.append(f"line {line} on rank {c.rank}")
+    return out
+
+
+__all__ = ["Cell", "ConcreteLoader", "Contents", "Precondition", "Preconditions",
+           "SymbolicLoader", "Writes", "precondition_bounds", "unsatisfied", "uses_runtime"]

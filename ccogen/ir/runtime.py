@@ -1,0 +1,278 @@
+"""Run-time values at instantiation (language v2 §3): symbolic, bounded by `require`.
+
+A `load(x[i])` is only known on the device.  When a protocol is instantiated for
+the checker, a load evaluates to an `Rt`: a linear form `c + sum(k_i * atom_i)`
+over `Atom`s (an element of the initial contents, or an opaque sub-expression such
+as a product of two run-time values) together with its interval `[lo, hi]`
+(`None`: unbounded on that side).  Arithmetic with ints and other `Rt`s builds new
+forms; intervals follow (interval arithmetic, exact for sums of distinct atoms).
+
+Two forms with the same atoms and coefficients are the same value whatever the
+contents: that is how the checker proves that `dst` and `src` of a put have equal
+run-time lengths, or that a run-time `expected` equals the bytes counted.
+
+A run-time value never decides control flow: `bool(rt)` raises `EvalError` (E004)
+unless the interval decides it (`0 <= n` when `n >= 0` is known).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import ccogen.ir.evaluate as _ev
+from ccogen.source import Span
+
+Bound = int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Atom:
+    """One unknown: element `index` of `window` on `rank` before the first kernel
+    (`key[0] == "cell"`), or an opaque sub-expression (`key[0] == "op"`)."""
+
+    key: tuple[object, ...]
+    lo: Bound
+    hi: Bound
+    text: str
+
+    @property
+    def cell(self) -> tuple[str, int, int] | None:
+        """(window, rank, element) of an initial-contents atom."""
+        if self.key[0] != "cell":
+            return None
+        return self.key[1], self.key[2], self.key[3]  # type: ignore[return-value]
+
+
+def cell_atom(window: str, rank: int, index: int, lo: Bound, hi: Bound) -> Atom:
+    return Atom(("cell", window, rank, index), lo, hi, f"{window}@{rank}[{index}]")
+
+
+_opaque_ids = [0]
+
+
+def _opaque(lo: Bound, hi: Bound, text: str, deps: Iterable[Atom]) -> Rt:
+    _opaque_ids[0] += 1
+    atom = Atom(("op", _opaque_ids[0], tuple(sorted(a.text for a in deps))), lo, hi, text)
+    return Rt({atom: 1}, 0)
+
+
+def _mul_bound(a: Bound, b: Bound) -> Bound:
+    return None if a is None or b is None else a * b
+
+
+class Rt:
+    """A run-time integer: `const + sum(coef * atom)`, with its interval."""
+
+    __slots__ = ("const", "hi", "lo", "terms")
+
+    def __init__(self, terms: dict[Atom, int], const: int) -> None:
+        self.terms = {a: k for a, k in terms.items() if k != 0}
+        self.const = const
+        lo: Bound = const
+        hi: Bound = const
+        for atom, k in self.terms.items():
+            a_lo, a_hi = (atom.lo, atom.hi) if k > 0 else (atom.hi, atom.lo)
+            lo = None if lo is None or a_lo is None else lo + k * a_lo
+            hi = None if hi is None or a_hi is None else hi + k * a_hi
+        self.lo, self.hi = lo, hi
+
+    # ------------------------------------------------------------------ facts
+    @property
+    def bounded(self) -> bool:
+        return self.lo is not None and self.hi is not None
+
+    def atoms(self) -> list[Atom]:
+        return list(self.terms)
+
+    def unbounded_atoms(self) -> list[Atom]:
+        return [a for a in self.terms if a.lo is None or a.hi is None]
+
+    def same(self, other: Rt | int) -> bool:
+        """Equal for every contents: the same linear form."""
+        o = lift(other)
+        return o.const == self.const and o.terms == self.terms
+
+    def __repr__(self) -> str:
+        return f"Rt({self.text()}, [{self.lo}, {self.hi}])"
+
+    def text(self) -> str:
+        parts = []
+        for atom, k in sorted(self.terms.items(), key=lambda t: t[0].text):
+            parts.append(atom.text if k == 1 else f"{k} * {atom.text}")
+        if self.const or not parts:
+            parts.append(str(self.const))
+        return " + ".join(parts).replace("+ -", "- ")
+
+    # ------------------------------------------------------------------ arithmetic
+    def __add__(self, other: object) -> Rt:
+        if not isinstance(other, int | Rt):
+            return NotImplemented
+        o = lift(other)
+        terms = dict(self.terms)
+        for a, k in o.terms.items():
+            terms[a] = terms.get(a, 0) + k
+        return Rt(terms, self.const + o.const)
+
+    __radd__ = __add__
+
+    def __neg__(self) -> Rt:
+        return Rt({a: -k for a, k in self.terms.items()}, -self.const)
+
+    def __pos__(self) -> Rt:
+        return self
+
+    def __sub__(self, other: object) -> Rt:
+        if not isinstance(other, int | Rt):
+            return NotImplemented
+        return self + (-lift(other))
+
+    def __rsub__(self, other: object) -> Rt:
+        if not isinstance(other, int | Rt):
+            return NotImplemented
+        return lift(other) + (-self)
+
+    def __mul__(self, other: object) -> Rt:
+        if isinstance(other, bool | int):
+            k = int(other)
+            return Rt({a: c * k for a, c in self.terms.items()}, self.const * k)
+        if not isinstance(other, Rt):
+            return NotImplemented
+        if not other.terms:
+            return self * other.const
+        if not self.terms:
+            return other * self.const
+        corners = [_mul_bound(a, b) for a in (self.lo, self.hi) for b in (other.lo, other.hi)]
+        known = [c for c in corners if c is not None]
+        lo = min(known) if len(known) == 4 else None
+        hi = max(known) if len(known) == 4 else None
+        return _opaque(lo, hi, f"({self.text()}) * ({other.text()})",
+                       [*self.terms, *other.terms])
+
+    __rmul__ = __mul__
+
+    def __floordiv__(self, other: object) -> Rt:
+        if isinstance(other, int) and other > 0:
+            lo = None if self.lo is None else self.lo // other
+            hi = None if self.hi is None else self.hi // other
+            return _opaque(lo, hi, f"({self.text()}) // {other}", self.terms)
+        raise _ev.EvalError("a run-time value divided by a run-time or non-positive number",
+                        None, code="E004", help="divide by a positive static number")
+
+    def __mod__(self, other: object) -> Rt | int:
+        if isinstance(other, int) and other > 0:
+            if self.lo is not None and self.hi is not None and 0 <= self.lo and self.hi < other:
+                return self
+            return _opaque(0, other - 1, f"({self.text()}) % {other}", self.terms)
+        raise _ev.EvalError("a run-time value modulo a run-time or non-positive number",
+                        None, code="E004", help="take the modulo of a positive static number")
+
+    def __rfloordiv__(self, other: object) -> Rt:
+        raise _ev.EvalError("division by a run-time value", None, code="E004",
+                        help="divide by a static number")
+
+    __rmod__ = __rfloordiv__
+
+    def __pow__(self, other: object) -> Rt:
+        raise _ev.EvalError("`**` of a run-time value", None, code="E004",
+                        help="multiply instead")
+
+    __rpow__ = __pow__
+
+    # ------------------------------------------------------------------ comparisons
+    def _cmp(self, other: object, op: str) -> bool | Rt:
+        if not isinstance(other, int | Rt):
+            return NotImplemented
+        d = self - lift(other)  # decide `d op 0`
+        lo, hi = d.lo, d.hi
+        decided: bool | None = None
+        if op == "<":
+            decided = True if hi is not None and hi < 0 else (
+                False if lo is not None and lo >= 0 else None)
+        elif op == "<=":
+            decided = True if hi is not None and hi <= 0 else (
+                False if lo is not None and lo > 0 else None)
+        elif op == ">":
+            decided = True if lo is not None and lo > 0 else (
+                False if hi is not None and hi <= 0 else None)
+        elif op == ">=":
+            decided = True if lo is not None and lo >= 0 else (
+                False if hi is not None and hi < 0 else None)
+        elif op in ("==", "!="):
+            if not d.terms:
+                decided = (d.const == 0) == (op == "==")
+            elif (lo is not None and lo > 0) or (hi is not None and hi < 0):
+                decided = op == "!="
+        if decided is not None:
+            return decided
+        return _opaque(0, 1, f"{self.text()} {op} {lift(other).text()}",
+                       [*self.terms, *lift(other).terms])
+
+    def __lt__(self, other: object) -> bool | Rt:  # type: ignore[override]
+        return self._cmp(other, "<")
+
+    def __le__(self, other: object) -> bool | Rt:
+        return self._cmp(other, "<=")
+
+    def __gt__(self, other: object) -> bool | Rt:
+        return self._cmp(other, ">")
+
+    def __ge__(self, other: object) -> bool | Rt:
+        return self._cmp(other, ">=")
+
+    def __eq__(self, other: object) -> bool | Rt:  # type: ignore[override]
+        return self._cmp(other, "==")
+
+    def __ne__(self, other: object) -> bool | Rt:  # type: ignore[override]
+        return self._cmp(other, "!=")
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __bool__(self) -> bool:
+        if self.lo is not None and self.lo == self.hi:
+            return self.lo != 0
+        if (self.lo is not None and self.lo > 0) or (self.hi is not None and self.hi < 0):
+            return True
+        raise _ev.EvalError(f"a run-time value (`{self.text()}`) decides control flow", None,
+                        "only known on the device", code="E004",
+                        help="run-time values may size regions, bound loops and set "
+                             "`expected=`; whether an op exists must stay static")
+
+    def __index__(self) -> int:
+        raise _ev.EvalError(f"a run-time value (`{self.text()}`) where a static integer is needed",
+                        None, code="E004")
+
+
+def lift(v: int | Rt) -> Rt:
+    return v if isinstance(v, Rt) else Rt({}, int(v))
+
+
+def is_rt(v: object) -> bool:
+    return isinstance(v, Rt)
+
+
+def rt_min_max(func: str, values: list[int | Rt]) -> int | Rt:
+    """`min`/`max` of several values, some run-time: an opaque value bounded by both."""
+    forms = [lift(v) for v in values]
+    if all(not f.terms for f in forms):
+        pick = min if func == "min" else max
+        return pick(f.const for f in forms)
+    los, his = [f.lo for f in forms], [f.hi for f in forms]
+    if func == "min":
+        lo = None if None in los else min(x for x in los if x is not None)
+        hi = min((x for x in his if x is not None), default=None)
+    else:
+        lo = max((x for x in los if x is not None), default=None)
+        hi = None if None in his else max(x for x in his if x is not None)
+    deps = [a for f in forms for a in f.terms]
+    return _opaque(lo, hi, f"{func}({', '.join(f.text() for f in forms)})", deps)
+
+
+def span_of(exc: _ev.EvalError, span: Span | None) -> _ev.EvalError:
+    """`exc` located at `span` when it has no place of its own (raised inside `Rt`)."""
+    if exc.span is None:
+        exc.span = span
+    return exc
+
+
+__all__ = ["Atom", "Rt", "cell_atom", "is_rt", "lift", "rt_min_max", "span_of"]
