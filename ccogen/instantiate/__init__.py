@@ -110,6 +110,7 @@ from ccogen.instantiate.findings import Findings, label
 from ccogen.instantiate.limits import DEFAULT_TEAM_SIZES, MAX_OP_INSTANCES
 from ccogen.instantiate.params import parse_param_value, parse_params
 from ccogen.instantiate.runtime import (
+    Cell,
     ConcreteLoader,
     Contents,
     SymbolicLoader,
@@ -203,6 +204,21 @@ def _loader(protocol: ir.Protocol, nranks: int, params: dict[str, int], decl: An
     return SymbolicLoader(bounds, writes)
 
 
+def preconditions(protocol: ir.Protocol, nranks: int, params: Mapping[str, Any] | None = None
+                  ) -> tuple[dict[Cell, tuple[int | None, int | None]], dict[str, Any]]:
+    """The bounds `require` gives every initial element it names (`(window, rank, index)`
+    -> (lo, hi)), and the memories (`declarations.Memory` by name), for drawing contents."""
+    given = dict(params or {})
+    findings = Findings(nranks)
+    compiler = Compiler()
+    types = bind_dtype_params(protocol, given, findings) or {}
+    ints = {k: v for k, v in given.items() if not is_dtype_param(protocol, k)}
+    bound = bind_params(protocol, nranks, ints, compiler, findings) or {}
+    decl = declare(protocol, nranks, bound, types, compiler, findings)
+    bounds = precondition_bounds(protocol, nranks, bound, decl.memories, compiler, findings)
+    return bounds, {k: m for k, m in decl.memories.items() if m is not None}
+
+
 def _unroll(protocol: ir.Protocol, nranks: int, params: dict[str, int],
             types: dict[str, DType], compiler: Compiler,
             findings: Findings, contents: Contents | None = None) -> Instance | None:
@@ -211,9 +227,11 @@ def _unroll(protocol: ir.Protocol, nranks: int, params: dict[str, int],
         loader = _loader(protocol, nranks, params, decl, compiler, findings, contents)
         unroller = Unroller(protocol, nranks, params, decl, compiler, findings)
         unroller.loader = loader
+        unroller.empty_ok = contents is not None
         pending = unroller.run()
         ensure = Ensure(nranks, params, decl.memories, compiler, findings)
         ensure.loader = loader
+        ensure.empty_ok = contents is not None
         ensure.total, ensure.iterations = unroller.total, unroller.iterations  # shared limits
         checks = ensure.run(protocol.ensure)
     except Overflow as exc:
@@ -238,5 +256,5 @@ def _unroll(protocol: ir.Protocol, nranks: int, params: dict[str, int],
     )
 
 
-__all__ = ["DEFAULT_TEAM_SIZES", "MAX_OP_INSTANCES", "instantiate", "parse_param_value",
-           "parse_params", "team_sizes"]
+__all__ = ["DEFAULT_TEAM_SIZES", "MAX_OP_INSTANCES", "Contents", "instantiate",
+           "parse_param_value", "parse_params", "preconditions", "team_sizes", "uses_runtime"]

@@ -50,6 +50,7 @@ class Evaluating:
         # what `load(...)` reads (`ccogen.instantiate.runtime`); None: no run-time values
         self.loader: Callable[[ir.Load, int, int], Any] | None = None
         self.unchecked = 0  # `ensure` lines with run-time bounds (symbolic instances)
+        self.empty_ok = False  # concrete run-time instances: a run-time length may be 0
 
     def _bind_rank(self, rank: int) -> None:
         self.rank = rank
@@ -172,7 +173,7 @@ class Evaluating:
         if isinstance(start, Rt) or isinstance(stop, Rt):
             return self._runtime_region(region, rank, start, stop, memory,
                                         region.span or fallback)
-        if 0 <= start < stop <= size:
+        if 0 <= start < stop <= size or (self.empty_ok and 0 <= start == stop <= size):
             width = memory.dtype.size
             return RegionInst(region.window, start * width, stop * width, rank)
         self._bad_bounds(region, rank, start, stop, size, region.span or fallback,

@@ -87,7 +87,21 @@ def simulate(
     sizes = _sizes(proto, ranks, params)
     report = SimReport(proto.name, shown, epochs)
     setups: list[Setup] = []
+    from ccogen.instantiate.runtime import uses_runtime
+
+    drawn = uses_runtime(proto)  # run-time values: one run per drawn contents (`sim.runtime`)
     for n in sizes:
+        if drawn:
+            from ccogen.sim.runtime import run_drawn
+
+            more, ready = run_drawn(
+                proto, n, params, limits, data_seed, epochs, pieces,
+                digests if digests is not None else exhaustive or keep_memory,
+                lambda s: _run_instance(s, seeds, exhaustive, max_schedules, time_limit,
+                                        keep_memory))
+            report.instances.extend(more)
+            setups.extend(ready)
+            continue
         inst, diags = _instance(proto, n, params, limits)
         if inst is None:
             report.instances.append(InstanceReport(f"nranks={n}", n, setup=diags))

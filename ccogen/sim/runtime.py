@@ -1,0 +1,158 @@
+"""Simulating run-time values (language v2 §3): draw contents that satisfy `require`.
+
+A protocol whose kernels read run-time values is simulated once per *draw*: initial
+contents for every window and buffer of every rank, random like any other run's
+(`state.fill`), with every element that `require` bounds set to
+
+* `low`: its lower bound (0 for a count: every run-time length 0);
+* `high`: its upper bound (every count at `cap`; for a routing table, every token to
+  the highest rank and none to the others);
+* `mixed-N`: per element, its lower bound, its upper bound or a uniform value
+  between (a third each: skewed routings, some peers with nothing);
+* `interior-N`: a uniform value between the bounds for every element.
+
+Contents that violate another `require` statement (`sum(...) <= cap`) are drawn again
+(up to `RETRIES` times); a `low`/`high` draw that violates one is left out with a note
+in its label.  Each draw gives a concrete instance (`instantiate(..., contents=)`),
+simulated like any other with those contents; the caller passes the same inputs to
+every launch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ccogen.diag import Diagnostic
+from ccogen.instantiate import Contents, instantiate, preconditions
+from ccogen.instantiate.runtime import unsatisfied
+from ccogen.ir.dtype import DType
+from ccogen.ir.instance import Instance
+from ccogen.ir.nodes import Protocol
+from ccogen.limits import Limits
+from ccogen.sim.values import random_values
+
+RETRIES = 50
+DEFAULT_DRAWS = ("low", "high", "mixed-0", "mixed-1", "interior-0")
+
+
+def draw(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None, kind: str,
+         seed: int) -> tuple[Contents | None, str]:
+    """Contents of kind `kind` (see the module doc) and a label; None when no draw of
+    that kind satisfies `require` (the label says why)."""
+    bounds, memories = preconditions(protocol, nranks, params)
+    rng = np.random.default_rng([seed, nranks, _kind_number(kind)])
+    dtypes = {name: m.dtype for name, m in memories.items()}
+    tries = 1 if kind in ("low", "high") else RETRIES
+    broken: list[str] = []
+    for _ in range(tries):
+        arrays = {(rank, name): _fill(rng, m.count, m.dtype)
+                  for rank in range(nranks) for name, m in memories.items()}
+        contents = Contents(arrays, dtypes, kind)
+        for (window, rank, index), (lo, hi) in sorted(bounds.items()):
+            if (rank, window) not in arrays:
+                continue
+            contents.set(window, rank, index, _pick(rng, kind, lo, hi, dtypes[window]))
+        broken = unsatisfied(protocol, nranks, dict(params or {}), memories, contents)
+        if not broken:
+            return contents, kind
+    return None, f"{kind} (left out: no contents satisfy `require` {', '.join(broken[:2])})"
+
+
+def _kind_number(kind: str) -> int:
+    return sum(ord(c) * (i + 1) for i, c in enumerate(kind))
+
+
+def _fill(rng: np.random.Generator, count: int, dtype: DType) -> np.ndarray:
+    if not dtype.is_float:
+        return rng.integers(1, 256, size=count * dtype.size, dtype=np.uint8)
+    return random_values(rng, count, dtype)
+
+
+def _pick(rng: np.random.Generator, kind: str, lo: int | None, hi: int | None,
+          dtype: DType) -> int | float:
+    if lo is None and hi is None:
+        return 0
+    lo = hi if lo is None else lo
+    hi = lo if hi is None else hi
+    assert lo is not None and hi is not None
+    if kind == "low":
+        return lo
+    if kind == "high":
+        return hi
+    if kind.startswith("mixed"):
+        choice = int(rng.integers(0, 3))
+        if choice < 2:
+            return lo if choice == 0 else hi
+    return int(rng.integers(lo, hi + 1))
+
+
+def concrete_instances(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None,
+                       limits: Limits, data_seed: int = 0,
+                       kinds: tuple[str, ...] = DEFAULT_DRAWS
+                       ) -> list[tuple[str, Instance | None, list[Diagnostic], Contents | None]]:
+    """(label, instance, errors, contents) per draw."""
+    out: list[tuple[str, Instance | None, list[Diagnostic], Contents | None]] = []
+    for kind in kinds:
+        contents, label = draw(protocol, nranks, params, kind, data_seed)
+        if contents is None:
+            out.append((label, None, [], None))
+            continue
+        inst, diags = instantiate(protocol, nranks, dict(params or {}), limits,
+                                  contents=contents)
+        errors = [d for d in diags if d.is_error]
+        out.append((label, None if errors else inst, errors, contents))
+    return out
+
+
+def image_of(contents: Contents, windows: tuple[tuple[str, int], ...], nranks: int) -> Any:
+    """The simulator's initial image (dense) holding `contents`."""
+    from ccogen.sim.state import Image
+
+    image = Image()
+    image.sizes = {}
+    for rank in range(nranks):
+        for name, size in windows:
+            key = (rank, name)
+            image.sizes[key] = size
+            image[key] = contents.arrays[key].copy()
+    return image
+
+
+__all__ = ["DEFAULT_DRAWS", "concrete_instances", "draw", "image_of"]
+
+
+def run_drawn(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None,
+              limits: Limits, data_seed: int, epochs: int, pieces: int, digest: bool,
+              run: Any) -> tuple[list[Any], list[Any]]:
+    """Simulate every draw: (instance reports, setups).  `run(setup)` runs one setup
+    (`ccogen.sim._run_instance` with the caller's seeds and limits)."""
+    from ccogen.instantiate import instantiate as symbolic
+    from ccogen.sim.plan import build_plan
+    from ccogen.sim.report import InstanceReport
+    from ccogen.sim.schedule import Setup
+
+    inst, diags = symbolic(protocol, nranks, dict(params or {}), limits)
+    errors = [d for d in diags if d.is_error]
+    if inst is None or errors:
+        return [InstanceReport(f"nranks={nranks}", nranks, setup=errors)], []
+    reports, setups = [], []
+    for label, concrete, errs, contents in concrete_instances(protocol, nranks, params, limits,
+                                                              data_seed):
+        if concrete is None or contents is None:
+            if errs:
+                reports.append(InstanceReport(f"{inst.label()}, contents {label}", nranks,
+                                              setup=errs))
+            continue
+        plan = build_plan(concrete)
+        total = nranks * sum(size for _, size in plan.windows)
+        if total > limits.sim_bytes:
+            continue
+        setup = Setup(plan, image_of(contents, plan.windows, nranks), epochs, pieces, digest)
+        setups.append(setup)
+        report = run(setup)
+        report.label = f"{concrete.label()}, contents {label}"
+        reports.append(report)
+    return reports, setups
