@@ -114,6 +114,11 @@ _RULES: tuple[Rule, ...] = tuple(
         ("E032", "read-before-arrival", "bytes read before a wait orders their arrival"),
         ("E033", "postcondition-fails", "the result of the protocol differs from `ensure`"),
         (
+            "E034",
+            "runtime-total-mismatch",
+            "a run-time `expected=` of `wait_count` that may differ from the bytes counted",
+        ),
+        (
             "E040",
             "cft-misaligned",
             "CFT operand not 16-byte aligned, length not a multiple of 16,"

@@ -20,6 +20,7 @@ from ccogen.passes.check_postcondition import CheckPostcondition
 from ccogen.passes.check_queues import CheckQueues
 from ccogen.passes.check_races import CheckRaces
 from ccogen.passes.check_ranks import CheckRanks
+from ccogen.passes.check_runtime_totals import CheckRuntimeTotals
 from ccogen.passes.check_signals import CheckSignals
 from ccogen.passes.warn_aggregate_batch import WarnAggregateBatch
 from ccogen.passes.warn_independent_mode import WarnIndependentMode
@@ -41,6 +42,7 @@ PIPELINE: tuple[type[Pass], ...] = (
     # ccogen.analysis; the postcondition check last, it needs an instance free of the rest
     CheckCompletion,  # E020, E025
     CheckSignals,  # E021-E024, E026, E027
+    CheckRuntimeTotals,  # E034: run-time `expected=` of `wait_count`
     CheckDeadlock,  # E030
     CheckRaces,  # E031, E032
     CheckLaunches,  # E031, E032 across two launches: loads of a peer's window

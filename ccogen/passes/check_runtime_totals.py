@@ -1,0 +1,85 @@
+"""Run-time totals: a `wait_count` whose `expected=` is read on the device (E034).
+
+Requires a symbolic instance (`Instance.runtime == "symbolic"`): run-time values are
+linear forms over the initial contents (`ccogen.ir.runtime.Rt`).  Guarantees, when it
+reports nothing: every `wait_count(C, expected=E)` with a run-time `E` waits for
+exactly the bytes that the counted puts of the epoch (`put(..., count=C)` from any
+rank to this one) bring, for every initial contents that `require` allows — proved
+by the two linear forms being identical, element by element of the initial contents.
+
+Emits E034 when the forms differ.  Equal forms are a proof; different forms may
+still agree on every allowed contents when the equality rests on a `require` that
+is not an interval (then the message says that the debug build's device check is
+what will catch a violation: `OpInst.expected_rt` is the hook).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from ccogen.diag import error
+from ccogen.ir.instance import OpInst
+from ccogen.ir.opkind import OpKind
+from ccogen.ir.runtime import Rt, lift
+from ccogen.passes.base import Pass, PassContext
+
+MAX_LABELS = 4
+
+
+class CheckRuntimeTotals(Pass):
+    """Run-time `expected=` of `wait_count` equals the counted bytes (E034)."""
+
+    name: ClassVar[str] = "check-runtime-totals"
+    codes: ClassVar[tuple[str, ...]] = ("E034",)
+
+    def run(self, ctx: PassContext) -> None:
+        inst = ctx.instance
+        if inst.runtime != "symbolic":
+            return
+        seen: set[tuple[object, str]] = set()
+        for ops in inst.ranks:
+            for op in ops:
+                if op.kind is not OpKind.WAIT_COUNT or not isinstance(op.expected_rt, Rt):
+                    continue
+                counted = _counted_to(inst.ranks, op.rank, op.counter or "")
+                total = lift(0)
+                for put in counted:
+                    total = total + _length(put)
+                if op.expected_rt.same(total):
+                    continue
+                key = (op.span, op.expected_rt.text())
+                if key in seen:
+                    continue
+                seen.add(key)
+                secondary = [(p.span, f"counts `{_text(_length(p))}` bytes to rank {op.rank}")
+                             for p in counted[:MAX_LABELS]]
+                ctx.sink.emit(error(
+                    "E034", f"the run-time `expected=` of `wait_count({op.counter})` may differ "
+                    "from the bytes counted to this rank",
+                    op.span, f"expects `{op.expected_rt.text()}` bytes", secondary=secondary,
+                    notes=(f"the counted puts bring `{total.text()}` bytes to rank {op.rank}",
+                           f"in the instance {inst.label()}"),
+                    help="make `expected=` the same sum of the loaded counts that sizes the "
+                         "counted puts (in bytes); if it only holds by a `require` that is "
+                         "not a bound, the debug build checks it on the device"))
+
+
+def _counted_to(ranks: tuple[tuple[OpInst, ...], ...], rank: int, counter: str
+                ) -> list[OpInst]:
+    return [op for ops in ranks for op in ops
+            if op.kind is OpKind.PUT and op.counter == counter and op.peer == rank]
+
+
+def _length(op: OpInst) -> Rt | int:
+    assert op.dst is not None
+    if op.dst.runtime is None:
+        return op.dst.size
+    start, stop = op.dst.runtime
+    return stop - start  # type: ignore[operator, no-any-return]
+
+
+def _text(v: Rt | int) -> str:
+    return v.text() if isinstance(v, Rt) else str(v)
+
+
+__all__ = ["CheckRuntimeTotals"]
