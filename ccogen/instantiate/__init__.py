@@ -205,9 +205,11 @@ def _loader(protocol: ir.Protocol, nranks: int, params: dict[str, int], decl: An
 
 
 def preconditions(protocol: ir.Protocol, nranks: int, params: Mapping[str, Any] | None = None
-                  ) -> tuple[dict[Cell, tuple[int | None, int | None]], dict[str, Any]]:
+                  ) -> tuple[dict[Cell, tuple[int | None, int | None]], dict[str, Any],
+                             dict[str, int]]:
     """The bounds `require` gives every initial element it names (`(window, rank, index)`
-    -> (lo, hi)), and the memories (`declarations.Memory` by name), for drawing contents."""
+    -> (lo, hi)), the memories (`declarations.Memory` by name) and the bound integer
+    parameters (defaults included), for drawing contents."""
     given = dict(params or {})
     findings = Findings(nranks)
     compiler = Compiler()
@@ -216,7 +218,7 @@ def preconditions(protocol: ir.Protocol, nranks: int, params: Mapping[str, Any] 
     bound = bind_params(protocol, nranks, ints, compiler, findings) or {}
     decl = declare(protocol, nranks, bound, types, compiler, findings)
     bounds = precondition_bounds(protocol, nranks, bound, decl.memories, compiler, findings)
-    return bounds, {k: m for k, m in decl.memories.items() if m is not None}
+    return bounds, {k: m for k, m in decl.memories.items() if m is not None}, bound
 
 
 def _unroll(protocol: ir.Protocol, nranks: int, params: dict[str, int],

@@ -74,6 +74,10 @@ class Evaluating:
         except EvalError as exc:
             self._eval_failed(exc, expr.span or fallback)
             return None
+        if isinstance(value, float):
+            self._error("E004", f"{what} must be an integer, not a float", expr.span or fallback,
+                        f"`{expr_text(expr)}` is {value!r}")
+            return None
         if isinstance(value, Rt) and not runtime:
             self._error("E004", f"{what} must be known at instantiation, not a run-time value",
                         expr.span or fallback, f"`{expr_text(expr)}` is read on the device",
@@ -170,6 +174,10 @@ class Evaluating:
         except EvalError as exc:
             self._eval_failed(exc, region.span or fallback)
             return None
+        if isinstance(start, float) or isinstance(stop, float):
+            self._error("E004", "a region bound must be an integer, not a float",
+                        region.span or fallback, "a float element read here")
+            return None
         if isinstance(start, Rt) or isinstance(stop, Rt):
             return self._runtime_region(region, rank, start, stop, memory,
                                         region.span or fallback)
@@ -260,9 +268,19 @@ class Evaluating:
         return None if self.failed else out
 
     def _number(self, e: ir.Expr, what: str, fallback: Span | None) -> int | float | None:
-        """A weight: an integer expression or a float literal."""
+        """A weight: an integer expression, a float literal, or a run-time value (a
+        symbolic instance keeps 1.0 in its place: the simulator uses the real ones)."""
         if isinstance(e, ir.Const) and isinstance(e.value, float):
             return e.value
+        try:
+            value = self.compiler.value(e)(self.env)
+        except EvalError as exc:
+            self._eval_failed(exc, e.span or fallback)
+            return None
+        if isinstance(value, Rt):
+            return 1.0
+        if isinstance(value, float):
+            return value
         return self._int(e, what, fallback)
 
     def _weights_fit(self, weights: Sequence[int | float], dtype: DType,

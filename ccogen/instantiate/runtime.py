@@ -141,7 +141,6 @@ class SymbolicLoader:
     def __init__(self, bounds: Mapping[Cell, Interval], writes: Writes | None) -> None:
         self.bounds = bounds
         self.writes = writes
-        self._atoms: dict[Cell, Atom] = {}
 
     def __call__(self, load: ir.Load, rank: int, index: int) -> Rt:
         cell: Cell | None = (load.window, rank, index)
@@ -151,11 +150,8 @@ class SymbolicLoader:
             atom = Atom(("unknown", load.window, rank, index), None, None,
                         f"{load.window}@{rank}[{index}] (written by several ops)")
             return Rt({atom: 1}, 0)
-        atom = self._atoms.get(cell)
-        if atom is None:
-            lo, hi = self.bounds.get(cell, (None, None))
-            atom = self._atoms[cell] = cell_atom(*cell, lo, hi)
-        return Rt({atom: 1}, 0)
+        lo, hi = self.bounds.get(cell, (None, None))
+        return Rt({cell_atom(*cell, lo, hi): 1}, 0)
 
 
 class ConcreteLoader:
@@ -200,8 +196,10 @@ class Preconditions(Evaluating):
                  findings: Findings, loader: Callable[[ir.Load, int, int], Any]) -> None:
         super().__init__(nranks, params, memories, compiler, findings)
         self.loader = loader
-        self.bounds: dict[Cell, Interval] = {}
+        self.bounds: dict[Cell, Interval] = (loader.bounds if isinstance(loader, SymbolicLoader)
+                                             else {})
         self.conditions: list[Precondition] = []
+        self.derive = False  # concrete: `x[i] == EXPR` sets the element (drawing contents)
 
     def run(self, stmts: Sequence[ir.Stmt]) -> None:
         for rank in range(self.nranks):
@@ -238,6 +236,8 @@ class Preconditions(Evaluating):
                 for part in _conjuncts(s.cond):
                     self._bound(part)
                 return
+            if self.derive and _defines(s.cond):
+                self._define(s.cond)
             value = self.compiler.value(s.cond)(self.env)
         except EvalError as exc:
             if exc.span is None:
@@ -251,6 +251,16 @@ class Preconditions(Evaluating):
                         "false for every contents" if not self._concrete() else
                         "false for these contents",
                         help="correct the condition")
+
+    def _define(self, cond: ir.Compare) -> None:
+        """`x[i] == EXPR`: make the element hold EXPR's value (a derived input)."""
+        load = cond.operands[0]
+        assert isinstance(load, ir.Load) and isinstance(self.loader, ConcreteLoader)
+        index = self.compiler.integer(load.index, "an index")(self.env)
+        rank = self.rank if load.rank is None else \
+            self.compiler.integer(load.rank, "a rank")(self.env)
+        value = self.compiler.value(cond.operands[1])(self.env)
+        self.loader.contents.set(load.window, rank, index, value)  # type: ignore[arg-type]
 
     def _concrete(self) -> bool:
         return isinstance(self.loader, ConcreteLoader)
@@ -269,7 +279,15 @@ class Preconditions(Evaluating):
                 self._narrow(flipped, b, a)
 
     def _narrow(self, op: str, a: object, b: object) -> None:
-        """`a op b` with `a` one element and `b` a number: bound the element."""
+        """`a op b` with `a` one element and `b` a number or a bounded run-time value
+        (`slot[t + 1] == slot[t] + hit`): bound the element."""
+        if isinstance(b, Rt):
+            top, bottom = b.hi, b.lo
+            if op in ("<=", "<", "==") and top is not None:
+                self._narrow("<=" if op == "==" else op, a, top)
+            if op in (">=", ">", "==") and bottom is not None:
+                self._narrow(">=" if op == "==" else op, a, bottom)
+            return
         if not isinstance(a, Rt) or not isinstance(b, int) or isinstance(b, bool):
             return
         if a.const != 0 or len(a.terms) != 1:
@@ -288,6 +306,11 @@ class Preconditions(Evaluating):
         self.bounds[cell] = (lo, hi)
 
 
+def _defines(cond: ir.Expr) -> bool:
+    return (isinstance(cond, ir.Compare) and cond.ops == ("==",)
+            and isinstance(cond.operands[0], ir.Load))
+
+
 def _conjuncts(cond: ir.Expr) -> list[ir.Expr]:
     if isinstance(cond, ir.BoolOp) and cond.op == "and":
         return [c for v in cond.values for c in _conjuncts(v)]
@@ -299,10 +322,9 @@ def precondition_bounds(protocol: ir.Protocol, nranks: int, params: Mapping[str,
                         findings: Findings) -> dict[Cell, Interval]:
     """Evaluate `require` symbolically: the interval of every element it bounds."""
     bounds: dict[Cell, Interval] = {}
-    loader = SymbolicLoader(bounds, None)  # unbounded atoms while `require` is read
+    loader = SymbolicLoader(bounds, None)  # bounds grow as `require` is read, in order
     pre = Preconditions(nranks, params, memories, compiler, findings, loader)
     pre.run(protocol.require)
-    bounds.update(pre.bounds)
     for cell, (lo, hi) in pre.bounds.items():
         if lo is not None and hi is not None and lo > hi:
             findings.add(error("E004", f"`require` leaves no value for "
@@ -311,9 +333,19 @@ def precondition_bounds(protocol: ir.Protocol, nranks: int, params: Mapping[str,
     return bounds
 
 
+def derive(protocol: ir.Protocol, nranks: int, params: Mapping[str, int],
+           memories: Mapping[str, Memory | None], contents: Contents) -> None:
+    """Set every element that a `require` of the form `x[i] == EXPR` defines, in order
+    (`slot[t + 1] == slot[t] + hit`: inputs that follow from others)."""
+    loader = ConcreteLoader(contents, None)
+    pre = Preconditions(nranks, params, memories, Compiler(), Findings(nranks), loader)
+    pre.derive = True
+    pre.run(protocol.require)
+
+
 def unsatisfied(protocol: ir.Protocol, nranks: int, params: Mapping[str, int],
                 memories: Mapping[str, Memory | None], contents: Contents) -> list[str]:
-    """The `require` statements `contents` violate, as `file:line (rank r)` strings."""
+    """The `require` statements `contents` violate, as `line L on rank r` strings."""
     findings = Findings(nranks)
     loader = ConcreteLoader(contents, None)
     pre = Preconditions(nranks, params, memories, Compiler(), findings, loader)
@@ -327,4 +359,5 @@ def unsatisfied(protocol: ir.Protocol, nranks: int, params: Mapping[str, int],
 
 
 __all__ = ["Cell", "ConcreteLoader", "Contents", "Precondition", "Preconditions",
-           "SymbolicLoader", "Writes", "precondition_bounds", "unsatisfied", "uses_runtime"]
+           "SymbolicLoader", "Writes", "derive", "precondition_bounds", "unsatisfied",
+           "uses_runtime"]

@@ -109,12 +109,12 @@ def _kind(v: Value) -> str:
 def as_int(v: Value, node: ir.Expr, what: str) -> int:
     """`v` as an int (bools are ints, as in Python), else E004 at `node`.
 
-    A run-time value (`ccogen.ir.runtime.Rt`) passes through: it stands for an int
-    that is only known on the device; where a static int is needed, the caller
-    says so (`Evaluating._int`)."""
+    A run-time value (`ccogen.ir.runtime.Rt`, or a float read from a float element)
+    passes through: it stands for a number that is only known on the device; where
+    a static int is needed, the caller says so (`Evaluating._int`)."""
     if isinstance(v, int):
         return int(v) if isinstance(v, bool) else v
-    if isinstance(v, _rt.Rt):
+    if isinstance(v, _rt.Rt | float):
         return v  # type: ignore[return-value]
     raise EvalError(f"{what} must be an integer, not {_kind(v)}", node.span,
                     f"this is {describe(v)}")
@@ -400,6 +400,9 @@ def _compare(c: Compiler, e: ir.Compare) -> Fn:
 
     def run(env: Env) -> Value:
         a = first(env)
+        if len(steps) == 1:  # one comparison: a run-time operand gives a run-time truth
+            op, cmp, fn = steps[0]
+            return _compare_one(op, cmp, a, fn(env), e)
         for op, cmp, fn in steps:
             b = fn(env)
             if not _compare_one(op, cmp, a, b, e):
@@ -415,7 +418,7 @@ def _compare_one(op: str, cmp: Callable[[Value, Value], bool], a: Value, b: Valu
         raise EvalError(f"`{op}` needs a sequence on its right, not {_kind(b)}", e.span,
                         f"the right side is {describe(b)}")
     try:
-        return cmp(a, b)
+        return cmp(a, b)  # an `Rt` (a run-time 0/1) when the operands are run-time values
     except TypeError:
         raise EvalError(f"cannot compare {_kind(a)} with {_kind(b)} using `{op}`", e.span,
                         f"{describe(a)} {op} {describe(b)}") from None
@@ -487,6 +490,13 @@ def _range(c: Compiler, e: ir.Call) -> Fn:
 
     def run(env: Env) -> Value:
         values = [a(env) for a in args]
+        for v, a in zip(values, e.args, strict=True):
+            if v.__class__ is not int:
+                raise EvalError("a `range` bound must be a static integer", a.span,
+                                "a run-time value" if isinstance(v, _rt.Rt) else "not an integer",
+                                help="run-time loop bounds are not supported yet: loop to the "
+                                     "`require` bound and size the regions by the run-time "
+                                     "value (a length of 0 is allowed)")
         if len(values) == 3 and values[2] == 0:
             raise EvalError("`range` step must not be zero", e.args[2].span, "this is 0")
         r = range(*values)

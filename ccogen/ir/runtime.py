@@ -48,12 +48,10 @@ def cell_atom(window: str, rank: int, index: int, lo: Bound, hi: Bound) -> Atom:
     return Atom(("cell", window, rank, index), lo, hi, f"{window}@{rank}[{index}]")
 
 
-_opaque_ids = [0]
-
-
 def _opaque(lo: Bound, hi: Bound, text: str, deps: Iterable[Atom]) -> Rt:
-    _opaque_ids[0] += 1
-    atom = Atom(("op", _opaque_ids[0], tuple(sorted(a.text for a in deps))), lo, hi, text)
+    """An unknown made of others (a product, a comparison, `min`...): named by its text,
+    so that the same expression of the same elements is the same unknown."""
+    atom = Atom(("op", text), lo, hi, text)
     return Rt({atom: 1}, 0)
 
 
@@ -106,6 +104,8 @@ class Rt:
 
     # ------------------------------------------------------------------ arithmetic
     def __add__(self, other: object) -> Rt:
+        if isinstance(other, float):
+            return _opaque(None, None, f"{self.text()} + {other!r}", self.terms)
         if not isinstance(other, int | Rt):
             return NotImplemented
         o = lift(other)
@@ -133,6 +133,8 @@ class Rt:
         return lift(other) + (-self)
 
     def __mul__(self, other: object) -> Rt:
+        if isinstance(other, float):
+            return _opaque(None, None, f"({self.text()}) * {other!r}", self.terms)
         if isinstance(other, bool | int):
             k = int(other)
             return Rt({a: c * k for a, c in self.terms.items()}, self.const * k)

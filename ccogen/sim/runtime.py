@@ -27,7 +27,7 @@ import numpy as np
 
 from ccogen.diag import Diagnostic
 from ccogen.instantiate import Contents, instantiate, preconditions
-from ccogen.instantiate.runtime import unsatisfied
+from ccogen.instantiate.runtime import derive, unsatisfied
 from ccogen.ir.dtype import DType
 from ccogen.ir.instance import Instance
 from ccogen.ir.nodes import Protocol
@@ -42,7 +42,7 @@ def draw(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None, kind
          seed: int) -> tuple[Contents | None, str]:
     """Contents of kind `kind` (see the module doc) and a label; None when no draw of
     that kind satisfies `require` (the label says why)."""
-    bounds, memories = preconditions(protocol, nranks, params)
+    bounds, memories, bound = preconditions(protocol, nranks, params)
     rng = np.random.default_rng([seed, nranks, _kind_number(kind)])
     dtypes = {name: m.dtype for name, m in memories.items()}
     tries = 1 if kind in ("low", "high") else RETRIES
@@ -55,7 +55,8 @@ def draw(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None, kind
             if (rank, window) not in arrays:
                 continue
             contents.set(window, rank, index, _pick(rng, kind, lo, hi, dtypes[window]))
-        broken = unsatisfied(protocol, nranks, dict(params or {}), memories, contents)
+        derive(protocol, nranks, bound, memories, contents)
+        broken = unsatisfied(protocol, nranks, bound, memories, contents)
         if not broken:
             return contents, kind
     return None, f"{kind} (left out: no contents satisfy `require` {', '.join(broken[:2])})"
