@@ -116,6 +116,7 @@ from ccogen.instantiate.runtime import (
     SymbolicLoader,
     Writes,
     precondition_bounds,
+    read_after_write,
     uses_runtime,
 )
 from ccogen.instantiate.unroll import Unroller
@@ -188,9 +189,12 @@ def _loader(protocol: ir.Protocol, nranks: int, params: dict[str, int], decl: An
     if not uses_runtime(protocol):
         return None
     bounds = precondition_bounds(protocol, nranks, params, decl.memories, compiler, findings)
+    writes = Writes(widths={n: m.dtype.size for n, m in decl.memories.items() if m is not None})
+    if not read_after_write(protocol):  # no load reads what an op writes: nothing to follow
+        return ConcreteLoader(contents, writes) if contents is not None else \
+            SymbolicLoader(bounds, writes)
     first = Unroller(protocol, nranks, params, decl, compiler, Findings(nranks))
     first.loader = SymbolicLoader(bounds, None)
-    writes = Writes(widths={n: m.dtype.size for n, m in decl.memories.items() if m is not None})
     for ops in first.run():
         for p in ops:
             if p.kind in (OpKind.PUT, OpKind.GET, OpKind.COPY):

@@ -51,6 +51,7 @@ class Evaluating:
         self.loader: Callable[[ir.Load, int, int], Any] | None = None
         self.unchecked = 0  # `ensure` lines with run-time bounds (symbolic instances)
         self.empty_ok = False  # concrete run-time instances: a run-time length may be 0
+        self.runtime_weights = False  # a weight was a run-time value (symbolic: 1.0 kept)
 
     def _bind_rank(self, rank: int) -> None:
         self.rank = rank
@@ -278,6 +279,7 @@ class Evaluating:
             self._eval_failed(exc, e.span or fallback)
             return None
         if isinstance(value, Rt):
+            self.runtime_weights = True
             return 1.0
         if isinstance(value, float):
             return value

@@ -62,6 +62,25 @@ def uses_runtime(protocol: ir.Protocol) -> bool:
     return False
 
 
+def read_after_write(protocol: ir.Protocol) -> bool:
+    """Whether a kernel `load` or an `ensure` element reads a window or buffer that an op
+    writes (then instantiation follows the writes, `Writes`)."""
+    loaded: set[str] = set()
+    written: set[str] = set()
+    stack: list[object] = [protocol.kernels, protocol.ensure]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ir.Load) and not node.init:
+            loaded.add(node.window)
+        if isinstance(node, ir.Put | ir.Get | ir.Copy | ir.Reduce):
+            written.add(node.dst.window)
+        if isinstance(node, tuple | list):
+            stack.extend(node)
+        elif hasattr(node, "__dataclass_fields__") and not isinstance(node, type):
+            stack.extend(getattr(node, f) for f in node.__dataclass_fields__ if f != "span")
+    return bool(loaded & written)
+
+
 # ----------------------------------------------------------------------------- contents
 
 

@@ -65,7 +65,7 @@ class Rt:
     __slots__ = ("const", "hi", "lo", "terms")
 
     def __init__(self, terms: dict[Atom, int], const: int) -> None:
-        self.terms = {a: k for a, k in terms.items() if k != 0}
+        self.terms = terms if all(terms.values()) else {a: k for a, k in terms.items() if k}
         self.const = const
         lo: Bound = const
         hi: Bound = const
@@ -185,6 +185,10 @@ class Rt:
     def _cmp(self, other: object, op: str) -> bool | Rt:
         if not isinstance(other, int | Rt):
             return NotImplemented
+        if other.__class__ is int and self.const == 0 and len(self.terms) == 1:
+            (atom, k), = self.terms.items()  # the common case: one element against a number
+            if k == 1:
+                return _decide(op, atom.lo, atom.hi, other, atom, f"{atom.text} {op} {other}")
         d = self - lift(other)  # decide `d op 0`
         lo, hi = d.lo, d.hi
         decided: bool | None = None
@@ -243,6 +247,28 @@ class Rt:
     def __index__(self) -> int:
         raise _ev.EvalError(f"a run-time value (`{self.text()}`) where a static integer is needed",
                         None, code="E004")
+
+
+def _decide(op: str, lo: Bound, hi: Bound, value: int, atom: Atom, text: str) -> bool | Rt:
+    """`atom op value` for an atom in [lo, hi]: decided, or a run-time truth."""
+    a = None if lo is None else lo - value
+    b = None if hi is None else hi - value
+    decided: bool | None = None
+    if op == "<":
+        decided = True if b is not None and b < 0 else False if a is not None and a >= 0 else None
+    elif op == "<=":
+        decided = True if b is not None and b <= 0 else False if a is not None and a > 0 else None
+    elif op == ">":
+        decided = True if a is not None and a > 0 else False if b is not None and b <= 0 else None
+    elif op == ">=":
+        decided = True if a is not None and a >= 0 else False if b is not None and b < 0 else None
+    elif (a is not None and a > 0) or (b is not None and b < 0):
+        decided = op == "!="
+    elif a == 0 and b == 0:
+        decided = op == "=="
+    if decided is not None:
+        return decided
+    return _opaque(0, 1, text, (atom,))
 
 
 def lift(v: int | Rt) -> Rt:

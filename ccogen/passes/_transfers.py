@@ -46,7 +46,8 @@ def batches(ops: Sequence[OpInst], kinds: Collection[OpKind]) -> dict[BatchKey, 
         key = (op.kernel, op.issuer)
         if op.kind.traits.synchronises:
             rounds[key] += 1
-        elif op.kind in kinds and op.dst is not None and op.src is not None:
+        elif op.kind in kinds and op.dst is not None and op.src is not None \
+                and op.dst.runtime is None and op.src.runtime is None:  # run-time: no sizes
             out[(op.rank, op.kernel, perf_issuer(op.issuer), op.peer, op.kind,
                  rounds[key])].append(op)
     return out

@@ -705,6 +705,12 @@ class Lowerer:
         base = self._region_base(n.value, allow_ensure=self.in_ensure or self.in_require,
                                  allow_peer=True)
         index = self.expr(n.start)
+        if base.rank is not None and base.window in self.scope.buffers and not (
+                self.in_ensure or self.in_require):
+            raise self.fail(error("E010", f"buffer `{base.window}` is local: a peer's cannot be "
+                                  "loaded", n.span, "a buffer exists only on its own rank",
+                                  help=f"declare `{base.window}` as a `window` (symmetric: "
+                                       "every rank has one the peers can reach)"))
         return ir.Load(window=base.window, index=index, rank=base.rank,
                        init=init or base.init, span=span or n.span)
 
