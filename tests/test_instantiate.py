@@ -12,6 +12,7 @@ from ccogen.diag import Diagnostic
 from ccogen.instantiate import MAX_OP_INSTANCES, instantiate, parse_param_value, team_sizes
 from ccogen.ir import nodes as ir
 from ccogen.ir.instance import Instance, Issuer, OpInst, RegionInst
+from tests.helpers import library_params
 from tests.pyir import protocol
 
 REPO = Path(__file__).resolve().parent.parent
@@ -674,5 +675,5 @@ def test_example_protocols_instantiate_cleanly() -> None:
         except Exception as exc:  # the parser is developed separately
             pytest.skip(f"{path.name} does not parse: {exc}")
         for n in team_sizes(p):
-            inst = ok(p, n)
+            inst = ok(p, n, library_params(path))
             assert inst.op_count > 0, path.name

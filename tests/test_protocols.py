@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from ccogen.diag.render import render
-from ccogen.driver import check_text
+from ccogen.driver import CheckOptions, check_text
 from ccogen.passes import PIPELINE, PassContext
+from tests.helpers import library_params
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTOCOLS = sorted((ROOT / "protocols").glob("*.cco"))
@@ -21,7 +22,8 @@ PROTOCOLS = sorted((ROOT / "protocols").glob("*.cco"))
 
 @pytest.mark.parametrize("path", PROTOCOLS, ids=lambda p: p.stem)
 def test_library_protocol_has_no_errors(path: Path) -> None:
-    result = check_text(path.read_text(encoding="utf-8"), path.relative_to(ROOT).as_posix())
+    result = check_text(path.read_text(encoding="utf-8"), path.relative_to(ROOT).as_posix(),
+                        CheckOptions(params=library_params(path)))
     errors = [d for d in result.diagnostics if d.is_error]
     assert not errors, render(errors, "full")
     assert result.instances, "no instance was checked"
@@ -29,13 +31,15 @@ def test_library_protocol_has_no_errors(path: Path) -> None:
 
 @pytest.mark.parametrize("path", PROTOCOLS, ids=lambda p: p.stem)
 def test_library_postconditions_are_proved(path: Path) -> None:
-    result = check_text(path.read_text(encoding="utf-8"), str(path))
+    result = check_text(path.read_text(encoding="utf-8"), str(path),
+                        CheckOptions(params=library_params(path)))
     for instance in result.instances:
         ctx = PassContext(instance=instance)
         for check in PIPELINE:
             check().run(ctx)
-        assert instance.checks, f"{path.name} states no postcondition"
-        assert ctx.cache.get("postconditions-checked") == len(instance.checks), instance.label()
+        # lines with run-time bounds or weights are the simulator's (tests/sim/test_runtime.py)
+        assert instance.checks or instance.unchecked, f"{path.name} states no postcondition"
+        assert ctx.cache.get("postconditions-checked", 0) == len(instance.checks), instance.label()
 
 
 def test_the_library_is_not_empty() -> None:

@@ -370,7 +370,7 @@ class Evaluating:
                              spans: tuple[Span | None, Span | None],
                              names: tuple[str, str]) -> None:
         la, lb = _length(a), _length(b)
-        if isinstance(la, Rt) and la.same(lb) or isinstance(lb, Rt) and lb.same(la):
+        if (isinstance(la, Rt) and la.same(lb)) or (isinstance(lb, Rt) and lb.same(la)):
             return
         self._error("E003", f"{what} may differ in length: `{_show(la)}` and `{_show(lb)}` "
                     "bytes", spans[0], f"{names[0]} is `{_show(la)}` bytes",

@@ -157,7 +157,7 @@ class Writes:
 class SymbolicLoader:
     """`load(...)` as an `Rt` atom of the initial element it reads, with its bounds."""
 
-    def __init__(self, bounds: Mapping[Cell, Interval], writes: Writes | None) -> None:
+    def __init__(self, bounds: dict[Cell, Interval], writes: Writes | None) -> None:
         self.bounds = bounds
         self.writes = writes
 
@@ -255,7 +255,7 @@ class Preconditions(Evaluating):
                 for part in _conjuncts(s.cond):
                     self._bound(part)
                 return
-            if self.derive and _defines(s.cond):
+            if self.derive and isinstance(s.cond, ir.Compare) and _defines(s.cond):
                 self._define(s.cond)
             value = self.compiler.value(s.cond)(self.env)
         except EvalError as exc:

@@ -26,8 +26,9 @@ from ccogen.ir.runtime import Rt
 class Pending:
     """An op instance before queues `auto` and groups are resolved."""
 
-    __slots__ = ("dst", "dtype", "expected", "expected_rt", "group", "issuer", "kernel", "kind", "op", "peer",
-                 "preds", "queue", "reduce_op", "slot", "src", "srcs", "wait_default", "weights")
+    __slots__ = ("dst", "dtype", "expected", "expected_rt", "group", "issuer", "kernel", "kind",
+                 "op", "peer", "preds", "queue", "reduce_op", "slot", "src", "srcs", "wait_default",
+                 "weights")
 
     def __init__(self, kind: OpKind, op: ir.Op, kernel: int, issuer: Issuer) -> None:
         self.kind = kind

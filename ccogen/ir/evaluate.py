@@ -591,6 +591,9 @@ def _genexpr(c: Compiler, e: ir.GenExpr) -> Fn:
             else:
                 env.vars[name] = saved  # type: ignore[assignment]
         if e.func == "sum":
+            if any(isinstance(v, _rt.Rt) for v in values) and \
+                    not any(isinstance(v, float) for v in values):
+                return _rt.rt_sum(values)  # type: ignore[return-value]
             total: Any = 0
             for v in values:
                 total = total + v

@@ -17,7 +17,7 @@ unless the interval decides it (`0 <= n` when `n >= 0` is known).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import ccogen.ir.evaluate as _ev
@@ -52,7 +52,9 @@ def _opaque(lo: Bound, hi: Bound, text: str, deps: Iterable[Atom]) -> Rt:
     """An unknown made of others (a product, a comparison, `min`...): named by its text,
     so that the same expression of the same elements is the same unknown."""
     atom = Atom(("op", text), lo, hi, text)
-    return Rt({atom: 1}, 0)
+    out = Rt.__new__(Rt)
+    out.terms, out.const, out.lo, out.hi = {atom: 1}, 0, lo, hi
+    return out
 
 
 def _mul_bound(a: Bound, b: Bound) -> Bound:
@@ -163,7 +165,7 @@ class Rt:
 
     def __mod__(self, other: object) -> Rt | int:
         if isinstance(other, int) and other > 0:
-            if self.lo is not None and self.hi is not None and 0 <= self.lo and self.hi < other:
+            if self.lo is not None and self.hi is not None and self.lo >= 0 and self.hi < other:
                 return self
             return _opaque(0, other - 1, f"({self.text()}) % {other}", self.terms)
         raise _ev.EvalError("a run-time value modulo a run-time or non-positive number",
@@ -279,7 +281,21 @@ def is_rt(v: object) -> bool:
     return isinstance(v, Rt)
 
 
-def rt_min_max(func: str, values: list[int | Rt]) -> int | Rt:
+def rt_sum(values: Sequence[int | Rt]) -> int | Rt:
+    """`sum(values)` in one step (a long sum of run-time values stays linear in time)."""
+    terms: dict[Atom, int] = {}
+    const = 0
+    for v in values:
+        if isinstance(v, Rt):
+            const += v.const
+            for a, k in v.terms.items():
+                terms[a] = terms.get(a, 0) + k
+        else:
+            const += v
+    return Rt(terms, const)
+
+
+def rt_min_max(func: str, values: Sequence[int | Rt]) -> int | Rt:
     """`min`/`max` of several values, some run-time: an opaque value bounded by both."""
     forms = [lift(v) for v in values]
     if all(not f.terms for f in forms):
@@ -303,4 +319,4 @@ def span_of(exc: _ev.EvalError, span: Span | None) -> _ev.EvalError:
     return exc
 
 
-__all__ = ["Atom", "Rt", "cell_atom", "is_rt", "lift", "rt_min_max", "span_of"]
+__all__ = ["Atom", "Rt", "cell_atom", "is_rt", "lift", "rt_min_max", "rt_sum", "span_of"]

@@ -76,10 +76,10 @@ def _refill_buffers(m: Machine) -> None:
                 key = (rank, name)
                 array = m.memory.arrays[key]
                 # run-time values: the instance was built for these inputs; they come again
-                same = plan.instance.runtime == "concrete" and m.image is not None
+                image = m.image if plan.instance.runtime == "concrete" else None
                 for _, where in m.memory.layout.chunks(key, sizes[name]):
-                    array[where] = m.image[key][where] if same else \
-                        fill(rng, plan, name, where.stop - where.start)  # type: ignore[index]
+                    array[where] = image[key][where] if image is not None else \
+                        fill(rng, plan, name, where.stop - where.start)
 
 
 def _seed_of(m: Machine, rank: int, name: str) -> int:

@@ -14,6 +14,7 @@ from ccogen.analysis.hb_graph import HBGraph
 from ccogen.instantiate import instantiate, team_sizes
 from ccogen.ir.instance import Instance
 from ccogen.syntax import parse_ir
+from tests.helpers import library_params
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -280,7 +281,7 @@ def _reference(g: HBGraph) -> dict[int, set[int]]:
 def test_vector_clocks_agree_with_graph_reachability(path: Path) -> None:
     protocol = parse_ir(path.read_text(encoding="utf-8"), str(path))
     for n in team_sizes(protocol)[:2]:
-        inst, _ = instantiate(protocol, n)
+        inst, _ = instantiate(protocol, n, library_params(path))
         assert inst is not None
         g = analyse(inst).graph
         anc = _reference(g)
