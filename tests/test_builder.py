@@ -731,10 +731,11 @@ def test_error_step_slice_and_index() -> None:
     with pytest.raises(DiagnosticError) as info:
         w[0:8:2]  # step-slice
     assert_diag(info, "E003", "a region has no step", "step-slice", "w[0:8:2]")
-    with pytest.raises(DiagnosticError) as info:
-        w[3]  # int-index
-    assert_diag(info, "E002", "a window is sliced by a byte range `w[a:b]`, not indexed",
-                "int-index", "w[3]")
+    # one element is a region of `ensure` (language v2), never of an op
+    element = w[3]  # int-index
+    with p.kernel("k", threads=32) as k, pytest.raises(DiagnosticError) as info:
+        k.copy(dst=element, src=w[0:1])
+    assert_diag(info, "E002", "a region is a slice of a window", "int-index", "w[3]")
 
 
 def test_error_issuer_nesting() -> None:

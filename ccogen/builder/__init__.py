@@ -116,6 +116,18 @@ Language v2 (typed data, reductions, credits)
 - In `ensure`: `e.check(out == cg.sum(e.each(e.ranks(), lambda p: cg.init(x @ p))))`,
   `cg.sum([a, b], weights=[1, 2])`, `cg.max(...)`/`cg.min(...)` of regions.
 
+Run-time values (language v2 §3, §4)
+-----------------------------------
+- `cg.load(x, i)` is `load(x[i])`, `cg.load(x @ p, i)` is `load(x@p[i])`: a run-time
+  value.  In `require` it reads the initial contents (the text writes `x[i]`); in
+  `ensure` the final ones (`x[i]`), or `cg.load(cg.init(x @ p), i)` the initial ones
+  (`init(x@p)[i]`).
+- `with p.require() as r:` is `require:`; `r.check(cond)` adds a precondition, e.g.
+  `r.check(cg.chain(0, "<=", cg.load(counts, q), "<=", cap))` (`0 <= counts[q] <= cap`).
+- `cg.sum(k.each(k.peers(), lambda p: cg.load(got, p)))` is `sum(load(got[p]) for p in
+  peers())`; `cg.max`/`cg.min` of an `each` of numbers likewise.
+- In `ensure`, `got[p]` (an index, not a slice) is the one-element region `got[p]`.
+
 Errors and spans
 ----------------
 Every node records the span of the user's call (Python >= 3.11 instruction positions:
@@ -133,7 +145,7 @@ from __future__ import annotations
 from typing import Final
 
 from ccogen.builder.protocol import Protocol
-from ccogen.builder.scopes import Ensure, Kernel
+from ccogen.builder.scopes import Ensure, Kernel, Require
 from ccogen.builder.values import (
     Condition,
     Counter,
@@ -147,11 +159,13 @@ from ccogen.builder.values import (
     abs,
     and_,
     bf16,
+    chain,
     f16,
     f32,
     i32,
     i64,
     init,
+    load,
     lsa,
     max,
     min,
@@ -195,6 +209,7 @@ __all__ = [
     "Protocol",
     "Reduction",
     "Region",
+    "Require",
     "Shape",
     "Value",
     "Window",
@@ -202,6 +217,7 @@ __all__ = [
     "and_",
     "bf16",
     "bytes",
+    "chain",
     "dtype",
     "f16",
     "f32",
@@ -209,6 +225,7 @@ __all__ = [
     "i64",
     "init",
     "int_",
+    "load",
     "lsa",
     "max",
     "min",

@@ -9,7 +9,7 @@ from types import MappingProxyType
 from typing import ClassVar, Final
 
 from ccogen.builder.names import check_name, name_ok
-from ccogen.builder.scopes import Ensure, Kernel, Scope
+from ccogen.builder.scopes import Ensure, Kernel, Require, Scope
 from ccogen.builder.spans import span_at
 from ccogen.builder.values import (
     Counter,
@@ -87,6 +87,7 @@ class Protocol:
         self._kernels: list[nodes.Kernel] = []
         self._ensure: tuple[nodes.Stmt, ...] | None = None
         self._ensure_span: Span | None = None
+        self._require: tuple[nodes.Stmt, ...] | None = None
         self._declared: dict[str, tuple[str, Span | None]] = {}  # params, windows, counters
         self._kernel_names: dict[str, Span | None] = {}
         self._loop_names: set[str] = set()
@@ -120,6 +121,7 @@ class Protocol:
             self._kernel_names[k.name] = k.span
             self._kernels.append(k)
         self._ensure = protocol.ensure or None
+        self._require = protocol.require or None
         self._loop_names = set(_loop_vars(protocol))
         return self
 
@@ -201,7 +203,7 @@ class Protocol:
             name=self._name, params=tuple(self._params), doc=self._doc, team=self._team,
             queues=self._queues, windows=tuple(self._windows), counters=tuple(self._counters),
             buffers=tuple(self._buffers), kernels=tuple(self._kernels),
-            ensure=self._ensure or (), span=self._span,
+            ensure=self._ensure or (), require=self._require or (), span=self._span,
             queues_span=self._queues_span)
 
     # -- declarations
@@ -304,6 +306,10 @@ class Protocol:
         """`with p.ensure() as e:` is `ensure:`."""
         return Ensure(self, span_at(src_loc_at))
 
+    def require(self, *, src_loc_at: int = 0) -> Require:
+        """`with p.require() as r:` is `require:` (run-time values' bounds)."""
+        return Require(self, span_at(src_loc_at))
+
     # -- checks shared with the scopes
     def _set_team(self, team: object, span: Span) -> None:
         if not isinstance(team, nodes.Team):
@@ -388,6 +394,8 @@ class Protocol:
             fail("E002", f"`{scope.name}` is declared twice", scope._span,
                   "kernel declared again",
                   secondary=[(self._kernel_names[scope.name], "first declared here")])
+        if isinstance(scope, Require) and self._require is not None:
+            fail("E002", "`require` declared twice", scope._span, "declared again")
         if isinstance(scope, Ensure) and self._ensure is not None:
             fail("E002", "`ensure` declared twice", scope._span, "declared again",
                   secondary=[(self._ensure_span, "first declared here")])

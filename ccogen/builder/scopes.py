@@ -11,7 +11,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import CodeType, FrameType, TracebackType
-from typing import TYPE_CHECKING, ClassVar, Final, Self
+from typing import Any, TYPE_CHECKING, ClassVar, Final, Self
 
 from ccogen.builder.names import check_name
 from ccogen.builder.spans import span_at
@@ -547,6 +547,10 @@ class Kernel(Scope):
     def _region(self, key: str, value: object, span: Span, *,
                 allow_peer: builtins.bool = False) -> nodes.Region:
         region = self._protocol._own_region(key, value, span)
+        if region.single:
+            fail("E002", "a region is a slice of a window", region.span or span,
+                 "an index, not a slice", help="write `w[a:b]`; read one element with "
+                 "`cg.load(w, i)`")
         if region.init:
             fail("E002", "`init(...)` is only allowed in `ensure`", region.span or span,
                   "not in a kernel")
@@ -592,6 +596,47 @@ def _suggest(value: object, choices: Sequence[str]) -> str | None:
         return None
     close = difflib.get_close_matches(value, list(choices), n=1)
     return f'did you mean `"{close[0]}"`?' if close else None
+
+
+class Require(Scope):
+    """`with p.require() as r:` — preconditions over the initial contents (`require:`);
+    `r.check(cg.chain(0, "<=", cg.load(counts, q), "<=", cap))`."""
+
+    _KIND: ClassVar[str] = "require"
+
+    def __init__(self, protocol: Protocol, span: Span) -> None:
+        super().__init__(protocol, "`require`", span)
+
+    def _finish(self, body: tuple[nodes.Stmt, ...]) -> None:
+        self._protocol._require = tuple(_initial(s) for s in body)
+
+    def check(self, condition: ExprLike, *, src_loc_at: int = 0) -> None:
+        """A precondition: a comparison (or `cg.and_`/`cg.or_`/`cg.not_` of some)."""
+        span = span_at(src_loc_at)
+        self._top("`check`", span)
+        cond = self._expr(condition, "a precondition", span)
+        if not isinstance(cond, nodes.Compare | nodes.BoolOp) and not (
+                isinstance(cond, nodes.UnaryOp) and cond.op == "not"):
+            fail("E002", "expected a condition", span, "not a precondition",
+                 help='write a comparison such as `cg.chain(0, "<=", cg.load(counts, q), '
+                      '"<=", cap)`')
+        self._add(nodes.Require(cond=cond, span=span))
+
+
+def _initial(node: Any) -> Any:
+    """Every `Load` under `node` reads the initial contents (`require` is about them)."""
+    import dataclasses
+
+    if isinstance(node, nodes.Load):
+        return dataclasses.replace(node, init=True, index=_initial(node.index),
+                                   rank=_initial(node.rank))
+    if isinstance(node, tuple):
+        return tuple(_initial(n) for n in node)
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        changes = {f.name: _initial(getattr(node, f.name)) for f in dataclasses.fields(node)
+                   if f.name != "span"}
+        return dataclasses.replace(node, **changes)  # type: ignore[type-var]
+    return node
 
 
 class Ensure(Scope):

@@ -255,6 +255,45 @@ def builtin_call(func: str, args: Sequence[object], span: Span, lo: int, hi: int
     return Value(nodes.Call(func=func, args=exprs, span=span))
 
 
+def load(region: Window | Region, index: ExprLike, *, src_loc_at: int = 0) -> Value:
+    """`load(x[i])` (`cg.load(x, i)`), `load(x@p[i])` (`cg.load(x @ p, i)`): element `i`,
+    a run-time value.  In `require` it is the initial contents; in `ensure` the final
+    ones, or the initial ones of `cg.load(cg.init(x @ p), i)` (the text writes
+    `x[i]` and `init(x@p)[i]` there)."""
+    span = span_at(src_loc_at)
+    found = as_region(region)
+    if found is None or found.sliced:
+        fail("E002", "`load` reads one element of a window or buffer", span,
+              f"{describe(region)} given", help="write `cg.load(x, i)` or `cg.load(x @ p, i)`")
+    return Value(nodes.Load(window=found.window.name, index=expr_of(index, "the index", span),
+                            rank=found.rank, init=found.init, span=span))
+
+
+def chain(*parts: object, src_loc_at: int = 0) -> Value:
+    """A chained comparison: `cg.chain(0, "<=", n, "<=", cap)` is `0 <= n <= cap`."""
+    span = span_at(src_loc_at)
+    operands, ops = parts[0::2], parts[1::2]
+    if len(parts) < 3 or len(parts) % 2 == 0 or not builtins.all(
+            isinstance(o, str) and o in ("<", "<=", ">", ">=", "==", "!=") for o in ops):
+        fail("E002", "`cg.chain` takes operands and comparison strings in turn", span,
+              "not a chain", help='write `cg.chain(0, "<=", n, "<=", cap)`')
+    return Value(nodes.Compare(ops=tuple(ops),  # type: ignore[arg-type]
+                               operands=tuple(expr_of(o, "an operand", span) for o in operands),
+                               span=span))
+
+
+def _generator(func: str, each: Each, span: Span) -> Value:
+    """`sum(elt for v in it)` of numbers (static or run-time), in an expression."""
+    assert isinstance(each.elt, nodes.Expr.__args__)  # type: ignore[attr-defined]
+    return Value(nodes.GenExpr(func=func, elt=each.elt, var=each.var,  # type: ignore[arg-type]
+                               iter=each.iterable, cond=each.cond, span=span))
+
+
+def _numbers(values: Sequence[object]) -> builtins.bool:
+    return len(values) == 1 and isinstance(values[0], Each) and not isinstance(
+        values[0].elt, nodes.Region)
+
+
 def _regions_given(values: Sequence[object]) -> builtins.bool:
     """`cg.max([a, b])` / `cg.max(e.each(...))` of regions: a reduction, not a number."""
     if len(values) != 1:
@@ -266,6 +305,8 @@ def _regions_given(values: Sequence[object]) -> builtins.bool:
 
 def min(*values: ExprLike, src_loc_at: int = 0) -> Value:
     """The built-in `min(...)` of the language (of regions in `ensure`: a `Reduction`)."""
+    if _numbers(values):
+        return _generator("min", values[0], span_at(src_loc_at))  # type: ignore[arg-type]
     if _regions_given(values):
         return _reduction(nodes.ReduceOp.MIN, values[0], None,  # type: ignore[return-value]
                           span_at(src_loc_at))
@@ -274,6 +315,8 @@ def min(*values: ExprLike, src_loc_at: int = 0) -> Value:
 
 def max(*values: ExprLike, src_loc_at: int = 0) -> Value:
     """The built-in `max(...)` of the language (of regions in `ensure`: a `Reduction`)."""
+    if _numbers(values):
+        return _generator("max", values[0], span_at(src_loc_at))  # type: ignore[arg-type]
     if _regions_given(values):
         return _reduction(nodes.ReduceOp.MAX, values[0], None,  # type: ignore[return-value]
                           span_at(src_loc_at))
@@ -417,6 +460,7 @@ class Region:
     init: builtins.bool = False
     sliced: builtins.bool = False
     span: Span | None = None
+    single: builtins.bool = False  # `got[p]` in `ensure`: one element
 
     def __getitem__(self, key: object) -> Region:
         return _slice(self, key, span_at(0))
@@ -438,7 +482,8 @@ class Region:
 
     def to_ir(self, span: Span | None = None) -> nodes.Region:
         return nodes.Region(window=self.window.name, start=self.start, stop=self.stop,
-                         rank=self.rank, init=self.init, span=self.span or span)
+                            rank=self.rank, init=self.init, single=self.single,
+                            span=self.span or span)
 
 
 def as_region(value: object) -> Region | None:
@@ -450,8 +495,12 @@ def as_region(value: object) -> Region | None:
 def _slice(region: Region, key: object, span: Span) -> Region:
     name = region.window.name
     if not isinstance(key, slice):
-        fail("E002", f"a window is sliced by a byte range `{name}[a:b]`, not indexed",
-              span, "an index, not a slice", help=f"write `{name}[a:b]`")
+        if region.sliced:
+            fail("E003", f"region of `{name}` is sliced twice", span, "already a slice",
+                  help="slice the window once")
+        # one element (`got[p]` in `ensure`; the scopes refuse it in kernels)
+        return replace(region, start=expr_of(key, "an element index", span), stop=None,
+                       sliced=True, single=True, span=span)
     if key.step is not None:
         fail("E003", "a region has no step", span, "step given here",
               help=f"write `{name}[a:b]`")
@@ -531,7 +580,10 @@ def _reduction(op: nodes.ReduceOp, terms: object, weights: object, span: Span) -
 
 def sum(terms: Sequence[Window | Region] | Each, *, weights: Sequence[object] | Each | None = None,
         src_loc_at: int = 0) -> Reduction:
-    """`sum(...)` of regions in `ensure` (element-wise, optionally weighted)."""
+    """`sum(...)` of regions in `ensure` (element-wise, optionally weighted); of numbers
+    (`cg.sum(k.each(k.peers(), lambda p: cg.load(got, p)))`) a `Value`."""
+    if weights is None and _numbers([terms]):
+        return _generator("sum", terms, span_at(src_loc_at))  # type: ignore[arg-type, return-value]
     return _reduction(nodes.ReduceOp.SUM, terms, weights, span_at(src_loc_at))
 
 
