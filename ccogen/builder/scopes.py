@@ -11,7 +11,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import CodeType, FrameType, TracebackType
-from typing import Any, TYPE_CHECKING, ClassVar, Final, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Self
 
 from ccogen.builder.names import check_name
 from ccogen.builder.spans import span_at
