@@ -93,8 +93,8 @@ def generated_kernels(text_or_name: str, target: str = "nccl-lsa", nranks: int =
 # tests (MoE prefill: 4096 tokens x hidden 7168, linted in minutes): the tests use these
 # sizes instead; `ccogen lint protocols/NAME.cco` still checks the defaults.
 LIBRARY_TEST_PARAMS: dict[str, dict[str, int]] = {
-    "moe_dispatch": {"tokens": 16, "hidden": 8, "k": 2},
-    "moe_combine": {"tokens": 16, "hidden": 8, "k": 2},
+    "moe_dispatch": {"tokens": 8, "hidden": 4, "k": 2},
+    "moe_combine": {"tokens": 8, "hidden": 4, "k": 2},
 }
 
 

@@ -20,7 +20,7 @@ every launch.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -122,7 +122,8 @@ def image_of(contents: Contents, windows: tuple[tuple[str, int], ...], nranks: i
     return image
 
 
-__all__ = ["DEFAULT_DRAWS", "concrete_instances", "draw", "image_of"]
+__all__ = ["DEFAULT_DRAWS", "concrete_instances", "contents_with", "draw", "image_of",
+           "run_contents", "run_drawn"]
 
 
 def run_drawn(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None,
@@ -157,3 +158,54 @@ def run_drawn(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None,
         report.label = f"{concrete.label()}, contents {label}"
         reports.append(report)
     return reports, setups
+
+
+def contents_with(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None,
+                  given: Mapping[str, Sequence[np.ndarray]], seed: int = 0) -> Contents:
+    """Contents holding `given[name][rank]` (element values) for the named windows and
+    buffers, random elsewhere, with the inputs that `require` defines (`x[i] == EXPR`)
+    derived; ValueError when they violate `require`."""
+    from ccogen.sim.values import encode
+
+    _, memories, bound = preconditions(protocol, nranks, params)
+    rng = np.random.default_rng([seed, nranks])
+    arrays = {(rank, name): _fill(rng, m.count, m.dtype)
+              for rank in range(nranks) for name, m in memories.items()}
+    for name, per_rank in given.items():
+        if name not in memories:
+            raise ValueError(f"`{name}` is not a window or buffer of `{protocol.name}`")
+        m = memories[name]
+        for rank, values in enumerate(per_rank):
+            flat = np.asarray(values).reshape(-1)
+            if flat.size != m.count:
+                raise ValueError(f"`{name}` holds {m.count} elements, {flat.size} given")
+            arrays[(rank, name)] = encode(flat.astype(np.float32 if m.dtype.is_float
+                                                      else np.int64), m.dtype).copy()
+    contents = Contents(arrays, {n: m.dtype for n, m in memories.items()}, "given")
+    derive(protocol, nranks, bound, memories, contents)
+    broken = unsatisfied(protocol, nranks, bound, memories, contents)
+    if broken:
+        raise ValueError(f"the contents violate `require` ({', '.join(broken[:3])})")
+    return contents
+
+
+def run_contents(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None,
+                 contents: Contents, seeds: int = 4, epochs: int = 2,
+                 limits: Limits | None = None) -> Any:
+    """Simulate one instance for `contents` (seeded schedules, memory kept): an
+    `InstanceReport` whose results hold each schedule's final memory."""
+    from ccogen.limits import DEFAULT
+    from ccogen.sim.plan import build_plan
+    from ccogen.sim.report import InstanceReport, result_of
+    from ccogen.sim.schedule import Setup, run_seeded
+
+    inst, diags = instantiate(protocol, nranks, dict(params or {}), limits or DEFAULT,
+                              contents=contents)
+    errors = [d for d in diags if d.is_error]
+    if inst is None or errors:
+        return InstanceReport(f"nranks={nranks}", nranks, setup=errors)
+    plan = build_plan(inst)
+    setup = Setup(plan, image_of(contents, plan.windows, nranks), epochs, 2, True)
+    report = InstanceReport(f"{inst.label()}, contents {contents.label}", nranks)
+    report.results = [result_of(run_seeded(setup, s, True)) for s in range(seeds)]
+    return report

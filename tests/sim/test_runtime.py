@@ -1,0 +1,167 @@
+"""Run-time values in the simulator (ccogen/sim/runtime.py): drawn contents satisfy
+`require`, every draw runs, and the library's run-time protocols leave what the numpy
+references (ccogen/reference) compute, on random and skewed routings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ccogen.ir.dtype import DType
+from ccogen.reference import moe
+from ccogen.reference.alltoallv import alltoallv
+from ccogen.sim import simulate
+from ccogen.sim.runtime import contents_with, draw, run_contents
+from ccogen.sim.values import decode, encode
+from ccogen.syntax import load_ir, parse_ir
+from tests.helpers import library_params
+
+ROOT = Path(__file__).resolve().parents[2]
+A2AV = load_ir(ROOT / "protocols" / "alltoallv.cco")
+DISPATCH = load_ir(ROOT / "protocols" / "moe_dispatch.cco")
+COMBINE = load_ir(ROOT / "protocols" / "moe_combine.cco")
+SMALL = library_params("moe_dispatch")
+BF16, I32 = DType.BF16, DType.I32
+A2AV_T = BF16  # alltoallv's default element type
+
+
+def _elements(memory: dict[tuple[int, str], bytes], rank: int, name: str, dtype: object
+              ) -> np.ndarray:
+    return decode(np.frombuffer(memory[(rank, name)], dtype=np.uint8), dtype)  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------------------- draws
+
+
+def test_draws_cover_both_ends_and_the_inside() -> None:
+    low, _ = draw(A2AV, 3, {"cap": 8}, "low", 0)
+    high, _ = draw(A2AV, 3, {"cap": 8}, "high", 0)
+    inside, _ = draw(A2AV, 3, {"cap": 8}, "interior-0", 0)
+    assert low is not None and high is not None and inside is not None
+    values = {kind: [c.element("counts", r, p) for r in range(3) for p in range(3)]
+              for kind, c in (("low", low), ("high", high), ("inside", inside))}
+    assert values["low"] == [0] * 9
+    assert values["high"] == [8] * 9
+    assert all(0 <= v <= 8 for v in values["inside"]) and len(set(values["inside"])) > 1
+
+
+def test_draws_derive_the_inputs_require_defines() -> None:
+    contents, _ = draw(DISPATCH, 3, SMALL, "mixed-0", 0)
+    assert contents is not None
+    tokens, k = SMALL["tokens"], SMALL["k"]
+    for r in range(3):
+        table = np.array([contents.element("topk_rank", r, i) for i in range(tokens * k)])
+        counts = [contents.element("rank_counts", r, p) for p in range(3)]
+        assert counts == list(moe.rank_counts(table.reshape(tokens, k), 3))
+
+
+def test_extreme_draws_send_everything_to_one_rank() -> None:
+    low, _ = draw(DISPATCH, 3, SMALL, "low", 0)
+    assert low is not None
+    counts = [[low.element("rank_counts", r, p) for p in range(3)] for r in range(3)]
+    assert counts == [[SMALL["tokens"], 0, 0]] * 3  # all tokens to rank 0, none to the others
+
+
+def test_contents_that_violate_require_are_refused() -> None:
+    with pytest.raises(ValueError, match="require"):
+        contents_with(A2AV, 2, {"cap": 8}, {"counts": [np.array([0, 9]), np.array([1, 1])]})
+
+
+# ----------------------------------------------------------------------------- simulate
+
+
+@pytest.mark.parametrize("protocol", [A2AV, DISPATCH, COMBINE], ids=lambda p: p.name)
+def test_library_runtime_protocols_simulate_clean(protocol: object) -> None:
+    params = {"cap": 8} if protocol is A2AV else SMALL
+    report = simulate(protocol, ranks=[2, 3], params=params, seeds=2)  # type: ignore[arg-type]
+    assert report.instances and all(i.passed for i in report.instances), report.diagnostics
+    labels = [i.label for i in report.instances]
+    assert any("contents low" in x for x in labels) and any("contents high" in x for x in labels)
+
+
+def test_a_wrong_ensure_is_caught_on_drawn_contents() -> None:
+    text = (ROOT / "protocols" / "alltoallv.cco").read_text(encoding="utf-8").replace(
+        "init(send@p)[me * cap : me * cap + got[p]]", "init(send@p)[p * cap : p * cap + got[p]]")
+    report = simulate(parse_ir(text, "bad.cco"), ranks=[3], params={"cap": 8}, seeds=1)
+    assert {d.code for d in report.diagnostics} == {"E033"}
+    # the low draw (every count 0) passes: nothing moves
+    assert any(i.passed for i in report.instances) and not all(i.passed for i in report.instances)
+
+
+def test_a_data_bug_in_dispatch_is_caught() -> None:
+    text = (ROOT / "protocols" / "moe_dispatch.cco").read_text(encoding="utf-8").replace(
+        "row = (me * tokens + t) * hidden\n                if p == me",
+        "row = (me * tokens + (t + 1) % tokens) * hidden\n                if p == me")
+    assert "(t + 1) % tokens" in text
+    report = simulate(parse_ir(text, "bad.cco"), ranks=[2], params=SMALL, seeds=1)
+    assert "E033" in {d.code for d in report.diagnostics}
+
+
+# ----------------------------------------------------------------------------- references
+
+
+def test_alltoallv_matches_the_reference() -> None:
+    rng = np.random.default_rng(7)
+    n, cap = 3, 8
+    counts = [rng.integers(0, cap + 1, size=n).astype(np.int32) for _ in range(n)]
+    counts[1][:] = 0  # a rank that sends nothing
+    send = [decode(encode(rng.uniform(-2, 2, n * cap).astype(np.float32), A2AV_T), A2AV_T)
+            for _ in range(n)]
+    contents = contents_with(A2AV, n, {"cap": cap}, {"counts": counts, "send": send})
+    report = run_contents(A2AV, n, {"cap": cap}, contents, seeds=2)
+    assert report.passed, report.results[0].failures if report.results else report.setup
+    recv, got = alltoallv(send, counts, cap)
+    for result in report.results:
+        assert result.memory is not None
+        for r in range(n):
+            final = _elements(result.memory, r, "recv", A2AV_T)
+            assert list(_elements(result.memory, r, "got", I32)) == list(got[r])
+            for s in range(n):
+                k = int(got[r][s])
+                assert np.array_equal(final[s * cap:s * cap + k], recv[r][s * cap:s * cap + k])
+
+
+def _routing(kind: str, rng: np.random.Generator, n: int, tokens: int, k: int) -> np.ndarray:
+    if kind == "uniform":
+        return rng.integers(0, n, size=(tokens, k)).astype(np.int32)
+    if kind == "one-rank":
+        return np.zeros((tokens, k), dtype=np.int32)
+    return moe.skewed_routing(rng, tokens, k, n)
+
+
+@pytest.mark.parametrize("routing", ["uniform", "skewed", "one-rank"])
+def test_dispatch_and_combine_match_the_reference(routing: str) -> None:
+    n, tokens, hidden, k = 3, SMALL["tokens"], SMALL["hidden"], SMALL["k"]
+    rng = np.random.default_rng(11)
+    tables = [_routing(routing, rng, n, tokens, k) for _ in range(n)]
+    x = [decode(encode(rng.uniform(-2, 2, tokens * hidden).astype(np.float32), BF16), BF16)
+         .reshape(tokens, hidden) for _ in range(n)]
+    contents = contents_with(DISPATCH, n, SMALL, {"x": x, "topk_rank": tables})
+    report = run_contents(DISPATCH, n, SMALL, contents, seeds=2)
+    assert report.passed, report.results[0].failures if report.results else report.setup
+    rows, masks, got = moe.dispatch(x, tables)
+    for result in report.results:
+        assert result.memory is not None
+        for r in range(n):
+            recv = _elements(result.memory, r, "recv", BF16).reshape(n, tokens, hidden)
+            assert np.array_equal(recv[masks[r]], rows[r][masks[r]])
+            assert list(_elements(result.memory, r, "got", I32)) == list(got[r])
+
+    weights = [rng.random((tokens, k)).astype(np.float32) for _ in range(n)]
+    expert = [decode(encode(rng.uniform(-2, 2, n * tokens * hidden).astype(np.float32), BF16),
+                     BF16).reshape(n, tokens, hidden) for _ in range(n)]
+    zeros = [np.zeros(hidden, dtype=np.float32) for _ in range(n)]
+    contents = contents_with(COMBINE, n, SMALL, {"expert_out": expert, "topk_rank": tables,
+                                                 "topk_weight": weights, "zeros": zeros})
+    report = run_contents(COMBINE, n, SMALL, contents, seeds=2)
+    assert report.passed, report.results[0].failures if report.results else report.setup
+    ys = moe.combine(expert, tables, weights)
+    for result in report.results:
+        assert result.memory is not None
+        for r in range(n):
+            y = _elements(result.memory, r, "y", BF16).reshape(tokens, hidden)
+            want = decode(encode(ys[r], BF16), BF16).reshape(tokens, hidden)
+            assert np.allclose(y, want, rtol=2 ** -7, atol=1e-6), routing
+
