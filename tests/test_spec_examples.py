@@ -80,3 +80,16 @@ def test_builder_example_equals_the_text() -> None:
     text_ir = dataclasses.replace(parse_ir(alltoall), doc=None, ensure=())
     assert parse_ir(re.sub(r"\bpeer\b", "p", built.to_source())) == text_ir
     assert cg.parse(built.to_source()) == built
+
+
+RUNTIME = ("alltoallv", "counted_rows", "moe_dispatch_small")  # language v2 §3, §4, §7
+
+
+@pytest.mark.parametrize("name", RUNTIME)
+def test_runtime_examples_simulate_once_per_draw(name: str) -> None:
+    assert name in NAMES, f"the reference lost its `{name}` example"
+    text = PROTOCOLS[NAMES.index(name)]
+    report = simulate(text, ranks=[2], seeds=1)
+    labels = [i.label for i in report.instances]
+    assert len(labels) >= 5 and all("contents" in x for x in labels), labels
+    assert report.passed, report.summary()
