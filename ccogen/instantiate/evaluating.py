@@ -228,9 +228,9 @@ class Evaluating:
         cells = [a for a in atoms if a.cell is not None]
         what = ", ".join(f"`{a.text}`" for a in atoms[:3])
         if cells:
-            window, _, _ = cells[0].cell  # type: ignore[misc]
-            hint = (f"bound it in `require:`, e.g.\n    require:\n        for p in ranks():\n"
-                    f"            0 <= {window}[p] <= LIMIT")
+            window, _, index = cells[0].cell  # type: ignore[misc]
+            hint = (f"bound it in `require:` (over the caller's initial contents), e.g.\n"
+                    f"    require:\n        0 <= {window}[{index}] <= LIMIT")
         else:
             hint = ("load elements that the caller fills, or that exactly one `put`/`copy` "
                     "writes from them, and bound those in `require:`")

@@ -90,6 +90,9 @@ class Env:
 
 
 def _short(v: Value) -> str:
+    if isinstance(v, _rt.Rt):
+        bounds = "unbounded" if not v.bounded else f"{v.lo} to {v.hi}"
+        return f"{v.text()} (run-time, {bounds})"
     if isinstance(v, tuple) and len(v) > 8:
         return "(" + ", ".join(map(str, v[:8])) + ", ...)"
     return str(v)

@@ -14,12 +14,13 @@ import pytest
 from ccogen.rt.api import compile_for_run
 from ccogen.rt.build import build_cubin
 from ccogen.syntax import load_ir
+from tests.helpers import RUNTIME_PENDING
 from tests.runtime.conftest import require_toolchain
 
 ROOT = Path(__file__).resolve().parents[2]
 PROTOCOLS = sorted((ROOT / "protocols").glob("*.cco"))
 V2_PENDING = frozenset({"allreduce_oneshot", "allreduce_twoshot", "reduce_scatter_ring",
-                        "broadcast_pipelined"})  # language v2: code generation pending
+                        "broadcast_pipelined"}) | RUNTIME_PENDING  # language v2: generation pending
 
 
 @pytest.mark.toolchain

@@ -18,13 +18,13 @@ import pytest
 from ccogen.codegen import Options, generate
 from ccogen.instantiate import instantiate
 from ccogen.syntax import load_ir
-from tests.helpers import assert_golden
+from tests.helpers import RUNTIME_PENDING, assert_golden
 
 ROOT = Path(__file__).resolve().parents[2]
 PROTOCOLS = sorted((ROOT / "protocols").glob("*.cco"))
 TARGETS = ("nccl-lsa", "nvshmem")
 V2_PENDING = frozenset({"allreduce_oneshot", "allreduce_twoshot", "reduce_scatter_ring",
-                        "broadcast_pipelined"})
+                        "broadcast_pipelined"}) | RUNTIME_PENDING
 """Library protocols of language v2 (`reduce`, `signal`, local buffers) whose code
 generation is the follow-up of issue 15 on the GPU targets."""
 

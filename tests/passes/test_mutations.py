@@ -41,9 +41,11 @@ import pytest
 from ccogen.driver import check_protocol
 from ccogen.ir import nodes as ir
 from ccogen.syntax import parse_ir
+from tests.helpers import LIBRARY_TEST_PARAMS
 
 ROOT = Path(__file__).resolve().parents[2]
-PROTOCOLS = sorted((ROOT / "protocols").glob("*.cco"))
+PROTOCOLS = sorted(p for p in (ROOT / "protocols").glob("*.cco")
+                   if p.stem not in LIBRARY_TEST_PARAMS)  # MoE's prefill shape: too slow here
 SYNC_OPS = (ir.WaitSignal, ir.WaitCount, ir.Commit, ir.Quiet, ir.Barrier, ir.Signal)
 SIM_SEEDS = 8
 
