@@ -68,11 +68,11 @@ class Ensure(Evaluating):
                           ("the left side", "the right side"))
         if self.failed or left is None or right is None:
             return
-        if left.runtime is not None or right.runtime is not None:
-            self.unchecked += 1  # symbolic: left to the simulator's drawn contents
-            return
+        runtime = left.runtime is not None or right.runtime is not None
+        self.unchecked += runtime  # symbolic: the values are left to the drawn contents
         self.checks.append(CheckInst(rank=self.rank, op=s.op, left=left, left_init=s.left.init,
-                                     right=right, right_init=s.right.init, check=s, span=s.span))
+                                     right=right, right_init=s.right.init, check=s, span=s.span,
+                                     runtime=runtime))
         self._count(s)
 
     def _reduction_check(self, s: ir.Check, r: ir.Reduction) -> None:
@@ -91,9 +91,7 @@ class Ensure(Evaluating):
         terms = self._expand(r.terms, term)
         if terms is None:
             return
-        if left.runtime is not None or any(t.runtime is not None for t, _ in terms):
-            self.unchecked += 1
-            return
+        runtime = left.runtime is not None or any(t.runtime is not None for t, _ in terms)
         if not terms:
             self._error("E003", f"`{r.op.value}` of no terms", r.span or s.span,
                         "the list is empty", help="list at least one term")
@@ -104,9 +102,7 @@ class Ensure(Evaluating):
             got = self._expand(r.weights, lambda w: self._number(w, "a weight", s.span))
             if got is None:
                 return
-            if self.runtime_weights:  # symbolic: the values are the simulator's to compare
-                self.unchecked += 1
-                return
+            runtime = runtime or self.runtime_weights  # symbolic: weights are the simulator's
             if len(got) != len(terms):
                 self._error("E003", f"`{r.op.value}` has {len(terms)} terms and {len(got)} "
                             "weights", r.span or s.span, "one weight per term",
@@ -118,9 +114,10 @@ class Ensure(Evaluating):
         reduction = ReductionInst(op=r.op, terms=tuple(t for t, _ in terms),
                                   init=tuple(i for _, i in terms), weights=tuple(weights),
                                   dtype=self._dtype(s.left.window))
+        self.unchecked += runtime
         self.checks.append(CheckInst(rank=self.rank, op=s.op, left=left, left_init=s.left.init,
                                      right=None, right_init=False, check=s, span=s.span,
-                                     reduction=reduction))
+                                     reduction=reduction, runtime=runtime))
         self._count(s)
 
     def _side(self, region: ir.Region, s: ir.Check) -> RegionInst | None:

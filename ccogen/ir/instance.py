@@ -185,6 +185,9 @@ class CheckInst:
     check: Check = field(compare=False, repr=False)
     span: Span | None = field(compare=False, repr=False)
     reduction: ReductionInst | None = None
+    # run-time bounds or weights in a symbolic instance: the regions are footprints (what
+    # `ensure` reads, for the race checks); the values are the simulator's to compare
+    runtime: bool = False
 
 
 @dataclass(frozen=True, slots=True)
