@@ -8,7 +8,9 @@ the code generators (no ordering is needed to compute them):
 `signal="local"` (or `"both"`) to the issuer's own slot `[me, queue]`.  Lanes of one
 posting group (`OpInst.group`) signal once per `put` call and per `(peer, queue)`
 they target (MORI: lanes that share a queue are grouped, one signal after all of
-their copies), unless `signal_per_copy=True`, which signals once per lane.  A
+their copies), unless `signal_per_copy=True`, which signals once per lane.  The
+local slot `[me, queue]` is one per queue, so lanes of a group sending to k peers
+with `signal="local"` add k to it.  A
 counted put (`count=C`) adds its payload bytes to the peer's counter `C`.
 
 *Expected values* (docs/reference/language.md §6).  Waits of one rank on one key (slot or
@@ -204,8 +206,11 @@ def _increments(instance: Instance) -> tuple[dict[SlotKey, tuple[Increment, ...]
             if not op.kind.traits.signals or op.peer is None or op.queue is None:
                 continue
             for slot, local in _signal_targets(op):
-                key: tuple[object, ...] = ((rank, op.group, slot, local) if _grouped(op)
-                                           else (rank, op.index, slot, local))
+                # a group signals once per `(peer, queue)` it targets, for the local
+                # slot too: MORI groups lanes by queue key `peer * n + queue`
+                # (mori/cco/cco.hpp, ccoSdmaDispatchPut), whatever the signal's slot
+                key: tuple[object, ...] = ((rank, op.group, op.peer, slot, local)
+                                           if _grouped(op) else (rank, op.index, slot, local))
                 members.setdefault(key, []).append(op.index)
                 flags[key] = (slot, rank, local, op.signal_per_copy, op.group)
     by_slot: dict[SlotKey, list[Increment]] = {}

@@ -15,12 +15,14 @@ checked against it with two binary searches.
 A `Conflict` is one of:
 
 - `write-write`: two writes of overlapping bytes with no order between them (E031);
-- `read-before-arrival`: a read of bytes that a transfer writes, neither ordered
-  before nor after the write (E032);
+- `read-before-arrival`: a read of bytes that a transfer or a copy writes, neither
+  ordered before nor after the write (E032): a peer's `get` of my window and my
+  `copy` into it race like two transfers;
 - `other-queue`: the same, where the reading rank waits for a signal that the writer
   sent after the data but on another queue (E024);
-- `source-reuse`: a transfer's source is written after the transfer was issued but
-  not surely after it read its source (no quiet or local-signal wait between) (E025).
+- `source-reuse`: a transfer's source is written (by a transfer or a copy, on any
+  rank) after the transfer was issued but not surely after it read its source (no
+  quiet or local-signal wait between) (E025).
 """
 
 from __future__ import annotations
@@ -217,7 +219,7 @@ def _classify(graph: HBGraph, r: Access, w: Access, overlap: RegionInst) -> Conf
     reused = r.issue != r.event and graph.hb(r.issue, w.event)
     if reused and not graph.hb(r.event, w.event):
         return Conflict(ConflictKind.SOURCE_REUSE, r, w, overlap)
-    if graph.ordered(r.event, w.event) or not w.by_transfer:
+    if graph.ordered(r.event, w.event):
         return None
     announced = _other_queue(graph, r, w)
     if announced is not None:

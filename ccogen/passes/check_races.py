@@ -139,6 +139,13 @@ def _early_read(c: Conflict, out: Findings) -> None:
 
 def _wait_hint(put: OpInst, reader: int) -> str:
     q = 0 if put.queue is None else put.queue
+    if put.kind is OpKind.COPY:
+        if put.rank == reader:
+            return ("order the two: run the `copy` and the read in one issuer, or after the "
+                    "block that forks them")
+        return (f"order the read and rank {put.rank}'s `copy`: a signal from rank {put.rank} "
+                f"after the copy and a wait for it before the read (or the reverse, with the "
+                f"read complete first)")
     if put.kind is OpKind.GET:
         return (f"give the `get` `signal=\"local\"` and `wait_signal({put.rank}, queue={q})` "
                 "before the read")

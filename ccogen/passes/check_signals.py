@@ -3,7 +3,7 @@
 Requires an instance; uses the signal/counter matching and the happens-before
 graph (`ccogen.analysis`).  Guarantees, when it reports nothing: every
 `wait_signal` and `wait_count` expects at most what its slot or counter receives in
-one epoch; hand-written `expected` values grow along each `(src, queue)` pair, count
+one epoch; hand-written `expected` values grow strictly along each `(src, queue)` pair, count
 that pair only and count a group of lanes once per `put` (or per lane with
 `signal_per_copy`); data read after a wait arrived on the queue of its signal;
 counters are not reset while counted writes are in flight.
@@ -181,7 +181,7 @@ def _per_group(a: Analysis, w: WaitMatch, out: Findings) -> None:
 
 
 def _decreasing(a: Analysis, out: Findings) -> None:
-    """Successive waits on one pair whose hand-written values go down (E022)."""
+    """Successive waits on one pair whose hand-written values do not go up (E022)."""
     g = a.graph
     last: dict[object, WaitMatch] = {}
     for w in sorted(a.matching.waits.values(), key=lambda x: (x.rank, x.op)):
@@ -191,12 +191,15 @@ def _decreasing(a: Analysis, out: Findings) -> None:
         last[w.key] = w
         if prev is None or prev.expected is None or not (prev.handwritten or w.handwritten):
             continue
-        if w.expected < prev.expected and g.hb(g.done(prev.rank, prev.op), g.issue(w.rank, w.op)):
+        if w.expected <= prev.expected and g.hb(g.done(prev.rank, prev.op),
+                                                g.issue(w.rank, w.op)):
             op, before = _op(a, w.rank, w.op), _op(a, prev.rank, prev.op)
-            out.error("E022", "`expected` decreases over successive waits on one `(src, queue)`",
+            how = "decreases" if w.expected < prev.expected else "does not grow"
+            what = "a smaller" if w.expected < prev.expected else "the same"
+            out.error("E022", f"`expected` {how} over successive waits on one `(src, queue)`",
                       op.span, f"expects {w.expected} after a wait for {prev.expected}",
                       rank=w.rank, secondary=[(before.span, f"waited for {prev.expected} here")],
-                      notes=["a slot only grows: a smaller value is met already and orders "
+                      notes=[f"a slot only grows: {what} value is met already and orders "
                              "nothing"],
                       help=_decrease_fix(prev, w))
 

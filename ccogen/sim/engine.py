@@ -174,6 +174,8 @@ class Machine:
         assert op is not None
         first = st.pcs[p] == 0 and st.phase[p] == 0
         self.hb.tick(p, self.hb.host if first else None)
+        if st.phase[p] == 0:
+            self._join_preds(p, op)
         if op.kernel > 0:
             self._kernel_boundary(op.rank, op.kernel)
         phase = st.phase[p]
@@ -186,9 +188,16 @@ class Machine:
         return StepRecord(p, "op", st.epoch, (op.rank, op.index), phase=phase,
                           complete=complete, source=source)
 
+    def _join_preds(self, p: int, op: OpInst) -> None:
+        """Program order across issuers: know what the predecessors run elsewhere knew."""
+        for pred in self.plan.cross_preds.get((op.rank, op.index), ()):
+            self.hb.absorb(p, self.hb.done.get((op.rank, pred)))
+
     def _complete(self, p: int, op: OpInst) -> None:
         st = self.state
         st.done[op.rank][op.index] = 1
+        if (op.rank, op.index) in self.plan.handoff:
+            self.hb.done[(op.rank, op.index)] = self.hb.vc[p]
         st.pcs[p] += 1
         st.phase[p] = 0
         self._touched.add(p)
@@ -203,6 +212,8 @@ class Machine:
         plan, st, hb = self.plan, self.state, self.hb
         members = plan.members[(op.rank, op.index)]
         procs = [plan.proc_of_op[(op.rank, i)][0] for i in members]
+        for index, q in zip(members[1:], procs[1:], strict=True):
+            self._join_preds(q, plan.op((op.rank, index)))
         together = hb.vc[p]
         for q in procs[1:]:
             together = np.maximum(together, hb.vc[q])

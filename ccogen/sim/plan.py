@@ -115,6 +115,9 @@ class Plan:
     queue_index: dict[QueueKey, int] = field(default_factory=dict)
     rank_issuers: list[list[int]] = field(default_factory=list)
     watchers: list[set[int]] = field(default_factory=list)  # proc -> procs its progress may enable
+    # op -> its predecessors run by other processes (fork/join: their clocks are joined)
+    cross_preds: dict[OpKey, tuple[int, ...]] = field(default_factory=dict)
+    handoff: frozenset[OpKey] = frozenset()  # ops that are such a predecessor
     windows: tuple[tuple[str, int], ...] = ()
     init_windows: frozenset[tuple[int, str]] = frozenset()
     counters: tuple[str, ...] = ()
@@ -156,6 +159,8 @@ def build_plan(instance: Instance) -> Plan:
     plan.rank_issuers = [[p for p, ip in enumerate(issuers) if ip.rank == r]
                          for r in range(instance.nranks)]
     plan.watchers = _watchers(plan)
+    plan.cross_preds = _cross_preds(plan)
+    plan.handoff = frozenset((rank, p) for (rank, _), ps in plan.cross_preds.items() for p in ps)
     plan.windows = instance.window_sizes
     plan.init_windows = frozenset((c.right.rank, c.right.window) for c in instance.checks
                                   if c.right_init) | frozenset(
@@ -196,6 +201,23 @@ def _watchers(plan: Plan) -> list[set[int]]:
         if leader is not None and leader != index:
             watchers[proc].add(plan.proc_of_op[(rank, leader)][0])
     return watchers
+
+
+def _cross_preds(plan: Plan) -> dict[OpKey, tuple[int, ...]]:
+    """For each op, its program-order predecessors that another process runs.
+
+    An issuer block forks and joins: the first op of a lane follows what the block
+    leader did before the block, and what follows the block follows every lane.  That
+    order is a happens-before edge between processes, so the race detector joins the
+    clocks the predecessors had when they completed.
+    """
+    out: dict[OpKey, tuple[int, ...]] = {}
+    for (rank, index), (proc, _) in plan.proc_of_op.items():
+        op = plan.instance.ranks[rank][index]
+        others = tuple(p for p in op.preds if plan.proc_of_op[(rank, p)][0] != proc)
+        if others:
+            out[(rank, index)] = others
+    return out
 
 
 # ----------------------------------------------------------------------------- posting groups

@@ -4,6 +4,9 @@ Every process (issuer, engine queue, host) has a vector clock.  Only what the
 device APIs guarantee orders two events:
 
 * program order of an issuer, and the order of steps of one queue (FIFO);
+* program order across issuers of one rank (an issuer block forks and joins: a
+  lane's first op follows what came before the block, what follows the block
+  follows every lane);
 * a post (and, for aggregate ops, the ring) before the transfer's first step;
 * a signal or counted add before a wait that needed it: increments from one queue
   land in order, so the wait joins the one that reached its expected value; a slot
@@ -63,8 +66,8 @@ class Access:
 class HB:
     """The vector clocks (arrays are never mutated in place, so copies can share them)."""
 
-    __slots__ = ("barrier", "consumed", "counter", "fin_vc", "finish", "host", "post", "ring",
-                 "slot", "vc")
+    __slots__ = ("barrier", "consumed", "counter", "done", "fin_vc", "finish", "host", "post",
+                 "ring", "slot", "vc")
 
     def __init__(self, nprocs: int) -> None:
         zero = np.zeros(nprocs, dtype=np.int64)
@@ -77,6 +80,7 @@ class HB:
         self.counter: dict[object, Clock] = {}
         self.consumed: dict[int, Clock] = {}
         self.barrier: dict[int, Clock] = {}
+        self.done: dict[tuple[int, int], Clock] = {}  # an op's clock when it completed
         self.host: Clock = zero
 
     def copy(self) -> HB:
@@ -86,6 +90,7 @@ class HB:
         other.fin_vc = dict(self.fin_vc)
         other.slot, other.counter = dict(self.slot), dict(self.counter)
         other.consumed, other.barrier = dict(self.consumed), dict(self.barrier)
+        other.done = dict(self.done)
         other.host = self.host
         return other
 

@@ -473,3 +473,30 @@ def test_an_aggregate_op_must_be_rung_in_its_own_kernel() -> None:
     drain(m)
     assert m.over
     assert codes(m) == ["E020"]
+
+
+FORK_AFTER = """
+protocol fork(size: bytes = 64):
+    team lsa(2)
+    window a: size
+    window b: size
+    window recv: size
+
+    kernel k(threads=64):
+        {before}
+        lanes p in peers():
+            put(p, dst=recv, src=b, queue=0, signal="remote")
+            quiet(p)
+            wait_signal(p, queue=0)
+"""
+
+
+def test_program_order_holds_across_the_issuers_of_a_fork() -> None:
+    # a block-level op, then a `lanes` block: the lanes start after it (their clocks
+    # know it), so reading what the copy wrote is no race; same after a barrier
+    for before in ("copy(dst=b, src=a)", "barrier()\n        copy(dst=b, src=a)"):
+        s = setup_of(FORK_AFTER.format(before=before))
+        for seed in range(4):
+            m = s.machine()
+            run_while(m, lambda en, k=seed: en[k % len(en)])
+            assert m.over and not m.findings, codes(m)
