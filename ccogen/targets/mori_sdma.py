@@ -74,6 +74,10 @@ CAPABILITIES = Capabilities(
     barriers=Barriers(lowering="ccoLsaBarrierSession<Coop>(coop, dc, ccoTeamLsa(dc), "
                                "dc->lsaBarrier, index).sync(coop)"),
     cost=COST,
+    # gfx942/gfx950 run wave64 (mori/cco/cco.hpp sets CCO_WAVE32 only for gfx1250): IR warp
+    # w is wave w, threads 64w..64w+63; a workgroup has at most 1024 threads
+    warp_threads=64,
+    max_block_threads=1024,
     unsupported=(
         (Feature.TEAM_WORLD, "the SDMA copy engines reach only peers on the same node "
                              "(cross-node traffic goes through `ccoGda`, not a v1 target)"),
