@@ -26,7 +26,7 @@ class QueueOps:
     """The ops of one rank on one `(peer, queue)`, per issuer, in program order."""
 
     transfers: dict[Issuer, list[int]] = field(default_factory=dict)
-    ringers: dict[Issuer, list[int]] = field(default_factory=dict)  # commits, plain transfers
+    ringers: dict[Issuer, list[int]] = field(default_factory=dict)  # commits: the only doorbell
 
 
 @dataclass(slots=True)
@@ -55,6 +55,8 @@ class Skeleton:
     succs: list[list[int]] = field(default_factory=list)
     edge_kind: dict[tuple[int, int], EdgeKind] = field(default_factory=dict)
     blocked: set[int] = field(default_factory=set)
+    # (rank, plain op, aggregate op): a plain op posted behind an uncommitted batch spins
+    behind: list[tuple[int, int, int]] = field(default_factory=list)
     queues: dict[QueueKey, QueueOps] = field(default_factory=dict)
     mismatches: list[BarrierMismatch] = field(default_factory=list)
     _by_rank: dict[int, list[tuple[QueueKey, QueueOps]]] | None = None
@@ -209,7 +211,7 @@ def _queue_edges(sk: Skeleton, rank: int, ops: tuple[OpInst, ...]) -> None:
         if op.peer is None or op.queue is None or not op.kind.traits.rings:
             continue
         q = sk.queues.setdefault((rank, op.peer, op.queue), QueueOps())
-        if not op.kind.traits.queued or not op.aggregate:
+        if op.kind is OpKind.COMMIT:
             q.ringers.setdefault(op.issuer, []).append(op.index)
         if not op.kind.traits.queued:
             continue

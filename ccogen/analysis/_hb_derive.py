@@ -56,6 +56,62 @@ def block_unsatisfiable(sk: Skeleton) -> None:
             sk.blocked.add(sk.ids[(EventKind.DONE, rank, index)])
 
 
+# ============================================================================= plain ops behind a batch
+
+
+def block_behind_batch(sk: Skeleton, hb: HB) -> int:
+    """A plain transfer posted after an aggregate op of its queue, no commit between, spins.
+
+    MORI (mori/cco/cco.hpp, `submitPacket`): a plain op reserves its slot, then spins
+    until the queue's committed pointer reaches it; only `commit` moves that pointer
+    past reserved aggregate ops, so a plain op behind an uncommitted batch never
+    returns (and a commit after it would move the pointer past it: it still spins).
+    Its issue never completes: it is blocked.  Judged on the structural order.
+    """
+    found = 0
+    for (rank, _, _), qo in sk.queues.items():
+        aggs = {who: [i for i in seq if sk.op(rank, i).aggregate]
+                for who, seq in qo.transfers.items()}
+        if not any(aggs.values()):
+            continue
+        for seq in qo.transfers.values():
+            for p in seq:
+                if sk.op(rank, p).aggregate:
+                    continue
+                g = _uncommitted_before(sk, rank, qo, aggs, p, hb)
+                if g is not None:
+                    sk.behind.append((rank, p, g))
+                    sk.blocked.add(_issue(sk, rank, p))
+                    found += 1
+    return found
+
+
+def _uncommitted_before(sk: Skeleton, rank: int, qo: QueueOps, aggs: dict[Issuer, list[int]],
+                        p: int, hb: HB) -> int | None:
+    """An aggregate op issued before `p` with no commit between them, if any.
+
+    Per issuer only its last aggregate op before `p` matters (a commit after it is
+    after the earlier ones too), and per committing issuer only its first commit
+    after that op (later ones are after it).
+    """
+    ip = _issue(sk, rank, p)
+    for seq in aggs.values():
+        k = prefix_len(seq, lambda a: hb(_issue(sk, rank, a), ip))
+        if k == 0:
+            continue
+        g = seq[k - 1]
+        ig = _issue(sk, rank, g)
+        committed = False
+        for commits in qo.ringers.values():
+            j = prefix_len(commits, lambda c: not hb(ig, _issue(sk, rank, c)))
+            if j < len(commits) and hb(_issue(sk, rank, commits[j]), ip):
+                committed = True
+                break
+        if not committed:
+            return g
+    return None
+
+
 # ============================================================================= rings
 
 
@@ -81,8 +137,9 @@ def first_ringer(sk: Skeleton, rank: int, qo: QueueOps, index: int, hb: HB) -> i
     """The doorbell that every possible ringer of op `index` follows, if there is one.
 
     A doorbell rings every packet posted before it; the possible ringers of an
-    aggregate op are the commits and plain transfers on its queue not issued before
-    it.  Only when one of them comes first in every schedule is there an edge.
+    aggregate op are the commits on its queue not issued before it (a plain op does
+    not ring it: it spins behind it, `block_behind_batch`).  Only when one of them
+    comes first in every schedule is there an edge.
     """
     a = _issue(sk, rank, index)
     firsts = []
@@ -98,7 +155,7 @@ def first_ringer(sk: Skeleton, rank: int, qo: QueueOps, index: int, hb: HB) -> i
 
 
 def sure_ringers(sk: Skeleton, rank: int, qo: QueueOps, index: int, hb: HB) -> list[int]:
-    """Per issuer, the first doorbell on the queue issued after op `index`."""
+    """Per issuer, the first commit on the queue issued after op `index`."""
     a = _issue(sk, rank, index)
     found = []
     for seq in qo.ringers.values():
@@ -302,6 +359,6 @@ def _cross_queue(sk: Skeleton, rank: int, qo: QueueOps, hb: HB) -> int:
     return added
 
 
-__all__ = ["block_unsatisfiable", "cross_queue_edges", "drained", "first_ringer", "needed",
+__all__ = ["block_behind_batch", "block_unsatisfiable", "cross_queue_edges", "drained", "first_ringer", "needed",
            "oracle", "prefix_len", "quiet_edges", "ring_edges", "rung_before", "sure_ringers",
            "wait_edges"]

@@ -22,7 +22,7 @@ class EdgeKind(StrEnum):
     PROGRAM = "program"  # program order (and issue -> done of a blocking op)
     TRANSFER = "transfer"  # issue -> read -> land -> signals of one transfer
     QUEUE = "queue"  # in-order completion of one (rank, peer, queue)
-    RING = "ring"  # the doorbell (`commit`, or a later plain op) that starts an aggregate op
+    RING = "ring"  # the `commit` (the doorbell) that starts an aggregate op
     QUIET = "quiet"  # a quiet returns after the sources of the ops it drains were read
     SIGNAL = "signal"  # a wait returns after the increments it needs
     COUNT = "count"  # a wait_count returns after the counted writes it needs

@@ -22,9 +22,12 @@ it reads and writes at its `issue`.
   complete in that order: the next transfer's `read` follows the previous one's
   signals (or `land`).  Same issuer: always; different issuers: once their issues
   are known to be ordered;
-- rings: an aggregate op is read only after a doorbell, a `commit(peer, queue)` or
-  a plain transfer on its queue posted after it; the edge comes from the doorbell
-  that every possible ringer follows, when there is one;
+- rings: an aggregate op is read only after a `commit(peer, queue)` posted after it;
+  the edge comes from the commit that every possible ringer follows, when there is
+  one.  A plain transfer posted on a queue behind an aggregate op with no commit
+  between never returns (MORI's in-order commit chain: it spins until the committed
+  pointer reaches its slot, which only `commit` moves past the batch): its issue is
+  blocked (`behind`);
 - quiet(p[, q]) returns after the `read` of the last surely-rung op per issuer
   issued before it toward p [on q].  Sender-side only: a quiet does not order any
   `land` (the MORI seed: completion says the engine consumed the command, not that
@@ -81,7 +84,9 @@ class HBGraph:
         self.matching = matching if matching is not None else match(instance)
         self._sk = build_skeleton(instance, self.matching)
         derive.block_unsatisfiable(self._sk)
-        self.clock0 = self._sweep()
+        self.clock0 = self._structural = self._sweep()
+        if derive.block_behind_batch(self._sk, self.clock0.hb):
+            self.clock0 = self._sweep()
         self.clock = self._fixpoint()
 
     # ------------------------------------------------------------------ construction
@@ -190,6 +195,11 @@ class HBGraph:
         return self.clock.stuck
 
     @property
+    def behind_batch(self) -> list[tuple[int, int, int]]:
+        """(rank, plain op, aggregate op): plain ops that spin behind an uncommitted batch."""
+        return self._sk.behind
+
+    @property
     def barrier_mismatches(self) -> list[BarrierMismatch]:
         return self._sk.mismatches
 
@@ -220,14 +230,15 @@ class HBGraph:
     def sure_ringers(self, rank: int, op: int) -> list[int]:
         """Per issuer, the first doorbell (commit or plain op) issued after aggregate `op`.
 
-        Judged on the structural order (`clock0`: no waits), so a doorbell behind a
-        deadlock still counts as issued after the op.
+        Judged on the structural order (no waits, no plain op spinning behind a
+        batch), so a doorbell behind a deadlock or a spinning op still counts as issued
+        after the op.
         """
         o = self.instance.ranks[rank][op]
         qo = self._sk.queues.get((rank, o.peer, o.queue))  # type: ignore[arg-type]
         if qo is None:
             return []
-        return derive.sure_ringers(self._sk, rank, qo, op, self.clock0.hb)
+        return derive.sure_ringers(self._sk, rank, qo, op, self._structural.hb)
 
     def drained(self, rank: int, quiet: int) -> list[int]:
         """The `read` events that quiet `quiet` of `rank` waits for."""

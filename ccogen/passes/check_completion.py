@@ -2,13 +2,18 @@
 
 Requires an instance; uses the happens-before graph (`ccogen.analysis`).
 Guarantees, when it reports nothing: every aggregate put/get is rung by a `commit`
-(or a later plain op on its queue) in its kernel, before any `quiet` that drains its
-queue and before any wait that needs it; no source region of a put/get is written
-(by a copy, a get or an incoming put) after the op was issued and before it surely
-read it (a `quiet` covering it, or a wait on its local signal).
+in its kernel, before any `quiet` that drains its queue and before any wait that
+needs it; no plain put/get is posted on a queue behind an aggregate op that no
+commit has rung yet (it would spin forever: MORI's in-order commit chain); on a
+queue that holds aggregate ops or commits, the ops of different issuers are ordered
+(a commit rings everything reserved on the queue, another issuer's unwritten slot
+included); no source region of a put/get is written (by a copy, a get or an incoming
+put) after the op was issued and before it surely read it (a `quiet` covering it,
+or a wait on its local signal).
 
-Emits E020 (aggregate op not committed in time) and E025 (source reused before its
-op completed).
+Emits E020 (aggregate op not committed in time, or a plain op behind it), E025
+(source reused before its op completed) and E028 (aggregate ops or commits on a
+queue that another issuer posts to concurrently).
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ class CheckCompletion(Pass):
     """Aggregate ops are committed in time (E020); sources are not reused early (E025)."""
 
     name: ClassVar[str] = "check-completion"
-    codes: ClassVar[tuple[str, ...]] = ("E020", "E025")
+    codes: ClassVar[tuple[str, ...]] = ("E020", "E025", "E028")
 
     def run(self, ctx: PassContext) -> None:
         a = analysis_of(ctx)
@@ -41,8 +46,11 @@ class CheckCompletion(Pass):
             for op in ops:
                 if op.aggregate and a.graph.executes(a.graph.issue(op.rank, op.index)):
                     _aggregate(a, op, quiets, out)
+        for rank, plain, agg in a.graph.behind_batch:
+            _behind_batch(a, rank, plain, agg, out)
         for cycle in a.graph.cycles():
             _ring_cycle(a, cycle, out)
+        _shared_doorbell(a, out)
         for c in a.conflicts_of(ConflictKind.SOURCE_REUSE):
             _source_reuse(c, out)
         out.flush()
@@ -64,8 +72,9 @@ def _aggregate(a: Analysis, op: OpInst, quiets: list[OpInst], out: Findings) -> 
         out.error("E020", f"aggregate {name(op)} is never committed", op.span,
                   "posted without ringing the doorbell", rank=op.rank,
                   secondary=[(q.span, "returns without waiting for it") for q in early],
-                  notes=["an aggregate op starts only when a `commit(peer, queue)` (or a later "
-                         "plain op on its queue) rings the doorbell of its queue"],
+                  notes=["an aggregate op starts only when a `commit(peer, queue)` rings the "
+                         "doorbell of its queue (a later plain op does not ring it: it waits "
+                         "behind it)"],
                   help=f"add `{_commit_hint(op)}` after the last aggregate op of the batch")
     elif early:
         out.error("E020", f"aggregate {name(op)} is committed only after a `quiet` that drains "
@@ -114,6 +123,78 @@ def _ring_cycle(a: Analysis, cycle: list[Edge], out: Findings) -> None:
               notes=["the aggregate op does not start before the doorbell, and the doorbell "
                      "comes after the wait: the wait never returns"],
               help=f"ring the doorbell before waiting: move `{_commit_hint(op)}` up")
+
+
+def _behind_batch(a: Analysis, rank: int, plain: int, agg: int, out: Findings) -> None:
+    p, g = a.instance.ranks[rank][plain], a.instance.ranks[rank][agg]
+    out.error("E020", f"plain {name(p)} posted behind uncommitted aggregate ops on its queue "
+              "never returns", p.span, "spins until the batch ahead of it is committed",
+              rank=rank,
+              secondary=[(g.span, f"aggregate {name(g)} reserved first, not yet committed")],
+              notes=["a plain op waits for the queue's committed pointer to reach its own slot "
+                     "before ringing, and only `commit` moves that pointer past reserved "
+                     "aggregate ops: the plain op does not ring the batch, it waits behind it "
+                     "(and a `commit` after it moves the pointer past its slot: it still "
+                     "waits)"],
+              help=f"`{_commit_hint(g)}` before the plain op, or make it aggregate too")
+
+
+# ============================================================================= E028
+
+
+def _shared_doorbell(a: Analysis, out: Findings) -> None:
+    """Aggregate ops and commits of one issuer unordered with another issuer's ops on the
+    same queue (E028)."""
+    g = a.graph
+    seen: set[tuple[object, ...]] = set()
+    for ops in a.instance.ranks:
+        for op in ops:
+            if op.peer is None or op.queue is None or not op.kind.traits.rings:
+                continue
+            if not (op.aggregate or op.kind is OpKind.COMMIT):
+                continue
+            qo = g.queue_ops(op.rank, op.peer, op.queue)
+            if qo is None or not g.executes(g.issue(op.rank, op.index)):
+                continue
+            other = _unordered_other(a, op, qo)
+            key = (op.rank, op.peer, op.queue, frozenset((op.issuer, other.issuer))
+                   if other is not None else None)
+            if other is not None and key not in seen:
+                seen.add(key)  # one finding per pair of issuers on a queue
+                _report_shared(op, other, out)
+
+
+def _unordered_other(a: Analysis, op: OpInst, qo: object) -> OpInst | None:
+    """An op of another issuer on `op`'s queue, neither before nor after it."""
+    from ccogen.analysis._hb_derive import prefix_len
+
+    g = a.graph
+    x = g.issue(op.rank, op.index)
+    seqs = [*qo.transfers.items(), *qo.ringers.items()]  # type: ignore[attr-defined]
+    for who, seq in seqs:
+        if who == op.issuer:
+            continue
+        live = [i for i in seq if g.executes(g.issue(op.rank, i))]
+        k = prefix_len(live, lambda i: g.hb(g.issue(op.rank, i), x))
+        if k < len(live) and not g.hb(x, g.issue(op.rank, live[k])):
+            return a.instance.ranks[op.rank][live[k]]
+    return None
+
+
+def _report_shared(op: OpInst, other: OpInst, out: Findings) -> None:
+    what = "`commit`" if op.kind is OpKind.COMMIT else f"aggregate {name(op)}"
+    other_what = ("`commit`" if other.kind is OpKind.COMMIT else
+                  f"aggregate {name(other)}" if other.aggregate else name(other))
+    out.error("E028", f"{what} shares its queue with another issuer's ops in no fixed order",
+              op.span, f"{op.issuer} on queue {op.queue} toward rank {op.peer}", rank=op.rank,
+              secondary=[(other.span, f"{other.issuer} posts on the same queue meanwhile")],
+              notes=["a `commit` rings everything reserved on the queue, including another "
+                     "issuer's slot that is reserved but not yet written, and moves the "
+                     "committed pointer past it: that issuer's op then waits forever (or the "
+                     "engine runs a half-written packet); a plain op reserved behind an "
+                     "uncommitted batch waits forever too"],
+              help="give each issuer its own queue (`queue=` per warp, or `queues auto`), or "
+                   "order the issuers (a barrier or a wait) before the batch")
 
 
 # ============================================================================= E025

@@ -29,7 +29,7 @@ from ccogen.sim import explain
 from ccogen.sim.explain import Blocked, Finding
 from ccogen.sim.footprint import NEVER, Key, Keys, Mems, StepDesc, add, rd, wr
 from ccogen.sim.ops import IMPLS
-from ccogen.sim.plan import OpKey, Plan, QueueKey
+from ccogen.sim.plan import OpKey, Plan, QueueKey, TransferSpec
 from ccogen.sim.race import HB, Access, RaceLog, Who
 from ccogen.sim.state import Memory, QState, State, WindowKey, Xfer, pieces
 
@@ -60,6 +60,14 @@ def counter_cell(key: tuple[int, str]) -> RegionInst:
     return RegionInst(f"counter {key[1]}", 0, 1, key[0])
 
 
+def queue_cell(key: QueueKey) -> RegionInst:
+    """An engine queue's reservation as a one-byte region: plain posts read it, aggregate
+    posts and commits write it, so that a commit (or a batch) unordered with another
+    issuer's post on the queue is a race (E028; posts alone commute)."""
+    rank, peer, queue = key
+    return RegionInst(f"queue {peer}/{queue}", 0, 1, rank)
+
+
 class Machine:
     """One schedule's machine (see the module docstring)."""
 
@@ -83,6 +91,7 @@ class Machine:
         self._quiet: dict[OpKey, tuple[int, ...]] = {}
         self._parties = {plan.proc_of_op[key][0] for key in plan.barrier_gen}
         self._boundaries: set[tuple[int, int, int]] = set()
+        self.spinning: dict[int, int] = {}  # proc -> transfer it posted behind a batch
         for p in range(plan.nprocs):
             self._recheck(p)
 
@@ -93,6 +102,7 @@ class Machine:
         m.state, m.hb, m.races = self.state.copy(), self.hb.copy(), self.races.copy()
         m.findings, m.enabled, m._at = list(self.findings), list(self.enabled), dict(self._at)
         m._touched, m._boundaries = set(), set(self._boundaries)
+        m.spinning = dict(self.spinning)
         if self.memory is not None:
             m.memory = self.memory.copy()
             m.staged = {q: [piece.copy() for piece in pieces] for q, pieces in self.staged.items()}
@@ -154,7 +164,7 @@ class Machine:
 
     def _issuer_ready(self, p: int) -> bool:
         op = self.current(p)
-        if op is None or not self._preds_done(op):
+        if op is None or p in self.spinning or not self._preds_done(op):
             return False
         members = self.plan.members.get((op.rank, op.index))
         if members is None or (len(members) > 1 and not self._group_ready(op.rank, members)):
@@ -217,17 +227,54 @@ class Machine:
         together = hb.vc[p]
         for q in procs[1:]:
             together = np.maximum(together, hb.vc[q])
+        behind: list[int] = []
         for q, spec in zip(procs, plan.posts[(op.rank, op.index)], strict=True):
             hb.tick(q, together)
+            qi = plan.queue_index[spec.queue]
+            self._reserve(q, spec)
+            ahead = self._unrung_ahead(qi)
             xid = len(st.xfers)
             st.xfers.append(Xfer(xid, spec, st.epoch, q, pieces(spec.size, self.npieces)))
             hb.post[xid] = hb.vc[q]
-            qi = plan.queue_index[spec.queue]
             st.queues[qi].items.append(xid)
-            if not spec.op.aggregate:
+            if spec.op.aggregate:
+                continue
+            if ahead:  # the slot waits for a committed pointer only `commit` moves
+                behind.append(xid)
+                if self._ordered_before(ahead, q):  # else E028 says why (`_reserve`)
+                    self.report(explain.behind_batch(spec.op,
+                                                     [self.state.xfers[x] for x in ahead]))
+            else:
                 self._ring(qi, hb.vc[q])
+        if behind:  # the group's leader spins in `submitPacket`; its wave with it
+            for q in procs:
+                self.spinning[q] = behind[0]
+            return
         for index, q in zip(members[1:], procs[1:], strict=True):
             self._complete(q, plan.op((op.rank, index)))
+
+    def _ordered_before(self, xids: list[int], proc: int) -> bool:
+        """Every transfer in `xids` was posted before `proc`'s current step (by its clock)."""
+        vc = self.hb.vc[proc]
+        return all(self.hb.post[x][(p := self.state.xfers[x].poster)] <= vc[p] for x in xids)
+
+    def _unrung_ahead(self, qi: int) -> list[int]:
+        """Aggregate transfers reserved on queue `qi` and not yet committed."""
+        qs = self.state.queues[qi]
+        return [x for x in qs.items[qs.rung:] if self.state.xfers[x].spec.op.aggregate]
+
+    def _reserve(self, p: int, spec: TransferSpec) -> None:
+        """A post reserves a slot of its queue: with aggregate ops or commits around, other
+        issuers' posts and commits on that queue must be ordered with it (E028)."""
+        op = spec.op
+        cell = queue_cell(spec.queue)
+        role = "queue-w" if op.aggregate else "queue-r"
+        self.access(cell, Who(role, op.rank, op.index, self.state.epoch, cell), p)
+
+    def commit_access(self, p: int, op: OpInst) -> None:
+        assert op.peer is not None and op.queue is not None
+        cell = queue_cell((op.rank, op.peer, op.queue))
+        self.access(cell, Who("queue-w", op.rank, op.index, self.state.epoch, cell), p)
 
     def ring(self, key: QueueKey, p: int) -> None:
         qi = self.plan.queue_index.get(key)
@@ -253,7 +300,10 @@ class Machine:
         self._report_unrung(stale, "")
 
     def _unrung(self) -> list[Xfer]:
-        return [self.state.xfers[x] for x in self.state.unrung()]
+        """Aggregate transfers never rung (a plain one behind them was reported already)."""
+        spun = {self.state.xfers[x].spec.queue for x in self.spinning.values()}
+        return [x for i in self.state.unrung() if (x := self.state.xfers[i]).spec.op.aggregate
+                and x.spec.queue not in spun]
 
     def _report_unrung(self, xfers: list[Xfer], waiting: str) -> None:
         by_queue: dict[QueueKey, list[OpInst]] = {}
@@ -558,6 +608,8 @@ class Machine:
 
     def explain_deadlock(self) -> None:
         """No process can move and the launches are not over: say why."""
+        if self.spinning:  # a post spins behind a batch: E020 or E028 said so when it began
+            return
         blocked = self._blocked()
         epoch = self.state.epoch
         unrung = self._unrung()

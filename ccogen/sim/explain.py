@@ -16,6 +16,7 @@ import numpy as np
 
 from ccogen.diag import Diagnostic, error
 from ccogen.ir.instance import CheckInst, OpInst, RegionInst
+from ccogen.ir.opkind import OpKind
 from ccogen.sim.plan import Plan, TransferSpec, Wait
 from ccogen.sim.race import Access, Who
 from ccogen.sim.state import Xfer
@@ -66,6 +67,8 @@ def race(ctx: RaceContext, a: Access, b: Access) -> Finding:
     """Two conflicting accesses with no order between them; `a` was recorded first."""
     if "reset" in (a.who.role, b.who.role):
         return _reset_race(ctx, a, b)
+    if a.who.role.startswith("queue"):
+        return _shared_queue(ctx, a, b)
     if a.who.write and b.who.write:
         return _write_write(ctx, a, b)
     read, write = (a, b) if b.who.write else (b, a)
@@ -121,6 +124,39 @@ def _reset_race(ctx: RaceContext, a: Access, b: Access) -> Finding:
               help="reset only when no counted write can be in flight: before the producers "
                    "start (behind a barrier) or at a protocol boundary")
     return Finding(_key("E027", reset.who, count.who), d)
+
+
+def _shared_queue(ctx: RaceContext, a: Access, b: Access) -> Finding:
+    """A batch or commit of one issuer and another issuer's post on one engine queue."""
+    batch, other = (a, b) if a.who.role == "queue-w" else (b, a)
+    op, them = ctx.plan.op((batch.who.rank, batch.who.op)), ctx.plan.op((other.who.rank,
+                                                                          other.who.op))
+    what = "`commit`" if op.kind is OpKind.COMMIT else f"aggregate `{op.kind}`"
+    peer, q = batch.who.region.window.removeprefix("queue ").split("/")
+    d = error("E028", f"{what} shares its queue with another issuer's ops in no fixed order",
+              op.span, f"{op.issuer} on queue {q} toward rank {peer}",
+              secondary=[(them.span, f"{them.issuer} posts on the same queue meanwhile")],
+              notes=["nothing orders the two issuers: a `commit` can ring the other's slot "
+                     "while it is reserved but not yet written, and the other then waits "
+                     "forever for a committed pointer that has moved past it"],
+              help="give each issuer its own queue, or order the issuers before the batch")
+    return Finding(_key("E028", a.who, b.who), d)
+
+
+def behind_batch(op: OpInst, ahead: Sequence[Xfer]) -> Finding:
+    """A plain post on a queue holding aggregate ops no commit has rung: it spins."""
+    first = ahead[0]
+    d = error("E020", f"plain `{op.kind}` posted behind uncommitted aggregate ops on its queue "
+              "never returns", op.span, "spins until the batch ahead of it is committed",
+              secondary=[(first.spec.op.span, f"aggregate `{first.spec.op.kind}` reserved "
+                                              "first, not yet committed")],
+              notes=[f"{len(ahead)} aggregate op{'s' if len(ahead) > 1 else ''} sit on queue "
+                     f"{first.spec.queue[2]} toward rank {first.spec.queue[1]} unrung; the "
+                     "plain op waits for the committed pointer to reach its slot, and only a "
+                     "`commit` moves it past them"],
+              help=f"`commit({first.spec.queue[1]}, queue={first.spec.queue[2]})` before the "
+                   "plain op, or make it aggregate too")
+    return Finding(("E020", "behind", op.rank, op.index), d)
 
 
 def _source_race(ctx: RaceContext, read: Access, write: Access) -> Finding:

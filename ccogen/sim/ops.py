@@ -3,10 +3,13 @@
 The semantics are the device APIs' (see `docs/simulator.md`):
 
 * `put`/`get` post and return: nothing has moved.  A non-aggregate post rings the
-  doorbell of its queue (which starts everything posted before it there too); an
-  aggregate one waits for a `commit`.  The lanes of a posting group post together.
+  doorbell of its queue; an aggregate one waits for a `commit`.  A plain post on a
+  queue that holds aggregate ops no commit has rung never returns (MORI's in-order
+  commit chain: it waits for a committed pointer only `commit` moves).  The lanes of
+  a posting group post together.
 * `copy` runs on the compute units of the issuer: its bytes move in the step.
-* `commit` rings what was posted but not yet rung on its `(peer, queue)`.
+* `commit` rings what was posted but not yet rung on its `(peer, queue)` (every
+  issuer's: a commit unordered with another issuer's post there is E028).
 * `quiet` waits until every rung transfer on its queues has been consumed (its
   source fully read): sender-side completion only.
 * `wait_signal`/`wait_count` wait until the slot or counter is `>=` the expected
@@ -90,6 +93,8 @@ class Post(OpImpl):
 
     @staticmethod
     def blocked(m: Machine, p: int, op: OpInst) -> str:
+        if p in m.spinning:
+            return "spins: posted behind aggregate ops no `commit` has rung"
         return m.group_why(op)
 
     @staticmethod
@@ -120,6 +125,7 @@ class Commit(OpImpl):
     @staticmethod
     def run(m: Machine, p: int, op: OpInst) -> bool:
         assert op.peer is not None and op.queue is not None
+        m.commit_access(p, op)
         m.ring((op.rank, op.peer, op.queue), p)
         return True
 

@@ -37,7 +37,8 @@ Clock = np.ndarray
 @dataclass(frozen=True, slots=True)
 class Who:
     """What made an access: `role` is copy-r / copy-w / src / dst / ensure / init, or
-    count / reset on a counter (`engine.counter_cell`)."""
+    count / reset on a counter (`engine.counter_cell`), or queue-r / queue-w on an
+    engine queue's reservation (`engine.queue_cell`: plain posts / batches and commits)."""
 
     role: str
     rank: int
@@ -49,7 +50,7 @@ class Who:
 
     @property
     def write(self) -> bool:
-        return self.role in ("dst", "copy-w", "count", "reset")
+        return self.role in ("dst", "copy-w", "count", "reset", "queue-w")
 
 
 @dataclass(frozen=True, slots=True)

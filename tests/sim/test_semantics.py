@@ -148,14 +148,30 @@ def test_an_aggregate_op_moves_nothing_until_commit() -> None:
     assert m.over and not m.findings
 
 
-def test_a_doorbell_rings_what_was_posted_before_it() -> None:
+def test_a_plain_post_behind_an_uncommitted_batch_spins() -> None:
+    # MORI's submitPacket: the plain op waits for the committed pointer to reach its
+    # slot, and only commit moves it past the reserved aggregate op
     s = setup_of(AGGREGATE.replace("{then}", "put(1, dst=dst[size : 2*size], src=b, queue=0, "
                                    "signal=\"remote\")"))
     m = s.machine()
     p, q = issuer(s, 0), queue(s, 0, 1)
     step(m, p)
     assert q not in m.enabled
-    step(m, p)  # a plain put rings the queue: the aggregate op ahead of it starts too
+    step(m, p)  # the plain put does not ring the queue: it spins behind the batch
+    assert m.state.queues[0].rung == 0 and p not in m.enabled
+    drain(m)
+    assert not m.over and codes(m) == ["E020"]
+
+
+def test_a_commit_rings_what_was_posted_before_it() -> None:
+    s = setup_of(AGGREGATE.replace("{then}", "commit(1, queue=0)\n            put(1, "
+                                   "dst=dst[size : 2*size], src=b, queue=0, "
+                                   "signal=\"remote\")"))
+    m = s.machine()
+    p = issuer(s, 0)
+    step(m, p, p)  # post, commit
+    assert m.state.queues[0].rung == 1
+    step(m, p)
     assert m.state.queues[0].rung == 2
     drain(m)
     assert m.over and not m.findings
