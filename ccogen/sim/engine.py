@@ -92,6 +92,9 @@ class Machine:
         self._parties = {plan.proc_of_op[key][0] for key in plan.barrier_gen}
         self._boundaries: set[tuple[int, int, int]] = set()
         self.spinning: dict[int, int] = {}  # proc -> transfer it posted behind a batch
+        self.last_posted: dict[int, dict[QueueKey, int]] = {}  # proc -> queue -> last xid
+        self.fenced: dict[int, tuple[int, ...]] = {}  # proc -> what its last fence orders
+        self.fence_targets: set[int] = set()  # transfers some later transfer must land after
         for p in range(plan.nprocs):
             self._recheck(p)
 
@@ -103,6 +106,8 @@ class Machine:
         m.findings, m.enabled, m._at = list(self.findings), list(self.enabled), dict(self._at)
         m._touched, m._boundaries = set(), set(self._boundaries)
         m.spinning = dict(self.spinning)
+        m.last_posted = {p: dict(d) for p, d in self.last_posted.items()}
+        m.fenced, m.fence_targets = dict(self.fenced), set(self.fence_targets)
         if self.memory is not None:
             m.memory = self.memory.copy()
             m.staged = {q: [piece.copy() for piece in pieces] for q, pieces in self.staged.items()}
@@ -120,7 +125,7 @@ class Machine:
             return self._issuer_ready(p)
         if p < plan.host:
             qs = self.state.queues[p - plan.nissuers]
-            return qs.head < qs.rung
+            return qs.head < qs.rung and self._fence_clear(qs)
         st = self.state
         return not st.over and st.finished == plan.nissuers
 
@@ -234,7 +239,11 @@ class Machine:
             self._reserve(q, spec)
             ahead = self._unrung_ahead(qi)
             xid = len(st.xfers)
-            st.xfers.append(Xfer(xid, spec, st.epoch, q, pieces(spec.size, self.npieces)))
+            after = tuple(x for x in self.fenced.get(q, ()) if st.xfers[x].spec.queue
+                          != spec.queue)  # one queue lands in order anyway
+            st.xfers.append(Xfer(xid, spec, st.epoch, q, pieces(spec.size, self.npieces),
+                                 after, len(st.queues[qi].items)))
+            self.last_posted.setdefault(q, {})[spec.queue] = xid
             hb.post[xid] = hb.vc[q]
             st.queues[qi].items.append(xid)
             if spec.op.aggregate:
@@ -257,6 +266,25 @@ class Machine:
         """Every transfer in `xids` was posted before `proc`'s current step (by its clock)."""
         vc = self.hb.vc[proc]
         return all(self.hb.post[x][(p := self.state.xfers[x].poster)] <= vc[p] for x in xids)
+
+    def fence(self, p: int) -> None:
+        """`fence()`: what `p` posted so far lands before what it posts from now on."""
+        deps = tuple(self.last_posted.get(p, {}).values())
+        self.fenced[p] = deps
+        self.fence_targets.update(deps)
+
+    def _fence_clear(self, qs: QState) -> bool:
+        """The head transfer may write: whatever a fence orders before it has landed."""
+        x = self.state.xfers[qs.items[qs.head]]
+        if not x.after or qs.phase != len(x.pieces):
+            return True
+        return all(self.landed(d) for d in x.after)
+
+    def landed(self, xid: int) -> bool:
+        """The last byte of transfer `xid` has been written."""
+        x = self.state.xfers[xid]
+        qs = self.state.queues[self.plan.queue_index[x.spec.queue]]
+        return qs.head > x.slot or (qs.head == x.slot and qs.phase >= 2 * len(x.pieces))
 
     def _unrung_ahead(self, qi: int) -> list[int]:
         """Aggregate transfers reserved on queue `qi` and not yet committed."""
@@ -342,6 +370,8 @@ class Machine:
         proc, n, phase = self.plan.nissuers + qi, len(x.pieces), qs.phase
         if phase == 0:
             hb.tick(proc, hb.post[x.id], hb.ring.get(x.id))
+        elif phase == n and x.after:  # the first write: after what a fence put before it
+            hb.tick(proc, *(hb.land.get(d) for d in x.after))
         else:
             hb.tick(proc)
         if phase < n:
@@ -378,6 +408,10 @@ class Machine:
         self.access(region, Who("dst", spec.op.rank, spec.op.index, x.epoch, spec.dst, x.id), proc)
         if self.memory is not None:
             self.memory.view(region)[:] = self.staged[qi][piece]
+        if piece == len(x.pieces) - 1:
+            self.hb.land[x.id] = self.hb.vc[proc]
+            if x.id in self.fence_targets:  # transfers fenced behind it may write now
+                self._touched.update(range(self.plan.nissuers, self.plan.host))
 
     def _finish(self, x: Xfer, proc: int) -> None:
         st, hb = self.state, self.hb
@@ -749,6 +783,10 @@ class Machine:
             mems = (self.mem_key(sub(spec.src, *x.pieces[phase]), False),)
         elif phase < 2 * n:
             mems = (self.mem_key(sub(spec.dst, *x.pieces[phase - n]), True),)
+            if phase == n:  # a fence: waits for earlier transfers to land
+                keys = tuple(rd(("land", d)) for d in x.after)
+            if phase == 2 * n - 1 and x.id in self.fence_targets:
+                keys += (wr(("land", x.id)),)
         else:
             keys = tuple(add(("slot", s), st.slots.get(s, 0))
                          for s in (spec.remote_slot, spec.local_slot) if s)

@@ -17,7 +17,8 @@ The semantics are the device APIs' (see `docs/simulator.md`):
 * `barrier` is two steps, arrive and depart; a departure waits for every party.
 * `reset_count` sets this rank's counter to zero; it orders nothing (NVSHMEM's
   `nvshmemx_signal_counted_reset`).
-* `fence` orders nothing the model does not already order (copies are synchronous).
+* `fence` makes the issuer's transfers posted before it land before the first byte
+  of its transfers posted after it (on other queues: one queue is in order anyway).
 
 Each class answers: may the op run now (`ready`), run it (`run`, returning True
 when the op is complete; an op of `steps` steps completes in its last), what state
@@ -228,6 +229,11 @@ class ResetCount(OpImpl):
 
 @impl(OpKind.FENCE)
 class Fence(OpImpl):
+    @staticmethod
+    def run(m: Machine, p: int, op: OpInst) -> bool:
+        m.fence(p)
+        return True
+
     @staticmethod
     def cost_us(cost: StepCosts, op: OpInst) -> float:
         return 0.0

@@ -8,6 +8,8 @@ device APIs guarantee orders two events:
   lane's first op follows what came before the block, what follows the block
   follows every lane);
 * a post (and, for aggregate ops, the ring) before the transfer's first step;
+* `fence()`: the landing of the issuer's transfers before it before the first write
+  of its transfers after it;
 * a signal or counted add before a wait that needed it: increments from one queue
   land in order, so the wait joins the one that reached its expected value; a slot
   or counter that several queues feed joins every increment that had landed;
@@ -67,8 +69,8 @@ class Access:
 class HB:
     """The vector clocks (arrays are never mutated in place, so copies can share them)."""
 
-    __slots__ = ("barrier", "consumed", "counter", "done", "fin_vc", "finish", "host", "post",
-                 "ring", "slot", "vc")
+    __slots__ = ("barrier", "consumed", "counter", "done", "fin_vc", "finish", "host", "land",
+                 "post", "ring", "slot", "vc")
 
     def __init__(self, nprocs: int) -> None:
         zero = np.zeros(nprocs, dtype=np.int64)
@@ -82,6 +84,7 @@ class HB:
         self.consumed: dict[int, Clock] = {}
         self.barrier: dict[int, Clock] = {}
         self.done: dict[tuple[int, int], Clock] = {}  # an op's clock when it completed
+        self.land: dict[int, Clock] = {}  # a fenced-on transfer's clock when its last byte landed
         self.host: Clock = zero
 
     def copy(self) -> HB:
@@ -91,7 +94,7 @@ class HB:
         other.fin_vc = dict(self.fin_vc)
         other.slot, other.counter = dict(self.slot), dict(self.counter)
         other.consumed, other.barrier = dict(self.consumed), dict(self.barrier)
-        other.done = dict(self.done)
+        other.done, other.land = dict(self.done), dict(self.land)
         other.host = self.host
         return other
 

@@ -33,6 +33,8 @@ class Xfer:
     epoch: int
     poster: int
     pieces: tuple[tuple[int, int], ...]  # byte offsets [a, b) within the regions
+    after: tuple[int, ...] = ()  # transfers a `fence` makes land before this one lands
+    slot: int = 0  # its position in its queue
 
     @property
     def steps(self) -> int:

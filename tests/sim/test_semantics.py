@@ -516,3 +516,47 @@ def test_program_order_holds_across_the_issuers_of_a_fork() -> None:
             m = s.machine()
             run_while(m, lambda en, k=seed: en[k % len(en)])
             assert m.over and not m.findings, codes(m)
+
+
+FENCED = """
+protocol fenced(size: bytes = 8):
+    team lsa(2)
+    queues 2
+    window src: size
+    window flag: 16
+    window dst: size
+    window got: 16
+    window out: size
+
+    kernel k(threads=32):
+        if me == 0:
+            put(1, dst=dst, src=src, queue=0)
+            {fence}
+            put(1, dst=got, src=flag, queue=1, signal="remote")
+            quiet(1)
+        else:
+            wait_signal(0, queue=1)
+            copy(dst=out, src=dst)
+
+    ensure:
+        if me == 1:
+            out == init(src@0)
+"""
+
+
+def test_a_fence_lands_earlier_transfers_before_later_ones_on_other_queues() -> None:
+    # as the checker has it (language reference section 8): with the fence, the signal
+    # on queue 1 proves the data on queue 0 landed; without it, it does not (E024)
+    s = setup_of(FENCED.format(fence="fence()"))
+    m = s.machine()
+    q0, q1 = queue(s, 0, 1, 0), queue(s, 0, 1, 1)
+    p = issuer(s, 0)
+    step(m, p, p, p)  # put, fence, put
+    step(m, q1, q1)  # queue 1 reads its source (8 bytes: two pieces)
+    assert q1 not in m.enabled  # its first write waits for queue 0's data to land
+    run_while(m, lambda en: q1 if q1 in en else (q0 if q0 in en else en[0]))
+    assert m.over and not m.findings
+    s = setup_of(FENCED.format(fence="pass"))
+    m = s.machine()
+    run_while(m, lambda en: q1 if q1 in en else en[-1])
+    assert "E024" in codes(m)
