@@ -228,17 +228,47 @@ def wait_edges(sk: Skeleton, clock: Clock, clock0: Clock, again: bool = False) -
     for (_, index), w in sk.matching.waits.items():
         if w.expected is not None and 0 < w.expected <= w.total:
             by_key.setdefault(w.key, []).append((index, w.expected))
+    resets = _resets(sk)
     for key, waits in by_key.items():
         events, weights, kind = _key_events(sk, key)
-        if again and _one_chain(events, clock0):
+        if again and _one_chain(events, clock0) and key not in resets:
             continue
         finder = _Needed(events, weights, clock, clock0)
         rank = key[0]
         for index, expected in waits:
             done = sk.ids[(EventKind.DONE, rank, index)]
-            for e in finder.lasts(expected):
+            found = finder
+            if key in resets:
+                found = _after_resets(sk, events, weights, rank, resets[key], index, clock,
+                                      clock0)
+            for e in found.lasts(expected):
                 added += sk.add_edge(e, done, kind)
     return added
+
+
+def _resets(sk: Skeleton) -> dict[CounterKey, list[int]]:
+    """The `reset_count` ops of each `(rank, counter)`, by op index."""
+    out: dict[CounterKey, list[int]] = {}
+    for ops in sk.instance.ranks:
+        for op in ops:
+            if op.kind is OpKind.RESET_COUNT and op.counter is not None:
+                out.setdefault((op.rank, op.counter), []).append(op.index)
+    return out
+
+
+def _after_resets(sk: Skeleton, events: list[int], weights: list[int], rank: int,
+                  resets: list[int], wait: int, clock: Clock, clock0: Clock) -> _Needed:
+    """The counted writes a wait after a `reset_count` can still see.
+
+    A write whose count happens before a reset that happens before the wait was erased
+    by it: the wait's bytes come from the others only.
+    """
+    hb = oracle(clock, clock0)
+    issue = sk.ids[(EventKind.ISSUE, rank, wait)]
+    before = [ri for r in resets if hb(ri := sk.ids[(EventKind.ISSUE, rank, r)], issue)]
+    kept = [(e, w) for e, w in zip(events, weights, strict=True)
+            if not any(hb(e, ri) for ri in before)]
+    return _Needed([e for e, _ in kept], [w for _, w in kept], clock, clock0)
 
 
 def _one_chain(events: list[int], clock: Clock) -> bool:

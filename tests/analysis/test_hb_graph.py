@@ -303,3 +303,21 @@ def test_vector_clocks_agree_with_graph_reachability(path: Path) -> None:
         wrong = [(a, b) for b in range(len(g)) for a in range(len(g))
                  if (a in anc[b]) != g.hb(a, b)]
         assert not wrong, [(g.describe(a), g.describe(b)) for a, b in wrong[:5]]
+
+
+def test_a_wait_after_reset_count_needs_the_bytes_counted_after_the_reset() -> None:
+    # the first put's bytes were counted before the reset: the second wait's 64 bytes
+    # can only be the second put's
+    g = graph("""
+        if me == 0:
+            put(1, dst=recv[64 : 128], src=send[0 : 64], queue=0, count=c)
+            wait_signal(1, queue=0)
+            put(1, dst=recv[0 : 64], src=send[64 : 128], queue=0, count=c)
+        else:
+            wait_count(c, expected=64)
+            reset_count(c)
+            put(0, dst=out[0 : 16], src=out[16 : 32], queue=0, signal="remote")
+            wait_count(c, expected=64)
+    """, head="counter c")
+    assert g.hb(ev(g, EventKind.COUNT, 0, 2), ev(g, EventKind.DONE, 1, 3))
+    assert g.hb(ev(g, EventKind.COUNT, 0, 0), ev(g, EventKind.DONE, 1, 0))
