@@ -32,6 +32,7 @@ Protocol and declarations (text form on the right)
   The type may also be `"bytes"`/`"int"` or Python's `bytes`/`int`; `ccogen.builder.int`
   is `int_` (served by a module `__getattr__` so that `int` stays the builtin here).
 - `p.queues(n)` / `p.queues("auto")`                `queues n` / `queues auto` (default 1)
+- `p.between_launches("host_sync")`                 `between_launches: host_sync`
 - `p.window(name, size, align=None)`                `window name: size, align=A`; a `Window`
 - `p.counter(name)`                                  `counter name`; a `Counter`
 - `p.kernel(name, threads=T, blocks=None)`          `kernel name(threads=T, blocks=B):`
@@ -1163,6 +1164,8 @@ class Protocol:
         self._team = nodes.Team()
         self._queues: nodes.Expr | None = nodes.Const(value=1)
         self._queues_span: Span | None = None
+        self._launches = nodes.LaunchOrder.BACK_TO_BACK
+        self._launches_span: Span | None = None
         self._params: list[nodes.Param] = []
         self._windows: list[nodes.Window] = []
         self._counters: list[nodes.Counter] = []
@@ -1183,6 +1186,8 @@ class Protocol:
         self._setup(protocol.name, protocol.span, protocol.doc)
         self._team = protocol.team
         self._queues, self._queues_span = protocol.queues, protocol.queues_span
+        self._launches = protocol.between_launches
+        self._launches_span = protocol.between_launches_span
         for p in protocol.params:
             self._record("parameter", p, Value(nodes.ParamRef(name=p.name, span=p.span)))
             self._params.append(p)
@@ -1269,7 +1274,8 @@ class Protocol:
             name=self._name, params=tuple(self._params), doc=self._doc, team=self._team,
             queues=self._queues, windows=tuple(self._windows), counters=tuple(self._counters),
             kernels=tuple(self._kernels), ensure=self._ensure or (), span=self._span,
-            queues_span=self._queues_span)
+            queues_span=self._queues_span, between_launches=self._launches,
+            between_launches_span=self._launches_span)
 
     # -- declarations
     def param(self, name: str, type: object, *, default: object = _MISSING,
@@ -1286,6 +1292,19 @@ class Protocol:
         handle = Value(nodes.ParamRef(name=name, span=span))
         self._register(name, "parameter", span, handle)
         return handle
+
+    def between_launches(self, order: str, *, src_loc_at: int = 0) -> None:
+        """`between_launches: host_sync` (or `back_to_back`, the default when not called)."""
+        span = _span_at(src_loc_at)
+        self._top_level("between_launches", span)
+        if self._launches_span is not None:
+            _fail("E002", "`between_launches` declared twice", span, "declared again",
+                  secondary=[(self._launches_span, "first declared here")])
+        orders = {o.value: o for o in nodes.LaunchOrder}
+        if not isinstance(order, str) or order not in orders:
+            _fail("E002", f"unknown launch order {order!r}", span,
+                  "expected \"host_sync\" or \"back_to_back\"")
+        self._launches, self._launches_span = orders[order], span
 
     def queues(self, count: ExprLike | str, *, src_loc_at: int = 0) -> None:
         """`queues count` or `queues auto` (`count="auto"`); 1 when not called."""

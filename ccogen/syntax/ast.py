@@ -208,6 +208,15 @@ class QueuesDecl:
 
 
 @_node
+class SettingDecl:
+    """`name: value` (`between_launches: host_sync`)."""
+
+    name: Name
+    value: Name
+    span: Span = _span()
+
+
+@_node
 class WindowDecl:
     name: Name
     size: AExpr
@@ -236,7 +245,8 @@ class EnsureDecl:
     span: Span = _span()
 
 
-ADecl: TypeAlias = TeamDecl | QueuesDecl | WindowDecl | CounterDecl | KernelDecl | EnsureDecl
+ADecl: TypeAlias = (TeamDecl | QueuesDecl | SettingDecl | WindowDecl | CounterDecl | KernelDecl
+                   | EnsureDecl)
 
 
 @_node
