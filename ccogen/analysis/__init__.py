@@ -1,12 +1,15 @@
 """Analyses of an instance, shared by the checks and the code generators.
 
-`analyse(instance)` returns the `Analysis`: the happens-before graph
-(`hb_graph.HBGraph`), the signal/counter matching with the expected values the
-generated code waits for (`matching.Matching`, `matching.ExpectedValues`) and the
-inferred thread mode of every posting group of lanes.  Results are cached per
-instance (a few recent instances), and checks get them through
-`analysis_of(ctx)`, which caches in `PassContext.cache`.  `Analysis.conflicts`
-lists the memory conflicts (`races.conflicts`) behind E024, E025, E031 and E032.
+`analyse(instance)` returns the `Analysis`: the signal/counter matching with the
+expected values the generated code waits for (`matching.Matching`,
+`matching.ExpectedValues`), the inferred thread mode of every posting group of lanes,
+and -- built on first use, the code generators never need it -- the happens-before
+graph (`hb_graph.HBGraph`) of two launches back to back (`launches.back_to_back`:
+`Analysis.launches` is that instance; the graph's op indices and events refer to it,
+and its first launch has the indices of `instance`).  Results are cached per
+instance (a few recent instances), and checks get them through `analysis_of(ctx)`,
+which caches in `PassContext.cache`.  `Analysis.conflicts` lists the memory
+conflicts (`races.conflicts`) behind E024, E025, E031 and E032.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from ccogen.analysis.hb_graph import HBGraph
+from ccogen.analysis.launches import back_to_back, launch_matching
 from ccogen.analysis.matching import ExpectedValues, Matching, match
 from ccogen.analysis.races import Conflict, ConflictKind, conflicts
 from ccogen.ir.instance import Instance
@@ -36,7 +40,16 @@ class Analysis:
 
     instance: Instance
     matching: Matching
-    graph: HBGraph
+
+    @cached_property
+    def launches(self) -> Instance:
+        """The instance launched twice back to back: what the graph describes."""
+        return back_to_back(self.instance)
+
+    @cached_property
+    def graph(self) -> HBGraph:
+        with gc_paused():
+            return HBGraph(self.launches, launch_matching(self.launches, self.matching))
 
     @property
     def expected(self) -> ExpectedValues:
@@ -83,9 +96,7 @@ def analyse(instance: Instance) -> Analysis:
     if found is not None and found.instance is instance:
         return found
     with gc_paused():
-        matching = match(instance)
-        result = Analysis(instance=instance, matching=matching,
-                          graph=HBGraph(instance, matching))
+        result = Analysis(instance=instance, matching=match(instance))
     if len(_cache) >= _RECENT:
         _cache.pop(next(iter(_cache)))
     _cache[id(instance)] = result

@@ -241,7 +241,7 @@ def wait_edges(sk: Skeleton, clock: Clock, clock0: Clock, again: bool = False) -
             if key in resets:
                 found = _after_resets(sk, events, weights, rank, resets[key], index, clock,
                                       clock0)
-            for e in found.lasts(expected):
+            for e in found.lasts(expected, done):
                 added += sk.add_edge(e, done, kind)
     return added
 
@@ -322,29 +322,50 @@ class _Needed:
         self.groups = [sorted(g, key=lambda e: clock.pos[e]) for g in groups.values()]
         self.suffix = [_suffix_sums([self.weight[e] for e in g]) for g in self.groups]
 
-    def others_before(self, s: int) -> int:
+    def others_before(self, s: int, cuts: list[int], total: int) -> int:
         after = 0
-        for g, suf in zip(self.groups, self.suffix, strict=True):
-            after += suf[prefix_len(g, lambda t: not self.clock.hb(s, t))]
-        return self.total - self.weight[s] - after
+        for g, suf, cut in zip(self.groups, self.suffix, cuts, strict=True):
+            start = prefix_len(g, lambda t: not self.clock.hb(s, t))
+            after += suf[start] - suf[cut] if start < cut else 0
+        return total - self.weight[s] - after
 
-    def lasts(self, expected: int) -> list[int]:
-        if expected >= self.total:
-            return [g[-1] for g in self.groups] + self.loose
-        if len(self.groups) == 1 and not self.loose:
-            return self._one_chain(expected)
+    def lasts(self, expected: int, horizon: int | None = None) -> list[int]:
+        """The needed increments' last per chain, for a wait for `expected`.
+
+        `horizon`: the wait's return; increments that surely come after it cannot be
+        among those it waits for (a later launch's, say).  When too few remain, the
+        wait cannot return before them: all are kept (the cycle is a deadlock).  So are
+        increments that never happen (behind a deadlock) when the others are too few:
+        the wait then never returns either.
+        """
+        cuts = [len(g) for g in self.groups]
+        loose = self.loose
+        if horizon is not None and self.clock.executes(horizon):
+            cut = [prefix_len(g, lambda t: not self.clock.hb(horizon, t)) for g in self.groups]
+            kept = sum(suf[0] - suf[c] for suf, c in zip(self.suffix, cut, strict=True))
+            kept += sum(self.weight[e] for e in loose)
+            if kept >= expected:
+                cuts = cut
+        total = sum(suf[0] - suf[c] for suf, c in zip(self.suffix, cuts, strict=True))
+        if total >= expected:
+            loose = []  # increments that never happen cannot be among the first ones
+        total += sum(self.weight[e] for e in loose)
+        if expected >= total:
+            return [g[c - 1] for g, c in zip(self.groups, cuts, strict=True) if c] + loose
+        if len(self.groups) == 1 and not loose:
+            return self._one_chain(expected, cuts[0])
         out = []
-        for g in self.groups:
-            k = prefix_len(g, lambda s: self.others_before(s) < expected)
+        for g, cut in zip(self.groups, cuts, strict=True):
+            k = prefix_len(g[:cut], lambda s: self.others_before(s, cuts, total) < expected)
             if k:
                 out.append(g[k - 1])
-        out += [e for e in self.loose if self.total - self.weight[e] < expected]
+        out += [e for e in loose if total - self.weight[e] < expected]
         return out
 
-    def _one_chain(self, expected: int) -> list[int]:
+    def _one_chain(self, expected: int, cut: int) -> list[int]:
         """One chain: what may precede the k-th increment is exactly the k-1 before it."""
         g, suf = self.groups[0], self.suffix[0]
-        k = prefix_len(range(len(g)), lambda i: self.total - suf[i] < expected)
+        k = prefix_len(range(cut), lambda i: suf[0] - suf[i] < expected)
         return [g[k - 1]] if k else []
 
 

@@ -143,6 +143,10 @@ class HBGraph:
     def end(self, rank: int) -> int:
         return self._sk.ids[(EventKind.END, rank, -1)]
 
+    def launch_end(self, rank: int, epoch: int) -> int:
+        """Where launch `epoch` of `rank` ends (its caller's step; the end for the last)."""
+        return self._sk.launch_end(rank, epoch)
+
     def completion(self, rank: int, op: int) -> int:
         return self._sk.completion(rank, op)
 

@@ -172,8 +172,8 @@ class Matching:
 
 def match(instance: Instance) -> Matching:
     """Compute the increments, counted writes, expected values and modes of `instance`."""
-    increments, signal_of = _increments(instance)
-    counted = _counted(instance)
+    increments, signal_of = increments_of(instance)
+    counted = counted_writes(instance)
     waits = _waits(instance, increments, counted)
     totals = {slot: len(incs) for slot, incs in increments.items()}
     bytes_ = {key: sum(w.nbytes for w in ws) for key, ws in counted.items()}
@@ -197,8 +197,9 @@ def _grouped(op: OpInst) -> bool:
             and not op.signal_per_copy)
 
 
-def _increments(instance: Instance) -> tuple[dict[SlotKey, tuple[Increment, ...]],
-                                             dict[tuple[int, int, bool], Increment]]:
+def increments_of(instance: Instance) -> tuple[dict[SlotKey, tuple[Increment, ...]],
+                                                dict[tuple[int, int, bool], Increment]]:
+    """Every signal increment per slot, and the increment each signalling op is part of."""
     members: dict[tuple[object, ...], list[int]] = {}
     flags: dict[tuple[object, ...], tuple[SlotKey, int, bool, bool, int]] = {}
     for rank, ops in enumerate(instance.ranks):
@@ -226,7 +227,8 @@ def _increments(instance: Instance) -> tuple[dict[SlotKey, tuple[Increment, ...]
     return ordered, signal_of
 
 
-def _counted(instance: Instance) -> dict[CounterKey, tuple[CountedWrite, ...]]:
+def counted_writes(instance: Instance) -> dict[CounterKey, tuple[CountedWrite, ...]]:
+    """The counted writes to every `(rank, counter)`."""
     found: dict[CounterKey, list[CountedWrite]] = {}
     for rank, ops in enumerate(instance.ranks):
         for op in ops:
@@ -297,4 +299,4 @@ def _modes(instance: Instance) -> dict[tuple[int, int], Mode]:
 
 
 __all__ = ["CountedWrite", "CounterKey", "ExpectedValues", "Increment", "Matching", "OpKey",
-           "SlotKey", "WaitMatch", "match"]
+           "SlotKey", "WaitMatch", "counted_writes", "increments_of", "match"]

@@ -35,7 +35,7 @@ from itertools import pairwise
 
 from ccogen.analysis._hb_derive import prefix_len
 from ccogen.analysis.hb_graph import HBGraph
-from ccogen.ir.instance import CheckInst, OpInst, RegionInst
+from ccogen.ir.instance import CheckInst, Instance, OpInst, RegionInst
 from ccogen.ir.opkind import OpKind
 
 MAX_PAIRWISE = 64
@@ -50,13 +50,25 @@ class ConflictKind(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Access:
-    """Bytes `region` read or written at event `event` by `op` (or by postcondition `check`)."""
+    """Bytes `region` read or written at event `event` by `op`, or by the caller of
+    `region.rank` at the end of launch `epoch`: reading an output (postcondition
+    `check`), or writing an input (`check` None) for the next launch."""
 
     region: RegionInst
     event: int
     issue: int
     op: OpInst | None
     check: CheckInst | None = None
+    epoch: int = 0
+
+    @property
+    def caller(self) -> bool:
+        return self.op is None
+
+    @property
+    def launch(self) -> int:
+        """The launch the access belongs to (a caller's: the one that just ended)."""
+        return self.op.epoch if self.op is not None else self.epoch
 
     @property
     def by_transfer(self) -> bool:
@@ -93,13 +105,30 @@ def accesses(graph: HBGraph) -> tuple[list[Access], list[Access]]:
         issue = graph.issue(op.rank, op.index)
         reads.append(Access(op.src, graph.read(op.rank, op.index), issue, op))
         writes.append(Access(op.dst, graph.write(op.rank, op.index), issue, op))
-    for check in graph.instance.checks:
-        end = graph.end(check.rank)
+    inst = graph.instance
+    for check in inst.checks:
         for region, init in ((check.left, check.left_init), (check.right, check.right_init)):
             if not init:
-                reads.append(Access(region, end, end, None, check))
+                for e in range(inst.launches):
+                    end = graph.launch_end(region.rank, e)
+                    reads.append(Access(region, end, end, None, check, e))
+    for rank, window in sorted(input_windows(inst)):
+        whole = RegionInst(window, 0, inst.window_size(window), rank)
+        for e in range(inst.launches - 1):
+            end = graph.launch_end(rank, e)
+            writes.append(Access(whole, end, end, None, None, e))
     return ([a for a in reads if graph.executes(a.event)],
             [a for a in writes if graph.executes(a.event)])
+
+
+def input_windows(instance: Instance) -> set[tuple[int, str]]:
+    """`(rank, window)` of every input: a window `ensure` reads through `init(...)`.
+
+    Between two launches each rank's caller writes its inputs (and reads its outputs)
+    on the launch's stream: a peer's next launch must not touch them before that.
+    """
+    return {(r.rank, r.window) for c in instance.checks
+            for r, init in ((c.left, c.left_init), (c.right, c.right_init)) if init}
 
 
 def _overlap(a: RegionInst, b: RegionInst) -> RegionInst:
@@ -214,7 +243,7 @@ def _read_in_chain(graph: HBGraph, r: Access, chain: list[Access],
 
 def _classify(graph: HBGraph, r: Access, w: Access, overlap: RegionInst) -> Conflict | None:
     """The conflict between read `r` and write `w`, if they are not safely ordered."""
-    if w.op is r.op and r.op is not None:
+    if w.op is r.op:  # one op reading what it writes, or the caller's read and write
         return None
     reused = r.issue != r.event and graph.hb(r.issue, w.event)
     if reused and not graph.hb(r.event, w.event):
@@ -240,12 +269,16 @@ def _other_queue(graph: HBGraph, r: Access, w: Access) -> tuple[OpInst, OpInst] 
         if (op.kind is not OpKind.WAIT_SIGNAL or op.peer != put.rank
                 or op.queue in (None, put.queue)):
             continue
-        if not graph.hb(graph.done(reader, op.index), r.event):
+        done = graph.done(reader, op.index)
+        if not graph.hb(done, r.event):
             continue
         for inc in m.increments.get((reader, put.rank, op.queue), ()):
-            if graph.hb(issue_put, graph.issue(inc.sender, inc.first)):
+            sig = graph.signal_event(inc.sender, inc.first, inc.local)
+            if (graph.hb(issue_put, graph.issue(inc.sender, inc.first))
+                    and sig is not None and graph.hb(sig, done)):
                 return op, graph.instance.ranks[inc.sender][inc.first]
     return None
 
 
-__all__ = ["Access", "Conflict", "ConflictKind", "accesses", "conflicts", "overlapping"]
+__all__ = ["Access", "Conflict", "ConflictKind", "accesses", "conflicts", "input_windows",
+           "overlapping"]

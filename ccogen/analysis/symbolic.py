@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from ccogen.analysis.events import EventKind
 from ccogen.analysis.hb_graph import HBGraph
+from ccogen.analysis.races import input_windows
 from ccogen.ir.instance import CheckInst, Instance, OpInst, RegionInst
 from ccogen.ir.opkind import OpKind
 
@@ -89,10 +90,15 @@ class _Window:
 
 @dataclass
 class Memory:
-    """The symbolic memory of every rank (windows are created on first touch)."""
+    """The symbolic memory of every rank (windows are created on first touch).
+
+    `seen[(launch, region)]`: what the caller of `region.rank` read there when that
+    launch ended, for every region a postcondition reads.
+    """
 
     instance: Instance
     windows: dict[tuple[int, str], _Window] = field(default_factory=dict)
+    seen: dict[tuple[int, RegionInst], list[Piece]] = field(default_factory=dict)
 
     def _window(self, rank: int, window: str) -> _Window:
         key = (rank, window)
@@ -114,14 +120,34 @@ def initial(r: RegionInst) -> list[Piece]:
 
 
 _MOVES = frozenset({EventKind.READ, EventKind.LAND, EventKind.ISSUE})
+_ENDS = frozenset({EventKind.BOUNDARY, EventKind.END})
 
 
 def execute(graph: HBGraph) -> Memory:
-    """Apply every copy and transfer in topological order; return the final memory."""
-    mem = Memory(graph.instance)
+    """Apply every copy and transfer in topological order; return the final memory.
+
+    At the end of each launch of a rank its caller reads the regions postconditions
+    read (`Memory.seen`) and, when another launch follows, writes its inputs: they
+    hold their initial bytes again (the next launch's `init`).
+    """
+    inst = graph.instance
+    mem = Memory(inst)
     taken: dict[tuple[int, int], list[Piece]] = {}
+    outputs = _outputs(inst)
+    inputs = input_windows(inst)
     for e in graph.order:
         kind = graph.kind(e)
+        if kind in _ENDS:
+            ev = graph.event_at(e)
+            launch = inst.launches - 1 if kind is EventKind.END else -1 - ev.op
+            for r in outputs.get(ev.rank, ()):
+                mem.seen[(launch, r)] = mem.read(r)
+            if kind is EventKind.BOUNDARY:
+                for rank, window in inputs:
+                    if rank == ev.rank:
+                        whole = RegionInst(window, 0, inst.window_size(window), rank)
+                        mem.write(whole, initial(whole), None)
+            continue
         if kind not in _MOVES:
             continue
         op = graph.op(e)
@@ -134,6 +160,16 @@ def execute(graph: HBGraph) -> Memory:
         elif op.kind is OpKind.COPY:
             mem.write(op.dst, mem.read(op.src), op)
     return mem
+
+
+def _outputs(instance: Instance) -> dict[int, list[RegionInst]]:
+    """Per rank, the regions of it that postconditions read (not through `init`)."""
+    out: dict[int, list[RegionInst]] = {}
+    for c in instance.checks:
+        for r, init in ((c.left, c.left_init), (c.right, c.right_init)):
+            if not init and r not in out.get(r.rank, []):
+                out.setdefault(r.rank, []).append(r)
+    return out
 
 
 # ============================================================================= postconditions
@@ -155,14 +191,21 @@ class Mismatch:
     equal: bool = False
 
 
-def side(mem: Memory, r: RegionInst, init: bool) -> list[Piece]:
-    return initial(r) if init else mem.read(r)
+def side(mem: Memory, r: RegionInst, init: bool, launch: int | None = None) -> list[Piece]:
+    """A postcondition's side: the initial bytes, what the caller read after `launch`,
+    or (None) the memory as it is."""
+    if init:
+        return initial(r)
+    if launch is not None and (launch, r) in mem.seen:
+        return mem.seen[(launch, r)]
+    return mem.read(r)
 
 
-def evaluate(mem: Memory, check: CheckInst) -> Mismatch | None:
-    """Why `check` fails on the final memory `mem`, or None when it holds."""
-    left = side(mem, check.left, check.left_init)
-    right = side(mem, check.right, check.right_init)
+def evaluate(mem: Memory, check: CheckInst, launch: int | None = None) -> Mismatch | None:
+    """Why `check` fails after `launch` (None: on the memory as it is), or None when it
+    holds."""
+    left = side(mem, check.left, check.left_init, launch)
+    right = side(mem, check.right, check.right_init, launch)
     diff = first_difference(left, right)
     if check.op == "!=":
         if diff is not None or not left:

@@ -119,6 +119,7 @@ class OpInst:
     counter: str | None = None
     expected: int | None = None
     lanes_in_group: int = 1
+    epoch: int = 0  # the launch it belongs to in a back-to-back instance (`launches`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +157,11 @@ class Instance:
     kernels: tuple[KernelInst, ...]
     ranks: tuple[tuple[OpInst, ...], ...] = field(repr=False)
     checks: tuple[CheckInst, ...] = field(repr=False)
+    launches: int = 1  # >1: every rank's ops of that many back-to-back launches, in order
+
+    def launch_len(self, rank: int) -> int:
+        """How many op instances one launch has on `rank`."""
+        return len(self.ranks[rank]) // self.launches
 
     @property
     def param_dict(self) -> dict[str, int]:

@@ -27,8 +27,17 @@ from ccogen.analysis.hb_graph import Edge
 from ccogen.analysis.races import Conflict
 from ccogen.ir.instance import OpInst
 from ccogen.ir.opkind import OpKind
-from ccogen.passes._report import Findings, name, queue_arg, region
+from ccogen.passes._report import (
+    Findings,
+    access_span,
+    caller_text,
+    launches_note,
+    name,
+    queue_arg,
+    region,
+)
 from ccogen.passes.base import Pass, PassContext
+from ccogen.source import Span
 
 
 @dataclass(frozen=True)
@@ -41,17 +50,21 @@ class CheckCompletion(Pass):
     def run(self, ctx: PassContext) -> None:
         a = analysis_of(ctx)
         out = Findings(ctx)
-        for ops in a.instance.ranks:
+        late: set[Span | None] = set()  # aggregate ops E020 reports: not also E025
+        for ops in a.launches.ranks:
             quiets = [q for q in ops if q.kind is OpKind.QUIET]
             for op in ops:
                 if op.aggregate and a.graph.executes(a.graph.issue(op.rank, op.index)):
-                    _aggregate(a, op, quiets, out)
+                    if _aggregate(a, op, quiets, out):
+                        late.add(op.span)
         for rank, plain, agg in a.graph.behind_batch:
             _behind_batch(a, rank, plain, agg, out)
         for cycle in a.graph.cycles():
             _ring_cycle(a, cycle, out)
         _shared_doorbell(a, out)
         for c in a.conflicts_of(ConflictKind.SOURCE_REUSE):
+            if c.second.op is None and c.first.op is not None and c.first.op.span in late:
+                continue  # the caller refills a batch never rung: E020 is the cause
             _source_reuse(c, out)
         out.flush()
 
@@ -63,9 +76,10 @@ def _commit_hint(op: OpInst) -> str:
     return f"commit({op.peer}{queue_arg(op)})"
 
 
-def _aggregate(a: Analysis, op: OpInst, quiets: list[OpInst], out: Findings) -> None:
+def _aggregate(a: Analysis, op: OpInst, quiets: list[OpInst], out: Findings) -> bool:
+    """E020 for an aggregate op not committed in time; whether it was reported."""
     g = a.graph
-    ringers = [a.instance.ranks[op.rank][c] for c in g.sure_ringers(op.rank, op.index)]
+    ringers = [a.launches.ranks[op.rank][c] for c in g.sure_ringers(op.rank, op.index)]
     ringers = [c for c in ringers if c.kernel == op.kernel]
     early = _early_quiets(a, op, quiets, ringers)
     if not ringers:
@@ -76,7 +90,8 @@ def _aggregate(a: Analysis, op: OpInst, quiets: list[OpInst], out: Findings) -> 
                          "doorbell of its queue (a later plain op does not ring it: it waits "
                          "behind it)"],
                   help=f"add `{_commit_hint(op)}` after the last aggregate op of the batch")
-    elif early:
+        return True
+    if early:
         out.error("E020", f"aggregate {name(op)} is committed only after a `quiet` that drains "
                   "its queue", op.span, "not committed before the `quiet`", rank=op.rank,
                   secondary=[(early[0].span, "drains only to the last rung packet"),
@@ -84,6 +99,8 @@ def _aggregate(a: Analysis, op: OpInst, quiets: list[OpInst], out: Findings) -> 
                   notes=["`quiet` returns with the aggregate op not even started: its source "
                          "is not free and its data has not left"],
                   help=f"move `{_commit_hint(op)}` before the `quiet`")
+        return True
+    return False
 
 
 def _covers(q: OpInst, op: OpInst) -> bool:
@@ -126,7 +143,7 @@ def _ring_cycle(a: Analysis, cycle: list[Edge], out: Findings) -> None:
 
 
 def _behind_batch(a: Analysis, rank: int, plain: int, agg: int, out: Findings) -> None:
-    p, g = a.instance.ranks[rank][plain], a.instance.ranks[rank][agg]
+    p, g = a.launches.ranks[rank][plain], a.launches.ranks[rank][agg]
     out.error("E020", f"plain {name(p)} posted behind uncommitted aggregate ops on its queue "
               "never returns", p.span, "spins until the batch ahead of it is committed",
               rank=rank,
@@ -147,7 +164,7 @@ def _shared_doorbell(a: Analysis, out: Findings) -> None:
     same queue (E028)."""
     g = a.graph
     seen: set[tuple[object, ...]] = set()
-    for ops in a.instance.ranks:
+    for ops in a.launches.ranks:
         for op in ops:
             if op.peer is None or op.queue is None or not op.kind.traits.rings:
                 continue
@@ -177,7 +194,7 @@ def _unordered_other(a: Analysis, op: OpInst, qo: object) -> OpInst | None:
         live = [i for i in seq if g.executes(g.issue(op.rank, i))]
         k = prefix_len(live, lambda i: g.hb(g.issue(op.rank, i), x))
         if k < len(live) and not g.hb(x, g.issue(op.rank, live[k])):
-            return a.instance.ranks[op.rank][live[k]]
+            return a.launches.ranks[op.rank][live[k]]
     return None
 
 
@@ -202,7 +219,10 @@ def _report_shared(op: OpInst, other: OpInst, out: Findings) -> None:
 
 def _source_reuse(c: Conflict, out: Findings) -> None:
     reader, writer = c.first.op, c.second.op
-    assert reader is not None and writer is not None
+    assert reader is not None
+    if writer is None:
+        _caller_reuse(c, reader, out)
+        return
     incoming = writer.rank != c.overlap.rank
     what = f"an incoming {name(writer)}" if incoming else name(writer)
     label = f"writes {region(c.overlap)}" + (f" from rank {writer.rank}" if incoming else "")
@@ -210,9 +230,24 @@ def _source_reuse(c: Conflict, out: Findings) -> None:
               "reading it", writer.span, label, rank=c.overlap.rank,
               secondary=[(reader.span, f"reads {region(c.overlap)}, not yet complete")],
               notes=[f"a {name(reader)} is complete only after a `quiet` that covers it or a "
-                     "wait on its local signal; until then the engine may read the new bytes"],
+                     "wait on its local signal; until then the engine may read the new bytes",
+                     *launches_note(c.first, c.second)],
               help=f"complete the {name(reader)} first: `quiet({reader.peer}"
                    f"{queue_arg(reader)})` before the bytes are written again")
+
+
+def _caller_reuse(c: Conflict, reader: OpInst, out: Findings) -> None:
+    """The caller writes an input between launches while a transfer may still read it."""
+    rank = c.overlap.rank
+    out.error("E025", f"rank {rank}'s caller overwrites the source of a {name(reader)} that may "
+              "still be reading it", reader.span,
+              f"reads {region(c.overlap)}, not yet complete when the launch ends", rank=rank,
+              secondary=[(access_span(c.second), caller_text(c.second))],
+              notes=["transfers outlive the kernel that posted them: a launch ends without "
+                     "waiting for its transfers to read their sources",
+                     *launches_note(c.first, c.second)],
+              help=f"complete the {name(reader)} before the launch ends: `quiet({reader.peer}"
+                   f"{queue_arg(reader)})`, or a wait on its local signal")
 
 
 __all__ = ["CheckCompletion"]

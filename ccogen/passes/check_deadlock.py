@@ -124,7 +124,7 @@ def _bare_cycle(a: Analysis, cycle: list[Edge], out: Findings) -> None:
 
 def _barriers(a: Analysis, m: BarrierMismatch, out: Findings) -> None:
     rank, index = m.extra[0]
-    op = a.instance.ranks[rank][index]
+    op = a.launches.ranks[rank][index]
     kernel = a.instance.kernels[m.kernel].name
     mine = m.counts[(rank, op.issuer.block)]
     out.error("E030", "`barrier()` is reached a different number of times on different ranks "

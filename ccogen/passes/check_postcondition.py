@@ -38,9 +38,11 @@ class CheckPostcondition(Pass):
         with gc_paused():
             mem = execute(a.graph)
             for check in a.instance.checks:
-                m = evaluate(mem, check)
-                if m is not None:
-                    failed.setdefault(check.span, []).append(m)
+                for launch in range(a.launches.launches):
+                    m = evaluate(mem, check, launch)
+                    if m is not None:
+                        failed.setdefault(check.span, []).append(m)
+                        break
         out = Findings(ctx)
         for ms in failed.values():
             _report(ms, out, a.instance.nranks)

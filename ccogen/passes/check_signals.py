@@ -55,7 +55,7 @@ class CheckSignals(Pass):
 
 
 def _op(a: Analysis, rank: int, index: int) -> OpInst:
-    return a.instance.ranks[rank][index]
+    return a.launches.ranks[rank][index]
 
 
 # ============================================================================= E021-E023
@@ -141,7 +141,7 @@ def _earlier_waits_other_queue(a: Analysis, w: WaitMatch) -> list[OpInst]:
     g = a.graph
     me, src, q = w.key  # type: ignore[misc]
     issue = g.issue(w.rank, w.op)
-    return [op for op in a.instance.ranks[me][: w.op]
+    return [op for op in a.launches.ranks[me][: w.op]
             if op.kind is OpKind.WAIT_SIGNAL and op.peer == src and op.queue != q
             and g.hb(g.issue(me, op.index), issue)]
 
@@ -258,7 +258,7 @@ def _after_reset(a: Analysis, w: WaitMatch, op: OpInst, out: Findings) -> None:
     """A wait after a `reset_count` that erased bytes it counts on (E026)."""
     g = a.graph
     issue = g.issue(w.rank, w.op)
-    resets = [r for r in a.instance.ranks[w.rank][: w.op] if r.kind is OpKind.RESET_COUNT
+    resets = [r for r in a.launches.ranks[w.rank][: w.op] if r.kind is OpKind.RESET_COUNT
               and r.counter == op.counter and g.hb(g.issue(r.rank, r.index), issue)]
     if not resets or w.expected is None:
         return
@@ -276,7 +276,7 @@ def _after_reset(a: Analysis, w: WaitMatch, op: OpInst, out: Findings) -> None:
 
 def _resets(a: Analysis, out: Findings) -> None:
     g = a.graph
-    for ops in a.instance.ranks:
+    for ops in a.launches.ranks:
         for op in ops:
             if op.kind is not OpKind.RESET_COUNT or not g.executes(g.issue(op.rank, op.index)):
                 continue

@@ -8,9 +8,14 @@ process `p`, which must be in `Machine.enabled`.  Processes:
   other, each in steps: read the source piece by piece, write the destination
   piece by piece (a reader in between sees a mix of old and new bytes), then
   finish: signal, count and free the queue for the next transfer;
-* the host ends a launch when every issuer has finished it: it checks for
-  aggregate ops never rung, evaluates `ensure`, and starts the next launch.  It
-  does not wait for the engines: transfers in flight carry over.
+* one host per rank ends that rank's launch when every issuer of the rank has
+  finished it (its caller between two launches): it checks for aggregate ops never
+  rung, reads the rank's outputs for `ensure`, writes its inputs and starts the
+  rank's next launch.  It waits for no other rank (a rank may run launch N+1 while
+  its peers are in launch N; with `between_launches: host_sync` every rank's next
+  launch waits for every host) and not for the engines: transfers in flight carry
+  over.  A postcondition is evaluated once the hosts of the ranks its sides live on
+  have read them.
 
 Without `memory` the machine runs control only (what exhaustive exploration needs);
 with it every byte moves.  `describe(p)` gives the footprint of a process's next
@@ -46,6 +51,7 @@ class StepRecord:
     phase: int = 0
     complete: bool = False
     source: int = -1  # a wait: the transfer whose increment let it pass
+    rank: int = -1  # an op's or a host's rank
 
 
 ORIGIN_PROBE = 8  # wrong bytes needed in a row to search for where they came from
@@ -83,7 +89,12 @@ class Machine:
         self.findings: list[Finding] = []
         self.memory = memory
         self.image = image
-        self.init_snap = memory.snapshot(plan.init_windows) if memory is not None else {}
+        self.init_snap: dict[tuple[int, int, str], np.ndarray] = {}  # (launch, rank, window)
+        if memory is not None:
+            for key, data in memory.snapshot(plan.init_windows).items():
+                self.init_snap[(0, *key)] = data
+        self.outputs: dict[tuple[int, int, int], np.ndarray] = {}  # (launch, check, side)
+        self.evaluated: set[tuple[int, int]] = set()
         self.staged: dict[int, list[np.ndarray]] = {}
         self.enabled: list[int] = []
         self._at: dict[int, int] = {}
@@ -111,6 +122,8 @@ class Machine:
         if self.memory is not None:
             m.memory = self.memory.copy()
             m.staged = {q: [piece.copy() for piece in pieces] for q, pieces in self.staged.items()}
+            m.init_snap, m.outputs = dict(self.init_snap), dict(self.outputs)
+            m.evaluated = set(self.evaluated)
         return m
 
     # ------------------------------------------------------------------ scheduling
@@ -126,8 +139,14 @@ class Machine:
         if p < plan.host:
             qs = self.state.queues[p - plan.nissuers]
             return qs.head < qs.rung and self._fence_clear(qs)
-        st = self.state
-        return not st.over and st.finished == plan.nissuers
+        st, rank = self.state, p - plan.host
+        if not plan.host_sync:
+            return (st.epochs[rank] < self.epochs
+                    and st.finished[rank] == len(plan.rank_issuers[rank]))
+        e = st.epochs[rank]  # a host barrier: every rank has ended this launch first
+        return e < self.epochs and all(
+            st.epochs[r] > e or st.finished[r] == len(plan.rank_issuers[r])
+            for r in range(plan.instance.nranks))
 
     def _recheck(self, p: int) -> None:
         ready, at = self.is_ready(p), self._at
@@ -146,7 +165,7 @@ class Machine:
         elif p < plan.host:
             record = self._queue_step(p - plan.nissuers)
         else:
-            record = self._host_step()
+            record = self._host_step(p - plan.host)
         touched, self._touched = self._touched, set()
         touched.add(p)
         for q in touched:
@@ -171,6 +190,8 @@ class Machine:
         op = self.current(p)
         if op is None or p in self.spinning or not self._preds_done(op):
             return False
+        if self.plan.host_sync and self.state.epochs[op.rank] > min(self.state.epochs):
+            return False  # a host barrier: every rank's caller ends the launch first
         members = self.plan.members.get((op.rank, op.index))
         if members is None or (len(members) > 1 and not self._group_ready(op.rank, members)):
             return False
@@ -188,7 +209,8 @@ class Machine:
         op = self.current(p)
         assert op is not None
         first = st.pcs[p] == 0 and st.phase[p] == 0
-        self.hb.tick(p, self.hb.host if first else None)
+        epoch = st.epochs[op.rank]
+        self.hb.tick(p, self._launch_start(op.rank, epoch) if first else None)
         if st.phase[p] == 0:
             self._join_preds(p, op)
         if op.kernel > 0:
@@ -200,8 +222,8 @@ class Machine:
             self._complete(p, op)
         else:
             st.phase[p] += 1
-        return StepRecord(p, "op", st.epoch, (op.rank, op.index), phase=phase,
-                          complete=complete, source=source)
+        return StepRecord(p, "op", epoch, (op.rank, op.index), phase=phase,
+                          complete=complete, source=source, rank=op.rank)
 
     def _join_preds(self, p: int, op: OpInst) -> None:
         """Program order across issuers: know what the predecessors run elsewhere knew."""
@@ -218,8 +240,10 @@ class Machine:
         self._touched.add(p)
         self._touched.update(self.plan.watchers[p])
         if st.pcs[p] == len(self.plan.issuers[p].ops):
-            st.finished += 1
-            self._touched.add(self.plan.host)
+            st.finished[op.rank] += 1
+            self._touched.add(self.plan.host_of(op.rank))
+            if self.plan.host_sync:
+                self._touched.update(range(self.plan.host, self.plan.nprocs))
 
     # ------------------------------------------------------------------ posting and queues
 
@@ -241,7 +265,8 @@ class Machine:
             xid = len(st.xfers)
             after = tuple(x for x in self.fenced.get(q, ()) if st.xfers[x].spec.queue
                           != spec.queue)  # one queue lands in order anyway
-            st.xfers.append(Xfer(xid, spec, st.epoch, q, pieces(spec.size, self.npieces),
+            st.xfers.append(Xfer(xid, spec, st.epochs[op.rank], q,
+                                 pieces(spec.size, self.npieces),
                                  after, len(st.queues[qi].items)))
             self.last_posted.setdefault(q, {})[spec.queue] = xid
             hb.post[xid] = hb.vc[q]
@@ -297,12 +322,13 @@ class Machine:
         op = spec.op
         cell = queue_cell(spec.queue)
         role = "queue-w" if op.aggregate else "queue-r"
-        self.access(cell, Who(role, op.rank, op.index, self.state.epoch, cell), p)
+        self.access(cell, Who(role, op.rank, op.index, self.state.epochs[op.rank], cell), p)
 
     def commit_access(self, p: int, op: OpInst) -> None:
         assert op.peer is not None and op.queue is not None
         cell = queue_cell((op.rank, op.peer, op.queue))
-        self.access(cell, Who("queue-w", op.rank, op.index, self.state.epoch, cell), p)
+        self.access(cell, Who("queue-w", op.rank, op.index, self.state.epochs[op.rank], cell),
+                    p)
 
     def ring(self, key: QueueKey, p: int) -> None:
         qi = self.plan.queue_index.get(key)
@@ -319,12 +345,13 @@ class Machine:
 
     def _kernel_boundary(self, rank: int, kernel: int) -> None:
         """An op of a later kernel: aggregate ops of earlier kernels must have been rung."""
-        key = (rank, kernel, self.state.epoch)
+        epoch = self.state.epochs[rank]
+        key = (rank, kernel, epoch)
         if key in self._boundaries:
             return
         self._boundaries.add(key)
         stale = [x for x in self._unrung() if x.spec.op.rank == rank
-                 and x.spec.op.kernel < kernel and x.epoch == self.state.epoch]
+                 and x.spec.op.kernel < kernel and x.epoch == epoch]
         self._report_unrung(stale, "")
 
     def _unrung(self) -> list[Xfer]:
@@ -443,7 +470,7 @@ class Machine:
 
     def wait_ready(self, op: OpInst) -> bool:
         w = self.plan.waits[(op.rank, op.index)]
-        expected = w.expected(self.state.epoch)
+        expected = w.expected(self.state.epochs[op.rank])
         return expected is not None and self.value(w.kind, w.key) >= expected
 
     def _nothing_counted(self, op: OpInst) -> None:
@@ -469,12 +496,12 @@ class Machine:
         self.hb.absorb(p, self.hb.fin_vc.get(source))
 
     def wait_need(self, op: OpInst) -> int:
-        expected = self.plan.waits[(op.rank, op.index)].expected(self.state.epoch)
+        expected = self.plan.waits[(op.rank, op.index)].expected(self.state.epochs[op.rank])
         return NEVER if expected is None else expected
 
     def _source(self, op: OpInst) -> int:
         w = self.plan.waits[(op.rank, op.index)]
-        expected = w.expected(self.state.epoch)
+        expected = w.expected(self.state.epochs[op.rank])
         landed = self.state.landed.get((w.kind, w.key), [])
         if not expected:
             return -1
@@ -483,7 +510,7 @@ class Machine:
     def wait_why(self, op: OpInst) -> str:
         w = self.plan.waits[(op.rank, op.index)]
         seen = self.value(w.kind, w.key)
-        expected = w.expected(self.state.epoch)
+        expected = w.expected(self.state.epochs[op.rank])
         what = w.what()
         if expected is None:
             return f"waits on {what}, but it is the {explain.ordinal(w.ordinal)} of {w.waits} " \
@@ -494,28 +521,31 @@ class Machine:
     def reset_counter(self, p: int, op: OpInst) -> None:
         assert op.counter is not None
         key = (op.rank, op.counter)
-        self.access(counter_cell(key), Who("reset", op.rank, op.index, self.state.epoch,
-                                           counter_cell(key)), p)
+        self.access(counter_cell(key), Who("reset", op.rank, op.index,
+                                           self.state.epochs[op.rank], counter_cell(key)), p)
         self.state.counters[key] = 0
         self.state.landed.pop(("counter", key), None)
         self.hb.counter.pop(key, None)
 
+    def barrier_key(self, op: OpInst) -> tuple[int, int]:
+        """The barrier an op meets: its generation in its rank's launch."""
+        return self.state.epochs[op.rank], self.plan.barrier_gen[(op.rank, op.index)]
+
     def barrier_complete(self, op: OpInst) -> bool:
-        g = self.plan.barrier_gen[(op.rank, op.index)]
-        return self.state.barrier.get(g, 0) >= len(self.plan.barrier_parties)
+        return self.state.barrier.get(self.barrier_key(op), 0) >= len(self.plan.barrier_parties)
 
     def arrive(self, p: int, op: OpInst) -> None:
-        g = self.plan.barrier_gen[(op.rank, op.index)]
+        g = self.barrier_key(op)
         self.state.barrier[g] = self.state.barrier.get(g, 0) + 1
         self.hb.barrier[g] = HB.merge(self.hb.barrier.get(g), self.hb.vc[p])
         self._touched.update(self._parties)
 
     def depart(self, p: int, op: OpInst) -> None:
-        self.hb.absorb(p, self.hb.barrier.get(self.plan.barrier_gen[(op.rank, op.index)]))
+        self.hb.absorb(p, self.hb.barrier.get(self.barrier_key(op)))
 
     def barrier_why(self, op: OpInst) -> str:
-        g = self.plan.barrier_gen[(op.rank, op.index)]
-        return f"waits in barrier {g}: {self.state.barrier.get(g, 0)} of " \
+        g = self.barrier_key(op)
+        return f"waits in barrier {g[1]}: {self.state.barrier.get(g, 0)} of " \
                f"{len(self.plan.barrier_parties)} parties arrived"
 
     def group_why(self, op: OpInst) -> str:
@@ -525,7 +555,7 @@ class Machine:
 
     def copy(self, p: int, op: OpInst) -> None:
         assert op.src is not None and op.dst is not None
-        epoch = self.state.epoch
+        epoch = self.state.epochs[op.rank]
         self.access(op.src, Who("copy-r", op.rank, op.index, epoch, op.src), p)
         self.access(op.dst, Who("copy-w", op.rank, op.index, epoch, op.dst), p)
         if self.memory is not None:
@@ -551,65 +581,114 @@ class Machine:
     def mem_key(region: RegionInst, write: bool) -> tuple[WindowKey, int, int, bool]:
         return ((region.rank, region.window), region.start, region.stop, write)
 
-    # ------------------------------------------------------------------ the host
+    # ------------------------------------------------------------------ the hosts
 
-    def _host_step(self) -> StepRecord:
+    def _host_step(self, rank: int) -> StepRecord:
+        """Rank `rank`'s caller between two of its launches.
+
+        It runs once every issuer of the rank has ended the launch: it checks for
+        aggregate ops never rung, reads the rank's outputs (the postconditions' regions
+        of it) and, when another launch follows, writes its inputs and starts the
+        rank's next launch.  Nothing here waits for other ranks (unless the protocol
+        declares `between_launches: host_sync`, where every rank's next launch waits
+        for every rank's step) or for the engines: transfers in flight carry over.
+        """
         st, hb, plan = self.state, self.hb, self.plan
-        joined = hb.vc[plan.host]
-        for p in range(plan.nissuers):
+        proc = plan.host_of(rank)
+        joined = hb.vc[proc]
+        ranks = range(plan.instance.nranks) if plan.host_sync else (rank,)
+        for p in (p for r in ranks for p in plan.rank_issuers[r]):
             joined = np.maximum(joined, hb.vc[p])
-        hb.host = hb.tick(plan.host, joined)
-        epoch = st.epoch
-        self._report_unrung([x for x in self._unrung() if x.epoch == epoch], "")
-        self._ensure(epoch)
-        if not st.in_flight():
-            self.races.prune(hb.host)
-        st.epoch += 1
-        if st.epoch < self.epochs:
-            self._next_launch()
-        else:
-            st.over = True
-        self._touched.update(range(plan.nissuers))
-        return StepRecord(plan.host, "host", epoch, complete=True)
+        epoch = st.epochs[rank]
+        hb.host[(rank, epoch)] = hb.tick(proc, joined)
+        self._report_unrung([x for x in self._unrung() if x.epoch == epoch
+                             and x.spec.op.rank == rank], "")
+        self._read_outputs(rank, epoch, proc)
+        st.epochs[rank] += 1
+        if st.epochs[rank] < self.epochs:
+            self._next_launch(rank, proc)
+        st.over = all(e >= self.epochs for e in st.epochs)
+        self._evaluate_ready()
+        if not st.in_flight() and len(set(st.epochs)) == 1:
+            self.races.prune(self._hosts_clock(st.epochs[0] - 1))
+        self._touched.update(plan.rank_issuers[rank])
+        if plan.host_sync:
+            self._touched.update(range(plan.nissuers))
+        return StepRecord(proc, "host", epoch, complete=True, rank=rank)
 
-    def _next_launch(self) -> None:
+    def _hosts_clock(self, epoch: int) -> np.ndarray:
+        """What every rank's caller knew at the end of launch `epoch`."""
+        clocks = [self.hb.host[(r, epoch)] for r in range(self.plan.instance.nranks)]
+        return np.minimum.reduce(clocks)
+
+    def _launch_start(self, rank: int, epoch: int) -> np.ndarray | None:
+        """What the first ops of `rank`'s launch `epoch` know: its caller's step before it
+        (every caller's with `host_sync`)."""
+        if epoch == 0:
+            return None
+        if not self.plan.host_sync:
+            return self.hb.host.get((rank, epoch - 1))
+        clocks = [self.hb.host[(r, epoch - 1)] for r in range(self.plan.instance.nranks)]
+        return np.maximum.reduce(clocks)
+
+    def _next_launch(self, rank: int, proc: int) -> None:
         st, plan = self.state, self.plan
-        st.pcs = [0] * plan.nissuers
-        st.phase = [0] * plan.nissuers
-        st.done = [bytearray(len(ops)) for ops in plan.instance.ranks]
-        st.barrier = {}
-        st.finished = sum(1 for ip in plan.issuers if not ip.ops)
+        for p in plan.rank_issuers[rank]:
+            st.pcs[p] = 0
+            st.phase[p] = 0
+        st.done[rank] = bytearray(len(plan.instance.ranks[rank]))
+        st.finished[rank] = sum(1 for p in plan.rank_issuers[rank] if not plan.issuers[p].ops)
         check = self._init_check()
-        for rank, window in sorted(plan.init_windows):
+        epoch = st.epochs[rank]
+        for r, window in sorted(plan.init_windows):
+            if r != rank:
+                continue
             region = RegionInst(window, 0, dict(plan.windows)[window], rank)
-            self.access(region, Who("init", rank, -1, st.epoch, region, check=check), plan.host)
+            self.access(region, Who("input", rank, -1, epoch, region, check=check), proc)
         if self.memory is not None:
-            self.init_snap = self.memory.snapshot(plan.init_windows)
+            mine = frozenset(k for k in plan.init_windows if k[0] == rank)
+            for key, data in self.memory.snapshot(mine).items():
+                self.init_snap[(epoch, *key)] = data
 
     def _init_check(self) -> int:
         return next((i for i, c in enumerate(self.plan.instance.checks)
                      if c.left_init or c.right_init), -1)
 
-    def _ensure(self, epoch: int) -> None:
-        host = self.plan.host
+    def _read_outputs(self, rank: int, epoch: int, proc: int) -> None:
+        """The caller reads every region of `rank` a postcondition reads, as it is now."""
         for index, check in enumerate(self.plan.instance.checks):
-            for region, init in ((check.left, check.left_init), (check.right, check.right_init)):
-                if not init:
-                    who = Who("ensure", check.rank, -1, epoch, region, check=index)
-                    self.access(region, who, host)
-            if self.memory is not None:
-                self._evaluate(index, epoch)
+            for side, (region, init) in enumerate(((check.left, check.left_init),
+                                                   (check.right, check.right_init))):
+                if init or region.rank != rank:
+                    continue
+                self.access(region, Who("ensure", rank, -1, epoch, region, check=index), proc)
+                if self.memory is not None:
+                    self.outputs[(epoch, index, side)] = self.memory.view(region).copy()
 
-    def _side(self, region: RegionInst, init: bool) -> np.ndarray:
-        assert self.memory is not None
-        if init:
-            return self.init_snap[(region.rank, region.window)][region.start:region.stop]
-        return self.memory.view(region)
-
-    def _evaluate(self, index: int, epoch: int) -> None:
+    def _side(self, epoch: int, index: int, side: int) -> np.ndarray | None:
         check = self.plan.instance.checks[index]
-        left = self._side(check.left, check.left_init)
-        right = self._side(check.right, check.right_init)
+        region, init = (check.left, check.left_init) if side == 0 else (check.right,
+                                                                          check.right_init)
+        if not init:
+            return self.outputs.get((epoch, index, side))
+        snap = self.init_snap.get((epoch, region.rank, region.window))
+        return None if snap is None else snap[region.start:region.stop]
+
+    def _evaluate_ready(self) -> None:
+        """Evaluate every postcondition of a launch once the callers read both its sides."""
+        if self.memory is None:
+            return
+        for epoch in range(min(max(self.state.epochs), self.epochs - 1) + 1):
+            for index in range(len(self.plan.instance.checks)):
+                if (epoch, index) in self.evaluated:
+                    continue
+                left, right = self._side(epoch, index, 0), self._side(epoch, index, 1)
+                if left is not None and right is not None:
+                    self.evaluated.add((epoch, index))
+                    self._evaluate(index, epoch, left, right)
+
+    def _evaluate(self, index: int, epoch: int, left: np.ndarray, right: np.ndarray) -> None:
+        check = self.plan.instance.checks[index]
         equal = np.array_equal(left, right)
         if equal == (check.op == "=="):
             return
@@ -671,12 +750,18 @@ class Machine:
             w = self.plan.waits.get((op.rank, op.index))
             seen = self.value(w.kind, w.key) if w is not None else 0
             out.append(Blocked(op, self._why(p, op), w, seen,
-                               w.expected(self.state.epoch) if w else None,
+                               w.expected(self.state.epochs[op.rank]) if w else None,
                                op.kind is OpKind.BARRIER))
         out.sort(key=lambda b: (b.op.rank, b.op.index))
         return out
 
     def _why(self, p: int, op: OpInst) -> str:
+        st = self.state
+        if self.plan.host_sync and st.epochs[op.rank] > min(st.epochs):
+            late = [r for r, e in enumerate(st.epochs) if e < st.epochs[op.rank]]
+            return (f"waits at the host barrier before launch {st.epochs[op.rank] + 1} "
+                    f"(`between_launches: host_sync`) for rank{'s' if len(late) > 1 else ''} "
+                    f"{', '.join(map(str, late))}")
         if not self._preds_done(op):
             return f"waits for the other issuers of rank {op.rank} to get here"
         if self.plan.members.get((op.rank, op.index)) is None:
@@ -700,14 +785,19 @@ class Machine:
             return self._describe_issuer(p)
         if p < plan.host:
             return self._describe_queue(p - plan.nissuers)
-        st = self.state
-        if st.over:
+        st, rank = self.state, p - plan.host
+        if st.epochs[rank] >= self.epochs:
             return None
         mems = tuple(self.mem_key(r, False) for c in plan.instance.checks
-                     for r, init in ((c.left, c.left_init), (c.right, c.right_init)) if not init)
-        mems += tuple(((rank, w), 0, dict(plan.windows)[w], False)
-                      for rank, w in plan.init_windows)
-        return StepDesc(("h", st.epoch), self.is_ready(p), (rd(("fin",)), wr(("epoch",))), mems)
+                     for r, init in ((c.left, c.left_init), (c.right, c.right_init))
+                     if not init and r.rank == rank)
+        if st.epochs[rank] + 1 < self.epochs:
+            mems += tuple(((r, w), 0, dict(plan.windows)[w], True)
+                          for r, w in plan.init_windows if r == rank)
+        e = st.epochs[rank]
+        ranks = range(plan.instance.nranks) if plan.host_sync else (rank,)
+        return StepDesc(("h", rank, e), self.is_ready(p),
+                        (*(rd(("fin", r, e)) for r in ranks), wr(("epoch", rank, e))), mems)
 
     def _describe_issuer(self, p: int) -> StepDesc | None:
         st, plan = self.state, self.plan
@@ -720,8 +810,8 @@ class Machine:
         keys, mems = IMPLS[op.kind].footprint(self, p, op)
         keys += self._order_keys(p, op, members)
         also = tuple(plan.proc_of_op[(op.rank, i)][0] for i in members[1:])
-        return StepDesc(("i", p, st.epoch, st.pcs[p], st.phase[p]), self.is_ready(p), keys,
-                        mems, also)
+        return StepDesc(("i", p, st.epochs[op.rank], st.pcs[p], st.phase[p], op.rank),
+                        self.is_ready(p), keys, mems, also)
 
     def _order_keys(self, p: int, op: OpInst, members: tuple[int, ...]) -> Keys:
         st, plan = self.state, self.plan
@@ -730,8 +820,10 @@ class Machine:
             for pred in plan.op((op.rank, index)).preds:
                 if plan.proc_of_op[(op.rank, pred)][0] != p:
                     keys.append(rd(("done", op.rank, pred)))
-        if st.pcs[p] == 0 and st.phase[p] == 0 and st.epoch > 0:
-            keys.append(rd(("epoch",)))
+        epoch = st.epochs[op.rank]
+        if st.pcs[p] == 0 and st.phase[p] == 0 and epoch > 0:
+            ranks = range(plan.instance.nranks) if plan.host_sync else (op.rank,)
+            keys += [rd(("epoch", r, epoch - 1)) for r in ranks]
         pos = st.pcs[p]
         ops = plan.issuers[p].ops
         if pos > 0 and plan.leader_of[(op.rank, ops[pos - 1])] != ops[pos - 1]:
@@ -739,7 +831,7 @@ class Machine:
         if st.phase[p] == IMPLS[op.kind].steps - 1:  # the step completes the op
             keys += [wr(("done", op.rank, i)) for i in members]
             if pos == len(ops) - 1:
-                keys.append(add(("fin",)))
+                keys.append(add(("fin", op.rank, epoch)))
         return tuple(keys)
 
     def post_footprint(self, op: OpInst) -> Keys:

@@ -10,7 +10,7 @@ depends on the seed.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -65,6 +65,24 @@ class RaceContext:
 
 def race(ctx: RaceContext, a: Access, b: Access) -> Finding:
     """Two conflicting accesses with no order between them; `a` was recorded first."""
+    found = _race(ctx, a, b)
+    if a.who.epoch == b.who.epoch and not {a.who.role, b.who.role} & _CALLER:
+        return found
+    d = found.diagnostic
+    note = (f"the two span consecutive launches (launch {min(a.who.epoch, b.who.epoch) + 1} "
+            f"and {max(a.who.epoch, b.who.epoch) + 1}): {LAUNCHES_NOTE}"
+            if a.who.epoch != b.who.epoch else f"between launches: {LAUNCHES_NOTE}")
+    return Finding(found.key, replace(d, notes=(*d.notes, note)))
+
+
+LAUNCHES_NOTE = ("a rank may start its next launch while its peers are still in this one, and "
+                 "each rank's caller reads its outputs and writes its inputs between its own "
+                 "launches only; order the next launch after it (a leading `barrier()`, or a "
+                 "credit the peer returns), or declare `between_launches: host_sync`")
+_CALLER = frozenset({"ensure", "input"})
+
+
+def _race(ctx: RaceContext, a: Access, b: Access) -> Finding:
     if "reset" in (a.who.role, b.who.role):
         return _reset_race(ctx, a, b)
     if a.who.role.startswith("queue"):
@@ -78,15 +96,17 @@ def race(ctx: RaceContext, a: Access, b: Access) -> Finding:
 
 
 def _span_of(ctx: RaceContext, who: Who) -> Span | None:
-    if who.role in ("ensure", "init"):
+    if who.role in _CALLER:
         checks = ctx.plan.instance.checks
         return checks[who.check].span if 0 <= who.check < len(checks) else None
     return ctx.plan.span((who.rank, who.op))
 
 
 def _what(ctx: RaceContext, who: Who) -> str:
-    if who.role in ("ensure", "init"):
+    if who.role == "ensure":
         return "`ensure`"
+    if who.role == "input":
+        return f"rank {who.rank}'s caller (writing the next launch's input)"
     return f"`{ctx.plan.op((who.rank, who.op)).kind}`"
 
 

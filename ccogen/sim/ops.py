@@ -203,7 +203,7 @@ class BarrierOp(OpImpl):
 
     @staticmethod
     def footprint(m: Machine, p: int, op: OpInst) -> tuple[Keys, Mems]:
-        g = m.plan.barrier_gen[(op.rank, op.index)]
+        g = m.barrier_key(op)
         return ((add if m.state.phase[p] == 0 else rd)(("bar", g)),), ()
 
     @staticmethod

@@ -1,7 +1,8 @@
 """What the simulator derives once from an instance, before any schedule runs.
 
 * Processes: one per issuer `(rank, Issuer)` (its op instances in order), one per
-  engine queue `(rank, peer, queue)` and one host process that ends each epoch.
+  engine queue `(rank, peer, queue)` and one host process per rank that ends each of
+  that rank's launches (its caller's step between two launches).
 * Posting groups: the lanes of one warp that call one `put`/`get` together post in
   one step; their copies toward one `(peer, queue)` signal once, after the last
   copy, unless `signal_per_copy` (MORI's `SameQueue` grouping, per destination).
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from ccogen.ir.instance import Instance, Issuer, OpInst, RegionInst
+from ccogen.ir.nodes import LaunchOrder
 from ccogen.ir.opkind import OpKind
 from ccogen.source import Span
 
@@ -127,13 +129,20 @@ class Plan:
     def nissuers(self) -> int:
         return len(self.issuers)
 
+    host_sync: bool = False  # `between_launches: host_sync`: launches end together
+    rank_windows: dict[int, frozenset[str]] = field(default_factory=dict)  # inputs per rank
+
     @property
     def host(self) -> int:
+        """The first host process (rank r's is `host + r`)."""
         return len(self.issuers) + len(self.queues)
+
+    def host_of(self, rank: int) -> int:
+        return self.host + rank
 
     @property
     def nprocs(self) -> int:
-        return self.host + 1
+        return self.host + self.instance.nranks
 
     def queue_proc(self, key: QueueKey) -> int:
         return self.nissuers + self.queue_index[key]
@@ -167,6 +176,7 @@ def build_plan(instance: Instance) -> Plan:
         (c.left.rank, c.left.window) for c in instance.checks if c.left_init)
     plan.counters = tuple(c.name for c in instance.protocol.counters)
     plan.multi_source = _multi_source(posts)
+    plan.host_sync = instance.protocol.between_launches is LaunchOrder.HOST_SYNC
     return plan
 
 

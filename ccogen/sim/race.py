@@ -15,8 +15,10 @@ device APIs guarantee orders two events:
   or counter that several queues feed joins every increment that had landed;
 * the last source read of a transfer before a `quiet` that saw it consumed;
 * every arrival at a barrier before every departure from it;
-* the end of every issuer of an epoch before the host's end-of-epoch step, and
-  that step before the next epoch's ops.  The host does *not* wait for engines.
+* the end of every issuer of a rank's launch before that rank's host step (its
+  caller between two launches), and that step before the rank's next launch; with
+  `between_launches: host_sync`, every rank's host step before any next launch.
+  Hosts do *not* wait for engines.
 
 Each memory access is recorded as `Access` on its `(rank, window)`.  Two accesses
 of overlapping bytes, at least one a write, race when the earlier one is not
@@ -38,7 +40,8 @@ Clock = np.ndarray
 
 @dataclass(frozen=True, slots=True)
 class Who:
-    """What made an access: `role` is copy-r / copy-w / src / dst / ensure / init, or
+    """What made an access: `role` is copy-r / copy-w / src / dst, or ensure / input (a
+    rank's caller reading its outputs / writing its inputs between launches), or
     count / reset on a counter (`engine.counter_cell`), or queue-r / queue-w on an
     engine queue's reservation (`engine.queue_cell`: plain posts / batches and commits)."""
 
@@ -52,7 +55,7 @@ class Who:
 
     @property
     def write(self) -> bool:
-        return self.role in ("dst", "copy-w", "count", "reset", "queue-w")
+        return self.role in ("dst", "copy-w", "count", "reset", "queue-w", "input")
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +88,7 @@ class HB:
         self.barrier: dict[int, Clock] = {}
         self.done: dict[tuple[int, int], Clock] = {}  # an op's clock when it completed
         self.land: dict[int, Clock] = {}  # a fenced-on transfer's clock when its last byte landed
-        self.host: Clock = zero
+        self.host: dict[tuple[int, int], Clock] = {}  # (rank, launch) -> its end step
 
     def copy(self) -> HB:
         other = HB.__new__(HB)
@@ -95,7 +98,7 @@ class HB:
         other.slot, other.counter = dict(self.slot), dict(self.counter)
         other.consumed, other.barrier = dict(self.consumed), dict(self.barrier)
         other.done, other.land = dict(self.done), dict(self.land)
-        other.host = self.host
+        other.host = dict(self.host)
         return other
 
     def tick(self, proc: int, *joins: Clock | None) -> Clock:

@@ -37,7 +37,7 @@ EXPECTED: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "wait_first_deadlock": ("E030", "deadlock: every rank that has not finished waits for "
                             "another",
                             ("rank 0 (block 0) blocks in `wait_signal((me - 1) % nranks, "
-                             "queue=0)` (line 9): waits for slot [from 1, queue 0] to reach 1, "
+                             "queue=0)` (line 10): waits for slot [from 1, queue 0] to reach 1, "
                              "has seen 0",
                              "rank 1 (block 0) blocks in")),
     "uncommitted_aggregate": ("E020", "aggregate `put` is never committed",

@@ -28,7 +28,8 @@ RUNTIME = re.compile(r"E0[23]\d")
 
 # fixture -> what the simulator reports instead (empty: the run does no harm)
 EFFECTS: dict[str, set[str]] = {
-    # `quiet` before `commit` waits for nothing, but nothing here depends on it
+    # `quiet` before `commit` waits for nothing, but nothing here depends on it (the host
+    # barrier between launches comes after rank 1's wait for the data)
     "E020-commit-after-quiet": set(),
     # a second hand-written wait that is already met orders nothing, and needs not
     "E022-expected-decreasing": set(),

@@ -20,6 +20,7 @@ from tests.sim.util import (
 ONE_PUT = """
 protocol one(size: bytes = 8):
     team lsa(2)
+    between_launches: host_sync
     window src: size
     window dst: size
 
@@ -239,6 +240,7 @@ def test_a_group_waits_for_all_its_lanes() -> None:
 COUNTED = """
 protocol counted(size: bytes = 16):
     team lsa(2)
+    between_launches: host_sync
     window src: size
     window dst: size
     counter c
@@ -353,6 +355,7 @@ def test_nobody_leaves_a_barrier_before_everyone_arrived() -> None:
 GET = """
 protocol pull(size: bytes = 8):
     team lsa(2)
+    between_launches: host_sync
     window src: size
     window dst: size
 
@@ -457,8 +460,9 @@ protocol push(size: bytes = 8):
 def test_transfers_outlive_their_launch() -> None:
     s = setup_of(QUIET_ONLY)
     m = s.machine()
-    host = s.plan.host
-    run_while(m, lambda en: host if host in en else en[0])  # end the launch as soon as possible
+    hosts = range(s.plan.host, s.plan.nprocs)
+    # end every rank's launch as soon as possible
+    run_while(m, lambda en: next((p for p in en if p in hosts), en[0]))
     # `ensure` read bytes still in flight (quiet is sender-side); the failed postcondition
     # that follows is left out of reports as a consequence
     assert codes(m) == ["E032", "E033"]
@@ -560,3 +564,24 @@ def test_a_fence_lands_earlier_transfers_before_later_ones_on_other_queues() -> 
     m = s.machine()
     run_while(m, lambda en: q1 if q1 in en else en[-1])
     assert "E024" in codes(m)
+
+
+def test_a_rank_starts_its_next_launch_while_its_peer_is_in_this_one() -> None:
+    # no host barrier between launches: rank 0 ends launch 1 and puts again into rank 1's
+    # `dst` while rank 1 still waits in launch 1 (its caller has not read `dst` yet)
+    s = setup_of(COUNTED.replace("    between_launches: host_sync\n", ""), epochs=2)
+    m = s.machine()
+    p0, q, host0 = issuer(s, 0), queue(s, 0, 1), s.plan.host_of(0)
+    step(m, p0, q, q, q, q, q, p0, host0)  # launch 1 of rank 0: post, transfer, quiet; its end
+    assert m.state.epochs == [1, 0]
+    step(m, p0)  # rank 0 posts launch 2's put; rank 1 has not ended launch 1
+    drain(m)
+    assert m.over and "E032" in codes(m)  # rank 1's caller may read `dst` as it is rewritten
+    s = setup_of(COUNTED, epochs=2)  # with the host barrier, rank 0 waits for rank 1
+    m = s.machine()
+    step(m, p0, q, q, q, q, q, p0)
+    assert host0 not in m.enabled  # rank 1 has not ended launch 1
+    step(m, issuer(s, 1), host0)
+    assert p0 not in m.enabled  # nor has rank 1's caller stepped in
+    drain(m)
+    assert m.over and not m.findings
