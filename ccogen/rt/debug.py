@@ -12,6 +12,8 @@ _FORMAT = struct.Struct("<IiiiiiQQQ16x")  # hit rank line src queue kind expecte
 assert _FORMAT.size == RECORD_SIZE
 
 KIND_WAIT_SIGNAL, KIND_WAIT_COUNT, KIND_BARRIER = 1, 2, 3
+KIND_COUNTED_REFUSED = 4  # nvshmem: the counted put returned `observed` (not NVSHMEMX_SUCCESS)
+KIND_FABRIC_REPORT = 5  # nccl-cft: a fabric.try_* op reported failure (`observed`: the report)
 
 
 @dataclass(frozen=True)
@@ -36,8 +38,16 @@ class DebugRecord:
 
 
 def describe_wait(record: DebugRecord, source: str, counters: Sequence[str] = ()) -> str:
-    """`rank R: wait at file.cco:LINE for (src S, queue Q) expected E, observed O`."""
+    """`rank R: wait at file.cco:LINE for (src S, queue Q) expected E, observed O`, or the
+    failure a transfer reported."""
     where = f"{source}:{record.line}" if record.line > 0 else source
+    if record.kind == KIND_COUNTED_REFUSED:
+        return (f"rank {record.rank}: a counted put to rank {record.src} of {record.expected} "
+                f"bytes was refused by NVSHMEM (status {record.observed}; counted writes never "
+                f"fall back) (epoch {record.epoch})")
+    if record.kind == KIND_FABRIC_REPORT:
+        return (f"rank {record.rank}: a fabric operation toward rank {record.src} failed "
+                f"(CFT report {record.observed:#x}) (epoch {record.epoch})")
     if record.kind == KIND_WAIT_COUNT:
         if 0 <= record.queue < len(counters):  # queue = the counter's index in the manifest
             what = f"for counter `{counters[record.queue]}`"
@@ -51,5 +61,5 @@ def describe_wait(record: DebugRecord, source: str, counters: Sequence[str] = ()
             f"observed {record.observed} (epoch {record.epoch})")
 
 
-__all__ = ["KIND_BARRIER", "KIND_WAIT_COUNT", "KIND_WAIT_SIGNAL", "RECORD_SIZE", "DebugRecord",
-           "describe_wait"]
+__all__ = ["KIND_BARRIER", "KIND_COUNTED_REFUSED", "KIND_FABRIC_REPORT", "KIND_WAIT_COUNT",
+           "KIND_WAIT_SIGNAL", "RECORD_SIZE", "DebugRecord", "describe_wait"]

@@ -51,6 +51,8 @@ from ccogen.rt.errors import (
 )
 from ccogen.rt.manifest import KernelSpec, Manifest, load_manifest
 from ccogen.rt.report import RankResult, RunReport
+from ccogen.rt.requirements import apply_env, check_heap
+from ccogen.rt.requirements import read as read_requirements
 
 if TYPE_CHECKING:
     from ccogen.ir.instance import Instance
@@ -392,6 +394,7 @@ class _Rank:
         self.engine = engine = self._engine()
         self._phase("heap allocation")
         self.heap = heap = engine.heap_alloc(self.manifest.heap_size)
+        check_heap(self.requirements, heap.pointer)
         rt.memset_d8(heap.pointer, 0, self.manifest.heap_size)  # signals and counters at 0
         self.ctx.synchronize()
         engine.barrier(self.config.init_timeout_s)
@@ -426,6 +429,8 @@ class _Rank:
         from ccogen.rt.engines import Engine
         from ccogen.rt.toolchain import find_library
 
+        self.requirements = read_requirements(self.config.manifest_dir, self.manifest.target)
+        apply_env(self.requirements)  # before the engine reads its environment
         heap = self.manifest.heap_size
         if self.manifest.target == "nvshmem" and heap > (900 << 20):
             os.environ.setdefault("NVSHMEM_SYMMETRIC_SIZE", str((heap + (256 << 20)) >> 20 << 20))

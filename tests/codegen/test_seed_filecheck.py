@@ -94,12 +94,14 @@ CHECK-NEXT:  set MORI_ENABLE_SDMA=1
 CHECK:       constexpr bool kCountedHeap = true;
 CHECK:       __shared__ alignas(16) unsigned char ccogen_stage[kStageBytes];
 CHECK:       ncclGetCftLeInfo(c.win, 0, peer, c.team, *c.dc, le, base);
+CHECK:       cft.flush(coop, &failed, &report);
+CHECK-NEXT:  if (failed && coop.thread_rank() == 0) ccogen_report(c, 0, peer, -1, 5, 0, report);
 CHECK:       ccogen_copy_range(reinterpret_cast<char*>(stage), c.heap + soff + done, len, true,
 CHECK:       ncclMemFence(coop, cuda::memory_order_release, ncclMemProxyType::Generic, ncclMemProxyType::Fabric,
 CHECK:       cft.putCounted(coop, le, base + doff + done, base + counter, stage, len);
 CHECK:       cft.submit(coop);
 CHECK-NEXT:  cft.flushSmem(coop);
-CHECK:       cft.flush(coop);
+CHECK:       ccogen_cft_flush(c, cft, coop, peer);
 CHECK:       cft.waitCounted(ncclCoopCta(), cuda::memory_order_acquire, ncclMemProxyType::Generic, word, target,
 CHECK-LABEL: void ccogen_counted_gather_gather_r0_b0(
 CHECK:       ccogen_waitcounted_group(c, [[CTR:[0-9]+]]ULL, 1048576ULL, 1048576ULL,

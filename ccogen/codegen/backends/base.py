@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 from ccogen.codegen.files import GeneratedFiles
 from ccogen.ir.instance import Instance
+from ccogen.ir.nodes import LaunchOrder
 
 
 @dataclass(frozen=True)
@@ -37,8 +38,9 @@ class Options:
 
 def manifest_head(target: str, instance: Instance, source: str, arch: object,
                   debug: bool, heap_size: int) -> dict[str, object]:
-    """The fields of manifest.json every target writes first (docs/runtime-abi.md)."""
-    return {
+    """The fields of manifest.json every target writes first (docs/runtime-abi.md);
+    `between_launches` only where the protocol needs a host barrier between launches."""
+    head: dict[str, object] = {
         "abi": 1,
         "target": target,
         "protocol": instance.protocol.name,
@@ -50,6 +52,9 @@ def manifest_head(target: str, instance: Instance, source: str, arch: object,
         "debug": debug,
         "heap_size": heap_size,
     }
+    if instance.protocol.between_launches is LaunchOrder.HOST_SYNC:
+        head["between_launches"] = LaunchOrder.HOST_SYNC.value
+    return head
 
 
 class Backend(ABC):
