@@ -89,10 +89,10 @@ class Machine:
         self.findings: list[Finding] = []
         self.memory = memory
         self.image = image
-        self.init_snap: dict[tuple[int, int, str], np.ndarray] = {}  # (launch, rank, window)
+        # launch -> the inputs as each rank's caller left them before it (`init(...)`)
+        self.init_snap: dict[int, dict[WindowKey, np.ndarray]] = {}
         if memory is not None:
-            for key, data in memory.snapshot(plan.init_windows).items():
-                self.init_snap[(0, *key)] = data
+            self.init_snap[0] = memory.snapshot(plan.init_windows)
         self.outputs: dict[tuple[int, int, int], np.ndarray] = {}  # (launch, check, side)
         self.evaluated: set[tuple[int, int]] = set()
         self.staged: dict[int, list[np.ndarray]] = {}
@@ -122,7 +122,8 @@ class Machine:
         if self.memory is not None:
             m.memory = self.memory.copy()
             m.staged = {q: [piece.copy() for piece in pieces] for q, pieces in self.staged.items()}
-            m.init_snap, m.outputs = dict(self.init_snap), dict(self.outputs)
+            m.init_snap = {e: dict(snap) for e, snap in self.init_snap.items()}
+            m.outputs = dict(self.outputs)
             m.evaluated = set(self.evaluated)
         return m
 
@@ -647,8 +648,7 @@ class Machine:
             self.access(region, Who("input", rank, -1, epoch, region, check=check), proc)
         if self.memory is not None:
             mine = frozenset(k for k in plan.init_windows if k[0] == rank)
-            for key, data in self.memory.snapshot(mine).items():
-                self.init_snap[(epoch, *key)] = data
+            self.init_snap.setdefault(epoch, {}).update(self.memory.snapshot(mine))
 
     def _init_check(self) -> int:
         return next((i for i, c in enumerate(self.plan.instance.checks)
@@ -671,8 +671,10 @@ class Machine:
                                                                           check.right_init)
         if not init:
             return self.outputs.get((epoch, index, side))
-        snap = self.init_snap.get((epoch, region.rank, region.window))
-        return None if snap is None else snap[region.start:region.stop]
+        snap = self.init_snap.get(epoch, {})
+        if (region.rank, region.window) not in snap:
+            return None  # that rank's caller has not started this launch yet
+        return snap[(region.rank, region.window)][region.start:region.stop]
 
     def _evaluate_ready(self) -> None:
         """Evaluate every postcondition of a launch once the callers read both its sides."""

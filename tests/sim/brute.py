@@ -54,7 +54,8 @@ def state_key(m: Machine) -> object:
              repr(sorted((p, sorted(d.items())) for p, d in m.last_posted.items())),
              tuple(sorted(m.evaluated)),
              tuple((repr(k), v.tobytes()) for k, v in sorted(m.outputs.items())),
-             tuple((repr(k), v.tobytes()) for k, v in sorted(m.init_snap.items())))
+             tuple((e, repr(k), v.tobytes()) for e, snap in sorted(m.init_snap.items())
+                   for k, v in sorted(snap.items())))
     return control, memory, clocks, accesses, findings, extra
 
 
