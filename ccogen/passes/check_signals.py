@@ -25,7 +25,7 @@ from ccogen.analysis.matching import Increment, SlotKey, WaitMatch
 from ccogen.analysis.races import Conflict
 from ccogen.ir.instance import OpInst
 from ccogen.ir.opkind import OpKind
-from ccogen.passes._report import Findings, region, times
+from ccogen.passes._report import LAUNCHES_NOTE, Findings, region, times
 from ccogen.passes.base import Pass, PassContext
 from ccogen.source import Span
 
@@ -281,20 +281,23 @@ def _resets(a: Analysis, out: Findings) -> None:
             if op.kind is not OpKind.RESET_COUNT or not g.executes(g.issue(op.rank, op.index)):
                 continue
             reset = g.issue(op.rank, op.index)
-            for c in a.matching.counted.get((op.rank, op.counter or ""), ()):
+            for c in g.matching.counted.get((op.rank, op.counter or ""), ()):
                 count = g.event(EventKind.COUNT, c.sender, c.op)
                 if count is not None and g.executes(count) and not g.ordered(count, reset):
                     put = _op(a, c.sender, c.op)
-                    _reset_error(op, put, out)
+                    _reset_error(op, put, out, across=put.epoch != op.epoch)
                     break
 
 
-def _reset_error(op: OpInst, put: OpInst, out: Findings) -> None:
+def _reset_error(op: OpInst, put: OpInst, out: Findings, across: bool = False) -> None:
+    notes = ["a reset does not synchronise with producers: a write that lands after it "
+             "counts toward the next wait, which then returns early"]
+    if across:
+        notes.append(f"the write is of the other launch: {LAUNCHES_NOTE}")
     out.error("E027", "counter reset while counted writes may be in flight", op.span,
               f"resets `{op.counter}` on rank {op.rank}", rank=op.rank,
               secondary=[(put.span, "may add its bytes before or after the reset")],
-              notes=["a reset does not synchronise with producers: a write that lands after it "
-                     "counts toward the next wait, which then returns early"],
+              notes=notes,
               help="remove `reset_count`: expected values advance across epochs by themselves; "
                    "or reset only after a `wait_count` that covers every write")
 

@@ -100,7 +100,7 @@ class Machine:
         self._at: dict[int, int] = {}
         self._touched: set[int] = set()
         self._quiet: dict[OpKey, tuple[int, ...]] = {}
-        self._parties = {plan.proc_of_op[key][0] for key in plan.barrier_gen}
+        self._parties_procs = {plan.proc_of_op[key][0] for key in plan.barrier_gen}
         self._boundaries: set[tuple[int, int, int]] = set()
         self.spinning: dict[int, int] = {}  # proc -> transfer it posted behind a batch
         self.last_posted: dict[int, dict[QueueKey, int]] = {}  # proc -> queue -> last xid
@@ -528,26 +528,29 @@ class Machine:
         self.state.landed.pop(("counter", key), None)
         self.hb.counter.pop(key, None)
 
-    def barrier_key(self, op: OpInst) -> tuple[int, int]:
-        """The barrier an op meets: its generation in its rank's launch."""
-        return self.state.epochs[op.rank], self.plan.barrier_gen[(op.rank, op.index)]
+    def barrier_key(self, op: OpInst) -> tuple[int, int, int]:
+        """The barrier an op meets: (launch of its rank, kernel, generation)."""
+        return (self.state.epochs[op.rank], *self.plan.barrier_gen[(op.rank, op.index)])
+
+    def _parties(self, op: OpInst) -> int:
+        return len(self.plan.barrier_parties[op.kernel])
 
     def barrier_complete(self, op: OpInst) -> bool:
-        return self.state.barrier.get(self.barrier_key(op), 0) >= len(self.plan.barrier_parties)
+        return self.state.barrier.get(self.barrier_key(op), 0) >= self._parties(op)
 
     def arrive(self, p: int, op: OpInst) -> None:
         g = self.barrier_key(op)
         self.state.barrier[g] = self.state.barrier.get(g, 0) + 1
         self.hb.barrier[g] = HB.merge(self.hb.barrier.get(g), self.hb.vc[p])
-        self._touched.update(self._parties)
+        self._touched.update(self._parties_procs)
 
     def depart(self, p: int, op: OpInst) -> None:
         self.hb.absorb(p, self.hb.barrier.get(self.barrier_key(op)))
 
     def barrier_why(self, op: OpInst) -> str:
         g = self.barrier_key(op)
-        return f"waits in barrier {g[1]}: {self.state.barrier.get(g, 0)} of " \
-               f"{len(self.plan.barrier_parties)} parties arrived"
+        return f"waits in barrier {g[2]}: {self.state.barrier.get(g, 0)} of " \
+               f"{self._parties(op)} parties arrived"
 
     def group_why(self, op: OpInst) -> str:
         return "waits for the other lanes of its posting group to reach the same `put`"
@@ -771,12 +774,15 @@ class Machine:
         return IMPLS[op.kind].blocked(self, p, op)
 
     def _barrier_note(self) -> str:
-        counts = {(r, str(i)): n for r, i, n in self.plan.barrier_parties}
-        if len(set(counts.values())) <= 1:
-            return ""
-        parts = [f"rank {r} ({who}) {n} time{'s' if n != 1 else ''}"
-                 for (r, who), n in sorted(counts.items())]
-        return "`barrier()` is called per launch by " + ", ".join(parts)
+        for kernel, parties in sorted(self.plan.barrier_parties.items()):
+            counts = {(r, str(i)): n for r, i, n in parties}
+            if len(set(counts.values())) <= 1:
+                continue
+            parts = [f"rank {r} ({who}) {n} time{'s' if n != 1 else ''}"
+                     for (r, who), n in sorted(counts.items())]
+            name = self.plan.instance.kernels[kernel].name
+            return f"`barrier()` is called per launch in kernel `{name}` by " + ", ".join(parts)
+        return ""
 
     # ------------------------------------------------------------------ partial-order reduction
 
