@@ -21,7 +21,13 @@ from ccogen.builder import (
     Protocol,
     abs,
     and_,
+    bf16,
     bytes,
+    dtype,
+    f16,
+    f32,
+    i32,
+    i64,
     init,
     int_,
     lsa,
@@ -29,15 +35,20 @@ from ccogen.builder import (
     min,
     not_,
     or_,
+    sum,
+    u8,
+    u32,
+    u64,
     where,
     world,
 )
-from ccogen.builder import int_ as int  # noqa: A001 - `cg.int` as the spec writes it
+from ccogen.builder import int_ as int
 from ccogen.diag import Diagnostic, Severity
 from ccogen.errors import DiagnosticError, InternalError
 
 if TYPE_CHECKING:
     from ccogen.driver import CheckResult
+    from ccogen.limits import Limits
 
 __version__ = "0.1.0"
 
@@ -50,16 +61,24 @@ def parse(text: str, path: str = "<string>") -> Protocol:
 
 
 def load(path: str | Path) -> Protocol:
-    """Read and parse a `.cco` file."""
-    return parse(Path(path).read_text(encoding="utf-8"), str(path))
+    """Read and parse a `.cco` file (regular UTF-8 files only: `ccogen.fileio`)."""
+    from ccogen.fileio import read_source
+
+    return parse(read_source(path), str(path))
 
 
 def check(protocol: Protocol | str, *, ranks: tuple[int, ...] | None = None,
-          params: dict[str, int] | None = None, target: str | None = None) -> CheckResult:
-    """Run every check on every instance (`ccogen lint`); returns the findings."""
-    from ccogen.driver import CheckOptions, check_protocol, check_text
+          params: dict[str, int] | None = None, target: str | None = None,
+          limits: Limits | None = None) -> CheckResult:
+    """Run every check on every instance (`ccogen lint`); returns the findings.
 
-    options = CheckOptions(ranks=ranks, params=params or {}, target=target)
+    `limits` (`ccogen.limits.Limits`) raises or lowers the resource limits (E006).
+    """
+    from ccogen.driver import CheckOptions, check_protocol, check_text
+    from ccogen.limits import DEFAULT
+
+    options = CheckOptions(ranks=ranks, params=params or {}, target=target,
+                           limits=limits or DEFAULT)
     if isinstance(protocol, str):
         return check_text(protocol, "<string>", options)
     return check_protocol(protocol.ir, options)
@@ -98,8 +117,14 @@ __all__ = [
     "__version__",
     "abs",
     "and_",
+    "bf16",
     "bytes",
     "check",
+    "dtype",
+    "f16",
+    "f32",
+    "i32",
+    "i64",
     "init",
     "int",
     "int_",
@@ -113,6 +138,10 @@ __all__ = [
     "render",
     "run",
     "simulate",
+    "sum",
+    "u8",
+    "u32",
+    "u64",
     "where",
     "world",
 ]

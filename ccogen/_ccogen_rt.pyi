@@ -1,6 +1,8 @@
 """Type stub for the native runtime extension (runtime/src/bindings.cpp)."""
 
-from collections.abc import Buffer, Sequence
+from collections.abc import Sequence
+
+from typing_extensions import Buffer  # collections.abc.Buffer is Python >= 3.12
 
 class CudaUnavailable(RuntimeError):
     """No usable CUDA driver: libcuda.so.1 missing, a symbol missing, or cuInit failed."""
@@ -77,6 +79,19 @@ class HostMapped:
 def launch(function: Function, grid: int | Sequence[int], block: int | Sequence[int],
            shared_mem: int, params: list[tuple[str, bytes]], stream: Stream | None = None,
            cooperative: bool = False) -> None: ...
+class PreparedLaunch:
+    """A launch prepared once and issued on any stream (ccogen.torch's per-call path)."""
+
+    def __init__(self, function: Function, grid: int | Sequence[int], block: int | Sequence[int],
+                 shared_mem: int, params: list[tuple[str, bytes]], slots: Sequence[int] = (),
+                 cooperative: bool = False, context: int = 0) -> None: ...
+    @property
+    def slot_count(self) -> int: ...
+    @property
+    def name(self) -> str: ...
+    def launch(self, stream: int, slots: Sequence[int] = ()) -> None: ...
+
+def stream_query(stream: int) -> bool: ...
 def memcpy_htod(dst: int, data: Buffer) -> None: ...
 def memcpy_dtoh(src: int, size: int) -> bytes: ...
 def memset_d8(dst: int, value: int, size: int) -> None: ...

@@ -7,25 +7,23 @@ instance itself could be built: for watching a broken protocol fail on the devic
 The instance is the protocol at one team size (`ranks`, default: the protocol's fixed
 size, else 2) with the parameters given.  Any error — syntax, names, an instance
 check, the target's capabilities, or a shape the target cannot lower — refuses to
-generate and is reported as a diagnostic.
+generate: `DiagnosticError` carries the diagnostics.  (When the generated code then
+fails to build, that is `ccogen.rt.errors.CompileError`, the compiler's log.)
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ccogen.diag import Diagnostic, error
 from ccogen.errors import DiagnosticError
 from ccogen.ir.instance import Instance
 from ccogen.ir.nodes import Protocol
-
-
-class CompileError(Exception):
-    def __init__(self, diagnostics: Sequence[Diagnostic]) -> None:
-        super().__init__("; ".join(d.message for d in diagnostics))
-        self.diagnostics = list(diagnostics)
+from ccogen.limits import DEFAULT as DEFAULT_LIMITS
+from ccogen.limits import Limits
+from ccogen.targets import TARGETS
 
 
 @dataclass(frozen=True)
@@ -45,52 +43,88 @@ def default_ranks(protocol: Protocol, params: dict[str, int]) -> int:
 def compile_protocol(protocol: Protocol, target: str, *, source: str, ranks: int | None = None,
                      params: dict[str, int] | None = None, debug: bool = False,
                      force: bool = False,
-                     arch: str | None = None, epoch_from_heap: bool = False) -> Compiled:
-    """Check the instance (errors refuse) and generate its files for `target`.
+                     arch: str | None = None, epoch_from_heap: bool = False,
+                     limits: Limits | None = None,
+                     max_ctas: int | None = None) -> Compiled:
+    """Check the instance and generate its files for `target`; `DiagnosticError` when
+    the protocol is refused (an error, unless `force`) or the target cannot lower it.
 
     `epoch_from_heap` is `codegen.Options.epoch_from_heap` (kernels count their own
-    launches, for CUDA-graph replay; `ccogen bench` sets it).
+    launches, for CUDA-graph replay; `ccogen bench` sets it).  `max_ctas` is the SM
+    budget, `codegen.Options.max_ctas` (None: its default).
     """
-    from ccogen.codegen import BACKENDS, Options, Unsupported, generate
+    from ccogen.codegen import Options, Unsupported, generate
     from ccogen.driver import CheckOptions, check_protocol
 
     params = params or {}
-    if target not in BACKENDS:
-        raise CompileError([error("E042", f"code generation for `{target}` is not available",
-                                  protocol.span, "this protocol",
-                                  help=f"targets with a code generator: {', '.join(BACKENDS)}")])
+    if target not in TARGETS:
+        raise DiagnosticError([error(
+            "E042", f"code generation for `{target}` is not available", protocol.span,
+            "this protocol", help=f"targets with a code generator: {', '.join(TARGETS)}")])
     n = ranks if ranks is not None else default_ranks(protocol, params)
-    result = check_protocol(protocol, CheckOptions(ranks=(n,), params=params, target=target))
+    result = check_protocol(protocol, CheckOptions(ranks=(n,), params=params, target=target,
+                                                   limits=limits or DEFAULT_LIMITS))
     errors = [d for d in result.diagnostics if d.is_error]
     if not result.instances or (errors and not force):
-        raise CompileError(errors or result.diagnostics)
+        raise DiagnosticError(errors or result.diagnostics)
     instance = result.instances[0]
+    pending = _not_generated_yet(instance)
+    if pending is not None:
+        raise DiagnosticError([pending])
     try:
-        options = Options(debug=debug, epoch_from_heap=epoch_from_heap,
-                          **({"arch": arch} if arch else {}))
+        options = Options(debug=debug, epoch_from_heap=epoch_from_heap)
+        if arch:
+            options = replace(options, arch=arch)
+        if max_ctas is not None:
+            options = replace(options, max_ctas=max_ctas)
         files = generate(instance, target, source=source, options=options)
     except Unsupported as exc:
-        raise CompileError([error("E042", str(exc), exc.span, "not supported here",
-                                  help=f"`{target}` cannot lower this shape yet")]) from None
+        raise DiagnosticError([error("E042", str(exc), exc.span, "not supported here",
+                                     help=f"`{target}` cannot lower this shape yet")]) from None
     return Compiled(instance, target, files.files)
 
 
+def _not_generated_yet(instance: Instance) -> Diagnostic | None:
+    """Language v2 ops and local buffers: checked and simulated, not yet generated.
+
+    The code generation of `reduce`, `signal` and `buffer` is the follow-up of issue 15;
+    until it lands, compiling such a protocol is E042 instead of an internal error.
+    """
+    from ccogen.ir.opkind import OpKind
+
+    for ops in instance.ranks:
+        for op in ops:
+            if op.kind is OpKind.REDUCE or op.kind is OpKind.SIGNAL:
+                return error("E042", f"code generation for `{op.kind}` is not implemented yet",
+                             op.span, "checked and simulated, not generated",
+                             help="`ccogen lint` and `ccogen simulate` accept it; code "
+                                  "generation for language v2 ops is under way")
+    buffer = next(iter(instance.protocol.buffers), None)
+    if buffer is not None:
+        return error("E042", "code generation for local buffers is not implemented yet",
+                     buffer.span, "checked and simulated, not generated",
+                     help="declare a `window` to compile it today")
+    return None
+
+
 def compile_file(path: str, target: str, *, ranks: int | None, params_text: Sequence[str],
-                 out_dir: str | None, debug: bool = False, arch: str | None = None) -> Path:
-    from ccogen.codegen.files import GeneratedFiles
+                 out_dir: str | None, debug: bool = False, arch: str | None = None,
+                 force: bool = False, limits: Limits | None = None,
+                 max_ctas: int | None = None) -> Path:
+    """Compile a `.cco` file into `out_dir` (default: `./NAME-TARGET-nN/`).
+
+    Files go through `ccogen.fileio.write_generated`: a file there that ccogen did not
+    generate is kept unless `force`, and links are not written through (FileError).
+    """
+    from ccogen.fileio import read_source, write_generated
+    from ccogen.instantiate import parse_params
     from ccogen.syntax import parse_ir
 
-    text = Path(path).read_text(encoding="utf-8")
-    try:
-        protocol = parse_ir(text, path)
-    except DiagnosticError as exc:
-        raise CompileError(exc.diagnostics) from None
-    from ccogen.instantiate import parse_params
-
+    protocol = parse_ir(read_source(path), path)
     params = parse_params(params_text, protocol)
     compiled = compile_protocol(protocol, target, source=path, ranks=ranks, params=params,
-                                debug=debug, arch=arch)
-    out = Path(out_dir) if out_dir else Path("build") / (
+                                debug=debug, arch=arch, limits=limits, max_ctas=max_ctas)
+    out = Path(out_dir) if out_dir else Path(
         f"{protocol.name}-{target}-n{compiled.instance.nranks}")
-    GeneratedFiles(compiled.files).write(out)
+    write_generated(out, compiled.files, force=force, inputs=[path])
     return out

@@ -12,9 +12,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ccogen.diag import Diagnostic, sort_key
+from ccogen.diag.merge import FindingSet, capped
 from ccogen.errors import DiagnosticError
 from ccogen.ir.instance import Instance
 from ccogen.ir.nodes import Protocol
+from ccogen.limits import DEFAULT as DEFAULT_LIMITS
+from ccogen.limits import Limits
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,7 @@ class CheckOptions:
     ranks: tuple[int, ...] | None = None
     params: Mapping[str, int] = field(default_factory=dict)
     target: str | None = None
+    limits: Limits = DEFAULT_LIMITS
 
 
 @dataclass
@@ -39,24 +43,42 @@ class CheckResult:
 
 def check_protocol(protocol: Protocol, options: CheckOptions = CheckOptions()) -> CheckResult:
     """Instantiate for every team size and run every check on every instance."""
+    from ccogen.analysis import gc_paused
     from ccogen.instantiate import instantiate, team_sizes
-    from ccogen.passes import run_checks
+    from ccogen.ir.depth import depth_error
 
-    found: dict[tuple[object, ...], tuple[Diagnostic, list[str]]] = {}
+    if (deep := depth_error(protocol)) is not None:  # built in Python, past the parser's limit
+        return CheckResult(protocol, [], [deep])
+    found: FindingSet[str] = FindingSet()
     instances: list[Instance] = []
     sizes = team_sizes(protocol, options.ranks, params=dict(options.params))
     for n in sizes:
-        instance, diags = instantiate(protocol, n, dict(options.params))
+        with gc_paused():  # 100k op instances: a third of the unrolling was collections
+            instance, diags = instantiate(protocol, n, dict(options.params), options.limits)
         if instance is not None and not any(d.is_error for d in diags):
             instances.append(instance)
-            diags = [*diags, *run_checks(instance, options.target)]
+            diags = [*diags, *_checks(protocol, instance, options)]
         label = instance.label() if instance is not None else _label(n, options.params)
         for d in diags:
-            key = (d.code, d.message, d.span and (d.span.path, d.span.start, d.span.end))
-            found.setdefault(key, (d, []))[1].append(label)
-    merged = [_with_instances(d, labels, len(sizes)) for d, labels in found.values()]
-    merged.sort(key=sort_key)
-    return CheckResult(protocol, instances, merged)
+            found.add(d, label)
+    merged = sorted((_with_instances(e.diagnostic, e.where, len(sizes)) for e in found),
+                    key=sort_key)
+    return CheckResult(protocol, instances, capped(merged, options.limits.findings))
+
+
+def _checks(protocol: Protocol, instance: Instance, options: CheckOptions) -> list[Diagnostic]:
+    """`run_checks`, with an analysis over `options.limits` reported as E006."""
+    from ccogen.diag import error
+    from ccogen.limits import LimitExceeded, raise_hint
+    from ccogen.passes import run_checks
+
+    try:
+        return run_checks(instance, options.target, options.limits)
+    except LimitExceeded as exc:
+        return [error("E006", exc.message, protocol.span, "this protocol",
+                      notes=(f"in the instance {instance.label()}",),
+                      help=f"check fewer ranks or smaller loops, or "
+                           f"{raise_hint(exc.name, exc.needed)}")]
 
 
 def _with_instances(d: Diagnostic, labels: list[str], total: int) -> Diagnostic:
@@ -87,7 +109,13 @@ def check_text(text: str, path: str, options: CheckOptions = CheckOptions()) -> 
 
 
 def check_file(path: str | Path, options: CheckOptions = CheckOptions()) -> CheckResult:
-    return check_text(Path(path).read_text(encoding="utf-8"), str(path), options)
+    from ccogen.fileio import read_source
+
+    try:
+        text = read_source(path)
+    except DiagnosticError as exc:
+        return CheckResult(None, [], sorted(exc.diagnostics, key=sort_key))
+    return check_text(text, str(path), options)
 
 
 __all__ = ["CheckOptions", "CheckResult", "check_file", "check_protocol", "check_text"]

@@ -27,7 +27,7 @@ TOTAL=${BENCH_TOTAL:-530}
   date -u; nvidia-smi -L; nvidia-smi topo -m
   nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv
   build_extension
-  $PY -c "from ccogen import runtime as r; print('devices', r.device_count())"
+  $PY -c "from ccogen.rt import native as r; print('devices', r.device_count())"
   $PY -c "import torch; print('torch', torch.__version__, 'nccl', torch.cuda.nccl.version())"
   $PY -c "import cupy, matplotlib; print('cupy', cupy.__version__, 'matplotlib', matplotlib.__version__)"
   nproc

@@ -18,7 +18,7 @@ PY=${PYTHON:-python3}
   cmake -S runtime -B /tmp/ccogen-build -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DPython_EXECUTABLE="$(command -v $PY)" -Dpybind11_DIR="$($PY -m pybind11 --cmakedir)" \
     >/dev/null && ninja -C /tmp/ccogen-build >/dev/null && cp /tmp/ccogen-build/_ccogen_rt*.so ccogen/
-  $PY -c "from ccogen import runtime as r; print('devices', r.device_count(), r.compute_capability(0))"
+  $PY -c "from ccogen.rt import native as r; print('devices', r.device_count(), r.compute_capability(0))"
 } 2>&1 | tee "$OUT/setup.log"
 PYTEST="$PY -m pytest -v -rA --durations=0 -p no:cacheprovider --timeout=150"
 # the watchdog test first on idle GPUs, then everything (it runs again after the hang tests)

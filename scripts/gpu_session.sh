@@ -11,7 +11,7 @@ source scripts/gpu_setup.sh
 {
   nvidia-smi -L; nvidia-smi topo -m
   build_extension
-  $PY -c "from ccogen import runtime as r; print('devices', r.device_count())"
+  $PY -c "from ccogen.rt import native as r; print('devices', r.device_count())"
 } 2>&1 | tee "$OUT/setup.log"
 PYTEST="$PY -m pytest -v -rA --durations=15 -p no:cacheprovider --timeout=120"
 timeout ${PYTEST_BUDGET:-300} $PYTEST -m gpu ${GPU_TESTS:-tests/runtime tests/test_runtime.py} \

@@ -32,11 +32,11 @@ def update_golden(request: pytest.FixtureRequest) -> bool:
 @functools.cache
 def _gpu_missing_reason() -> str | None:
     """None when at least one NVIDIA GPU is usable, else why not."""
-    from ccogen import runtime
+    from ccogen.rt import native
 
     try:
-        count = runtime.device_count()
-    except runtime.GpuUnavailable as exc:
+        count = native.device_count()
+    except native.GpuUnavailable as exc:
         return f"no NVIDIA GPU: {exc}"
     if count < 1:
         return "no NVIDIA GPU: the CUDA driver reports 0 devices"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from ccogen.ir import nodes as ir
+from ccogen.ir.dtype import DType
 from ccogen.ir.opkind import OpKind
 
 NAMES = st.sampled_from(["a", "b", "n", "size", "chunk", "k2", "x_y"])
@@ -51,10 +52,33 @@ def regions(windows: tuple[str, ...], e: st.SearchStrategy[ir.Expr]) -> st.Searc
                      st.sampled_from(windows), st.none() | e, st.none() | e)
 
 
+def peer_regions(windows: tuple[str, ...],
+                 e: st.SearchStrategy[ir.Expr]) -> st.SearchStrategy[ir.Region]:
+    """Regions of `reduce` sources: local, or a peer's (`x@p[a:b]`)."""
+    return st.builds(lambda w, a, b, r: ir.Region(window=w, start=a, stop=b, rank=r),
+                     st.sampled_from(windows), st.none() | e, st.none() | e, st.none() | e)
+
+
+WEIGHTS = (st.floats(min_value=-4, max_value=4, allow_nan=False, width=32)
+           .map(lambda v: ir.Const(value=v)))
+
+
+def comprehension(elt: st.SearchStrategy[ir.Region | ir.Expr], var: str,
+                  e: st.SearchStrategy[ir.Expr]) -> st.SearchStrategy[ir.ListComp]:
+    return st.builds(lambda x, it, c: ir.ListComp(elt=x, var=var, iter=it, cond=c),
+                     elt, e, st.none() | e)
+
+
 def op_strategies(windows: tuple[str, ...], counters: tuple[str, ...],
-                  e: st.SearchStrategy[ir.Expr]) -> dict[OpKind, st.SearchStrategy[ir.Op]]:
-    """One strategy per op kind (the counter ops only where there are counters)."""
+                  e: st.SearchStrategy[ir.Expr],
+                  comp_var: str = "c0") -> dict[OpKind, st.SearchStrategy[ir.Op]]:
+    """One strategy per op kind (the counter ops only where there are counters).
+
+    `comp_var` names the variable of generated comprehensions (a fresh name)."""
     r = regions(windows, e)
+    pr = peer_regions(windows, e)
+    # inside a comprehension its variable may be used as the peer
+    pr_comp = peer_regions(windows, e | st.just(ir.Var(name=comp_var)))
     q = st.none() | e
     signal = st.sampled_from(list(ir.SignalKind))
     mode = st.sampled_from(list(ir.Mode))
@@ -77,6 +101,15 @@ def op_strategies(windows: tuple[str, ...], counters: tuple[str, ...],
                                       e, q, st.none() | e),
         OpKind.BARRIER: st.just(ir.Barrier()),
         OpKind.FENCE: st.just(ir.Fence()),
+        OpKind.REDUCE: st.builds(
+            lambda d, s, o, w: ir.Reduce(dst=d, srcs=s, op=o,
+                                         weights=w if o is ir.ReduceOp.SUM else None),
+            r,
+            st.lists(pr, min_size=1, max_size=3).map(tuple) | comprehension(pr_comp, comp_var, e),
+            st.sampled_from(list(ir.ReduceOp)),
+            st.none() | st.lists(e | WEIGHTS, max_size=3).map(tuple)
+            | comprehension(WEIGHTS, comp_var, e)),
+        OpKind.SIGNAL: st.builds(lambda p, qq: ir.Signal(peer=p, queue=qq), e, q),
     }
     if counters:
         found[OpKind.WAIT_COUNT] = st.builds(lambda c, x: ir.WaitCount(counter=c, expected=x),
@@ -91,57 +124,106 @@ def ops(windows: tuple[str, ...], counters: tuple[str, ...],
     return st.one_of(list(op_strategies(windows, counters, e).values()))
 
 
+def ops_named(windows: tuple[str, ...], counters: tuple[str, ...],
+              e: st.SearchStrategy[ir.Expr], comp_var: str) -> st.SearchStrategy[ir.Op]:
+    return st.one_of(list(op_strategies(windows, counters, e, comp_var).values()))
+
+
+class Fresh:
+    """Fresh names for one generated protocol (assignments, comprehension variables)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def __call__(self, prefix: str) -> str:
+        self.n += 1
+        return f"{prefix}{self.n}"
+
+
 @st.composite
 def statements(draw: st.DrawFn, params: tuple[str, ...], windows: tuple[str, ...],
                counters: tuple[str, ...], loop_vars: tuple[str, ...], depth: int,
-               in_issuer: bool = False) -> ir.Stmt:
+               in_issuer: bool = False, fresh: Fresh | None = None) -> ir.Stmt:
+    fresh = fresh if fresh is not None else Fresh()
     e = exprs(params, loop_vars, 2)
-    kind = draw(st.sampled_from(["op", "op", "op", "for", "if", "issuer", "pass"] if depth > 0 else ["op", "pass"]))
+    kind = draw(st.sampled_from(["op", "op", "op", "for", "if", "issuer", "pass", "assign"]
+                                if depth > 0 else ["op", "pass"]))
     if kind == "op":
-        return draw(ops(windows, counters, e))
+        return draw(ops_named(windows, counters, e, fresh("c")))
     if kind == "pass":
         return ir.Barrier()
+    if kind == "assign":  # a fresh name, unused afterwards
+        return ir.Assign(var=fresh("a"), value=draw(e))
     var = f"v{len(loop_vars)}"
     inner = loop_vars + (var,)
     body = tuple(draw(st.lists(statements(params, windows, counters, inner if kind != "if" else loop_vars,
-                                          depth - 1, in_issuer or kind == "issuer"), min_size=1, max_size=3)))
+                                          depth - 1, in_issuer or kind == "issuer", fresh),
+                               min_size=1, max_size=3)))
     if kind == "for":
         return ir.For(var=var, iter=draw(e), body=body)
     if kind == "issuer":
         return ir.IssuerBlock(kind=draw(st.sampled_from(list(ir.IssuerKind))), var=var, iter=draw(e), body=body)
-    orelse = tuple(draw(st.lists(statements(params, windows, counters, loop_vars, depth - 1), max_size=2)))
+    orelse = tuple(draw(st.lists(statements(params, windows, counters, loop_vars, depth - 1,
+                                            fresh=fresh), max_size=2)))
     return ir.If(cond=draw(e), body=body, orelse=orelse)
 
 
 @st.composite
-def checks(draw: st.DrawFn, params: tuple[str, ...], windows: tuple[str, ...]) -> ir.Stmt:
+def checks(draw: st.DrawFn, params: tuple[str, ...], windows: tuple[str, ...],
+           fresh: Fresh | None = None) -> ir.Stmt:
     e = exprs(params, (), 1)
-    def region() -> ir.Region:
-        return ir.Region(window=draw(st.sampled_from(windows)), start=draw(st.none() | e),
-                         stop=draw(st.none() | e), rank=draw(st.none() | e), init=draw(st.booleans()))
-    return ir.Check(op=draw(st.sampled_from(["==", "!="])), left=region(), right=region())
+    def region(ee: st.SearchStrategy[ir.Expr] = e) -> ir.Region:
+        return ir.Region(window=draw(st.sampled_from(windows)), start=draw(st.none() | ee),
+                         stop=draw(st.none() | ee), rank=draw(st.none() | ee),
+                         init=draw(st.booleans()))
+    right: ir.Region | ir.Reduction = region()
+    if draw(st.booleans()):  # sum/max/min of a list or a comprehension
+        var = (fresh or Fresh())("g")
+        op = draw(st.sampled_from(list(ir.ReduceOp)))
+        if draw(st.booleans()):
+            terms: tuple[ir.Region, ...] | ir.ListComp = tuple(
+                region() for _ in range(draw(st.integers(1, 3))))
+        else:
+            terms = ir.ListComp(elt=region(e | st.just(ir.Var(name=var))), var=var, iter=draw(e),
+                                cond=draw(st.none() | e))
+        weights = None
+        if op is ir.ReduceOp.SUM and draw(st.booleans()):
+            weights = tuple(draw(st.lists(e | WEIGHTS, max_size=3)))
+        right = ir.Reduction(op=op, terms=terms, weights=weights)
+    return ir.Check(op=draw(st.sampled_from(["==", "!="])), left=region(), right=right)
 
 
 @st.composite
 def protocols(draw: st.DrawFn) -> ir.Protocol:
-    names = draw(st.lists(st.sampled_from(["block", "n", "size", "piece", "rounds"]), unique=True, max_size=3))
-    params = tuple(ir.Param(name=n, type=draw(st.sampled_from(list(ir.ParamType))),
-                            default=ir.Const(value=draw(st.integers(0, 1 << 30)))) for n in names)
-    pnames = tuple(p.name for p in params)
+    names = draw(st.lists(st.sampled_from(["block", "n", "size", "piece", "rounds", "T"]),
+                          unique=True, max_size=3))
+    params = tuple(
+        ir.Param(name=n, type=ir.ParamType.DTYPE, default=draw(st.sampled_from(list(DType))))
+        if n == "T" else
+        ir.Param(name=n, type=draw(st.sampled_from([ir.ParamType.BYTES, ir.ParamType.INT])),
+                 default=ir.Const(value=draw(st.integers(0, 1 << 30)))) for n in names)
+    pnames = tuple(p.name for p in params if p.type is not ir.ParamType.DTYPE)
+    dtypes = st.sampled_from(list(DType)) | (st.just(ir.ParamRef(name="T")) if "T" in names
+                                             else st.nothing())
     windows = tuple(draw(st.lists(st.sampled_from(["send", "recv", "buf", "stage"]), unique=True,
                                   min_size=1, max_size=3)))
+    buffers = tuple(draw(st.lists(st.sampled_from(["out", "tmp"]), unique=True, max_size=2)))
+    fresh = Fresh()
     counters = tuple(draw(st.lists(st.sampled_from(["landed", "cnt"]), unique=True, max_size=2)))
     e = exprs(pnames, (), 2)
     kernels = tuple(
         ir.Kernel(name=f"k{i}", threads=draw(e), blocks=draw(st.none() | e),
-                  body=tuple(draw(st.lists(statements(pnames, windows, counters, (), 2), max_size=4))))
+                  body=tuple(draw(st.lists(statements(pnames, windows + buffers, counters, (), 2,
+                                                      fresh=fresh), max_size=4))))
         for i in range(draw(st.integers(0, 2))))
-    ensure = tuple(draw(st.lists(checks(pnames, windows), max_size=2)))
+    ensure = tuple(draw(st.lists(checks(pnames, windows + buffers, fresh), max_size=2)))
     return ir.Protocol(
         name=draw(st.sampled_from(["p", "alltoall", "x1"])), params=params,
         doc=draw(st.none() | st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20)),
         team=ir.Team(kind=draw(st.sampled_from(list(ir.TeamKind))), size=draw(st.none() | e)),
         queues=draw(st.none() | e),
-        windows=tuple(ir.Window(name=w, size=draw(e), align=draw(st.none() | e)) for w in windows),
+        windows=tuple(ir.Window(name=w, size=draw(e), align=draw(st.none() | e), dtype=draw(dtypes))
+                      for w in windows),
+        buffers=tuple(ir.Buffer(name=b, dtype=draw(dtypes), size=draw(e)) for b in buffers),
         counters=tuple(ir.Counter(name=c) for c in counters),
         kernels=kernels, ensure=ensure)

@@ -795,7 +795,9 @@ def test_error_region_misuse_in_kernel() -> None:
                     "cg.init")
         with pytest.raises(DiagnosticError) as info:
             k.copy(dst=w @ 1, src=w)  # remote-in-kernel
-        assert_diag(info, "E002", "`w@p` is only allowed in `ensure`", "remote-in-kernel",
+        assert_diag(info, "E002",
+                    "`w@p` is only allowed in `ensure` and in the `srcs` of `reduce`",
+                    "remote-in-kernel",
                     "w @ 1")
         with pytest.raises(DiagnosticError) as info:
             k.copy(dst=w, src=5)  # not-region

@@ -29,7 +29,8 @@ def test_lint_clean_protocol_exits_0(capsys: pytest.CaptureFixture[str]) -> None
 
 
 @pytest.mark.parametrize("fmt", ["full", "concise", "json", "sarif", "github"])
-def test_every_format_reports_the_same_findings(capsys: pytest.CaptureFixture[str], fmt: str) -> None:
+def test_every_format_reports_the_same_findings(capsys: pytest.CaptureFixture[str],
+                                                fmt: str) -> None:
     code, out, _ = run(capsys, "lint", str(BAD), "--format", fmt)
     assert code == 1
     if fmt == "json":
@@ -49,7 +50,8 @@ def test_every_format_reports_the_same_findings(capsys: pytest.CaptureFixture[st
 
 def test_strict_fails_on_warnings(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     src = tmp_path / "w.cco"
-    src.write_text(GOOD.read_text().replace('signal="remote")', 'signal="remote", signal_per_copy=True)'))
+    src.write_text(GOOD.read_text().replace('signal="remote")',
+                                            'signal="remote", signal_per_copy=True)'))
     code, out, _ = run(capsys, "lint", str(src))
     if "warning[" not in out:
         pytest.skip("no warning rule fires on this input yet")
@@ -90,7 +92,8 @@ def test_bench_is_a_real_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 2 and "the step is written `:x2`" in err
 
 
-def test_internal_errors_ask_for_a_report(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_internal_errors_ask_for_a_report(capsys: pytest.CaptureFixture[str],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
     def boom(_: object) -> int:
         raise RuntimeError("invariant broken")
 

@@ -476,16 +476,48 @@ def test_e004_window_size_must_not_use_me() -> None:
     assert d.notes == ("with nranks=2", "in the instance nranks=2")
 
 
-def test_e004_loop_unrolling_limit() -> None:
+def test_e006_loop_unrolling_limit() -> None:
     inst, diags = errors(one_kernel("""
         for i in range(1000):
             for j in range(1000):
                 fence()
     """), 2)
-    d = only(diags, "E004")
+    d = only(diags, "E006")
     assert inst is None
     assert d.message == f"this loop unrolls to more than {MAX_OP_INSTANCES:,} op instances"
     assert d.span is not None and d.span.text.startswith("for i in range(1000)")
+    assert d.help is not None and "--limit op-instances=N" in d.help
+
+
+def test_e006_limits_are_raised_and_lowered() -> None:
+    from ccogen.limits import Limits
+
+    protocol = one_kernel("""
+        for i in range(100):
+            fence()
+    """)
+    inst, diags = instantiate(protocol, 2, {}, Limits(op_instances=150))
+    assert inst is None and only(diags, "E006")
+    inst, diags = instantiate(protocol, 2, {}, Limits(op_instances=200))
+    assert inst is not None
+    inst, diags = instantiate(protocol, 3, {}, Limits(ranks=2))
+    d = only(diags, "E006")
+    assert inst is None and d.message == "a team of 3 ranks is over the limit of 2"
+    assert d.help == "raise the limit with `--limit ranks=3`"
+
+
+def test_range_bound_past_64_bits_is_a_diagnostic() -> None:
+    _, diags = errors(one_kernel("""
+        for i in range(100000000000000000000000):
+            fence()
+    """), 2)
+    d = only(diags, "E004")
+    assert d.message == "`range` of 100,000,000,000,000,000,000,000 elements is too long to unroll"
+    _, diags = errors(one_kernel("""
+        for i in range(0, -100000000000000000000000, -3):
+            fence()
+    """), 2)
+    assert only(diags, "E004").message.startswith("`range` of 33,333,333,333,333,333,333,334 ")
 
 
 def test_e005_launch_sizes() -> None:

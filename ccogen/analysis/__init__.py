@@ -15,6 +15,7 @@ conflicts (`races.conflicts`) behind E024, E025, E031 and E032.
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ class Analysis:
 
     instance: Instance
     matching: Matching
+    max_bytes: int | None = None  # the graph's clocks may take at most this (None: no limit)
 
     @cached_property
     def launches(self) -> Instance:
@@ -49,7 +51,8 @@ class Analysis:
     @cached_property
     def graph(self) -> HBGraph:
         with gc_paused():
-            return HBGraph(self.launches, launch_matching(self.launches, self.matching))
+            return HBGraph(self.launches, launch_matching(self.launches, self.matching),
+                           self.max_bytes)
 
     @property
     def expected(self) -> ExpectedValues:
@@ -71,6 +74,7 @@ class Analysis:
 
 
 _cache: dict[int, Analysis] = {}
+_cache_lock = threading.Lock()  # lookups and evictions from several threads (the API)
 
 
 @contextmanager
@@ -90,16 +94,23 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def analyse(instance: Instance) -> Analysis:
-    """The analysis of `instance`, computed once for the most recent instances."""
-    found = _cache.get(id(instance))
+def analyse(instance: Instance, max_bytes: int | None = None) -> Analysis:
+    """The analysis of `instance`, computed once for the most recent instances.
+
+    Raises `LimitExceeded` when its clocks would need more than `max_bytes`.
+    """
+    with _cache_lock:
+        found = _cache.get(id(instance))
     if found is not None and found.instance is instance:
         return found
     with gc_paused():
-        result = Analysis(instance=instance, matching=match(instance))
-    if len(_cache) >= _RECENT:
-        _cache.pop(next(iter(_cache)))
-    _cache[id(instance)] = result
+        result = Analysis(instance=instance, matching=match(instance), max_bytes=max_bytes)
+    if max_bytes is not None:
+        result.graph  # noqa: B018 -- over the limit: raise here, as documented
+    with _cache_lock:
+        while len(_cache) >= _RECENT:
+            _cache.pop(next(iter(_cache)))
+        _cache[id(instance)] = result
     return result
 
 
@@ -107,7 +118,7 @@ def analysis_of(ctx: PassContext) -> Analysis:
     """The analysis of the context's instance, cached in `ctx.cache["analysis"]`."""
     found = ctx.cache.get("analysis")
     if found is None:
-        found = ctx.cache["analysis"] = analyse(ctx.instance)
+        found = ctx.cache["analysis"] = analyse(ctx.instance, ctx.limits.analysis_bytes)
     return found
 
 

@@ -167,10 +167,10 @@ def _op_events(sk: Skeleton, op: OpInst, who: int) -> None:
         sk.add_event(EventKind.DONE, r, i, r, (r, who))
     if not op.kind.traits.queued or op.peer is None:
         return
-    assert op.src is not None and op.dst is not None
     queue = (r, who, op.peer, op.queue)
-    sk.add_event(EventKind.READ, r, i, op.src.rank, queue)
-    sk.add_event(EventKind.LAND, r, i, op.dst.rank, queue)
+    # a `signal` carries no data: its read and land are the queue reaching it
+    sk.add_event(EventKind.READ, r, i, op.src.rank if op.src is not None else r, queue)
+    sk.add_event(EventKind.LAND, r, i, op.dst.rank if op.dst is not None else op.peer, queue)
     first = True
     for local, kind in ((False, EventKind.RSIG), (True, EventKind.LSIG)):
         inc = sk.matching.signal_of.get((r, i, local))
@@ -295,7 +295,9 @@ def _fence_issuer(sk: Skeleton, rank: int, seq: list[OpInst]) -> None:
 
 def _barrier_ops(instance: Instance, epoch: int, kernel: int
                  ) -> dict[tuple[int, int], list[int]]:
-    grid = instance.kernels[kernel].blocks if kernel < len(instance.kernels) else 1
+    # the blocks the protocol names: with `blocks=B` and no `blocks` statement the top
+    # level is one program run by every CTA together (`KernelInst.logical_blocks`)
+    grid = instance.kernels[kernel].logical_blocks if kernel < len(instance.kernels) else 1
     found: dict[tuple[int, int], list[int]] = {
         (r, b): [] for r in range(instance.nranks) for b in range(grid)}
     for rank, ops in enumerate(instance.ranks):

@@ -79,10 +79,21 @@ class Edge:
 class HBGraph:
     """The happens-before graph of one instance (see the module docstring)."""
 
-    def __init__(self, instance: Instance, matching: Matching | None = None) -> None:
+    def __init__(self, instance: Instance, matching: Matching | None = None,
+                 max_bytes: int | None = None) -> None:
         self.instance = instance
         self.matching = matching if matching is not None else match(instance)
         self._sk = build_skeleton(instance, self.matching)
+        # each sweep fills an int32 matrix of events x keys (`_clock._State.rows`)
+        events, keys = len(self._sk.preds), len(self._sk.key_ids)
+        need = 4 * events * max(keys, 1)
+        if max_bytes is not None and need > max_bytes:
+            from ccogen.limits import LimitExceeded
+
+            raise LimitExceeded(
+                f"the happens-before analysis would need at least {need:,} bytes ({events:,} "
+                f"events by {keys:,} issuers), over the limit of {max_bytes:,} bytes",
+                "analysis-bytes", need)
         derive.block_unsatisfiable(self._sk)
         self.clock0 = self._structural = self._sweep()
         if derive.block_behind_batch(self._sk, self.clock0.hb):

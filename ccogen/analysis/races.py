@@ -22,7 +22,13 @@ A `Conflict` is one of:
   sent after the data but on another queue (E024);
 - `source-reuse`: a transfer's source is written (by a transfer or a copy, on any
   rank) after the transfer was issued but not surely after it read its source (no
-  quiet or local-signal wait between) (E025).
+  quiet or local-signal wait between) (E025);
+- `remote-read`: a `reduce` reads a peer's bytes (`x@p`) that an op of that peer
+  (a `copy` or a `reduce`) writes, with no order between them (E031: the peer may
+  overwrite them while they are read, or before).
+
+A `reduce` reads each source and writes its destination at its `issue`, like a
+copy; its sources may be on other ranks.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ class ConflictKind(StrEnum):
     READ_BEFORE_ARRIVAL = "read-before-arrival"
     OTHER_QUEUE = "other-queue"
     SOURCE_REUSE = "source-reuse"
+    REMOTE_READ = "remote-read"
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,9 +112,14 @@ def accesses(graph: HBGraph) -> tuple[list[Access], list[Access]]:
         issue = graph.issue(op.rank, op.index)
         reads.append(Access(op.src, graph.read(op.rank, op.index), issue, op))
         writes.append(Access(op.dst, graph.write(op.rank, op.index), issue, op))
+    for op in graph.iter_ops():
+        if op.kind.traits.reduces and op.dst is not None:
+            issue = graph.issue(op.rank, op.index)
+            reads += [Access(src, issue, issue, op) for src in op.srcs]
+            writes.append(Access(op.dst, issue, issue, op))
     inst = graph.instance
     for check in inst.checks:
-        for region, init in ((check.left, check.left_init), (check.right, check.right_init)):
+        for region, init in check_regions(check):
             if not init:
                 for e in range(inst.launches):
                     end = graph.launch_end(region.rank, e)
@@ -128,7 +140,22 @@ def input_windows(instance: Instance) -> set[tuple[int, str]]:
     on the launch's stream: a peer's next launch must not touch them before that.
     """
     return {(r.rank, r.window) for c in instance.checks
-            for r, init in ((c.left, c.left_init), (c.right, c.right_init)) if init}
+            for r, init in check_regions(c) if init}
+
+
+def check_regions(check: CheckInst) -> list[tuple[RegionInst, bool]]:
+    """Every region a postcondition reads, with whether it is an `init(...)`."""
+    sides = [(check.left, check.left_init)]
+    if check.right is not None:
+        sides.append((check.right, check.right_init))
+    if check.reduction is not None:
+        sides += zip(check.reduction.terms, check.reduction.init, strict=True)
+    return sides
+
+
+def remote(a: Access) -> bool:
+    """A load of another rank's bytes by a `reduce`."""
+    return a.op is not None and a.op.kind.traits.reduces and a.region.rank != a.op.rank
 
 
 def _overlap(a: RegionInst, b: RegionInst) -> RegionInst:
@@ -250,6 +277,9 @@ def _classify(graph: HBGraph, r: Access, w: Access, overlap: RegionInst) -> Conf
         return Conflict(ConflictKind.SOURCE_REUSE, r, w, overlap)
     if graph.ordered(r.event, w.event):
         return None
+    if not w.by_transfer and remote(r) and w.op is not None:
+        return Conflict(ConflictKind.REMOTE_READ, r, w, overlap)
+        return None
     announced = _other_queue(graph, r, w)
     if announced is not None:
         wait, signal = announced
@@ -280,5 +310,5 @@ def _other_queue(graph: HBGraph, r: Access, w: Access) -> tuple[OpInst, OpInst] 
     return None
 
 
-__all__ = ["Access", "Conflict", "ConflictKind", "accesses", "conflicts", "input_windows",
-           "overlapping"]
+__all__ = ["Access", "Conflict", "ConflictKind", "accesses", "check_regions", "conflicts",
+           "input_windows", "overlapping", "remote"]

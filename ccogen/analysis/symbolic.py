@@ -7,35 +7,63 @@ are applied in a topological order of the happens-before graph: a transfer takes
 its source bytes at its `read` event and writes them at its `land` event, a copy at
 its `issue`.  The result is meaningful only when the order of conflicting accesses
 is fixed (no race, no deadlock): the checks skip it otherwise.
+
+A `reduce` writes combinations (language v2): a segment of its destination holds a
+`Combo` — the reduce op and, per source in list order, its weight and the piece
+the source held (itself perhaps a combination).  `normal(piece)` forgets the order
+and nesting of sums (a sum of sums is one sum; equal terms add their weights): two
+pieces with the same normal form hold the same value up to rounding.  `shape(piece)`
+keeps them: two ranks that compute the same normal form in different shapes differ
+in the last bits (W108).  `Memory.reduced` records every combination a `reduce`
+wrote, for W108.
 """
 
 from __future__ import annotations
 
 import bisect
+from collections import Counter
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
 from ccogen.analysis.events import EventKind
 from ccogen.analysis.hb_graph import HBGraph
-from ccogen.analysis.races import input_windows
-from ccogen.ir.instance import CheckInst, Instance, OpInst, RegionInst
+from ccogen.analysis.races import check_regions, input_windows
+from ccogen.ir.dtype import DType
+from ccogen.ir.instance import CheckInst, Instance, OpInst, ReductionInst, RegionInst
+from ccogen.ir.nodes import ReduceOp
 from ccogen.ir.opkind import OpKind
 
 
 @dataclass(frozen=True, slots=True)
+class Combo:
+    """What a `reduce` wrote: `op` over `terms` (weight, the piece a source held), in order."""
+
+    op: ReduceOp
+    dtype: DType
+    terms: tuple[tuple[int | float, Piece], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Piece:
-    """`length` bytes holding the initial bytes `window@rank[offset : offset+length]`."""
+    """`length` bytes holding the initial bytes `window@rank[offset : offset+length]`,
+    or (`combo` set) the combination of the pieces of `combo.terms`."""
 
     length: int
     rank: int
     window: str
     offset: int
     writer: OpInst | None = None
+    combo: Combo | None = None
 
     def origin(self) -> RegionInst:
         return RegionInst(self.window, self.offset, self.offset + self.length, self.rank)
 
     def cut(self, skip: int, length: int) -> Piece:
-        return Piece(length, self.rank, self.window, self.offset + skip, self.writer)
+        combo = self.combo
+        if combo is not None and (skip or length != self.length):
+            combo = Combo(combo.op, combo.dtype,
+                          tuple((w, t.cut(skip, length)) for w, t in combo.terms))
+        return Piece(length, self.rank, self.window, self.offset + skip, self.writer, combo)
 
 
 @dataclass(slots=True)
@@ -82,7 +110,7 @@ class _Window:
         at = start
         for p in pieces:
             starts.append(at)
-            new.append(Piece(p.length, p.rank, p.window, p.offset, writer))
+            new.append(Piece(p.length, p.rank, p.window, p.offset, writer, p.combo))
             at += p.length
         self.starts[i:j] = starts
         self.pieces[i:j] = new
@@ -99,6 +127,7 @@ class Memory:
     instance: Instance
     windows: dict[tuple[int, str], _Window] = field(default_factory=dict)
     seen: dict[tuple[int, RegionInst], list[Piece]] = field(default_factory=dict)
+    reduced: list[tuple[OpInst, Piece]] = field(default_factory=list)  # what reduces wrote
 
     def _window(self, rank: int, window: str) -> _Window:
         key = (rank, window)
@@ -151,6 +180,9 @@ def execute(graph: HBGraph) -> Memory:
         if kind not in _MOVES:
             continue
         op = graph.op(e)
+        if op is not None and kind is EventKind.ISSUE and op.kind is OpKind.REDUCE:
+            _reduce(mem, op)
+            continue
         if op is None or op.src is None or op.dst is None:
             continue
         if kind is EventKind.READ:
@@ -166,10 +198,94 @@ def _outputs(instance: Instance) -> dict[int, list[RegionInst]]:
     """Per rank, the regions of it that postconditions read (not through `init`)."""
     out: dict[int, list[RegionInst]] = {}
     for c in instance.checks:
-        for r, init in ((c.left, c.left_init), (c.right, c.right_init)):
+        for r, init in check_regions(c):
             if not init and r not in out.get(r.rank, []):
                 out.setdefault(r.rank, []).append(r)
     return out
+
+
+def _reduce(mem: Memory, op: OpInst) -> None:
+    assert op.dst is not None and op.reduce_op is not None and op.dtype is not None
+    weights = op.weights or (1,) * len(op.srcs)
+    pieces = combine(op.reduce_op, op.dtype, [mem.read(s) for s in op.srcs], weights, op)
+    mem.reduced.extend((op, p) for p in pieces)
+    mem.write(op.dst, pieces, op)
+
+
+def combine(op: ReduceOp, dtype: DType, sources: Sequence[list[Piece]],
+            weights: Sequence[int | float], writer: OpInst | None) -> list[Piece]:
+    """Pieces of the element-wise combination of `sources` (pieces of equal total length)."""
+    out: list[Piece] = []
+    idx = [0] * len(sources)
+    off = [0] * len(sources)
+    total = sum(p.length for p in sources[0]) if sources else 0
+    done = 0
+    while done < total:
+        n = min(src[i].length - o for src, i, o in zip(sources, idx, off, strict=True))
+        terms = tuple((w, src[i].cut(o, n))
+                      for w, src, i, o in zip(weights, sources, idx, off, strict=True))
+        out.append(Piece(n, -1, "", 0, writer, Combo(op, dtype, terms)))
+        done += n
+        for k, src in enumerate(sources):
+            off[k] += n
+            if off[k] == src[idx[k]].length:
+                idx[k], off[k] = idx[k] + 1, 0
+    return out
+
+
+# ============================================================================= normal forms
+
+
+def leaf_key(p: Piece) -> Hashable:
+    return (p.rank, p.window, p.offset)
+
+
+def flatten(p: Piece, op: ReduceOp, weight: int | float, into: dict[Hashable, int | float],
+            leaves: dict[Hashable, Piece]) -> None:
+    """Add `weight` times `p`'s terms of `op` to `into` (sums of sums are one sum)."""
+    c = p.combo
+    if c is not None and c.op is op:
+        for w, t in c.terms:
+            flatten(t, op, weight * w, into, leaves)
+        return
+    key = normal(p)
+    into[key] = into.get(key, 0) + weight
+    leaves.setdefault(key, p)
+
+
+def terms_of(p: Piece) -> tuple[ReduceOp | None, dict[Hashable, int | float],
+                                dict[Hashable, Piece]]:
+    """The contributions of `p`: (its op, weight per normal term, a piece per term)."""
+    into: dict[Hashable, int | float] = {}
+    leaves: dict[Hashable, Piece] = {}
+    if p.combo is None:
+        into[leaf_key(p)] = 1
+        leaves[leaf_key(p)] = p
+        return None, into, leaves
+    flatten(p, p.combo.op, 1, into, leaves)
+    return p.combo.op, into, leaves
+
+
+def normal(p: Piece) -> Hashable:
+    """What `p` holds, up to the order and nesting of its combinations."""
+    if p.combo is None:
+        return leaf_key(p)
+    op, into, _ = terms_of(p)
+    if len(into) == 1:
+        (key, w), = into.items()
+        if w == 1:
+            return key  # the combination of one term is the term
+    return (op, frozenset(into.items()))
+
+
+def shape(p: Piece) -> Hashable:
+    """What `p` holds and in which order it was combined (`a + b` and `b + a` are one
+    shape: the first step of a combination commutes; `(a + b) + c` and `(a + c) + b`
+    are two)."""
+    if p.combo is None:
+        return leaf_key(p)
+    terms = [(w, shape(t)) for w, t in p.combo.terms]
+    return (p.combo.op, frozenset(Counter(terms[:2]).items()), tuple(terms[2:]))
 
 
 # ============================================================================= postconditions
@@ -180,7 +296,9 @@ class Mismatch:
     """Bytes `[start, stop)` of the check's left region differ: `got` vs `want` provenance.
 
     For a failing `!=` (`equal` True) the two sides hold the same bytes and `got`
-    is the first piece of both.
+    is the first piece of both.  Where a combination is involved, `missing` and
+    `extra` are the contributions the bytes lack and hold too many times (a piece
+    and the weight by which it is off).
     """
 
     check: CheckInst
@@ -189,6 +307,8 @@ class Mismatch:
     got: Piece
     want: Piece
     equal: bool = False
+    missing: tuple[tuple[Piece, int | float], ...] = ()
+    extra: tuple[tuple[Piece, int | float], ...] = ()
 
 
 def side(mem: Memory, r: RegionInst, init: bool, launch: int | None = None) -> list[Piece]:
@@ -201,11 +321,21 @@ def side(mem: Memory, r: RegionInst, init: bool, launch: int | None = None) -> l
     return mem.read(r)
 
 
+def expected(mem: Memory, r: ReductionInst, launch: int | None = None) -> list[Piece]:
+    """The pieces a reduction in `ensure` states (after `launch`, as `side`)."""
+    sources = [side(mem, t, init, launch) for t, init in zip(r.terms, r.init, strict=True)]
+    return combine(r.op, r.dtype, sources, r.weights or (1,) * len(sources), None)
+
+
 def evaluate(mem: Memory, check: CheckInst, launch: int | None = None) -> Mismatch | None:
     """Why `check` fails after `launch` (None: on the memory as it is), or None when it
     holds."""
     left = side(mem, check.left, check.left_init, launch)
-    right = side(mem, check.right, check.right_init, launch)
+    if check.reduction is not None:
+        right = expected(mem, check.reduction, launch)
+    else:
+        assert check.right is not None
+        right = side(mem, check.right, check.right_init, launch)
     diff = first_difference(left, right)
     if check.op == "!=":
         if diff is not None or not left:
@@ -215,7 +345,22 @@ def evaluate(mem: Memory, check: CheckInst, launch: int | None = None) -> Mismat
         return None
     pos, got, want = diff
     start = check.left.start + pos
-    return Mismatch(check, start, start + got.length, got, want)
+    missing, extra = contributions(got, want)
+    return Mismatch(check, start, start + got.length, got, want, missing=missing, extra=extra)
+
+
+def contributions(got: Piece, want: Piece) -> tuple[tuple[tuple[Piece, int | float], ...],
+                                                    tuple[tuple[Piece, int | float], ...]]:
+    """(missing, extra) contributions of `got` against `want`, when either combines."""
+    if got.combo is None and want.combo is None:
+        return (), ()
+    _, have, have_pieces = terms_of(got)
+    _, need, need_pieces = terms_of(want)
+    missing = tuple((need_pieces[k], w - have.get(k, 0)) for k, w in need.items()
+                    if w > have.get(k, 0))
+    extra = tuple((have_pieces[k], w - need.get(k, 0)) for k, w in have.items()
+                  if w > need.get(k, 0))
+    return missing, extra
 
 
 def first_difference(left: list[Piece], right: list[Piece]) -> tuple[int, Piece, Piece] | None:
@@ -226,7 +371,9 @@ def first_difference(left: list[Piece], right: list[Piece]) -> tuple[int, Piece,
         a, b = left[i], right[j]
         n = min(a.length - ioff, b.length - joff)
         pa, pb = a.cut(ioff, n), b.cut(joff, n)
-        if (pa.rank, pa.window, pa.offset) != (pb.rank, pb.window, pb.offset):
+        if (pa.combo is None and pb.combo is None and
+                (pa.rank, pa.window, pa.offset) != (pb.rank, pb.window, pb.offset)) or \
+                ((pa.combo is not None or pb.combo is not None) and normal(pa) != normal(pb)):
             return pos, pa, pb
         pos, ioff, joff = pos + n, ioff + n, joff + n
         if ioff == a.length:
@@ -236,5 +383,5 @@ def first_difference(left: list[Piece], right: list[Piece]) -> tuple[int, Piece,
     return None
 
 
-__all__ = ["Memory", "Mismatch", "Piece", "evaluate", "execute", "first_difference",
-           "initial"]
+__all__ = ["Combo", "Memory", "Mismatch", "Piece", "combine", "contributions", "evaluate",
+           "execute", "first_difference", "initial", "normal", "shape", "terms_of"]

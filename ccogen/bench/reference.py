@@ -31,11 +31,12 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ccogen.rt.errors import ManifestError
+from ccogen.targets import get_target
 
 _PACKAGE = Path(__file__).resolve().parent.parent
 
@@ -136,7 +137,10 @@ def derive_manifest(spec: ReferenceSpec, generated: dict[str, Any]) -> dict[str,
                             f"not a parameter of the instance ({', '.join(params)})")
     nranks = int(generated["nranks"])
     units = nranks - 1 if spec.rule.units == "peers" else 1
-    ctas, threads = launch_shape(spec.rule, params[spec.rule.param], units)
+    # the generated code's SM budget caps the reference's grid too (same shape, same budget)
+    rule = replace(spec.rule, max_grid=min(spec.rule.max_grid,
+                                           int(generated.get("max_ctas", spec.rule.max_grid))))
+    ctas, threads = launch_shape(rule, params[spec.rule.param], units)
     scratch = int(generated["heap_size"])
     flags = [f"-DREF_NRANKS={nranks}", f"-DREF_CTAS={ctas}", f"-DREF_THREADS={threads}",
              f"-DREF_SCRATCH={scratch}ULL"]
@@ -165,7 +169,8 @@ def derive_manifest(spec: ReferenceSpec, generated: dict[str, Any]) -> dict[str,
         "kernel_file": "kernels.cu",
         "reference": asdict(spec.rule),
     }
-    if spec.target == "nccl-lsa":
+    engine = get_target(spec.target).engine
+    if engine is not None and engine.devcomm:  # the device communicator's LSA barriers
         manifest["nccl"] = {"lsa_barrier_count": spec.lsa_barrier_count}
     return manifest
 

@@ -39,6 +39,10 @@ from ccogen.rt.errors import CompileError, RunError, ToolchainError
 
 COMPARES = ("auto", "alltoall", "allgather", "none")
 EMPTY_KERNEL = 'extern "C" __global__ void ccogen_bench_empty() {}\n'
+# The empty kernel takes no engine argument and links no device library, whatever the
+# benchmark's target: it is built and described as code of the target whose build is one
+# plain cubin.
+FLOOR_TARGET = "nccl-lsa"
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,7 @@ class SweepRequest:
 class Settings:
     target: str
     ranks: int = 2
+    max_ctas: int | None = None        # the SM budget of the generated code (None: default)
     out_dir: Path = Path("bench-out")
     warmup: int = 5
     samples: int = 50
@@ -175,7 +180,7 @@ def plan_request(request: SweepRequest, settings: Settings, plan: Plan) -> None:
         params = {**fixed, sweep.param: value}
         instance = compile_for_run(protocol, request.path.name, settings.target, settings.ranks,
                                    params, base / "generated", debug=False,
-                                   epoch_from_heap=True)
+                                   epoch_from_heap=True, max_ctas=settings.max_ctas)
         ref_dir = None
         if reference is not None:
             ref_dir = write_case(reference, base / "generated", base / "reference")
@@ -200,7 +205,7 @@ def floors_dir(settings: Settings) -> Path:
     directory = settings.build_root / "floors"
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "kernels.cu").write_text(EMPTY_KERNEL, encoding="utf-8")
-    manifest = {"abi": 1, "protocol": "empty", "target": "nccl-lsa",
+    manifest = {"abi": 1, "protocol": "empty", "target": FLOOR_TARGET,
                 "nranks": settings.ranks, "heap_size": 4096, "windows": [],
                 "kernels": [{"name": "ccogen_bench_empty", "grid": 1, "block": 32,
                              "params": []}]}
@@ -316,7 +321,7 @@ def run_bench(requests: Sequence[SweepRequest], settings: Settings, *,
     jobs += [(p.reference_dir, settings.target) for p in plan.points if p.reference_dir]
     floors = floors_dir(settings) if settings.floors else None
     if floors is not None:
-        jobs.append((floors, "nccl-lsa"))
+        jobs.append((floors, FLOOR_TARGET))
     say(f"bench: building {len(jobs)} cubins for {arch} ({settings.target})")
     t0 = time.time()
     with ThreadPoolExecutor(1) as shim:  # the engine shim builds beside the cubins

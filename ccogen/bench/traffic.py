@@ -3,7 +3,8 @@
 Every `put` and `get` whose source and destination lie on different ranks moves
 `dst.size` bytes from `src.rank` to `dst.rank` (a get's data flows from the remote rank
 to the issuer); local `copy`s and transfers within a rank cross no link.  Aggregated puts
-count too (they move their bytes at the `commit`).
+count too (they move their bytes at the `commit`).  A `reduce` that loads a peer's
+region (`x@p`) moves it from that peer to the issuer; a `signal` carries no data.
 
 The benchmark's bandwidth is *per direction*: the bytes of the busiest directed link
 (`Traffic.per_direction`) over the time of one epoch, the figure a one-way peer copy of
@@ -68,6 +69,11 @@ def traffic_of(instance: Instance) -> Traffic:
                 continue
             if op.src.rank != op.dst.rank:
                 moved[(op.src.rank, op.dst.rank)] += op.dst.size
+        for op in ops:
+            if op.kind.traits.reduces:
+                for src in op.srcs:
+                    if src.rank != op.rank:
+                        moved[(src.rank, op.rank)] += src.size
     links = tuple((s, d, b) for (s, d), b in sorted(moved.items()) if b)
     return Traffic(instance.nranks, links)
 

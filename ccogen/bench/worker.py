@@ -1,13 +1,15 @@
 """One rank of a benchmark run: one process per GPU, spawned by ccogen.bench.runner.
 
-The rank sets up its engine once (bootstrap, ONE symmetric heap as large as the largest
-case's, the device communicator) and then runs every case in order, all ranks in step:
+The rank opens its session once (ccogen.rt.session, as `ccogen run` does: bootstrap, ONE
+symmetric heap as large as the largest case's, the device communicator) and then runs
+every case in order, all ranks in step:
 
 1. zero the whole heap (signals, counters, launch counters start at 0), host barrier;
-2. load the case's cubin (nvshmem: `nvshmemx_cumodule_init`);
+2. load the case's cubin (registered with the engine where it wants it: nvshmem's
+   `nvshmemx_cumodule_init`);
 3. one verified epoch: exactly `ccogen run`'s epoch (fill every window with the seeded
    bytes, host barrier, the kernels, host barrier, check every `ensure` of this rank;
-   `ccogen.rt.launch._Rank._epoch`).  The ranks agree (through the shared directory)
+   `ccogen.rt.launch._Rank.epoch`).  The ranks agree (through the shared directory)
    whether every rank's checks held; a case that failed anywhere is not timed;
 4. timing: `warmup` samples, host barrier, then `samples` samples back to back, a CUDA
    event between consecutive samples and nothing else on the host: no barrier, no
@@ -26,30 +28,27 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ccogen.bench.cases import CaseSpec, CaseTimes, RankBench, WorkerConfig
-from ccogen.rt.errors import EngineError, RunError
-from ccogen.rt.launch import RunConfig, _Rank, _Stop
+from ccogen.rt.errors import EngineError
+from ccogen.rt.launch import RunConfig, _Rank
 from ccogen.rt.manifest import Manifest, load_manifest
 from ccogen.rt.report import RankResult
+from ccogen.rt.session import RankSession, Stop, abandon, dump_stack_on_signal, failure_text
+from ccogen.rt.toolchain import engine_spec
 
 
 def worker_main(config: WorkerConfig, rank: int, results_queue: Any) -> None:
     """Entry point of a spawned rank (device = rank): run, report, leave without teardown."""
-    import faulthandler
-
     from ccogen.rt.rendezvous import FileRendezvous
 
     for key, value in config.env:
         os.environ.setdefault(key, value)
     _memoize_window_data()
-    Path(config.shared_dir).mkdir(parents=True, exist_ok=True)
-    stack_file = open(Path(config.shared_dir) / f"rank{rank}.stack", "w")  # noqa: SIM115
-    faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
+    dump_stack_on_signal(config.shared_dir, rank)
 
     def report(result: Any) -> None:
         if isinstance(result, RankResult):  # from a verified epoch's backstop thread
@@ -83,29 +82,17 @@ def run_bench_rank(config: WorkerConfig, rank: int, device: int, rendezvous: Any
     bench = BenchRank(config, rank, device, rendezvous, result, on_hang)
     try:
         bench.run()
-    except _Stop:
+    except Stop:
         pass
-    except RunError as exc:
-        result.error = str(exc)
     except Exception as exc:
-        from ccogen import _ccogen_rt
-
-        if isinstance(exc, _ccogen_rt.CudaError | _ccogen_rt.CudaUnavailable):
-            result.error = f"rank {rank}: {exc}"
-        else:
-            import traceback
-
-            result.error = f"internal error: {exc!r}\n{traceback.format_exc()}"
+        result.error = failure_text(exc, cuda_prefix=f"rank {rank}: ")
     if result.error is not None:
-        _ABANDONED.append(bench)  # never free driver objects after a failure (see launch.py)
+        abandon(bench)
     return result
 
 
-_ABANDONED: list[Any] = []
-
-
 class BenchRank:
-    """One rank's engine, heap and stream, shared by every case."""
+    """One rank of a benchmark: its session (engine, heap, stream) serves every case."""
 
     def __init__(self, config: WorkerConfig, rank: int, device: int, rendezvous: Any,
                  result: RankBench, on_hang: Callable[[Any], None]) -> None:
@@ -116,78 +103,39 @@ class BenchRank:
         self.result = result
         self.on_hang = on_hang
         self.events: list[Any] = []
+        self.session = RankSession(
+            target=config.target, engine_path=config.engine, rank=rank, nranks=config.nranks,
+            device=device, rendezvous=rendezvous, shared_dir=config.shared_dir,
+            init_timeout_s=config.init_timeout_s)
 
     # -- set-up and teardown -----------------------------------------------------------------
     def run(self) -> None:
-        from ccogen import _ccogen_rt as rt
-
-        self.rt = rt
-        self._phase("CUDA context")
-        self.ctx = rt.Context(self.device)
-        self.result.device = _device_name(rt, self.device)
-        self.engine = self._engine()
-        self.result.library = self.engine.library.describe()
-        self._phase("heap allocation")
-        self.heap = self.engine.heap_alloc(self.config.heap_size)
-        self._zero_heap()
-        self.engine.barrier(self.config.init_timeout_s)
-        self.devcomm = b""
-        if self.config.target == "nccl-lsa":
-            self._phase("device communicator")
-            self.devcomm = self.engine.devcomm(self.config.lsa_barrier_count)
-        self.stream = rt.Stream(True)
+        s = self.session
+        s.open_context()
+        self.result.device = _device_name(s.rt, self.device)
+        devcomm = engine_spec(self.config.target).devcomm
+        s.open_engine(self.config.heap_size, self.config.lsa_barrier_count if devcomm else None,
+                      self.result)
         for index, case in enumerate(self.config.cases):
             self.result.cases.append(self.case(index, case))
-        self._phase("teardown")
-        self.stream.synchronize()
-        self.engine.finalize()
+        s.phase("teardown")
+        s.close()
         if self.config.compares:
             from ccogen.bench.collective import run_collectives
 
-            self._phase("engine collectives (torch.distributed)")
+            s.phase("engine collectives (torch.distributed)")
             self.result.cases.extend(run_collectives(
                 self.config.compares, self.rank, self.config.nranks, self.device,
                 Path(self.config.shared_dir), self.config.init_timeout_s))
-        self._phase("done")
-
-    def _phase(self, what: str) -> None:
-        with contextlib.suppress(OSError):
-            (Path(self.config.shared_dir) / f"rank{self.rank}.phase").write_text(what)
-
-    def _engine(self) -> Any:
-        from ccogen.rt.engines import Engine
-        from ccogen.rt.toolchain import find_library
-
-        heap = self.config.heap_size
-        if self.config.target == "nvshmem" and heap > (900 << 20):
-            os.environ.setdefault("NVSHMEM_SYMMETRIC_SIZE",
-                                  str((heap + (256 << 20)) >> 20 << 20))
-        engine = Engine(self.config.target, Path(self.config.engine),
-                        find_library(self.config.target))
-        self._phase(f"{self.config.target} engine bootstrap")
-        if self.rank == 0:
-            uid = engine.unique_id()
-            self.rendezvous.publish(uid)
-        else:
-            uid = self.rendezvous.fetch(int(engine.lib.ccogen_unique_id_size()),
-                                        self.config.init_timeout_s)
-        engine.init(self.rank, self.config.nranks, self.device, uid)
-        self.ctx.make_current()
-        if self.rank == 0 and hasattr(self.rendezvous, "path"):
-            self.rendezvous.path.unlink(missing_ok=True)  # init is collective: all have read it
-        return engine
-
-    def _zero_heap(self) -> None:
-        self.rt.memset_d8(self.heap.pointer, 0, self.config.heap_size)
-        self.ctx.synchronize()
+        s.phase("done")
 
     def _barrier(self, what: str) -> None:
-        self._phase(f"host barrier: {what}")
+        self.session.phase(f"host barrier: {what}")
         try:
-            self.engine.barrier(self.config.watchdog_s)
+            self.session.engine.barrier(self.config.watchdog_s)
         except EngineError as exc:
             self.result.error = f"rank {self.rank}, {what}: {exc}"
-            raise _Stop from None
+            raise Stop from None
 
     def _agree(self, index: int, what: str, value: bool) -> bool:
         """True when `value` is true on every rank (files in the shared directory)."""
@@ -205,28 +153,28 @@ class BenchRank:
 
     def _events(self, count: int) -> list[Any]:
         while len(self.events) < count:
-            self.events.append(self.rt.Event())
+            self.events.append(self.session.rt.Event())
         return self.events[:count]
 
     # -- one case ----------------------------------------------------------------------------
     def case(self, index: int, case: CaseSpec) -> CaseTimes:
         """Verify, time and verify again one case (module docstring)."""
-        rt = self.rt
+        rt = self.session.rt
         times = CaseTimes(case.key)
-        self._phase(f"{case.key}: set-up")
-        self._zero_heap()
+        self.session.phase(f"{case.key}: set-up")
+        self.session.zero_heap()
         self._barrier(f"{case.key}: heap zeroed")
         manifest = load_manifest(case.manifest_dir)
         module = rt.Module(Path(case.cubin).read_bytes())
         if case.module_init:
-            self.engine.module_init(module.handle)
+            self.session.engine.module_init(module.handle)
         functions = [module.function(k.symbol) for k in manifest.kernels]
         checker = self._checker(case)
-        # A hang or a failed launch raises _Stop out of here: the process then reports
+        # A hang or a failed launch raises Stop out of here: the process then reports
         # and exits without touching the module again.
         epoch = self._verify(checker, functions, 0, times, "before timing")
         if self._agree(index, "verified", times.verified is True):
-            epoch = self._time(case, manifest, functions, checker, epoch, times)
+            epoch = self._time(case, manifest, functions, epoch, times)
             if case.verify_after:
                 epoch = self._verify(checker, functions, epoch, times, "after timing")
                 times.verified = self._agree(index, "verified-after", times.verified is True)
@@ -234,9 +182,9 @@ class BenchRank:
             times.verified = False
             times.note = (times.note + "; " if times.note else "") + \
                 "not timed: an ensure failed on some rank"
-        self.stream.synchronize()
+        self.session.stream.synchronize()
         if case.module_init:
-            self.engine.module_finalize(module.handle)
+            self.session.engine.module_finalize(module.handle)
         module.unload()
         return times
 
@@ -248,7 +196,7 @@ class BenchRank:
                            shared_dir=self.config.shared_dir, watchdog_s=self.config.watchdog_s)
         state = _Rank(config, self.rank, self.device, self.rendezvous,
                       RankResult(self.rank, self.device), self.on_hang)
-        state.attach(self.rt, self.ctx, self.stream)
+        state.attach(self.session)
         return state
 
     def _verify(self, checker: _Rank, functions: list[Any], epoch: int, times: CaseTimes,
@@ -256,8 +204,8 @@ class BenchRank:
         """One checked epoch (`ccogen run`'s); returns the next epoch index."""
         before = checker.result.failure_count
         try:
-            checker._epoch(epoch, self.engine, self.heap, self.devcomm, functions, None)
-        except _Stop:
+            checker.epoch(epoch, functions, None)
+        except Stop:
             self.result.error = checker.result.error or checker.result.wait or \
                 f"rank {self.rank}: {times.key}: the verified epoch stopped"
             raise
@@ -269,35 +217,34 @@ class BenchRank:
         times.verified = (times.verified is not False) and failed == 0
         return epoch + 1
 
-    def _launch(self, manifest: Manifest, functions: list[Any], checker: _Rank,
-                epoch: int) -> None:
+    def _launch(self, manifest: Manifest, functions: list[Any], epoch: int) -> None:
         """Every kernel of one epoch, in manifest order, on this rank's stream."""
+        s = self.session
         for spec, fn in zip(manifest.kernels, functions, strict=True):
-            self.rt.launch(fn, spec.grid, spec.block, spec.shared_mem,
-                           checker._params(spec, epoch, self.devcomm, self.heap, None),
-                           self.stream, spec.cooperative)
+            s.rt.launch(fn, spec.grid, spec.block, spec.shared_mem,
+                        s.kernel_params(spec, epoch, None), s.stream, spec.cooperative)
 
     def _capture(self, issue: Callable[[], None]) -> tuple[Any | None, str]:
         """(graph, "") from the launches `issue` makes, or (None, why) when the driver
         refuses to capture them (they then run without a graph)."""
-        rt = self.rt
+        rt = self.session.rt
         try:
-            rt.begin_capture(self.stream)
+            rt.begin_capture(self.session.stream)
         except rt.CudaError as exc:
             return None, f"no CUDA graph ({exc}); timed without one"
         try:
             issue()
         except rt.CudaError as exc:
             with contextlib.suppress(rt.CudaError):
-                rt.end_capture(self.stream)
+                rt.end_capture(self.session.stream)
             return None, f"no CUDA graph ({exc}); timed without one"
         try:
-            return rt.end_capture(self.stream), ""
+            return rt.end_capture(self.session.stream), ""
         except rt.CudaError as exc:
             return None, f"no CUDA graph ({exc}); timed without one"
 
-    def _time(self, case: CaseSpec, manifest: Manifest, functions: list[Any], checker: _Rank,
-              epoch: int, times: CaseTimes) -> int:
+    def _time(self, case: CaseSpec, manifest: Manifest, functions: list[Any], epoch: int,
+              times: CaseTimes) -> int:
         """The timed phase; returns the next epoch index (see the module docstring)."""
         t = case.timing
         per = t.epochs_per_sample
@@ -305,7 +252,7 @@ class BenchRank:
         if t.graph and case.device_epoch:
             def issue() -> None:
                 for i in range(per):
-                    self._launch(manifest, functions, checker, epoch + i)
+                    self._launch(manifest, functions, epoch + i)
 
             graph, note = self._capture(issue)
             if note:
@@ -314,25 +261,25 @@ class BenchRank:
 
         def sample() -> None:
             if graph is not None:
-                graph.launch(self.stream)
+                graph.launch(self.session.stream)
             else:
                 for i in range(per):
-                    self._launch(manifest, functions, checker, next_epoch[0] + i)
+                    self._launch(manifest, functions, next_epoch[0] + i)
             next_epoch[0] += per
 
         times.mode = "graph" if graph is not None else "stream"
-        self._phase(f"{case.key}: warm-up")
+        self.session.phase(f"{case.key}: warm-up")
         for _ in range(t.warmup):
             sample()
         self._wait(case, "warm-up")
         self._barrier(f"{case.key}: before the timed samples")
         timer = self._read_timer(case)
         events = self._events(t.samples + 1)
-        self._phase(f"{case.key}: timed samples")
-        events[0].record(self.stream)
+        self.session.phase(f"{case.key}: timed samples")
+        events[0].record(self.session.stream)
         for i in range(t.samples):
             sample()
-            events[i + 1].record(self.stream)
+            events[i + 1].record(self.session.stream)
         self._wait(case, "timed samples")
         times.times_us = [events[i + 1].elapsed_ms_since(events[i]) * 1e3 / per
                           for i in range(t.samples)]
@@ -349,16 +296,16 @@ class BenchRank:
         return next_epoch[0]
 
     def _wait(self, case: CaseSpec, what: str) -> None:
-        if not self.stream.wait(self.config.watchdog_s):
+        if not self.session.stream.wait(self.config.watchdog_s):
             self.result.error = (f"rank {self.rank}: {case.key}: the {what} did not finish "
                                  f"within {self.config.watchdog_s:g} s")
-            raise _Stop
+            raise Stop
 
     def _read_timer(self, case: CaseSpec) -> tuple[int, int] | None:
         """(sum of ns, one-way trips) a timing reference accumulated, on its timer rank."""
         if case.timer_offset is None or self.rank != case.timer_rank:
             return None
-        data = self.rt.memcpy_dtoh(self.heap.pointer + case.timer_offset, 16)
+        data = self.session.rt.memcpy_dtoh(self.session.heap.pointer + case.timer_offset, 16)
         return int.from_bytes(data[:8], "little"), int.from_bytes(data[8:], "little")
 
 

@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from ccogen.bench.runner import COMPARES
-
-from ccogen.cli.common import EXIT_OK, EXIT_USAGE, UsageError, param_arg, params, read
+from ccogen.cli.common import EXIT_OK, EXIT_USAGE, UsageError, max_ctas_arg, params, read
+from ccogen.fileio import check_output_dir
+from ccogen.targets import runnable_targets
 
 EXIT_FAILED = 1
 
@@ -30,7 +31,7 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("bench", help="time a protocol over a parameter sweep beside the "
                        "engine's own collective, hand-written references and link ceilings")
     p.add_argument("file", metavar="FILE.cco")
-    p.add_argument("--target", required=True, choices=("nccl-lsa", "nvshmem"))
+    p.add_argument("--target", required=True, choices=runnable_targets())
     p.add_argument("--ranks", type=int, default=2, metavar="N", help="GPUs (one rank each)")
     p.add_argument("--sweep", action="append", required=True, metavar="PARAM=SPEC",
                    help="LO..HI (x4 steps), LO..HI:x2, or V1,V2,...; repeat for more sweeps")
@@ -66,6 +67,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--arch", default=None, metavar="SM", help="build for SM (default: the GPU)")
     p.add_argument("--build-only", action="store_true",
                    help="generate and build everything, measure nothing (no GPU needed)")
+    max_ctas_arg(p)  # the references' grids follow the generated code's budget
 
 
 def _bytes(option: str, text: str) -> int:
@@ -113,7 +115,8 @@ def requests_of(args: argparse.Namespace) -> list[Any]:
 def settings_of(args: argparse.Namespace) -> Any:
     from ccogen.bench.runner import Settings
 
-    return Settings(target=args.target, ranks=args.ranks, out_dir=Path(args.out),
+    return Settings(target=args.target, ranks=args.ranks, max_ctas=args.max_ctas,
+                    out_dir=Path(args.out),
                     warmup=args.warmup, samples=args.iters,
                     epochs_per_graph=args.epochs_per_graph, graph=not args.no_graph,
                     graph_max=_bytes("--graph-max", args.graph_max),
@@ -132,6 +135,7 @@ def command(args: argparse.Namespace) -> int:
     from ccogen.rt.launch import _require_gpus
 
     try:
+        check_output_dir(args.out, [args.file])
         requests = requests_of(args)
         settings = settings_of(args)
         if not args.build_only:

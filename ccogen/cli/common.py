@@ -6,7 +6,10 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ccogen.limits import Limits
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 FORMATS = ("full", "concise", "json", "sarif", "github")
@@ -21,11 +24,50 @@ def instance_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ranks", action="append", default=None, metavar="N",
                    help="team size(s) to instantiate (repeat or comma-separate)")
     param_arg(p)
+    limit_arg(p)
+
+
+def limit_arg(p: argparse.ArgumentParser) -> None:
+    from ccogen.limits import Limits
+
+    p.add_argument("--limit", action="append", default=[], metavar="NAME=N",
+                   help=f"raise or lower a resource limit ({', '.join(Limits.names())}; "
+                        "see docs/reliability.md)")
+
+
+def limits(args: argparse.Namespace) -> Limits:
+    """The `--limit NAME=N` values applied to the defaults (a usage error when wrong)."""
+    from ccogen.instantiate import parse_param_value
+    from ccogen.ir.nodes import ParamType
+    from ccogen.limits import DEFAULT
+
+    try:
+        return DEFAULT.with_overrides(getattr(args, "limit", []) or [],
+                                      lambda text: parse_param_value(text, ParamType.BYTES))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def param_arg(p: argparse.ArgumentParser, help: str = "override a parameter, "
               "e.g. --param block=4KiB") -> None:
     p.add_argument("--param", action="append", default=[], metavar="K=V", help=help)
+
+
+def max_ctas_arg(p: argparse.ArgumentParser) -> None:
+    """`--max-ctas N`: the SM budget (codegen.Options.max_ctas), for compile/build/run/bench."""
+    p.add_argument("--max-ctas", type=_positive, default=None, metavar="N",
+                   help="SM budget: at most N CTAs per kernel launch (default 32; "
+                        "`run` picks fewer when ranks share a GPU)")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, not {value}")
+    return value
 
 
 def format_args(p: argparse.ArgumentParser) -> None:
@@ -82,11 +124,14 @@ def target(name: str | None) -> str | None:
 
 
 def read(path: str) -> str:
-    """A source file's text (a usage error when it cannot be read)."""
+    """A source file's text: a usage error when it cannot be read (`ccogen.fileio`), a
+    `DiagnosticError` (E001) when it is not UTF-8."""
+    from ccogen.fileio import FileError, read_source
+
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+        return read_source(path)
+    except FileError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def write_out(text: str) -> None:

@@ -8,19 +8,33 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ccogen.cli.common import EXIT_FINDINGS, EXIT_OK, UsageError, read
+from ccogen.cli.common import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    UsageError,
+    limit_arg,
+    limits,
+    max_ctas_arg,
+    read,
+    target,
+)
 
 
 def _compile_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE.cco")
     p.add_argument("--target", required=True, help="mori-sdma, nccl-cft, nvshmem or nccl-lsa")
-    p.add_argument("-o", "--output", metavar="DIR", help="output directory")
+    p.add_argument("-o", "--output", metavar="DIR", help="output directory (default: "
+                   "NAME-TARGET-nN/ in the current directory)")
+    p.add_argument("--force", action="store_true", help="overwrite files in the output "
+                   "directory that ccogen did not generate")
     p.add_argument("--ranks", type=int, default=None, metavar="N", help="team size")
     p.add_argument("--param", action="append", default=[], metavar="K=V")
+    limit_arg(p)
     p.add_argument("--arch", default=None, metavar="ARCH", help="CUDA arch (sm_90 default; "
                    "nvshmem counted writes need sm_100, nccl-cft always builds for sm_100)")
     p.add_argument("--debug", action="store_true", help="bounded waits that report hangs "
                    "(mori-sdma: also -DMORI_CCO_SDMA_DEBUG)")
+    max_ctas_arg(p)
 
 
 def add_parsers(sub: Any) -> None:
@@ -32,18 +46,21 @@ def add_parsers(sub: Any) -> None:
 
 def _compile(args: argparse.Namespace) -> Path | None:
     """Run `ccogen compile`; None (diagnostics printed) when the protocol is refused."""
-    from ccogen.compiler import CompileError, compile_file
+    from ccogen.compiler import compile_file
+    from ccogen.errors import DiagnosticError
 
     read(args.file)
+    target(args.target)
     try:
         return compile_file(args.file, args.target, ranks=args.ranks, params_text=args.param,
-                            out_dir=args.output, debug=args.debug, arch=args.arch)
+                            out_dir=args.output, debug=args.debug, arch=args.arch,
+                            force=args.force, limits=limits(args), max_ctas=args.max_ctas)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    except CompileError as exc:
+    except DiagnosticError as exc:
         from ccogen.diag.render import render
 
-        sys.stdout.write(render(exc.diagnostics, "full", color=sys.stdout.isatty()))
+        sys.stdout.write(render(list(exc.diagnostics), "full", color=sys.stdout.isatty()))
         return None
 
 
@@ -56,7 +73,8 @@ def compile_command(args: argparse.Namespace) -> int:
 
 
 def build_command(args: argparse.Namespace) -> int:
-    """`ccogen build`: compile, then build with the real toolchain (scripts/install-toolchains.sh)."""
+    """`ccogen build`: compile, then build with the real toolchain
+    (scripts/install-toolchains.sh)."""
     from ccogen.rt.errors import CompileError, ToolchainError
     from ccogen.toolchains import build_dir
 

@@ -14,7 +14,7 @@ def add_parser(sub: Any) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    from ccogen.diag.explain import explain_text
+    from ccogen.diag.codes import explain_text
 
     try:
         print(explain_text(args.code))

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
-from ccogen.cli.common import EXIT_FINDINGS, EXIT_OK, read
+from ccogen.cli.common import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UsageError, read
+from ccogen.fileio import FileError, write_atomic
 
 
 def add_parser(sub: Any) -> None:
@@ -23,19 +23,28 @@ def command(args: argparse.Namespace) -> int:
 
     status = EXIT_OK
     for path in args.files:
-        text = read(path)
         try:
+            text = read(path)
             formatted = format_text(text, path)
+        except UsageError as exc:
+            sys.stderr.write(f"error: {exc}\n")
+            status = max(status, EXIT_USAGE)
+            continue
         except DiagnosticError as exc:
             sys.stderr.write(render(list(exc.diagnostics), "full", color=sys.stderr.isatty()))
-            status = EXIT_FINDINGS
+            status = max(status, EXIT_FINDINGS)
             continue
         if formatted == text:
             continue
         if args.check:
             print(f"would reformat {path}")
-            status = EXIT_FINDINGS
-        else:
-            Path(path).write_text(formatted, encoding="utf-8")
-            print(f"reformatted {path}")
+            status = max(status, EXIT_FINDINGS)
+            continue
+        try:
+            write_atomic(path, formatted)
+        except FileError as exc:  # the file keeps its old text; go on with the others
+            sys.stderr.write(f"error: {exc}\n")
+            status = max(status, EXIT_USAGE)
+            continue
+        print(f"reformatted {path}")
     return status

@@ -7,8 +7,20 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ccogen.cli.common import (EXIT_FINDINGS, EXIT_OK, color, format_args, instance_args,
-                               params, ranks, read, target, target_names, write_out)
+from ccogen.cli.common import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    color,
+    format_args,
+    instance_args,
+    limits,
+    params,
+    ranks,
+    read,
+    target,
+    target_names,
+    write_out,
+)
 from ccogen.diag import Diagnostic
 
 
@@ -30,16 +42,16 @@ def command(args: argparse.Namespace) -> int:
 
     team_sizes = ranks(args.ranks)
     target_name = target(args.target)
+    bounds = limits(args)
     diagnostics: list[Diagnostic] = []
     for path in args.files:
-        text = read(path)
         try:
-            protocol = parse_ir(text, path)
+            protocol = parse_ir(read(path), path)
         except DiagnosticError as exc:
             diagnostics.extend(exc.diagnostics)
             continue
         options = CheckOptions(ranks=team_sizes, params=params(args.param, protocol),
-                               target=target_name)
+                               target=target_name, limits=bounds)
         diagnostics.extend(check_protocol(protocol, options).diagnostics)
     write_out(render(diagnostics, args.format, color=color(args)))
     failing = any(d.is_error for d in diagnostics) or (args.strict and diagnostics)

@@ -17,11 +17,22 @@ from typing import NoReturn
 
 from ccogen import __version__
 from ccogen.cli import bench, compile, explain, fmt, lint, run, simulate
-from ccogen.cli.common import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, UsageError
+from ccogen.cli.common import EXIT_FINDINGS, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, UsageError
+from ccogen.errors import DiagnosticError
+from ccogen.fileio import FileError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a misuse reported as one line (not the usage block) and exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"error: {self.prog}: {message} (`{self.prog} --help` lists the "
+                         "options)\n")
+        raise SystemExit(EXIT_USAGE)
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ccogen", description="Check, simulate and generate GPU "
+    p = _Parser(prog="ccogen", description="Check, simulate and generate GPU "
                                 "communication protocols written in .cco")
     p.add_argument("--version", action="version", version=f"ccogen {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -52,20 +63,27 @@ def _internal_error(argv: Sequence[str]) -> int:
     return EXIT_INTERNAL
 
 
-def main(argv: Sequence[str] | None = None) -> int | NoReturn:
+def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
-    except UsageError as exc:
+    except (UsageError, FileError) as exc:
         sys.stderr.write(f"error: {exc}\n")
         return EXIT_USAGE
+    except DiagnosticError as exc:  # a source that is not UTF-8, before any parse
+        from ccogen.diag.render import render
+
+        fmt = getattr(args, "format", "full")
+        sys.stdout.write(render(list(exc.diagnostics), fmt, color=sys.stdout.isatty()
+                                and fmt in ("full", "concise")))
+        return EXIT_FINDINGS
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `ccogen explain E021 | head`
         sys.stderr.close()
         return EXIT_OK
-    except Exception:  # noqa: BLE001 - the last line of defence: report as a bug
+    except Exception:
         return _internal_error(argv)
 
 

@@ -14,7 +14,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ccogen.cli.common import EXIT_OK, EXIT_USAGE, UsageError, param_arg, params, read
+from ccogen.cli.common import EXIT_OK, EXIT_USAGE, UsageError, max_ctas_arg, param_arg, params, read
+from ccogen.targets import runnable_targets
 
 EXIT_FAILED = 1
 
@@ -22,8 +23,10 @@ EXIT_FAILED = 1
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("run", help="build, launch on GPUs and check `ensure` on real data")
     p.add_argument("file", metavar="FILE.cco")
-    p.add_argument("--target", default="nccl-lsa", choices=("nccl-lsa", "nvshmem"))
-    p.add_argument("--ranks", type=int, default=2, metavar="N", help="GPUs (one rank each)")
+    p.add_argument("--target", default="nccl-lsa", choices=runnable_targets(),
+                   help="a target ccogen runs on GPUs (default nccl-lsa)")
+    p.add_argument("--ranks", type=int, default=2, metavar="N",
+                   help="ranks: one per GPU, or round-robin on fewer GPUs under MPS (nvshmem)")
     p.add_argument("--iters", type=int, default=100, metavar="K", help="epochs (default 100)")
     param_arg(p)
     p.add_argument("--debug", action="store_true",
@@ -35,12 +38,14 @@ def add_parser(sub: Any) -> None:
                    help="seconds an epoch's kernels may run before the run stops")
     p.add_argument("-o", "--out", metavar="DIR", help="keep the generated files in DIR")
     p.add_argument("--times", action="store_true", help="print every epoch's time")
+    max_ctas_arg(p)
+
 
 
 def command(args: argparse.Namespace) -> int:
     from ccogen.diag.render import render
     from ccogen.errors import DiagnosticError
-    from ccogen.rt.api import compile_for_run
+    from ccogen.rt.api import compile_for_run, placement_and_budget
     from ccogen.rt.errors import RunError
     from ccogen.rt.launch import run as run_manifest
     from ccogen.syntax import parse_ir
@@ -51,13 +56,15 @@ def command(args: argparse.Namespace) -> int:
     try:
         protocol = parse_ir(text, args.file)
         values = params(args.param, protocol)
+        placement, budget = placement_and_budget(args.target, args.ranks, args.max_ctas)
         with tempfile.TemporaryDirectory(prefix="ccogen-gen-") as tmp:
             out = Path(args.out) if args.out else Path(tmp)
             instance = compile_for_run(protocol, Path(args.file).name, args.target,
                                        args.ranks, values, out, debug=args.debug,
-                                       force=args.force)
+                                       force=args.force, max_ctas=budget)
             report = run_manifest(out, instance, iters=args.iters, seed=args.seed,
-                                  debug=args.debug, watchdog_s=args.watchdog)
+                                  debug=args.debug, watchdog_s=args.watchdog,
+                                  placement=placement)
     except DiagnosticError as exc:
         sys.stderr.write(render(list(exc.diagnostics), "full", color=sys.stderr.isatty()))
         return EXIT_FAILED

@@ -12,14 +12,28 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
+from ccogen.cli.common import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    UsageError,
+    color,
+    format_args,
+    instance_args,
+    limits,
+    params,
+    ranks,
+    read,
+    target,
+    write_out,
+)
 from ccogen.sim import DEFAULT_EPOCHS, DEFAULT_SEEDS
 
-from ccogen.cli.common import (EXIT_FINDINGS, EXIT_OK, UsageError, color, format_args,
-                               instance_args, params, ranks, read, target, write_out)
-
 EXIT_FAILED = EXIT_FINDINGS
+MAX_SEEDS = 1_000_000  # about an hour of schedules of a small protocol
+MAX_EPOCHS = 1_000  # launches in one schedule
 
 
 def add_parser(sub: Any) -> None:
@@ -47,6 +61,18 @@ def add_parser(sub: Any) -> None:
     format_args(p)
 
 
+def check_trace_path(out: str, source: str) -> None:
+    """Refuse `--trace` onto the input or into a missing folder before simulating."""
+    from ccogen.fileio import check_not_input
+
+    check_not_input(out, [source], "--trace")
+    folder = Path(out).resolve().parent
+    if not folder.is_dir():
+        raise UsageError(f"--trace {out}: the directory {folder} does not exist")
+    if Path(out).is_dir():
+        raise UsageError(f"--trace {out}: it is a directory; name a file")
+
+
 def command(args: argparse.Namespace) -> int:
     from ccogen.diag.render import render
     from ccogen.errors import DiagnosticError
@@ -55,8 +81,17 @@ def command(args: argparse.Namespace) -> int:
 
     if args.seeds < 1 or args.epochs < 1:
         raise UsageError("--seeds and --epochs must be at least 1")
+    if args.seeds > MAX_SEEDS or args.epochs > MAX_EPOCHS:
+        raise UsageError(f"--seeds is at most {MAX_SEEDS:,} and --epochs at most {MAX_EPOCHS:,} "
+                         "(one schedule of a few ms each: larger values do not finish)")
+    if args.max_schedules < 1:
+        raise UsageError("--max-schedules must be at least 1: exploring nothing is not passing")
+    if not args.time_limit > 0:
+        raise UsageError("--time-limit must be a positive number of seconds")
     target_name = target(args.target)
     text = read(args.file)
+    if args.trace is not None:
+        check_trace_path(args.trace, args.file)
     try:
         protocol = parse_ir(text, args.file)
     except DiagnosticError as exc:
@@ -66,7 +101,7 @@ def command(args: argparse.Namespace) -> int:
                       seeds=[args.seed] if args.seed is not None else args.seeds,
                       exhaustive=args.exhaustive, trace=args.trace, epochs=args.epochs,
                       target=target_name, max_schedules=args.max_schedules,
-                      time_limit=args.time_limit, path=args.file)
+                      time_limit=args.time_limit, path=args.file, limits=limits(args))
     write_out(render(report.diagnostics, args.format, color=color(args)))
     if args.format in ("full", "concise"):
         print(report.summary())

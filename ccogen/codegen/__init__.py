@@ -1,21 +1,23 @@
 """Code generation: instance + target -> generated files (kernels + manifest).
 
 `generate(instance, target, source=..., options=...)` is the entry point; each target is
-one module in `codegen/backends/` with one template directory in `templates/`.
+one module in `codegen/backends/` with one template directory in `templates/`, named by
+the target's `Target.codegen` (ccogen.targets).
 """
 
 from __future__ import annotations
 
-from ccogen.codegen.backends import BACKENDS, Options, get_backend
+from ccogen.codegen.backends import Options, get_backend
 from ccogen.codegen.files import GeneratedFiles
 from ccogen.codegen.plan import Unsupported
 from ccogen.ir.instance import Instance
 
 
 def generate(instance: Instance, target: str, *, source: str = "<protocol>",
-             options: Options = Options()) -> GeneratedFiles:
-    """Generate the code of one instance for one target (the instance must be clean)."""
-    return get_backend(target).generate(instance, source, options)
+             options: Options | None = None) -> GeneratedFiles:
+    """Generate the code of one instance for one target (the instance must be clean);
+    `options` None: the defaults."""
+    return get_backend(target).generate(instance, source, options or Options())
 
 
-__all__ = ["BACKENDS", "GeneratedFiles", "Options", "Unsupported", "generate"]
+__all__ = ["GeneratedFiles", "Options", "Unsupported", "generate"]

@@ -137,3 +137,25 @@ class ProtocolModel:
     debug: bool
     extra: dict[str, object] = field(default_factory=dict)
     epoch_from_heap: bool = False  # kernels read their epoch from a launch counter
+    support_header: str = "ccogen_device.cuh"  # the shared device header kernels.cu includes
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceSupport:
+    """What the shared device header prints (templates/common/ccogen_device.cuh.j2).
+
+    The header is the same text for every protocol of one variant: it depends only on
+    these flags, so a change to it touches one golden per variant.
+    """
+
+    epoch_from_heap: bool = False  # `ccogen_launch_epoch` (codegen.Options.epoch_from_heap)
+    # The target defines `ccogen_add` and `ccogen_llput_thread` (nccl-lsa, nvshmem): print
+    # the signal and LL-put wrappers over them, and the release reduction they use.
+    add_primitives: bool = False
+    banner: str = ""
+
+    @property
+    def variant(self) -> str:
+        flags = [name for name, on in (("add-primitives", self.add_primitives),
+                                       ("epoch-from-heap", self.epoch_from_heap)) if on]
+        return ", ".join(flags) or "base"

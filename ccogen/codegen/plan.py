@@ -258,7 +258,7 @@ def _fork(seg: Sequence[OpInst], layout: HeapLayout, expected: Expected, source:
     subgroup: dict[tuple[object, ...], int] = defaultdict(int)
     for op in seg:
         subgroup[(op.group, op.peer, op.queue)] += 1
-    for who, ops in _by_issuer(seg).items():
+    for ops in _by_issuer(seg).values():
         level = ops[0].issuer.level
         scope = "warp" if level is IssuerLevel.WARP else "thread"
         index = ops[0].issuer.warp if scope == "warp" else ops[0].issuer.lane

@@ -10,14 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from enum import Enum
 
+from ccogen.diag.severity import Severity
 from ccogen.source import Span
-
-
-class Severity(str, Enum):
-    ERROR = "error"
-    WARNING = "warning"
 
 
 @dataclass(frozen=True, slots=True)

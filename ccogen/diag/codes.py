@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ccogen.diag import Severity
+from ccogen.diag.explain import explanation
+from ccogen.diag.severity import Severity
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,8 +27,6 @@ class Rule:
     @property
     def explain(self) -> str:
         """The Markdown explanation (docs/reference/rules/CODE.md without its title)."""
-        from ccogen.diag.explain import explanation
-
         return explanation(self.code)
 
 
@@ -50,6 +49,11 @@ _RULES: tuple[Rule, ...] = tuple(
             "E005",
             "bad-thread-count",
             "`threads=`/`blocks=` too small for the issuers used, or over the device limit",
+        ),
+        (
+            "E006",
+            "limit-exceeded",
+            "team size, op instances, window or memory bytes, or nesting over a documented limit",
         ),
         ("E010", "peer-outside-team", "peer outside the team, or `me` used as a peer"),
         ("E011", "world-rank-for-lsa", "a world rank where an LSA rank is required"),
@@ -130,6 +134,12 @@ _RULES: tuple[Rule, ...] = tuple(
         ("W105", "aggregate-batch-size", "aggregate batch outside 8-16 ops per commit"),
         ("W106", "independent-mode-provable", '`mode="independent"` where same-queue is provable'),
         ("W107", "too-many-queues", "more queues declared than concurrent issuers need"),
+        (
+            "W108",
+            "rank-dependent-summation-order",
+            "ranks reduce the same contributions in different orders (results differ in the "
+            "last bits)",
+        ),
     )
 )
 
@@ -151,4 +161,14 @@ def lookup(name: str) -> Rule:
     return rule
 
 
-__all__ = ["RULES", "Rule", "lookup"]
+def explain_text(name: str) -> str:
+    """`ccogen explain` output: `CODE (slug): summary`, a blank line, the explanation.
+
+    `name` is a code (`E021`, `e021`) or a slug (`unsatisfiable-wait`); raises `KeyError`
+    for an unknown name.
+    """
+    rule = lookup(name)
+    return f"{rule.code} ({rule.slug}): {rule.summary}\n\n{explanation(rule.code)}"
+
+
+__all__ = ["RULES", "Rule", "explain_text", "lookup"]

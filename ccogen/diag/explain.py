@@ -2,7 +2,8 @@
 
 The files are `docs/reference/rules/CODE.md` in a checkout and `ccogen/rules/CODE.md` in a
 wheel (`ccogen._resources.rules_dir`).  Each starts with the title line
-`# CODE (slug): summary` (the registry's, `ccogen.diag.codes`), followed by four
+`# CODE (slug): summary` (the registry's, `ccogen.diag.codes`, which imports this module:
+never the other way round), followed by four
 sections: `## What it catches`, `## Why it matters` (with the figure a warning rests on),
 `## Example` (a protocol that reports the rule, fenced as ```` ```python fails ````) and
 `## Fixed` (the corrected protocol, ```` ```python passes ````).  The tests lint every
@@ -15,7 +16,6 @@ import functools
 from pathlib import Path
 
 from ccogen._resources import rules_dir
-from ccogen.diag.codes import lookup
 from ccogen.errors import InternalError
 
 
@@ -43,14 +43,5 @@ def explanation(code: str) -> str:
     return body.strip()
 
 
-def explain_text(name: str) -> str:
-    """`ccogen explain` output: `CODE (slug): summary`, a blank line, the explanation.
 
-    `name` is a code (`E021`, `e021`) or a slug (`unsatisfiable-wait`); raises `KeyError`
-    for an unknown name.
-    """
-    rule = lookup(name)
-    return f"{rule.code} ({rule.slug}): {rule.summary}\n\n{explanation(rule.code)}"
-
-
-__all__ = ["explain_text", "explanation", "rule_file"]
+__all__ = ["explanation", "rule_file"]

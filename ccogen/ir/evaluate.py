@@ -304,8 +304,8 @@ def _raiser(error: EvalError) -> Fn:
 
 
 def _const(c: Compiler, e: ir.Const) -> Fn:
-    value = e.value
-    return lambda env: value
+    value = e.value  # a float only as a `reduce` weight, which is read as a number
+    return lambda env: value  # type: ignore[return-value]
 
 
 def _var(c: Compiler, e: ir.Var) -> Fn:
@@ -479,11 +479,20 @@ def _range(c: Compiler, e: ir.Call) -> Fn:
         if len(values) == 3 and values[2] == 0:
             raise EvalError("`range` step must not be zero", e.args[2].span, "this is 0")
         r = range(*values)
-        if len(r) > MAX_SEQUENCE:
-            raise EvalError(f"`range` of {len(r)} elements is too long to unroll", e.span,
+        size = _range_len(r)
+        if size > MAX_SEQUENCE:
+            raise EvalError(f"`range` of {size:,} elements is too long to unroll", e.span,
                             f"at most {MAX_SEQUENCE:,} elements")
         return tuple(r)
     return run
+
+
+def _range_len(r: range) -> int:
+    """`len(r)`, also past 64 bits (where `len` raises OverflowError)."""
+    try:
+        return len(r)
+    except OverflowError:
+        return max(0, -(-(r.stop - r.start) // r.step))
 
 
 def _len(c: Compiler, e: ir.Call) -> Fn:

@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from ccogen.ir.nodes import Check, Mode, Op, Protocol, SignalKind
+from ccogen.ir.dtype import DType
+from ccogen.ir.nodes import Check, Mode, Op, Protocol, ReduceOp, SignalKind
 from ccogen.ir.opkind import OpKind
 from ccogen.source import Span
 
@@ -63,7 +64,11 @@ class Issuer:
 
 @dataclass(frozen=True, slots=True)
 class RegionInst:
-    """Concrete bytes `[start, stop)` of window `window` on rank `rank`."""
+    """Concrete bytes `[start, stop)` of window (or buffer) `window` on rank `rank`.
+
+    Always bytes, whatever the dtype: element `i` of a `bf16` window is bytes
+    `[2i, 2i+2)` (`Instance.dtype` gives the window's element type).
+    """
 
     window: str
     start: int
@@ -120,34 +125,72 @@ class OpInst:
     expected: int | None = None
     lanes_in_group: int = 1
     epoch: int = 0  # the launch it belongs to in a back-to-back instance (`launches`)
+    srcs: tuple[RegionInst, ...] = ()
+    reduce_op: ReduceOp | None = None
+    weights: tuple[int | float, ...] = ()
+    dtype: DType | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class KernelInst:
+    """One kernel: `blocks` CTAs of `threads` threads.
+
+    `logical_blocks` counts the blocks the protocol names: the longest `blocks` range
+    it runs (1 without one).  With `blocks=B` and no `blocks` statement the kernel's
+    top level is one block-collective program that all B CTAs run together (a CTA
+    group): a `barrier()` there is met once per rank, not once per CTA.
+    """
+
     name: str
     index: int
     threads: int
     blocks: int
     span: Span | None = field(compare=False, repr=False)
+    logical_blocks: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ReductionInst:
+    """`sum/max/min` of `terms` (in order; `init[i]`: term i is `init(...)`),
+    weighted by `weights` (empty: unweighted), computed in `dtype`."""
+
+    op: ReduceOp
+    terms: tuple[RegionInst, ...]
+    init: tuple[bool, ...]
+    weights: tuple[int | float, ...]
+    dtype: DType
 
 
 @dataclass(frozen=True, slots=True)
 class CheckInst:
-    """One evaluated postcondition on rank `rank`: `left op right` byte-wise."""
+    """One evaluated postcondition on rank `rank`: `left op right`.
+
+    Region against region compares bytes; region against a reduction
+    (`right` None, `reduction` set) compares values of the left's dtype: bit-exact
+    for integers, within a tolerance for floats (`ccogen.sim.values`).
+    """
 
     rank: int
     op: str
     left: RegionInst
     left_init: bool
-    right: RegionInst
+    right: RegionInst | None
     right_init: bool
     check: Check = field(compare=False, repr=False)
     span: Span | None = field(compare=False, repr=False)
+    reduction: ReductionInst | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Instance:
-    """The protocol bound to `nranks` and `params`, unrolled per rank."""
+    """The protocol bound to `nranks` and `params`, unrolled per rank.
+
+    `params` holds the integer parameters (`int`, `bytes`), `dtype_params` the
+    `dtype` ones.  `window_sizes` are the symmetric windows in bytes,
+    `buffer_sizes` the local buffers in bytes (handed in at each launch, not in
+    the symmetric heap), `dtypes` the element type of every typed window and
+    buffer (an untyped window is u8 and may be absent).
+    """
 
     protocol: Protocol = field(repr=False)
     nranks: int
@@ -162,19 +205,38 @@ class Instance:
     def launch_len(self, rank: int) -> int:
         """How many op instances one launch has on `rank`."""
         return len(self.ranks[rank]) // self.launches
+    dtypes: tuple[tuple[str, DType], ...] = ()
+    buffer_sizes: tuple[tuple[str, int], ...] = ()
+    dtype_params: tuple[tuple[str, DType], ...] = ()
 
     @property
     def param_dict(self) -> dict[str, int]:
         return dict(self.params)
 
     def window_size(self, name: str) -> int:
-        return dict(self.window_sizes)[name]
+        """Bytes of window (or local buffer) `name` on each rank."""
+        for n, size in self.window_sizes:
+            if n == name:
+                return size
+        return dict(self.buffer_sizes)[name]
+
+    def dtype(self, name: str) -> DType:
+        """The element type of window or buffer `name` (u8 for an untyped window)."""
+        for n, d in self.dtypes:
+            if n == name:
+                return d
+        return DType.U8
+
+    def is_buffer(self, name: str) -> bool:
+        """Whether `name` is a local, non-symmetric `buffer` (not a window)."""
+        return any(n == name for n, _ in self.buffer_sizes)
 
     @property
     def op_count(self) -> int:
         return sum(len(ops) for ops in self.ranks)
 
     def label(self) -> str:
-        """`nranks=4, block=1048576` — how findings name the instance."""
+        """`nranks=4, block=1048576, T=bf16` — how findings name the instance."""
         parts = [f"nranks={self.nranks}"] + [f"{k}={v}" for k, v in self.params]
+        parts += [f"{k}={v}" for k, v in self.dtype_params]
         return ", ".join(parts)

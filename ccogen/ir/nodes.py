@@ -5,9 +5,14 @@ symbolic); `ccogen.ir.instance` holds the unrolled form.  Every user-authored no
 carries a `span` that is excluded from equality and repr, so two protocols are
 equal when they mean the same thing, whether they came from text or the builder.
 
-Names are resolved: an expression names a loop variable (`Var`), a parameter
-(`ParamRef`) or a built-in (`Me`, `NRanks`); windows and counters are named by
-string in `Region` and in `count=`/`wait_count`.
+Names are resolved: an expression names a loop variable or an assigned name
+(`Var`), a parameter (`ParamRef`) or a built-in (`Me`, `NRanks`); windows, buffers
+and counters are named by string in `Region` and in `count=`/`wait_count`.
+
+Language v2 (typed data, reductions, credits): `DType` element types on `Window`
+and `Buffer` (a dtype or a dtype parameter, `DTypeSpec`), `Reduce` and `Signal`
+ops, `Assign` statements, `ListComp` for `[x@p for p in ranks()]`, and
+`Reduction` (`sum(...)`, `max(...)`, `min(...)`) on the right of an `ensure` check.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TypeAlias, TypeVar, dataclass_transform
 
+from ccogen.ir.dtype import DType
 from ccogen.ir.opkind import OpKind
 from ccogen.source import Span
 
@@ -47,6 +53,7 @@ class LaunchOrder(str, Enum):
 class ParamType(str, Enum):
     BYTES = "bytes"
     INT = "int"
+    DTYPE = "dtype"  # an element type: its default is a `DType`, not an `Expr`
 
 
 class SignalKind(str, Enum):
@@ -70,6 +77,14 @@ class Mode(str, Enum):
     INDEPENDENT = "independent"
 
 
+class ReduceOp(str, Enum):
+    """The combining operation of `reduce` and of `sum`/`max`/`min` in `ensure`."""
+
+    SUM = "sum"
+    MAX = "max"
+    MIN = "min"
+
+
 class IssuerKind(str, Enum):
     LANES = "lanes"
     WARPS = "warps"
@@ -81,10 +96,16 @@ class IssuerKind(str, Enum):
 
 @_node
 class Const:
-    """An integer or boolean literal (sizes like `4 KiB` are folded to bytes)."""
+    """An integer, boolean or float literal (sizes like `4 KiB` are folded to bytes).
 
-    value: int | bool
+    Floats appear only as `reduce` weights.  `text` is the literal as written
+    (`0x1000`, `1_024`) when it came from text, so that `ccogen fmt` keeps it; it
+    takes no part in equality.
+    """
+
+    value: int | bool | float
     span: Span | None = _span()
+    text: str | None = field(default=None, compare=False, repr=False)
 
 
 @_node
@@ -180,9 +201,11 @@ BUILTIN_FUNCS: tuple[str, ...] = ("peers", "ranks", "range", "len", "min", "max"
 
 @_node
 class Region:
-    """Bytes `[start, stop)` of a window; `None` bounds mean the window's ends.
+    """Elements `[start, stop)` of a window or buffer; `None` bounds mean its ends.
 
-    `rank` (`w@p`) and `init` (`init(w)`) appear only in `ensure`.
+    Bounds count elements of the window's dtype (bytes for an untyped window).
+    `rank` (`w@p`) appears in `ensure` and in the `srcs` of `reduce` (a peer's
+    region read over the link); `init` (`init(w)`) only in `ensure`.
     """
 
     window: str
@@ -190,6 +213,38 @@ class Region:
     stop: Expr | None = None
     rank: Expr | None = None
     init: bool = False
+    span: Span | None = _span()
+
+
+@_node
+class ListComp:
+    """`[elt for var in iter]` or `[elt for var in iter if cond]`: a list of regions
+    (`srcs=`, `ensure` terms) or of numbers (`weights=`), unrolled at instantiation."""
+
+    elt: Region | Expr
+    var: str
+    iter: Expr
+    cond: Expr | None = None
+    span: Span | None = _span()
+
+
+RegionList: TypeAlias = tuple[Region, ...] | ListComp
+"""Sources of a `reduce`, terms of a `Reduction`: a list literal or a comprehension."""
+
+WeightList: TypeAlias = tuple[Expr, ...] | ListComp
+"""`weights=`: numbers (integer expressions or float literals), one per source."""
+
+
+@_node
+class Reduction:
+    """`sum(terms)`, `max(terms)` or `min(terms)` on the right of an `ensure` check.
+
+    Text: `sum(init(x@p) for p in ranks())`, `sum([a, b], weights=[1, 2])`.
+    """
+
+    op: ReduceOp
+    terms: tuple[Region, ...] | ListComp
+    weights: tuple[Expr, ...] | ListComp | None = None
     span: Span | None = _span()
 
 
@@ -270,6 +325,30 @@ class ResetCount:
 
 
 @_node
+class Reduce:
+    """`reduce(dst=, srcs=[...], op="sum", weights=[...])`: `dst` := the element-wise
+    combination of `srcs` in list order, by the issuer's threads (loads, arithmetic,
+    stores; f32 accumulation for f16/bf16, rounded once).  A source `x@p[a:b]` is
+    rank p's region read over the link; `dst` may be among `srcs`."""
+
+    dst: Region
+    srcs: tuple[Region, ...] | ListComp
+    op: ReduceOp = ReduceOp.SUM
+    weights: tuple[Expr, ...] | ListComp | None = None
+    span: Span | None = _span()
+
+
+@_node
+class Signal:
+    """`signal(peer, queue=Q)`: add one to the peer's slot `[me, Q]` after every earlier
+    op of this issuer on `(peer, Q)` has delivered; no data (a credit)."""
+
+    peer: Expr
+    queue: Expr | None = None  # None: queue=auto
+    span: Span | None = _span()
+
+
+@_node
 class Barrier:
     span: Span | None = _span()
 
@@ -281,6 +360,7 @@ class Fence:
 
 Op: TypeAlias = (
     Put | Get | Copy | Commit | Quiet | WaitSignal | WaitCount | ResetCount | Barrier | Fence
+    | Reduce | Signal
 )
 
 OP_KINDS: dict[type, OpKind] = {
@@ -294,6 +374,8 @@ OP_KINDS: dict[type, OpKind] = {
     ResetCount: OpKind.RESET_COUNT,
     Barrier: OpKind.BARRIER,
     Fence: OpKind.FENCE,
+    Reduce: OpKind.REDUCE,
+    Signal: OpKind.SIGNAL,
 }
 """The kind of each op node class (`ccogen.ir.signatures.OP_CLASSES` is the inverse)."""
 
@@ -333,26 +415,44 @@ class IssuerBlock:
 
 
 @_node
-class Check:
-    """A postcondition `left == right` (or `!=`) on regions, inside `ensure`."""
+class Assign:
+    """`name = EXPR`: binds `name` for the rest of its block (kernels and `ensure`).
 
-    op: str
-    left: Region
-    right: Region
+    The value is static (evaluated at instantiation, per rank and iteration)."""
+
+    var: str
+    value: Expr
     span: Span | None = _span()
 
 
-Stmt: TypeAlias = For | If | IssuerBlock | Check | Op
+@_node
+class Check:
+    """A postcondition `left == right` (or `!=`) inside `ensure`: the right side is a
+    region or a `Reduction` (`sum(...)`, `max(...)`, `min(...)` of regions)."""
+
+    op: str
+    left: Region
+    right: Region | Reduction
+    span: Span | None = _span()
+
+
+Stmt: TypeAlias = For | If | IssuerBlock | Check | Assign | Op
 
 # ----------------------------------------------------------------------------- declarations
 
 
 @_node
 class Param:
+    """`name: TYPE = DEFAULT`; a `dtype` parameter's default is a `DType`."""
+
     name: str
     type: ParamType
-    default: Expr
+    default: Expr | DType
     span: Span | None = _span()
+
+
+DTypeSpec: TypeAlias = DType | ParamRef
+"""The element type of a window or buffer: a dtype, or a `dtype` parameter."""
 
 
 @_node
@@ -364,9 +464,26 @@ class Team:
 
 @_node
 class Window:
+    """`window NAME: SIZE` (bytes, `dtype` u8) or `window NAME: DTYPE[COUNT]`.
+
+    `size` counts elements of `dtype`.  An untyped window and a `u8[...]` one are
+    the same window (the printer writes the untyped form)."""
+
     name: str
     size: Expr
     align: Expr | None = None
+    dtype: DType | ParamRef = DType.U8
+    span: Span | None = _span()
+
+
+@_node
+class Buffer:
+    """`buffer NAME: DTYPE[COUNT]`: a local, non-symmetric buffer handed in at each
+    launch (the caller's tensor).  Never the remote side of a transfer."""
+
+    name: str
+    dtype: DType | ParamRef
+    size: Expr  # elements of `dtype`
     span: Span | None = _span()
 
 
@@ -397,6 +514,7 @@ class Protocol:
     queues: Expr | None = field(default_factory=lambda: Const(value=1))
     windows: tuple[Window, ...] = ()
     counters: tuple[Counter, ...] = ()
+    buffers: tuple[Buffer, ...] = ()
     kernels: tuple[Kernel, ...] = ()
     ensure: tuple[Stmt, ...] = ()
     span: Span | None = _span()
@@ -409,3 +527,6 @@ class Protocol:
 
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)
+
+    def buffer(self, name: str) -> Buffer | None:
+        return next((b for b in self.buffers if b.name == name), None)

@@ -32,6 +32,8 @@ class OpKind(StrEnum):
     RESET_COUNT = "reset_count"
     BARRIER = "barrier"
     FENCE = "fence"
+    REDUCE = "reduce"
+    SIGNAL = "signal"
 
     @property
     def traits(self) -> OpTraits:
@@ -44,7 +46,8 @@ class OpTraits:
 
     * `transfer`: moves bytes from its `src` region to its `dst` region.
     * `queued`: posted to one of the issuer's engine queues toward a peer; it returns
-      at once and the engine moves the bytes later, in queue order.
+      at once and the engine moves the bytes later, in queue order.  A queued op
+      that is not a `transfer` carries no data (`signal`: a credit).
     * `rings`: starts (rings the doorbell of) what was posted on its `(peer, queue)`;
       a queued op rings unless it is `aggregate`.
     * `signals`: may raise a signal (`signal=`) or a count (`count=`) when it lands.
@@ -55,6 +58,9 @@ class OpTraits:
       boundary between rounds of traffic.
     * `orders_memory`: orders memory beyond the issuer's program and queue order
       (a team barrier, a fence between transfers).
+    * `reduces`: combines several source regions (`srcs`, some perhaps a peer's,
+      read by loads over the link) element-wise into its `dst`, on the issuer's
+      threads; it is done when it returns, like a `copy`.
     """
 
     transfer: bool = False
@@ -66,6 +72,7 @@ class OpTraits:
     waits: bool = False
     synchronises: bool = False
     orders_memory: bool = False
+    reduces: bool = False
 
 
 _QUEUED = OpTraits(transfer=True, queued=True, rings=True, signals=True)
@@ -83,6 +90,8 @@ TRAITS: dict[OpKind, OpTraits] = {
     OpKind.RESET_COUNT: OpTraits(),
     OpKind.BARRIER: OpTraits(blocking=True, synchronises=True, orders_memory=True),
     OpKind.FENCE: OpTraits(orders_memory=True),
+    OpKind.REDUCE: OpTraits(reduces=True),
+    OpKind.SIGNAL: OpTraits(queued=True, rings=True, signals=True),
 }
 
 

@@ -12,6 +12,9 @@ Each parameter has a kind that says how its value is read:
 | `mode`    | a `Mode` (from a string)                               |
 | `bool`    | a Python bool (a literal `True`/`False`)               |
 | `counter` | the name of a declared counter                         |
+| `regions` | `tuple[Region, ...]` or a `ListComp` of regions (`srcs=`) |
+| `reduce_op` | a `ReduceOp` (from a string)                           |
+| `weights` | `tuple[Expr, ...]` or a `ListComp` of numbers          |
 
 `bind()` maps positional and keyword arguments to parameter names and reports
 unknown, duplicate and missing arguments as E002.
@@ -68,6 +71,10 @@ SIGNATURES: dict[OpKind, tuple[ParamSpec, ...]] = {
     OpKind.RESET_COUNT: (_p("counter", "counter", required=True, positional=True),),
     OpKind.BARRIER: (),
     OpKind.FENCE: (),
+    OpKind.REDUCE: (_p("dst", "region", required=True), _p("srcs", "regions", required=True),
+                    _p("op", "reduce_op"), _p("weights", "weights")),
+    OpKind.SIGNAL: (_p("peer", "rank", required=True, positional=True),
+                    _p("queue", "queue", positional=True)),
 }
 """The parameters of each op, in the order the language lists them (text order)."""
 
@@ -77,6 +84,7 @@ OP_CLASSES: dict[OpKind, type] = {kind: cls for cls, kind in ir.OP_KINDS.items()
 CHOICES: dict[str, tuple[str, ...]] = {
     "signal": tuple(s.value for s in ir.SignalKind),
     "mode": tuple(m.value for m in ir.Mode),
+    "reduce_op": tuple(o.value for o in ir.ReduceOp),
 }
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from ccogen.diag import Diagnostic
 from ccogen.ir.instance import Instance
+from ccogen.limits import DEFAULT as DEFAULT_LIMITS
+from ccogen.limits import Limits
 from ccogen.passes.base import Pass, PassContext
 from ccogen.passes.check_capabilities import CheckCapabilities
 from ccogen.passes.check_completion import CheckCompletion
@@ -25,6 +27,7 @@ from ccogen.passes.warn_shared_queue import WarnSharedQueue
 from ccogen.passes.warn_signal_per_copy import WarnSignalPerCopy
 from ccogen.passes.warn_small_copies import WarnSmallCopies
 from ccogen.passes.warn_split_transfer import WarnSplitTransfer
+from ccogen.passes.warn_summation_order import WarnSummationOrder
 from ccogen.passes.warn_unused_queues import WarnUnusedQueues
 
 PIPELINE: tuple[type[Pass], ...] = (
@@ -40,7 +43,8 @@ PIPELINE: tuple[type[Pass], ...] = (
     CheckDeadlock,  # E030
     CheckRaces,  # E031, E032
     CheckPostcondition,  # E033
-    # performance warnings (W100-W107): the target's figures, MORI SDMA's without one
+    # performance warnings (W100-W107): the target's figures, MORI SDMA's without one;
+    # W108 (rank-dependent summation order) last
     WarnSmallCopies,
     WarnSplitTransfer,
     WarnSharedQueue,
@@ -49,11 +53,15 @@ PIPELINE: tuple[type[Pass], ...] = (
     WarnAggregateBatch,
     WarnIndependentMode,
     WarnUnusedQueues,
+    WarnSummationOrder,  # W108: symbolic, like the postcondition check
 )
 
 
-def run_checks(instance: Instance, target: str | None = None) -> list[Diagnostic]:
-    ctx = PassContext(instance=instance, target=target)
+def run_checks(instance: Instance, target: str | None = None,
+               limits: Limits = DEFAULT_LIMITS) -> list[Diagnostic]:
+    """Every check on one instance; raises `LimitExceeded` when an analysis would need
+    more memory than `limits` allow."""
+    ctx = PassContext(instance=instance, target=target, limits=limits)
     for check in PIPELINE:
         check().run(ctx)
     return list(ctx.sink)

@@ -14,15 +14,14 @@ from dataclasses import dataclass, field, replace
 
 from ccogen.analysis.races import Access
 from ccogen.diag import Diagnostic, error
+from ccogen.diag.merge import FindingSet, ranks_note
 from ccogen.ir.instance import OpInst, RegionInst
 from ccogen.passes.base import PassContext
 from ccogen.source import Span
 
 
-@dataclass
-class _Item:
-    diagnostic: Diagnostic
-    ranks: set[int] = field(default_factory=set)
+def _key(d: Diagnostic) -> tuple[object, ...]:
+    return (d.code, d.message, tuple((lb.span.start, lb.span.end) for lb in d.labels))
 
 
 @dataclass
@@ -30,13 +29,10 @@ class Findings:
     """Collects one check's findings for one instance; `flush` emits them."""
 
     ctx: PassContext
-    items: dict[tuple[object, ...], _Item] = field(default_factory=dict)
+    items: FindingSet[int] = field(default_factory=lambda: FindingSet(_key))
 
     def add(self, d: Diagnostic, rank: int | None = None) -> None:
-        key = (d.code, d.message, tuple((lb.span.start, lb.span.end) for lb in d.labels))
-        item = self.items.setdefault(key, _Item(d))
-        if rank is not None:
-            item.ranks.add(rank)
+        self.items.add(d, rank)
 
     def error(self, code: str, message: str, span: Span | None, label: str, *,
               rank: int | None = None, secondary: Iterable[tuple[Span | None, str]] = (),
@@ -46,10 +42,10 @@ class Findings:
 
     def flush(self) -> None:
         n = self.ctx.instance.nranks
-        for item in self.items.values():
+        for item in self.items:
             d = item.diagnostic
-            if item.ranks and n > 1:
-                d = replace(d, notes=(*d.notes, ranks_note(sorted(item.ranks), n)))
+            if item.places and n > 1:
+                d = replace(d, notes=(*d.notes, ranks_note(sorted(item.places), n)))
             self.ctx.sink.emit(d)
         self.items.clear()
 
@@ -65,14 +61,6 @@ def _unique(secondary: Iterable[tuple[Span | None, str]],
             seen.add(key)
             out.append((span, text))
     return out
-
-
-def ranks_note(ranks: list[int], nranks: int) -> str:
-    if len(ranks) == nranks:
-        return "on every rank"
-    if len(ranks) == 1:
-        return f"on rank {ranks[0]}"
-    return "on ranks " + ", ".join(map(str, ranks))
 
 
 def name(op: OpInst) -> str:

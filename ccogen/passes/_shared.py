@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from ccogen.diag import Diagnostic
+from ccogen.diag.merge import FindingSet, ranks_note
 from ccogen.ir.instance import Issuer, IssuerLevel, OpInst, RegionInst
 from ccogen.ir.nodes import Expr
 from ccogen.passes.base import PassContext
@@ -25,7 +26,7 @@ from ccogen.targets.base import Capabilities
 
 def target_caps(ctx: PassContext) -> Capabilities | None:
     """The chosen target's capabilities, or None without `--target`."""
-    return None if ctx.target is None else get_target(ctx.target)
+    return None if ctx.target is None else get_target(ctx.target).capabilities
 
 
 def cost_caps(ctx: PassContext) -> Capabilities:
@@ -35,16 +36,10 @@ def cost_caps(ctx: PassContext) -> Capabilities:
     docs/reference/rules.md grounds them in; with one, each warning reads that target's
     figures and stays silent where the target lacks the mechanism or the figure.
     """
-    return get_target(ctx.target or DEFAULT_COST_TARGET)
+    return get_target(ctx.target or DEFAULT_COST_TARGET).capabilities
 
 
 # ----------------------------------------------------------------------------- findings
-
-
-@dataclass
-class _Item:
-    diagnostic: Diagnostic
-    ranks: list[int] = field(default_factory=list)
 
 
 class Findings:
@@ -56,32 +51,28 @@ class Findings:
 
     def __init__(self, ctx: PassContext) -> None:
         self._ctx = ctx
-        self._items: dict[tuple[str, Span | None, str], _Item] = {}
+        self._items: FindingSet[int] = FindingSet(_key)
+        self._seen: set[tuple[str, Span | None, str]] = set()
 
     def add(self, diagnostic: Diagnostic, rank: int | None = None) -> None:
-        key = (diagnostic.code, diagnostic.span, diagnostic.message)
-        item = self._items.setdefault(key, _Item(diagnostic))
-        if rank is not None and rank not in item.ranks:
-            item.ranks.append(rank)
+        self._items.add(diagnostic, rank)
+        self._seen.add(_key(diagnostic))
 
     def seen(self, code: str, span: Span | None, message: str) -> bool:
-        return (code, span, message) in self._items
+        return (code, span, message) in self._seen
 
     def flush(self) -> None:
-        for item in self._items.values():
+        for item in self._items:
             notes = item.diagnostic.notes
-            if item.ranks:
-                notes = (*notes, ranks_note(sorted(item.ranks), self._ctx.instance.nranks))
+            if item.places:
+                notes = (*notes, ranks_note(sorted(item.places), self._ctx.instance.nranks))
             self._ctx.sink.emit(replace(item.diagnostic, notes=notes))
         self._items.clear()
+        self._seen.clear()
 
 
-def ranks_note(ranks: Sequence[int], nranks: int) -> str:
-    if len(ranks) == nranks > 1:
-        return "on every rank"
-    if len(ranks) == 1:
-        return f"on rank {ranks[0]}"
-    return "on ranks " + ", ".join(map(str, ranks))
+def _key(d: Diagnostic) -> tuple[str, Span | None, str]:
+    return (d.code, d.span, d.message)
 
 
 # ----------------------------------------------------------------------------- spans

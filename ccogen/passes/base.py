@@ -7,6 +7,8 @@ from typing import Any, ClassVar
 
 from ccogen.diag import DiagnosticSink
 from ccogen.ir.instance import Instance
+from ccogen.limits import DEFAULT as DEFAULT_LIMITS
+from ccogen.limits import Limits
 
 
 @dataclass
@@ -17,6 +19,7 @@ class PassContext:
     target: str | None = None
     sink: DiagnosticSink = field(default_factory=DiagnosticSink)
     cache: dict[str, Any] = field(default_factory=dict)
+    limits: Limits = DEFAULT_LIMITS
 
 
 @dataclass(frozen=True)

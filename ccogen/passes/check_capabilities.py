@@ -43,7 +43,8 @@ class CheckCapabilities(Pass):
     threads (`warp_threads`: MORI's waves are 64) and a kernel's warps then need
     more threads than a block can have (never clamped: the warps past it would not
     run, and whatever waits for them would hang).  E042 for a feature the target lacks
-    (`team world`, counted writes, `get`), naming the targets that have it.
+    (`team world`, counted writes, `get`, a `reduce` reading a peer's window,
+    `signal`), naming the targets that have it and the alternative.
     """
 
     name: ClassVar[str] = "check-capabilities"
@@ -114,6 +115,14 @@ def _features(instance: Instance, caps: Capabilities, findings: Findings) -> Non
     gets = [op for op in ops if op.kind is OpKind.GET]
     if gets and not caps.supports(Feature.GET).available:
         _unsupported(caps, Feature.GET, "`get`", None, gets, findings)
+    peer_reads = [op for op in ops if op.kind.traits.reduces
+                  and any(s.rank != op.rank for s in op.srcs)]
+    if peer_reads and not caps.supports(Feature.PEER_READS).available:
+        _unsupported(caps, Feature.PEER_READS, "a `reduce` that reads a peer's window "
+                     "(`x@p` in `srcs`)", None, peer_reads, findings)
+    credits = [op for op in ops if op.kind is OpKind.SIGNAL]
+    if credits and not caps.supports(Feature.CREDITS).available:
+        _unsupported(caps, Feature.CREDITS, "`signal`", None, credits, findings)
 
 
 def _unsupported(caps: Capabilities, feature: Feature, what: str, span: Span | None,
@@ -144,6 +153,11 @@ def _alternative(feature: Feature) -> str:
         return "; or, if every rank is on one node, write `team lsa`"
     if feature is Feature.COUNTED_WRITES:
         return '; or signal each put (`signal="remote"`) and `wait_signal` for it'
+    if feature is Feature.PEER_READS:
+        return ('; or bring the peer\'s region over first and reduce locally: '
+                '`get(p, dst=stage, src=x, signal="local")`, `wait_signal(me, ...)`, then '
+                '`reduce(dst=..., srcs=[..., stage])` (or have the peer `put` it into a '
+                'landing window and signal)')
     return ""
 
 
@@ -164,7 +178,14 @@ def _window_aligns(instance: Instance, caps: Capabilities) -> dict[str, tuple[in
             out[w.name] = (caps.window_align, None)
         else:
             out[w.name] = (value, w.align.span if w.align is not None else None)
+    for b in instance.protocol.buffers:  # the caller's tensors: CUDA/HIP allocations
+        out[b.name] = (BUFFER_ALIGN, None)
     return out
+
+
+BUFFER_ALIGN = 256
+"""What a local buffer's base is assumed aligned to: the caller's tensor comes from the
+device allocator (cudaMalloc and hipMalloc align to at least 256 bytes)."""
 
 
 def _evaluate(expr: Expr, env: Env) -> int | None:

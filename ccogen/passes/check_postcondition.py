@@ -8,7 +8,11 @@ findings come first.  Guarantees, when it reports nothing and ran: every
 postcondition holds byte for byte on every rank, whatever the schedule.
 
 Emits E033, at the failing statement, with the first differing byte range, where its
-bytes came from and a label at the op that wrote them.
+bytes came from and a label at the op that wrote them.  Where a `reduce` or a
+`sum`/`max`/`min` is involved, the bytes are compared as combinations (whatever the
+order of the terms): the finding names the element range and each contribution that
+is missing or counted too often (a doubled one, or one from a landing slot's old
+contents: data of the previous launch).
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ccogen.analysis import Analysis, analysis_of, gc_paused
-from ccogen.analysis.symbolic import Mismatch, Piece, evaluate, execute
+from ccogen.analysis.hb_graph import HBGraph
+from ccogen.analysis.symbolic import Memory, Mismatch, Piece, evaluate, execute
+from ccogen.ir.instance import Instance
 from ccogen.passes._report import Findings, name, ranks_note
 from ccogen.passes.base import Pass, PassContext
 from ccogen.source import Span
@@ -36,7 +42,7 @@ class CheckPostcondition(Pass):
             return
         failed: dict[Span | None, list[Mismatch]] = {}
         with gc_paused():
-            mem = execute(a.graph)
+            mem = symbolic_memory(ctx, a.graph)
             for check in a.instance.checks:
                 for launch in range(a.launches.launches):
                     m = evaluate(mem, check, launch)
@@ -45,9 +51,18 @@ class CheckPostcondition(Pass):
                         break
         out = Findings(ctx)
         for ms in failed.values():
-            _report(ms, out, a.instance.nranks)
+            _report(ms, out, a.instance)
         out.flush()
         ctx.cache["postconditions-checked"] = len(a.instance.checks)
+
+
+def symbolic_memory(ctx: PassContext, graph: HBGraph) -> Memory:
+    """The symbolic final state of the context's instance (computed once per context)."""
+    found = ctx.cache.get("symbolic-memory")
+    if found is None:
+        with gc_paused():
+            found = ctx.cache["symbolic-memory"] = execute(graph)
+    return found  # type: ignore[no-any-return]
 
 
 def decidable(a: Analysis) -> bool:
@@ -55,9 +70,22 @@ def decidable(a: Analysis) -> bool:
     return not a.graph.stuck and not a.conflicts
 
 
-def origin(p: Piece) -> str:
-    """`` `init(send@2)[0:64]` `` — the initial bytes a piece holds."""
-    return f"`init({p.window}@{p.rank})[{p.offset}:{p.offset + p.length}]`"
+def origin(p: Piece, instance: Instance | None = None) -> str:
+    """`` `init(send@2)[0:64]` `` — the initial bytes a piece holds (elements of a typed
+    window), or `` `sum(...)` `` of what a `reduce` combined."""
+    return f"`{_text(p, instance)}`"
+
+
+def _text(p: Piece, instance: Instance | None, depth: int = 0) -> str:
+    if p.combo is None:
+        width = instance.dtype(p.window).size if instance is not None else 1
+        return f"init({p.window}@{p.rank})[{p.offset // width}:{(p.offset + p.length) // width}]"
+    if depth >= 2:
+        return f"{p.combo.op.value}(...)"
+    terms = [("" if w == 1 else f"{w} * ") + _text(t, instance, depth + 1)
+             for w, t in p.combo.terms[:4]]
+    more = ", ..." if len(p.combo.terms) > 4 else ""
+    return f"{p.combo.op.value}({', '.join(terms)}{more})"
 
 
 def _got(m: Mismatch) -> str:
@@ -68,9 +96,18 @@ def _got(m: Mismatch) -> str:
     return f"hold {origin(g)}"
 
 
-def _report(ms: list[Mismatch], out: Findings, nranks: int) -> None:
+def _contribution(p: Piece, weight: int | float, instance: Instance) -> str:
+    times = "" if weight == 1 else f" ({weight} times)"
+    return f"{origin(p, instance)}{times}"
+
+
+def _report(ms: list[Mismatch], out: Findings, instance: Instance) -> None:
+    nranks = instance.nranks
     m = ms[0]
     left = m.check.left
+    if m.missing or m.extra:
+        _report_combination(ms, out, instance)
+        return
     where = f"bytes {m.start}..{m.stop} of `{left.window}` on rank {left.rank}"
     if m.equal:
         label = f"both sides hold {origin(m.got)}"
@@ -88,4 +125,40 @@ def _report(ms: list[Mismatch], out: Findings, nranks: int) -> None:
                    "`ensure` statement")
 
 
-__all__ = ["CheckPostcondition", "decidable"]
+def _report_combination(ms: list[Mismatch], out: Findings, instance: Instance) -> None:
+    m = ms[0]
+    left = m.check.left
+    width = instance.dtype(left.window).size
+    first, last = m.start // width, (m.stop - 1) // width
+    where = f"elements {first}..{last} of `{left.window}` on rank {left.rank}"
+    parts = []
+    if m.missing:
+        parts.append("miss " + ", ".join(_contribution(p, w, instance) for p, w in m.missing))
+    if m.extra:
+        parts.append("hold too often " + ", ".join(_contribution(p, w, instance)
+                                                  for p, w in m.extra))
+    label = f"{where} " + " and ".join(parts)
+    notes = ["checked symbolically: every element's contributions are followed through "
+             "copies, transfers and reduces in happens-before order"]
+    inputs = {(t.rank, t.window) for c in instance.checks if c.reduction is not None
+              for t, init in zip(c.reduction.terms, c.reduction.init, strict=True) if init}
+    inputs |= {(c.left.rank, c.left.window) for c in instance.checks if c.left_init}
+    inputs |= {(c.right.rank, c.right.window) for c in instance.checks
+               if c.right is not None and c.right_init}
+    for p, _ in m.extra:
+        if p.combo is None and (p.rank, p.window) not in inputs:
+            notes.append(f"{origin(p, instance)} is what `{p.window}` held when the launch "
+                         "began: data of the previous launch, read before this launch's data "
+                         "arrived")
+            break
+    writer = m.got.writer
+    secondary = [] if writer is None else [
+        (writer.span, f"this {name(writer)} of rank {writer.rank} wrote them")]
+    ranks = sorted({x.check.rank for x in ms})
+    out.error("E033", "postcondition does not hold", m.check.span, label,
+              secondary=secondary, notes=[*notes, f"fails {ranks_note(ranks, instance.nranks)}"],
+              help="every element must receive each contribution exactly once: check the "
+                   "`srcs` of the `reduce` that wrote them and what it waits for")
+
+
+__all__ = ["CheckPostcondition", "decidable", "origin", "symbolic_memory"]

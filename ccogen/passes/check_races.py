@@ -9,6 +9,10 @@ after that write lands, or before it.  A postcondition reads at the end of the
 reading rank's program: transfers can still be in flight after a kernel ends, so
 their arrival must be ordered by a wait on that rank.
 
+A `reduce` that loads a peer's bytes (`x@p`) reads them at its issue: an op of the
+peer that writes them unordered with the load is E031 (the peer may overwrite them
+while they are read).
+
 Emits E031 (data race between writes) and E032 (read before arrival).  The reads
 that a signal on the wrong queue announces are E024 (`check_signals`), and a source
 overwritten before its op completed is E025 (`check_completion`).
@@ -50,7 +54,22 @@ class CheckRaces(Pass):
         for c in a.conflicts_of(ConflictKind.READ_BEFORE_ARRIVAL):
             if not (_miscounted(a, c) or _uncounted(a, c)):
                 _early_read(c, out)
+        for c in a.conflicts_of(ConflictKind.REMOTE_READ):
+            _remote_overwrite(c, out)
         out.flush()
+
+
+def _remote_overwrite(c: Conflict, out: Findings) -> None:
+    reader, writer = c.first.op, c.second.op
+    assert reader is not None and writer is not None
+    peer = c.overlap.rank
+    out.error("E031", "a peer overwrites bytes while a `reduce` may be reading them",
+              writer.span, f"rank {peer} writes {region(c.overlap)}", rank=peer,
+              secondary=[(reader.span, f"rank {reader.rank} reads them over the link here")],
+              notes=[f"nothing orders rank {peer}'s {name(writer)} with rank {reader.rank}'s "
+                     "load of these bytes: the load may see old bytes, new bytes or a mix"],
+              help=f"order them: a `barrier()` (or a signal from rank {reader.rank} after its "
+                   f"`reduce`, waited for on rank {peer}) before the write")
 
 
 def _span(x: Access) -> Span | None:

@@ -25,6 +25,7 @@ from ccogen.rt.errors import (
 )
 from ccogen.rt.launch import run as run_manifest
 from ccogen.rt.manifest import Manifest, load_manifest
+from ccogen.rt.placement import Placement, ResidencyError
 from ccogen.rt.report import RankResult, RunReport
 
 __all__ = [
@@ -35,7 +36,9 @@ __all__ = [
     "ManifestError",
     "NoGpuError",
     "NotEnoughGpusError",
+    "Placement",
     "RankResult",
+    "ResidencyError",
     "RunError",
     "RunReport",
     "ToolchainError",

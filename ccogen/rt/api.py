@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ccogen.rt.errors import RunError
 from ccogen.rt.launch import DEFAULT_WATCHDOG_S
 from ccogen.rt.launch import run as run_manifest
+from ccogen.rt.placement import Placement
 from ccogen.rt.report import RunReport
 
 if TYPE_CHECKING:
@@ -45,23 +46,44 @@ def _protocol_ir(protocol: Any) -> tuple[IrProtocol, str]:
     raise TypeError(f"run() takes a Protocol, a .cco path or .cco text, not {type(protocol)}")
 
 
+def placement_and_budget(target: str, ranks: int,
+                         max_ctas: int | None) -> tuple[Placement | None, int | None]:
+    """Where the ranks will run (ccogen.rt.placement) and the SM budget to generate for.
+
+    Without `max_ctas`, ranks sharing a GPU get the largest budget that keeps every rank's
+    kernels resident together whatever their occupancy (`placement.shared_budget`), at
+    most the default.  (None, max_ctas) under torchrun / mpirun, and when the machine
+    cannot run the ranks: the run then says why, after the protocol's own diagnostics.
+    """
+    from ccogen.codegen.backends.base import DEFAULT_MAX_CTAS
+    from ccogen.rt.launch import _distributed_env
+    from ccogen.rt.placement import place, shared_budget
+
+    if _distributed_env() is not None:
+        return None, max_ctas
+    try:
+        placement = place(ranks, target)
+    except RunError:
+        return None, max_ctas
+    if max_ctas is None and placement.shared:
+        max_ctas = min(DEFAULT_MAX_CTAS, shared_budget(placement.sms, placement.per_gpu))
+    return placement, max_ctas
+
+
 def compile_for_run(protocol: IrProtocol, source: str, target: str, ranks: int,
                     params: Mapping[str, int], out_dir: Path, *, debug: bool,
-                    force: bool = False, epoch_from_heap: bool = False) -> Instance:
+                    force: bool = False, epoch_from_heap: bool = False,
+                    max_ctas: int | None = None) -> Instance:
     """Check the instance (errors raise DiagnosticError), generate its files into out_dir.
 
     `epoch_from_heap`: kernels count their own launches (codegen.Options), so captured
-    launches can be replayed as a CUDA graph (`ccogen bench`)."""
-    from ccogen.compiler import CompileError as ProtocolError
+    launches can be replayed as a CUDA graph (`ccogen bench`).  `max_ctas`: the SM budget
+    (codegen.Options.max_ctas; None: the default)."""
     from ccogen.compiler import compile_protocol
-    from ccogen.errors import DiagnosticError
 
-    try:
-        compiled = compile_protocol(protocol, target, source=source, ranks=ranks,
-                                    params=dict(params), debug=debug, force=force,
-                                    epoch_from_heap=epoch_from_heap)
-    except ProtocolError as exc:
-        raise DiagnosticError(exc.diagnostics) from None
+    compiled = compile_protocol(protocol, target, source=source, ranks=ranks,
+                                params=dict(params), debug=debug, force=force,
+                                epoch_from_heap=epoch_from_heap, max_ctas=max_ctas)
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, text in compiled.files.items():
         (out_dir / name).write_text(text, encoding="utf-8")
@@ -71,21 +93,27 @@ def compile_for_run(protocol: IrProtocol, source: str, target: str, ranks: int,
 def run(protocol: Any, target: str = "nccl-lsa", ranks: int = 2,
         params: Mapping[str, int] | None = None, iters: int = 100, *, debug: bool = False,
         seed: int = 0, watchdog_s: float = DEFAULT_WATCHDOG_S,
-        out_dir: str | Path | None = None, force: bool = False) -> RunReport:
+        out_dir: str | Path | None = None, force: bool = False,
+        max_ctas: int | None = None) -> RunReport:
     """Generate, build and run `protocol` on `ranks` GPUs; check every `ensure` each epoch.
 
     `out_dir` keeps the generated files (a temporary directory otherwise).  `force` runs
-    a protocol the checker rejects (with `debug`, to see its hang reported).  Raises
-    DiagnosticError for a protocol with errors and RunError for set-up problems (no GPU,
-    too few, missing toolchain, compile failure); the report says whether `ensure` held.
+    a protocol the checker rejects (with `debug`, to see its hang reported).  `max_ctas`
+    is the SM budget, the most CTAs one kernel launch may use (default: 32, fewer when
+    ranks share a GPU: `placement_and_budget`).  Ranks beyond the GPUs share them under
+    MPS on nvshmem (docs/runtime.md).  Raises DiagnosticError for a protocol with errors
+    and RunError for set-up problems (no GPU, too few, missing toolchain, compile
+    failure, kernels that could not all be resident); the report says whether `ensure`
+    held.
     """
     ir, source = _protocol_ir(protocol)
+    placement, budget = placement_and_budget(target, ranks, max_ctas)
     with tempfile.TemporaryDirectory(prefix="ccogen-gen-") as tmp:
         directory = Path(out_dir) if out_dir is not None else Path(tmp)
         instance = compile_for_run(ir, Path(source).name, target, ranks, params or {},
-                                   directory, debug=debug, force=force)
+                                   directory, debug=debug, force=force, max_ctas=budget)
         return run_manifest(directory, instance, iters=iters, seed=seed, debug=debug,
-                            watchdog_s=watchdog_s)
+                            watchdog_s=watchdog_s, placement=placement)
 
 
-__all__ = ["compile_for_run", "run"]
+__all__ = ["compile_for_run", "placement_and_budget", "run"]

@@ -1,10 +1,14 @@
 """Compiling generated CUDA into cubins, cached on disk (see ccogen.rt.cache).
 
-- `nccl-lsa`: the device API is header-only: `nvcc -cubin -std=c++17 -arch=ARCH
-  -I$NCCL/include kernels.cu` (plus `--extended-lambda` when the source uses NCCL's
-  reduce/copy helpers or the manifest asks for it).
-- `nvshmem`: relocatable device code linked with the device library of the NVSHMEM loaded at
-  run time: `nvcc -rdc=true -c ...` then `nvcc -dlink -cubin k.o $NV/lib/libnvshmem_device.a`.
+For the targets the runtime runs; what differs between them is data of their `Target`
+(ccogen.targets): the engine library (`toolchain.library`) and its flags.
+
+- A header-only device API (`nccl-lsa`): `nvcc -cubin -std=c++17 -arch=ARCH
+  -I$NCCL/include kernels.cu` (plus a target's `toolchain.flags_when`: `--extended-lambda`
+  when the source uses NCCL's reduce/copy helpers; plus the manifest's `nvcc_flags`).
+- A library with a device library (`nvshmem`: `LibrarySpec.device_lib`): relocatable
+  device code linked with the device library of the library loaded at run time:
+  `nvcc -rdc=true -c ...` then `nvcc -dlink -cubin k.o $NV/lib/libnvshmem_device.a`.
 
 Debug builds add `-DCCOGEN_DEBUG=1` (bounded waits that fill the debug record, see
 docs/runtime-abi.md).  Every build adds `-lineinfo` so compute-sanitizer and the debug
@@ -25,13 +29,14 @@ from pathlib import Path
 from ccogen.rt.cache import cache_key, cached_build
 from ccogen.rt.errors import CompileError, ToolchainError
 from ccogen.rt.manifest import load_manifest
-from ccogen.rt.toolchain import Library, find_library, find_nvcc, library_spec, nvcc_version
+from ccogen.rt.toolchain import Library, engine_spec, find_library, find_nvcc, nvcc_version
+from ccogen.targets import get_target
 
-_REDUCE_COPY = re.compile(r"\bncclLsa(?:ReduceSum|Copy|ReduceSumCopy)\b")
 _LOG_LOCATION = re.compile(r"^(?P<file>[^\s:()]+)\((?P<line>\d+)\):\s*(?:error|catastrophic)",
                            re.MULTILINE)
 _PROTOCOL_LINE = re.compile(r"//\s*(?P<file>[\w./-]+\.cco):(?P<line>\d+)")
 _ARCH = re.compile(r"^sm_\d+[a-z]?$")
+_LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"(?P<name>[^"/]+)"', re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,10 @@ def build_cubin(source: str | Path, target: str, arch: str = "sm_90", debug: boo
         flags = [*manifest.nvcc_flags, *flags]
         path = manifest.kernel_path
         debug = debug or manifest.debug
+        for header in manifest.header_paths:
+            if not header.is_file():
+                raise ToolchainError(f"{header} does not exist (listed in "
+                                     f"{manifest.directory}/manifest.json `headers`)")
     if not path.is_file():
         raise ToolchainError(f"{path} does not exist")
     options = BuildOptions(target=target, arch=arch, debug=debug, spin_limit=spin_limit,
@@ -95,33 +104,40 @@ def _defines(options: BuildOptions) -> list[str]:
 def compile_flags(text: str, library: Library, options: BuildOptions) -> list[str]:
     """The flags of the (first) compile step, without input and output."""
     flags = ["-std=c++17", f"-arch={options.arch}", f"-I{library.include}", *_defines(options)]
-    if options.target == "nccl-lsa" and _REDUCE_COPY.search(text):
-        flags.append("--extended-lambda")
+    for pattern, flag in get_target(options.target).toolchain.flags_when:
+        if re.search(pattern, text):
+            flags.append(flag)
     flags += [f for f in options.extra_flags if f not in flags]
     return flags
 
 
 def _build(path: Path, options: BuildOptions) -> Path:
     _check_arch(options.arch)
-    library_spec(options.target)
+    engine_spec(options.target)  # a target the runtime runs (ToolchainError otherwise)
     library = find_library(options.target)
     nvcc = find_nvcc()
     text = path.read_text(encoding="utf-8")
+    headers = local_headers(path, text)
     flags = compile_flags(text, library, options)
     key = cache_key("cubin-v1", options.target, text, "\0".join(flags), nvcc_version(nvcc),
-                    library.version_text, str(library.root))
+                    library.version_text, str(library.root),
+                    *(f"{h.name}\0{h.read_text(encoding='utf-8')}" for h in headers))
 
     def build(tmp: Path) -> dict[str, object]:
         # Compile a copy under its own name: line info and logs then name `kernels.cu`, not
         # a temporary path, so one cache entry serves every directory holding this text.
+        # The headers it includes from its own directory (ccogen_device.cuh) go beside it.
         shutil.copyfile(path, tmp / path.name)
-        if options.target == "nccl-lsa":
+        for header in headers:
+            shutil.copyfile(header, tmp / header.name)
+        archive = library.spec.device_archive
+        if archive is None:
             commands = [[str(nvcc), "-cubin", *flags, path.name, "-o", "kernels.cubin"]]
         else:
-            device_lib = library.lib / "libnvshmem_device.a"
+            device_lib = library.lib / archive
             if not device_lib.is_file():
-                raise ToolchainError(f"{device_lib} is missing: the NVSHMEM package is "
-                                     "incomplete (reinstall nvidia-nvshmem-cu13)")
+                raise ToolchainError(f"{device_lib} is missing: the {library.spec.name} "
+                                     f"package is incomplete (reinstall {library.spec.pip})")
             commands = [
                 [str(nvcc), "-rdc=true", "-c", *flags, path.name, "-o", "kernels.o"],
                 [str(nvcc), f"-arch={options.arch}", "-dlink", "-cubin", "kernels.o",
@@ -133,6 +149,12 @@ def _build(path: Path, options: BuildOptions) -> Path:
                 "library": library.describe(), "commands": commands}
 
     return cached_build("cubin", key, "kernels.cubin", build)
+
+
+def local_headers(path: Path, text: str) -> list[Path]:
+    """The files beside `path` that its text includes with `#include "NAME"`, sorted."""
+    names = sorted({m.group("name") for m in _LOCAL_INCLUDE.finditer(text)})
+    return [path.parent / n for n in names if (path.parent / n).is_file()]
 
 
 def run_compiler(command: Sequence[str | Path], cwd: Path, source: Path) -> str:
@@ -182,13 +204,17 @@ def protocol_origin(log: str, source: Path) -> tuple[int, str] | None:
     return None
 
 
-def compile_text(text: str, target: str, arch: str = "sm_90", debug: bool = False) -> Path:
-    """build_cubin for CUDA source given as text (written to a temporary kernels.cu)."""
+def compile_text(text: str, target: str, arch: str = "sm_90", debug: bool = False,
+                 headers: dict[str, str] | None = None) -> Path:
+    """build_cubin for CUDA source given as text (written to a temporary kernels.cu, with
+    `headers` (name -> text) beside it)."""
     with tempfile.TemporaryDirectory(prefix="ccogen-src-") as tmp:
         path = Path(tmp) / "kernels.cu"
         path.write_text(text, encoding="utf-8")
+        for name, header in (headers or {}).items():
+            (Path(tmp) / name).write_text(header, encoding="utf-8")
         return build_cubin(path, target, arch, debug)
 
 
 __all__ = ["BuildOptions", "build_cubin", "build_manifest_dir", "compile_error_message",
-           "compile_flags", "compile_text", "protocol_origin"]
+           "compile_flags", "compile_text", "local_headers", "protocol_origin"]

@@ -7,6 +7,11 @@ initial contents (`init(send@p)`) without communication.  After the epoch each r
 its `CheckSpec`s (the instance's `CheckInst`s, flattened to plain data that crosses process
 boundaries) against its final windows; a final region on another rank comes from that
 rank's exported copy (see ccogen.rt.launch).
+
+Language v2: a window or buffer of a float element type is filled with finite values
+(`ccogen.sim.values.random_values`, from the same generator), and a check against
+`sum(...)`/`max(...)`/`min(...)` compares values as the simulator does: integers and
+`max`/`min` bit-exact, float sums within the tolerance of `ccogen.sim.values`.
 """
 
 from __future__ import annotations
@@ -34,12 +39,21 @@ def _numpy() -> Any:
     return numpy
 
 
-def initial_bytes(seed: int, epoch: int, rank: int, window: str, size: int) -> np.ndarray:
-    """The deterministic initial contents of `window` on `rank` in `epoch` (uint8 array)."""
+def initial_bytes(seed: int, epoch: int, rank: int, window: str, size: int,
+                  dtype: str = "u8") -> np.ndarray:
+    """The deterministic initial contents of `window` on `rank` in `epoch` (uint8 array);
+    finite values for a float `dtype`."""
     np = _numpy()
     key = [seed & 0xFFFFFFFF, seed >> 32 & 0xFFFFFFFF, epoch, rank,
            zlib.crc32(window.encode("utf-8"))]
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(key)))
+    from ccogen.ir.dtype import DType
+
+    element = DType(dtype)
+    if element.is_float:
+        from ccogen.sim.values import random_values
+
+        return random_values(rng, size // element.size, element)
     return np.frombuffer(rng.bytes(size), dtype=np.uint8)
 
 
@@ -57,17 +71,32 @@ class RegionSpec:
 
 
 @dataclass(frozen=True)
+class ReductionSpec:
+    """`sum`/`max`/`min` of `terms` (weighted), in element type `dtype`, as plain data."""
+
+    op: str
+    terms: tuple[RegionSpec, ...]
+    weights: tuple[int | float, ...]
+    dtype: str
+
+
+@dataclass(frozen=True)
 class CheckSpec:
-    """One `ensure` comparison for one rank, as plain data."""
+    """One `ensure` comparison for one rank, as plain data: `left` against `right`, or
+    (`right` None) against `reduction`."""
 
     rank: int
     op: str  # == or !=
     left: RegionSpec
-    right: RegionSpec
+    right: RegionSpec | None
     location: str  # file.cco:LINE
     text: str      # the source text of the comparison
+    reduction: ReductionSpec | None = None
 
-    def regions(self) -> tuple[RegionSpec, RegionSpec]:
+    def regions(self) -> tuple[RegionSpec, ...]:
+        if self.reduction is not None:
+            return (self.left, *self.reduction.terms)
+        assert self.right is not None
         return (self.left, self.right)
 
 
@@ -78,6 +107,16 @@ def check_specs(checks: Iterable[CheckInst]) -> list[CheckSpec]:
         location = f"{c.span.path}:{c.span.line}" if c.span is not None else "<ensure>"
         text = c.span.text if c.span is not None else ""
         left = RegionSpec(c.left.window, c.left.start, c.left.stop, c.left.rank, c.left_init)
+        if c.reduction is not None:
+            r = c.reduction
+            terms = tuple(RegionSpec(t.window, t.start, t.stop, t.rank, init)
+                          for t, init in zip(r.terms, r.init, strict=True))
+            spec = ReductionSpec(r.op.value, terms, r.weights, r.dtype.value)
+            shown = f"{r.op.value}({', '.join(map(str, terms))})"
+            out.append(CheckSpec(c.rank, c.op, left, None, location,
+                                 text or f"{left} {c.op} {shown}", spec))
+            continue
+        assert c.right is not None
         right = RegionSpec(c.right.window, c.right.start, c.right.stop, c.right.rank,
                            c.right_init)
         out.append(CheckSpec(c.rank, c.op, left, right, location,
@@ -126,16 +165,19 @@ Reader = Callable[[RegionSpec], "np.ndarray"]
 
 
 def make_reader(seed: int, epoch: int, sizes: Mapping[str, int],
-                finals: Mapping[tuple[str, int], np.ndarray]) -> Reader:
+                finals: Mapping[tuple[str, int], np.ndarray],
+                dtypes: Mapping[str, str] | None = None) -> Reader:
     """Region contents: init regions from the generator, final ones from `finals`."""
     cache: dict[tuple[str, int], np.ndarray] = {}
+    types = dtypes or {}
 
     def read(region: RegionSpec) -> np.ndarray:
         if region.init:
             key = (region.window, region.rank)
             if key not in cache:
                 cache[key] = initial_bytes(seed, epoch, region.rank, region.window,
-                                           sizes[region.window])
+                                           sizes[region.window],
+                                           types.get(region.window, "u8"))
             whole = cache[key]
         else:
             whole = finals[(region.window, region.rank)]
@@ -148,6 +190,12 @@ def evaluate(checks: Iterable[CheckSpec], read: Reader, epoch: int) -> list[Chec
     """Every check that does not hold, with the first differing byte range."""
     failures = []
     for c in checks:
+        if c.reduction is not None:
+            failure = _evaluate_reduction(c, read, epoch)
+            if failure is not None:
+                failures.append(failure)
+            continue
+        assert c.right is not None
         left, right = read(c.left), read(c.right)
         equal = left.size == right.size and bool((left == right).all())
         if c.op == "==" and not equal:
@@ -162,11 +210,39 @@ def evaluate(checks: Iterable[CheckSpec], read: Reader, epoch: int) -> list[Chec
     return failures
 
 
+def _evaluate_reduction(c: CheckSpec, read: Reader, epoch: int) -> CheckFailure | None:
+    from ccogen.ir.dtype import DType
+    from ccogen.ir.nodes import ReduceOp
+    from ccogen.sim import values
+
+    np = _numpy()
+    r = c.reduction
+    assert r is not None
+    dtype, op = DType(r.dtype), ReduceOp(r.op)
+    left = read(c.left)
+    terms = [read(t) for t in r.terms]
+    ok = values.compare(left, op, terms, r.weights, dtype)
+    if bool(ok.all()) == (c.op == "=="):
+        return None
+    if c.op == "!=":
+        return CheckFailure(c.rank, epoch, c.location, c.text,
+                            f"all {ok.size} elements equal the {r.op} of the terms")
+    bad = np.flatnonzero(~ok)
+    first, width = int(bad[0]), dtype.size
+    expected = values.combine(op, terms, r.weights, dtype)
+    got = values.show(left[first * width:(first + 1) * width], dtype)
+    want = values.show(expected[first * width:(first + 1) * width], dtype)
+    return CheckFailure(c.rank, epoch, c.location, c.text,
+                        f"{bad.size} of {ok.size} {dtype} elements are not the {r.op} of "
+                        f"the terms; first element {first} of {c.left}: got {got}, "
+                        f"expected {want}")
+
+
 def _hex(data: np.ndarray, limit: int = 8) -> str:
     shown = bytes(data[:limit]).hex(" ")
     return shown + (" ..." if data.size > limit else "")
 
 
-__all__ = ["CheckFailure", "CheckSpec", "RegionSpec", "check_specs", "evaluate",
+__all__ = ["CheckFailure", "CheckSpec", "ReductionSpec", "RegionSpec", "check_specs", "evaluate",
            "first_difference", "initial_bytes", "instance_checks", "make_reader",
            "remote_finals"]

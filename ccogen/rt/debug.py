@@ -11,9 +11,9 @@ RECORD_SIZE = 64
 _FORMAT = struct.Struct("<IiiiiiQQQ16x")  # hit rank line src queue kind expected observed epoch
 assert _FORMAT.size == RECORD_SIZE
 
-KIND_WAIT_SIGNAL, KIND_WAIT_COUNT, KIND_BARRIER = 1, 2, 3
-KIND_COUNTED_REFUSED = 4  # nvshmem: the counted put returned `observed` (not NVSHMEMX_SUCCESS)
-KIND_FABRIC_REPORT = 5  # nccl-cft: a fabric.try_* op reported failure (`observed`: the report)
+KIND_WAIT_SIGNAL, KIND_WAIT_COUNT, KIND_BARRIER, KIND_REQUIRE = 1, 2, 3, 4
+KIND_COUNTED_REFUSED = 5  # nvshmem: the counted put returned `observed` (not NVSHMEMX_SUCCESS)
+KIND_FABRIC_REPORT = 6  # nccl-cft: a fabric.try_* op reported failure (`observed`: the report)
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,11 @@ def describe_wait(record: DebugRecord, source: str, counters: Sequence[str] = ()
     if record.kind == KIND_FABRIC_REPORT:
         return (f"rank {record.rank}: a fabric operation toward rank {record.src} failed "
                 f"(CFT report {record.observed:#x}) (epoch {record.epoch})")
+    if record.kind == KIND_REQUIRE:  # language v2: a `require` checked on the device
+        value = record.observed - (1 << 64) if record.observed >= 1 << 63 else record.observed
+        element = f"element {record.src}" if record.src >= 0 else "a value"
+        return (f"rank {record.rank}: require at {where} does not hold: {element} is {value} "
+                f"(epoch {record.epoch})")
     if record.kind == KIND_WAIT_COUNT:
         if 0 <= record.queue < len(counters):  # queue = the counter's index in the manifest
             what = f"for counter `{counters[record.queue]}`"
@@ -61,5 +66,5 @@ def describe_wait(record: DebugRecord, source: str, counters: Sequence[str] = ()
             f"observed {record.observed} (epoch {record.epoch})")
 
 
-__all__ = ["KIND_BARRIER", "KIND_COUNTED_REFUSED", "KIND_FABRIC_REPORT", "KIND_WAIT_COUNT",
-           "KIND_WAIT_SIGNAL", "RECORD_SIZE", "DebugRecord", "describe_wait"]
+__all__ = ["KIND_BARRIER", "KIND_COUNTED_REFUSED", "KIND_FABRIC_REPORT", "KIND_REQUIRE",
+           "KIND_WAIT_COUNT", "KIND_WAIT_SIGNAL", "RECORD_SIZE", "DebugRecord", "describe_wait"]

@@ -1,7 +1,8 @@
 """The engine host shims (runtime/engines/*.cu): built at run time, loaded with ctypes.
 
-Each target has one shim exporting the same C ABI (`ccogen_init`, `ccogen_heap_alloc`,
-`ccogen_devcomm_create`, `ccogen_barrier`, ...; see the .cu files).  It is compiled with nvcc
+Each runnable target names its shim (`EngineSpec.shim`, ccogen.targets); every shim exports
+the same C ABI (`ccogen_init`, `ccogen_heap_alloc`, `ccogen_devcomm_create`,
+`ccogen_barrier`, ...; see the .cu files).  It is compiled with nvcc
 against the headers of the library it links (found by ccogen.rt.toolchain) and rpath'd to
 it, so headers and library agree; on load, `Engine` checks the library the process
 actually resolved against the headers.  Built shims are cached like cubins.
@@ -15,10 +16,9 @@ from pathlib import Path
 
 from ccogen.rt.cache import cache_key, cached_build
 from ccogen.rt.errors import EngineError, LibraryVersionError, ToolchainError
-from ccogen.rt.toolchain import Library, find_library, find_nvcc, nvcc_version
+from ccogen.rt.toolchain import Library, engine_spec, find_library, find_nvcc, nvcc_version
 
 SHIM_ABI = 1
-_SHIM_SOURCES = {"nccl-lsa": "nccl_host.cu", "nvshmem": "nvshmem_host.cu"}
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -31,23 +31,19 @@ def engines_dir() -> Path:
 
 
 def shim_source(target: str) -> Path:
-    try:
-        path = engines_dir() / _SHIM_SOURCES[target]
-    except KeyError:
-        raise ToolchainError(f"no engine shim for target {target!r}") from None
+    path = engines_dir() / engine_spec(target).shim
     if not path.is_file():
         raise ToolchainError(f"engine shim source {path} is missing (broken install?)")
     return path
 
 
-def shim_command(target: str, source: Path, library: Library, nvcc: Path, arch: str
-                 ) -> list[str]:
+def shim_command(source: Path, library: Library, nvcc: Path, arch: str) -> list[str]:
     cmd = [str(nvcc), "-O2", "-std=c++17", f"-arch={arch}", "-Xcompiler", "-fPIC", "-shared",
            f"-I{library.include}", str(source), "-o", "libccogen_engine.so",
            f"-L{library.lib}", f"-l:{library.spec.runtime_lib}"]
-    if target == "nvshmem":
+    if library.spec.device_lib is not None:  # device code of the shim links the device library
         cmd.insert(1, "-rdc=true")
-        cmd.append("-lnvshmem_device")
+        cmd.append(f"-l{library.spec.device_lib}")
     cmd += ["-Xlinker", f"-rpath,{library.lib}"]
     return cmd
 
@@ -64,7 +60,7 @@ def build_engine(target: str, arch: str = "sm_90") -> tuple[Path, Library]:
                     str(library.root))
 
     def build(tmp: Path) -> dict[str, object]:
-        command = shim_command(target, source, library, nvcc, arch)
+        command = shim_command(source, library, nvcc, arch)
         run_compiler(command, Path(tmp), source)
         return {"target": target, "library": library.describe(), "command": command}
 
@@ -82,6 +78,7 @@ class Engine:
 
     def __init__(self, target: str, path: Path, library: Library) -> None:
         self.target = target
+        self.spec = engine_spec(target)
         self.library = library
         try:
             self.lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
@@ -107,7 +104,7 @@ class Engine:
                                           c.POINTER(c.c_uint64)]
         lib.ccogen_devcomm_create.argtypes = [c.c_int, c.c_void_p, c.c_size_t]
         lib.ccogen_barrier.argtypes = [c.c_double]
-        if self.target == "nvshmem":
+        if self.spec.registers_modules:
             lib.ccogen_module_init.argtypes = [c.c_uint64]
             lib.ccogen_module_finalize.argtypes = [c.c_uint64]
 
@@ -129,13 +126,7 @@ class Engine:
     def _check_versions(self) -> None:
         header, loaded = self.header_version, self.runtime_version()
         name = self.library.spec.name
-        if self.target == "nccl-lsa":
-            # 2.28.x lays out ncclDevComm differently from later releases: demand equality
-            # there; later releases are backward compatible for LSA kernels.
-            ok = loaded == header if header < 22900 else loaded >= header
-        else:
-            ok = loaded // 10000 == header // 10000 and loaded % 10000 >= header % 10000
-        if not ok:
+        if not self.library.spec.loads(header, loaded):
             raise LibraryVersionError(
                 f"the process loaded {name} {_code_text(loaded)} but the shim and kernels "
                 f"were compiled against {name} {_code_text(header)} headers "
@@ -171,11 +162,11 @@ class Engine:
         return buf.raw
 
     def module_init(self, module_handle: int) -> None:
-        if self.target == "nvshmem":
+        if self.spec.registers_modules:
             self._call("module init", self.lib.ccogen_module_init(module_handle))
 
     def module_finalize(self, module_handle: int) -> None:
-        if self.target == "nvshmem":
+        if self.spec.registers_modules:
             self._call("module finalize", self.lib.ccogen_module_finalize(module_handle))
 
     def barrier(self, timeout_s: float) -> None:

@@ -7,9 +7,10 @@
    in-process (device = LOCAL_RANK) and reports that rank only;
 3. collects one `RankResult` per rank into a `RunReport`.
 
-Per rank (`run_rank`): primary context → engine shim → unique id from rank 0 → engine init
-→ one symmetric heap (zeroed: signals and counters start at 0) → device communicator
-(nccl-lsa) → cubin loaded (nvshmem: `nvshmemx_cumodule_init`) → epochs.  Each epoch: fill
+Per rank (`run_rank`): the rank's session (ccogen.rt.session: primary context → engine
+shim → unique id from rank 0 → engine init → one symmetric heap, zeroed → device
+communicator when a kernel takes one) → cubin loaded (and registered where the engine
+wants it: nvshmem's `nvshmemx_cumodule_init`) → epochs.  Each epoch: fill
 every window with the seeded bytes, host barrier, CUDA event, every kernel in manifest order
 (`epoch` = the epoch index), event, wait (watchdog), host barrier, copy the windows back and
 evaluate this rank's `ensure` comparisons.
@@ -22,7 +23,6 @@ import multiprocessing
 import os
 import queue as queue_module
 import signal
-import struct
 import sys
 import tempfile
 import threading
@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ccogen.rt import native
 from ccogen.rt.data import (
     MAX_REPORTED_FAILURES,
     CheckSpec,
@@ -49,14 +50,22 @@ from ccogen.rt.errors import (
     NotEnoughGpusError,
     RunError,
 )
-from ccogen.rt.manifest import KernelSpec, Manifest, load_manifest
+from ccogen.rt.manifest import Manifest, load_manifest
+from ccogen.rt.placement import Placement, check_residency, place
 from ccogen.rt.report import RankResult, RunReport
-from ccogen.rt.requirements import apply_env, check_heap
 from ccogen.rt.requirements import read as read_requirements
+from ccogen.rt.session import (
+    RankSession,
+    Stop,
+    abandon,
+    dump_stack_on_signal,
+    failure_text,
+    phase_file,
+    stack_file,
+)
 
 if TYPE_CHECKING:
     from ccogen.ir.instance import Instance
-    from ccogen.rt.engines import Engine, Heap
 
 DEFAULT_WATCHDOG_S = 30.0
 DEFAULT_INIT_TIMEOUT_S = 180.0
@@ -79,6 +88,7 @@ class RunConfig:
     watchdog_s: float = DEFAULT_WATCHDOG_S
     init_timeout_s: float = DEFAULT_INIT_TIMEOUT_S
     env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    devices: tuple[int, ...] = ()  # rank r runs on devices[r] (ccogen.rt.placement); () = r
 
 
 # ============================================================================ the launcher
@@ -87,13 +97,17 @@ class RunConfig:
 def run(manifest_dir: str | Path, instance: Instance | None = None, *, iters: int = 100,
         seed: int = 0, debug: bool = False, watchdog_s: float = DEFAULT_WATCHDOG_S,
         checks: Sequence[CheckSpec] | None = None,
-        init_timeout_s: float = DEFAULT_INIT_TIMEOUT_S) -> RunReport:
+        init_timeout_s: float = DEFAULT_INIT_TIMEOUT_S,
+        placement: Placement | None = None) -> RunReport:
     """Run the instance generated into `manifest_dir` for `iters` epochs and check `ensure`.
 
     `instance` supplies the `ensure` comparisons (or pass `checks`); with neither, the run
     only times the kernels.  Raises RunError subclasses for set-up problems; `ensure`
     failures and timed-out waits are in the report (`report.ok`).  `watchdog_s` bounds one
     epoch's kernels and each host barrier; `init_timeout_s` bounds the engine's bootstrap.
+    `placement` puts the ranks on GPUs (default: `ccogen.rt.placement.place`, one GPU per
+    rank, or ranks sharing GPUs under MPS on nvshmem); the kernels' residency is checked
+    against it before anything launches (placement.ResidencyError).
     """
     if iters < 1:
         raise RunError("iters must be at least 1")
@@ -103,22 +117,25 @@ def run(manifest_dir: str | Path, instance: Instance | None = None, *, iters: in
     specs = tuple(checks) if checks is not None else tuple(instance_checks(instance))
     distributed = _distributed_env()
     if distributed is None:
-        _require_gpus(manifest.nranks)
-        arch = device_arch(0)
+        placement = placement or place(manifest.nranks, manifest.target)
+        arch = device_arch(placement.devices[0])
     else:
         arch = device_arch(distributed[2])
     cubin, engine, library = _build(manifest, arch, debug)
     if distributed is not None:
+        check_residency(manifest, cubin, Placement((distributed[2],), 0))
         return _run_distributed(manifest, specs, iters, seed, debug, watchdog_s, cubin, engine,
                                 library, distributed)
+    assert placement is not None
+    check_residency(manifest, cubin, placement)
     with tempfile.TemporaryDirectory(prefix="ccogen-run-") as shared:
         config = RunConfig(str(manifest.directory), manifest.nranks, iters, seed,
                            debug or manifest.debug, str(cubin), str(engine), specs,
                            rendezvous_dir=shared, shared_dir=shared, watchdog_s=watchdog_s,
-                           init_timeout_s=init_timeout_s)
+                           init_timeout_s=init_timeout_s, devices=placement.devices)
         results = _spawn(config)
     return RunReport(manifest.protocol, manifest.target, manifest.nranks, iters, results,
-                     library=library)
+                     library=library, placement=placement.describe())
 
 
 def _check_instance(manifest: Manifest, instance: Instance) -> None:
@@ -133,11 +150,9 @@ def _check_instance(manifest: Manifest, instance: Instance) -> None:
 
 
 def _require_gpus(nranks: int) -> None:
-    from ccogen import runtime
-
     try:
-        count = runtime.device_count()
-    except runtime.GpuUnavailable as exc:
+        count = native.device_count()
+    except native.GpuUnavailable as exc:
         raise NoGpuError(f"no NVIDIA GPU found: {exc}") from None
     if count == 0:
         raise NoGpuError("no NVIDIA GPU found: the CUDA driver reports 0 devices "
@@ -148,11 +163,9 @@ def _require_gpus(nranks: int) -> None:
 
 def device_arch(ordinal: int) -> str:
     """`sm_XY` of a device (the cubin and the shims are built for it)."""
-    from ccogen import runtime
-
     try:
-        major, minor = runtime.compute_capability(ordinal)
-    except runtime.GpuUnavailable as exc:
+        major, minor = native.compute_capability(ordinal)
+    except native.GpuUnavailable as exc:
         raise NoGpuError(f"no NVIDIA GPU found: {exc}") from None
     return f"sm_{major}{minor}"
 
@@ -278,9 +291,8 @@ def _spawn(config: Any, main: Callable[..., None] | None = None,
 
 def _where_stuck(config: Any, rank: int, proc: Any) -> str:
     """The phase a rank that did not report was in, and its Python stack (SIGUSR1 makes
-    the worker's faulthandler write it; see _worker_main)."""
-    shared = Path(config.shared_dir)
-    phase = _read_text(shared / f"rank{rank}.phase") or "starting"
+    the worker's faulthandler write it; see session.dump_stack_on_signal)."""
+    phase = _read_text(phase_file(config.shared_dir, rank)) or "starting"
     text = f"rank {rank} was at: {phase}"
     if proc.is_alive() and proc.pid is not None:
         try:
@@ -288,7 +300,7 @@ def _where_stuck(config: Any, rank: int, proc: Any) -> str:
             time.sleep(0.5)
         except OSError:
             return text
-        stack = _read_text(shared / f"rank{rank}.stack")
+        stack = _read_text(stack_file(config.shared_dir, rank))
         if stack:
             lines = [ln for ln in stack.splitlines() if ln.strip()][:12]  # innermost first
             text += "\n      " + "\n      ".join(lines)
@@ -305,27 +317,21 @@ def _read_text(path: Path) -> str:
 def _worker_main(config: RunConfig, rank: int, results_queue: Any) -> None:
     """Entry point of a spawned rank: run, report, and leave without interpreter teardown
     (after a trapped kernel the context is broken and library exit handlers could hang)."""
-    import faulthandler
-
     from ccogen.rt.rendezvous import FileRendezvous
 
-    Path(config.shared_dir).mkdir(parents=True, exist_ok=True)
-    stack_file = open(Path(config.shared_dir) / f"rank{rank}.stack", "w")  # noqa: SIM115
-    faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
+    dump_stack_on_signal(config.shared_dir, rank)
+
     def report(result: RankResult) -> None:
         results_queue.put(result)
         results_queue.close()
         results_queue.join_thread()
         os._exit(0)
 
-    report(run_rank(config, rank, rank, FileRendezvous(Path(config.rendezvous_dir)), report))
+    device = config.devices[rank] if config.devices else rank
+    report(run_rank(config, rank, device, FileRendezvous(Path(config.rendezvous_dir)), report))
 
 
 # ============================================================================ one rank
-
-
-class _Stop(Exception):
-    """Ends a rank's epochs; the RankResult already says why."""
 
 
 def run_rank(config: RunConfig, rank: int, device: int, rendezvous: Any,
@@ -339,138 +345,86 @@ def run_rank(config: RunConfig, rank: int, device: int, rendezvous: Any,
     state = _Rank(config, rank, device, rendezvous, result, on_hang)
     try:
         state.run()
-    except _Stop:
+    except Stop:
         pass
-    except RunError as exc:
-        result.error = str(exc)
     except Exception as exc:
-        from ccogen import _ccogen_rt
-
-        if isinstance(exc, _ccogen_rt.CudaError | _ccogen_rt.CudaUnavailable):
-            result.error = str(exc)
-        else:
-            import traceback
-
-            result.error = f"internal error: {exc!r}\n{traceback.format_exc()}"
+        result.error = failure_text(exc)
     if not result.ok:
-        # Never free driver objects after a failure: a kernel may still be spinning, and
-        # cuModuleUnload / cuMemFreeHost wait for it (holding the GIL, in a destructor).
-        # The process reports and exits without running destructors.
-        _ABANDONED.append(state)
+        abandon(state)
     return result
 
 
-_ABANDONED: list[Any] = []
-
-
 class _Rank:
+    """One rank of `ccogen run`: its session, the instance's module and its epochs."""
+
     def __init__(self, config: RunConfig, rank: int, device: int, rendezvous: Any,
                  result: RankResult, on_hang: Callable[[RankResult], None]) -> None:
         self.config = config
         self.on_hang = on_hang
         self.rank = rank
         self.device = device
-        self.rendezvous = rendezvous
         self.result = result
         self.manifest = load_manifest(config.manifest_dir)
         self.checks = [c for c in config.checks if c.rank == rank]
         self.exports = {w for (w, r) in remote_finals(config.checks) if r == rank}
         self.imports = {(w, r) for (w, r) in remote_finals(self.checks)}
         result.checks_per_epoch = len(self.checks)
+        self.session = RankSession(
+            target=self.manifest.target, engine_path=config.engine, rank=rank,
+            nranks=config.nranks, device=device, rendezvous=rendezvous,
+            shared_dir=config.shared_dir, init_timeout_s=config.init_timeout_s)
 
-    def attach(self, rt: Any, ctx: Any, stream: Any) -> None:
-        """Use a context and stream made elsewhere (`ccogen.bench` runs many instances on
-        one engine and heap, and checks one epoch of each through `_epoch`)."""
-        self.rt, self.ctx, self.stream = rt, ctx, stream
-        self.start, self.end = rt.Event(), rt.Event()
+    def attach(self, session: RankSession) -> None:
+        """Use a session opened elsewhere (`ccogen.bench` runs many instances on one engine
+        and heap, and checks one epoch of each through `epoch`)."""
+        self.session = session
+        self.start, self.end = session.rt.Event(), session.rt.Event()
 
     # -- set-up ------------------------------------------------------------------------------
     def run(self) -> None:
-        from ccogen import _ccogen_rt as rt
-
-        self.rt = rt
-        self._phase("CUDA context")
-        self.ctx = rt.Context(self.device)
-        self.engine = engine = self._engine()
-        self._phase("heap allocation")
-        self.heap = heap = engine.heap_alloc(self.manifest.heap_size)
-        check_heap(self.requirements, heap.pointer)
-        rt.memset_d8(heap.pointer, 0, self.manifest.heap_size)  # signals and counters at 0
-        self.ctx.synchronize()
-        engine.barrier(self.config.init_timeout_s)
-        devcomm = b""
-        if any("devcomm" in k.params for k in self.manifest.kernels):
-            self._phase("device communicator")
-            devcomm = engine.devcomm(self.manifest.lsa_barrier_count)
-        self._phase("module load")
+        s, m = self.session, self.manifest
+        s.open_context()
+        # the target's engine environment and heap alignment (before the engine starts)
+        s.requirements = read_requirements(self.config.manifest_dir, m.target)
+        devcomm = any("devcomm" in k.params for k in m.kernels)
+        s.open_engine(m.heap_size, m.lsa_barrier_count if devcomm else None, self.result)
+        rt, engine = s.rt, s.engine
+        s.phase("module load")
         self.module = module = rt.Module(Path(self.config.cubin).read_bytes())
         engine.module_init(module.handle)
-        self.functions = functions = [module.function(k.symbol) for k in self.manifest.kernels]
+        self.functions = functions = [module.function(k.symbol) for k in m.kernels]
         self.record = record = rt.HostMapped(RECORD_SIZE) if self.config.debug else None
-        # Non-blocking: never ordered behind the legacy default stream, which the engines'
-        # own threads may use while a kernel of ours waits on a peer.
-        self.stream = rt.Stream(True)
         self.start, self.end = rt.Event(), rt.Event()
         for epoch in range(self.config.iters):
-            self._epoch(epoch, engine, heap, devcomm, functions, record)
-        self._phase("teardown")
-        self.stream.synchronize()
+            self.epoch(epoch, functions, record)
+        s.phase("teardown")
+        s.stream.synchronize()
         engine.module_finalize(module.handle)
         module.unload()
-        engine.finalize()
-        self._phase("done")
-
-    def _phase(self, what: str) -> None:
-        """Where this rank is, for the launcher's message if it has to stop the rank."""
-        with contextlib.suppress(OSError):
-            (Path(self.config.shared_dir) / f"rank{self.rank}.phase").write_text(what)
-
-    def _engine(self) -> Engine:
-        from ccogen.rt.engines import Engine
-        from ccogen.rt.toolchain import find_library
-
-        self.requirements = read_requirements(self.config.manifest_dir, self.manifest.target)
-        apply_env(self.requirements)  # before the engine reads its environment
-        heap = self.manifest.heap_size
-        if self.manifest.target == "nvshmem" and heap > (900 << 20):
-            os.environ.setdefault("NVSHMEM_SYMMETRIC_SIZE", str((heap + (256 << 20)) >> 20 << 20))
-        engine = Engine(self.manifest.target, Path(self.config.engine),
-                        find_library(self.manifest.target))
-        self.result.library = engine.library.describe()
-        self._phase(f"{self.manifest.target} engine bootstrap")
-        if self.rank == 0:
-            uid = engine.unique_id()
-            self.rendezvous.publish(uid)
-        else:
-            uid = self.rendezvous.fetch(int(engine.lib.ccogen_unique_id_size()),
-                                        self.config.init_timeout_s)
-        engine.init(self.rank, self.config.nranks, self.device, uid)
-        self.ctx.make_current()
-        if self.rank == 0 and hasattr(self.rendezvous, "path"):
-            self.rendezvous.path.unlink(missing_ok=True)  # init is collective: all have read it
-        return engine
+        s.close()
+        s.phase("done")
 
     # -- one epoch ---------------------------------------------------------------------------
-    def _epoch(self, epoch: int, engine: Engine, heap: Heap, devcomm: bytes,
-               functions: list[Any], record: Any) -> None:
-        rt, m, watchdog = self.rt, self.manifest, self.config.watchdog_s
-        self._phase(f"epoch {epoch}: filling windows")
+    def epoch(self, epoch: int, functions: list[Any], record: Any) -> None:
+        """One checked epoch of the instance on the session's engine, heap and stream."""
+        s, m, watchdog = self.session, self.manifest, self.config.watchdog_s
+        rt, stream = s.rt, s.stream
+        s.phase(f"epoch {epoch}: filling windows")
         for w in m.windows:
             data = initial_bytes(self.config.seed, epoch, self.rank, w.name, w.size)
-            rt.memcpy_htod(heap.pointer + w.offset, data)
-        self.ctx.synchronize()  # pageable copies complete before any peer may read them
-        self._barrier(engine, "before the kernels", epoch)
+            rt.memcpy_htod(s.heap.pointer + w.offset, data)
+        s.ctx.synchronize()  # pageable copies complete before any peer may read them
+        self._barrier("before the kernels", epoch)
         done = False
-        self._phase(f"epoch {epoch}: kernels")
+        s.phase(f"epoch {epoch}: kernels")
         backstop = self._arm_backstop(epoch, record)
         try:
-            self.start.record(self.stream)
+            self.start.record(stream)
             for spec, fn in zip(m.kernels, functions, strict=True):
                 rt.launch(fn, spec.grid, spec.block, spec.shared_mem,
-                          self._params(spec, epoch, devcomm, heap, record), self.stream,
-                          spec.cooperative)
-            self.end.record(self.stream)
-            done = self.stream.wait(watchdog)
+                          s.kernel_params(spec, epoch, record), stream, spec.cooperative)
+            self.end.record(stream)
+            done = stream.wait(watchdog)
         except (rt.CudaError, rt.CudaUnavailable) as exc:
             backstop.cancel()
             self._kernel_failed(epoch, record, str(exc))
@@ -478,11 +432,11 @@ class _Rank:
         if not done:
             self._kernel_failed(epoch, record, None)
         self.result.times_ms.append(self.end.elapsed_ms_since(self.start))
-        self._barrier(engine, "after the kernels", epoch)
-        self._phase(f"epoch {epoch}: checking")
-        finals = self._finals(heap)
+        self._barrier("after the kernels", epoch)
+        s.phase(f"epoch {epoch}: checking")
+        finals = self._finals()
         if self.exports or self.imports:
-            self._exchange(epoch, engine, finals)
+            self._exchange(epoch, finals)
         sizes = {w.name: w.size for w in m.windows}
         failures = evaluate(self.checks, make_reader(self.config.seed, epoch, sizes, finals),
                             epoch)
@@ -491,30 +445,19 @@ class _Rank:
         self.result.failures.extend(failures[:max(0, room)])
         self.result.epochs = epoch + 1
 
-    def _params(self, spec: KernelSpec, epoch: int, devcomm: bytes, heap: Heap,
-                record: Any) -> list[tuple[str, bytes]]:
-        values = {
-            "devcomm": devcomm,
-            "window": struct.pack("<Q", heap.window),
-            "heap": struct.pack("<Q", heap.pointer),
-            "epoch": struct.pack("<Q", epoch),
-            "debug": struct.pack("<Q", record.device_pointer if record is not None else 0),
-        }
-        return [(kind, values[kind]) for kind in spec.params]
-
-    def _barrier(self, engine: Engine, when: str, epoch: int) -> None:
-        self._phase(f"epoch {epoch}: host barrier {when}")
+    def _barrier(self, when: str, epoch: int) -> None:
+        self.session.phase(f"epoch {epoch}: host barrier {when}")
         try:
-            engine.barrier(self.config.watchdog_s)
+            self.session.engine.barrier(self.config.watchdog_s)
         except EngineError as exc:
             self.result.error = f"rank {self.rank}, epoch {epoch}, {when}: {exc}"
-            raise _Stop from None
+            raise Stop from None
 
     def _arm_backstop(self, epoch: int, record: Any) -> threading.Timer:
         """Reports the hang from another thread if the main thread's driver calls do not
         come back (the stream watchdog needs cuStreamQuery to return)."""
         def fire() -> None:
-            with contextlib.suppress(_Stop):
+            with contextlib.suppress(Stop):
                 self._kernel_failed(epoch, record, None)
             if self.result.error is not None:
                 self.result.error += " (a CUDA driver call did not return)"
@@ -532,7 +475,7 @@ class _Rank:
             rec = DebugRecord.parse(record.read(0, RECORD_SIZE))
             if rec.hit:
                 self.result.wait = describe_wait(rec, m.source, [c.name for c in m.counters])
-                raise _Stop
+                raise Stop
         if error is None:
             hint = ("; no wait reported its timeout" if self.config.debug else
                     "; rerun with --debug to name the wait that hangs")
@@ -540,16 +483,17 @@ class _Rank:
                                  f"within {self.config.watchdog_s:g} s{hint}")
         else:
             self.result.error = f"rank {self.rank}, epoch {epoch}: {error}"
-        raise _Stop
+        raise Stop
 
-    def _finals(self, heap: Heap) -> dict[tuple[str, int], Any]:
+    def _finals(self) -> dict[tuple[str, int], Any]:
         import numpy as np
 
+        s = self.session
         return {(w.name, self.rank): np.frombuffer(
-                    self.rt.memcpy_dtoh(heap.pointer + w.offset, w.size), dtype=np.uint8)
+                    s.rt.memcpy_dtoh(s.heap.pointer + w.offset, w.size), dtype=np.uint8)
                 for w in self.manifest.windows}
 
-    def _exchange(self, epoch: int, engine: Engine, finals: dict[tuple[str, int], Any]) -> None:
+    def _exchange(self, epoch: int, finals: dict[tuple[str, int], Any]) -> None:
         """Final windows that other ranks' checks read, through the shared directory."""
         import numpy as np
 
@@ -562,11 +506,11 @@ class _Rank:
             tmp.write_bytes(finals[(w, self.rank)].tobytes())
             os.replace(tmp, path)
             mine.append(path)
-        self._barrier(engine, "exporting final windows", epoch)
+        self._barrier("exporting final windows", epoch)
         for w, r in self.imports:
             data = (shared / f"final-{epoch}-{r}-{w}.bin").read_bytes()
             finals[(w, r)] = np.frombuffer(data, dtype=np.uint8)
-        self._barrier(engine, "importing final windows", epoch)
+        self._barrier("importing final windows", epoch)
         for path in mine:
             path.unlink(missing_ok=True)
 

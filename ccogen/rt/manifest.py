@@ -15,14 +15,24 @@ from pathlib import Path
 from typing import Any
 
 from ccogen.rt.errors import ManifestError
+from ccogen.targets import TARGETS, runnable_targets
 
 ABI_VERSION = 1
 HEAP_ALIGN = 256
 PARAM_KINDS = ("devcomm", "window", "heap", "epoch", "debug")
-TARGET_PARAM_KINDS = {
-    "nccl-lsa": frozenset(PARAM_KINDS),
-    "nvshmem": frozenset({"heap", "epoch", "debug"}),
-}
+BUFFER_PARAM = "buffer:"  # `buffer:NAME`: the device pointer of the caller's tensor NAME
+# Element types of typed windows and buffers, and their sizes in bytes (language v2 §1).
+ELEMENT_SIZES = {"u8": 1, "i32": 4, "u32": 4, "i64": 8, "u64": 8, "f16": 2, "bf16": 2,
+                 "f32": 4, "fp8e4m3": 1}
+ACCESS = ("read", "write", "readwrite")
+BETWEEN_LAUNCHES = ("host_sync", "free")
+
+
+def buffer_name(param: object) -> str | None:
+    """NAME for a `buffer:NAME` kernel parameter, else None."""
+    if isinstance(param, str) and param.startswith(BUFFER_PARAM):
+        return param[len(BUFFER_PARAM):]
+    return None
 
 
 @dataclass(frozen=True)
@@ -30,6 +40,29 @@ class WindowSpec:
     name: str
     offset: int
     size: int
+    dtype: str = "u8"
+    shape: tuple[int, ...] = ()  # elements per dimension; () means (size // itemsize,)
+
+    @property
+    def dims(self) -> tuple[int, ...]:
+        return self.shape or (self.size // ELEMENT_SIZES[self.dtype],)
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    """A `buffer` (language v2): the caller's own tensor, passed at every launch."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    access: str = "readwrite"  # read, write or readwrite: what the kernels do with it
+
+    @property
+    def size(self) -> int:
+        count = 1
+        for d in self.shape:
+            count *= d
+        return count * ELEMENT_SIZES[self.dtype]
 
 
 @dataclass(frozen=True)
@@ -79,10 +112,18 @@ class Manifest:
     lsa_barrier_count: int
     nvcc_flags: tuple[str, ...]
     kernel_file: str = "kernels.cu"
+    headers: tuple[str, ...] = ()  # files beside kernel_file that it #includes
+    max_ctas: int | None = None  # the SM budget the code was generated for (CTAs per launch)
+    buffers: tuple[BufferSpec, ...] = ()
+    between_launches: str = "host_sync"
 
     @property
     def kernel_path(self) -> Path:
         return self.directory / self.kernel_file
+
+    @property
+    def header_paths(self) -> tuple[Path, ...]:
+        return tuple(self.directory / h for h in self.headers)
 
     def window(self, name: str) -> WindowSpec:
         for w in self.windows:
@@ -171,15 +212,22 @@ def parse_manifest(data: Any, file: Path) -> Manifest:
     if abi != ABI_VERSION:
         raise r.fail("abi", f"is {abi}; this runtime implements ABI {ABI_VERSION}")
     target = r.str_(top, "target", "")
-    if target not in TARGET_PARAM_KINDS:
+    if target not in runnable_targets():
         raise r.fail("target", f"is {target!r}; the runtime runs "
-                     f"{', '.join(TARGET_PARAM_KINDS)}")
+                     f"{', '.join(runnable_targets())}")
     heap_size = r.int_(top, "heap_size", "", minimum=1)
     windows = tuple(_window(r, w, i) for i, w in enumerate(r.list_(top, "windows", "")))
+    buffers = tuple(_buffer(r, b, i) for i, b in enumerate(r.list_(top, "buffers", "", [])))
+    between = r.str_(top, "between_launches", "", "host_sync")
+    if between not in BETWEEN_LAUNCHES:
+        raise r.fail("between_launches", f"is {between!r}; values are "
+                     f"{', '.join(BETWEEN_LAUNCHES)}")
     sig = r.obj(r.get(top, "signals", "", {"offset": 0, "count": 0}), "signals")
     signals = SignalSpec(r.int_(sig, "offset", "signals."), r.int_(sig, "count", "signals."))
     counters = tuple(_counter(r, c, i) for i, c in enumerate(r.list_(top, "counters", "", [])))
-    kernels = tuple(_kernel(r, k, i, target) for i, k in enumerate(r.list_(top, "kernels", "")))
+    buffer_names = {b.name for b in buffers}
+    kernels = tuple(_kernel(r, k, i, target, buffer_names)
+                    for i, k in enumerate(r.list_(top, "kernels", "")))
     if not kernels:
         raise r.fail("kernels", "is empty")
     nccl = r.obj(r.get(top, "nccl", "", {}), "nccl")
@@ -206,16 +254,75 @@ def parse_manifest(data: Any, file: Path) -> Manifest:
         lsa_barrier_count=r.int_(nccl, "lsa_barrier_count", "nccl.", 0),
         nvcc_flags=tuple(flags),
         kernel_file=r.str_(top, "kernel_file", "", "kernels.cu"),
+        headers=_headers(r, top),
+        max_ctas=r.int_(top, "max_ctas", "", minimum=1) if "max_ctas" in top else None,
+        buffers=buffers,
+        between_launches=between,
     )
     _check_layout(r, manifest)
     return manifest
 
 
+def _headers(r: _Reader, top: Mapping[str, Any]) -> tuple[str, ...]:
+    names = r.list_(top, "headers", "", [])
+    for i, name in enumerate(names):
+        if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
+            raise r.fail(f"headers[{i}]", f"must be a file name beside the kernels, not {name!r}")
+    return tuple(names)
+
+
 def _window(r: _Reader, data: Any, i: int) -> WindowSpec:
     where = f"windows[{i}]."
     w = r.obj(data, where[:-1])
-    return WindowSpec(r.str_(w, "name", where), r.int_(w, "offset", where),
-                      r.int_(w, "size", where, minimum=1))
+    size = r.int_(w, "size", where, minimum=1)
+    dtype = _dtype(r, w, where, "u8")
+    shape = _shape(r, w, where, None)
+    itemsize = ELEMENT_SIZES[dtype]
+    if size % itemsize:
+        raise r.fail(f"{where}size", f"{size} is not a whole number of {dtype} elements")
+    if shape and _product(shape) * itemsize != size:
+        raise r.fail(f"{where}shape", f"{list(shape)} of {dtype} is "
+                     f"{_product(shape) * itemsize} bytes, the window {size}")
+    return WindowSpec(r.str_(w, "name", where), r.int_(w, "offset", where), size, dtype,
+                      shape or ())
+
+
+def _buffer(r: _Reader, data: Any, i: int) -> BufferSpec:
+    where = f"buffers[{i}]."
+    b = r.obj(data, where[:-1])
+    access = r.str_(b, "access", where, "readwrite")
+    if access not in ACCESS:
+        raise r.fail(f"{where}access", f"is {access!r}; values are {', '.join(ACCESS)}")
+    shape = _shape(r, b, where, ...)
+    assert shape is not None
+    return BufferSpec(r.str_(b, "name", where), _dtype(r, b, where, ...), shape, access)
+
+
+def _dtype(r: _Reader, data: Mapping[str, Any], where: str, default: Any) -> str:
+    dtype = r.str_(data, "dtype", where, default)
+    if dtype not in ELEMENT_SIZES:
+        raise r.fail(f"{where}dtype", f"is {dtype!r}; element types are "
+                     f"{', '.join(ELEMENT_SIZES)}")
+    return dtype
+
+
+def _shape(r: _Reader, data: Mapping[str, Any], where: str, default: Any
+           ) -> tuple[int, ...] | None:
+    value = r.get(data, "shape", where, default)
+    if value is None:
+        return None
+    if (not isinstance(value, list) or not value
+            or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1
+                       for x in value)):
+        raise r.fail(f"{where}shape", f"must be a non-empty list of positive ints, not {value!r}")
+    return tuple(value)
+
+
+def _product(shape: Sequence[int]) -> int:
+    out = 1
+    for d in shape:
+        out *= d
+    return out
 
 
 def _counter(r: _Reader, data: Any, i: int) -> CounterSpec:
@@ -224,12 +331,19 @@ def _counter(r: _Reader, data: Any, i: int) -> CounterSpec:
     return CounterSpec(r.str_(c, "name", where), r.int_(c, "offset", where))
 
 
-def _kernel(r: _Reader, data: Any, i: int, target: str) -> KernelSpec:
+def _kernel(r: _Reader, data: Any, i: int, target: str, buffers: set[str]) -> KernelSpec:
     where = f"kernels[{i}]."
     k = r.obj(data, where[:-1])
     params = tuple(r.list_(k, "params", where))
-    allowed = TARGET_PARAM_KINDS[target]
+    engine = TARGETS[target].engine
+    assert engine is not None  # parse_manifest accepts runnable targets only
+    allowed = engine.kernel_params
     for j, kind in enumerate(params):
+        named = buffer_name(kind)
+        if named is not None:
+            if named not in buffers:
+                raise r.fail(f"{where}params[{j}]", f"{kind!r} names no entry of `buffers`")
+            continue
         if kind not in PARAM_KINDS:
             raise r.fail(f"{where}params[{j}]", f"is {kind!r}; kinds are {', '.join(PARAM_KINDS)}")
         if kind not in allowed:
@@ -259,6 +373,9 @@ def _check_layout(r: _Reader, m: Manifest) -> None:
     names = [w.name for w in m.windows]
     if len(set(names)) != len(names):
         raise r.fail("windows", "has two windows of one name")
+    buffer_names = [b.name for b in m.buffers]
+    if len(set(buffer_names)) != len(buffer_names) or set(buffer_names) & set(names):
+        raise r.fail("buffers", "has two buffers of one name, or a buffer named like a window")
     for what, offset, size in areas:
         if offset % HEAP_ALIGN:
             raise r.fail(what, f"offset {offset} is not {HEAP_ALIGN}-byte aligned")
@@ -271,5 +388,20 @@ def _check_layout(r: _Reader, m: Manifest) -> None:
             raise r.fail(b, f"overlaps {a}")
 
 
-__all__ = ["ABI_VERSION", "PARAM_KINDS", "CounterSpec", "KernelSpec", "Manifest",
-           "SignalSpec", "WindowSpec", "load_manifest", "parse_manifest"]
+__all__ = [
+    "ABI_VERSION",
+    "ACCESS",
+    "BETWEEN_LAUNCHES",
+    "BUFFER_PARAM",
+    "ELEMENT_SIZES",
+    "PARAM_KINDS",
+    "BufferSpec",
+    "CounterSpec",
+    "KernelSpec",
+    "Manifest",
+    "SignalSpec",
+    "WindowSpec",
+    "buffer_name",
+    "load_manifest",
+    "parse_manifest",
+]

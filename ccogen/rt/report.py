@@ -39,6 +39,7 @@ class RunReport:
     ranks: list[RankResult]
     library: str = ""
     partial: bool = False  # this process ran one rank of a torchrun / mpirun job
+    placement: str = ""  # ranks sharing GPUs (ccogen.rt.placement): said in the report
 
     @property
     def ok(self) -> bool:
@@ -59,6 +60,8 @@ class RunReport:
         lines = [f"{self.protocol} on {self.target}, {self.nranks} ranks"
                  f"{f' ({self.library})' if self.library else ''}, {self.iters} epochs"
                  f"{' (this rank only)' if self.partial else ''}"]
+        if self.placement:
+            lines.append(f"  placement: {self.placement}")
         median = self.median_ms
         if median is not None:
             every = [t for r in self.ranks for t in r.times_ms]

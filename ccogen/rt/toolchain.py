@@ -1,5 +1,6 @@
 """Where nvcc and the engines' headers and libraries are, and which versions they are.
 
+Which library a target uses is its `Target.toolchain.library` (ccogen.targets.libraries).
 The NCCL and NVSHMEM headers used to compile kernels and engine shims must be those of the
 library the process loads at run time (`ncclDevComm` changes size between NCCL releases; an
 NVSHMEM cubin's device library must not be newer than the host library).  ccogen therefore
@@ -21,36 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ccogen.rt.errors import LibraryVersionError, ToolchainError
-
-TARGETS = ("nccl-lsa", "nvshmem")
-
-
-@dataclass(frozen=True)
-class LibrarySpec:
-    """How to find one engine library."""
-
-    name: str            # NCCL | NVSHMEM
-    module: str          # Python package that ships it
-    pip: str             # pip distribution name
-    env: str             # directory override
-    header: str          # header that defines the version, relative to include/
-    version_macros: tuple[str, str, str]
-    minimum: tuple[int, int, int]
-    runtime_lib: str     # the shared library loaded at run time
-
-
-LIBRARIES: dict[str, LibrarySpec] = {
-    "nccl-lsa": LibrarySpec(
-        name="NCCL", module="nvidia.nccl", pip="nvidia-nccl-cu13", env="CCOGEN_NCCL_HOME",
-        header="nccl.h", version_macros=("NCCL_MAJOR", "NCCL_MINOR", "NCCL_PATCH"),
-        minimum=(2, 28, 0), runtime_lib="libnccl.so.2"),
-    "nvshmem": LibrarySpec(
-        name="NVSHMEM", module="nvidia.nvshmem", pip="nvidia-nvshmem-cu13",
-        env="CCOGEN_NVSHMEM_HOME", header="non_abi/nvshmem_version.h",
-        version_macros=("NVSHMEM_VENDOR_MAJOR_VERSION", "NVSHMEM_VENDOR_MINOR_VERSION",
-                        "NVSHMEM_VENDOR_PATCH_VERSION"),
-        minimum=(3, 4, 0), runtime_lib="libnvshmem_host.so.3"),
-}
+from ccogen.targets import TARGETS, UnknownTarget, get_target, runnable_targets
+from ccogen.targets.target import EngineSpec, LibrarySpec
 
 
 @dataclass(frozen=True)
@@ -86,11 +59,27 @@ class Library:
 
 
 def library_spec(target: str) -> LibrarySpec:
+    """The engine library whose headers `target`'s code compiles against."""
     try:
-        return LIBRARIES[target]
-    except KeyError:
-        raise ToolchainError(
-            f"unknown target {target!r}: the runtime supports {', '.join(TARGETS)}") from None
+        spec = get_target(target).toolchain.library
+    except UnknownTarget:
+        raise ToolchainError(f"unknown target {target!r}; known targets: "
+                             f"{', '.join(TARGETS)}") from None
+    if spec is None:
+        raise ToolchainError(f"target {target} compiles against no NCCL / NVSHMEM library")
+    return spec
+
+
+def engine_spec(target: str) -> EngineSpec:
+    """How the runtime runs `target` (ToolchainError when it cannot run it here)."""
+    try:
+        engine = get_target(target).engine
+    except UnknownTarget:
+        engine = None
+    if engine is None:
+        raise ToolchainError(f"ccogen cannot run target {target!r}: the runtime runs "
+                             f"{', '.join(runnable_targets())}")
+    return engine
 
 
 def _package_roots(module: str) -> list[Path]:
@@ -111,7 +100,7 @@ def find_library(target: str) -> Library:
     for root in candidates:
         if (root / "include" / spec.header).is_file():
             library = Library(spec, root.resolve(), parse_version(root / "include", spec))
-            _check_minimum(library)
+            _check_minimum(library, target)
             return library
     where = f"{spec.env}={override}" if override else f"the Python package {spec.module}"
     raise ToolchainError(
@@ -131,11 +120,11 @@ def parse_version(include: Path, spec: LibrarySpec) -> tuple[int, int, int]:
     return (parts[0], parts[1], parts[2])
 
 
-def _check_minimum(library: Library) -> None:
+def _check_minimum(library: Library, target: str) -> None:
     if library.version < library.spec.minimum:
         need = ".".join(map(str, library.spec.minimum))
         raise LibraryVersionError(
-            f"{library.describe()} is too old: the {library.spec.name} target needs "
+            f"{library.describe()} is too old: the {target} target needs "
             f"{library.spec.name} >= {need}; upgrade with `pip install -U {library.spec.pip}`")
 
 
@@ -171,5 +160,5 @@ def nvcc_version(nvcc: Path) -> str:
     return _nvcc_version_cached(str(nvcc), nvcc.stat().st_mtime_ns)
 
 
-__all__ = ["LIBRARIES", "TARGETS", "Library", "LibrarySpec", "find_library", "find_nvcc",
-           "library_spec", "nvcc_version", "parse_version"]
+__all__ = ["Library", "engine_spec", "find_library", "find_nvcc", "library_spec",
+           "nvcc_version", "parse_version"]

@@ -24,12 +24,14 @@ from pathlib import Path
 from ccogen.diag import Diagnostic
 from ccogen.ir.instance import Instance
 from ccogen.ir.nodes import Protocol
+from ccogen.limits import DEFAULT as DEFAULT_LIMITS
+from ccogen.limits import Limits, raise_hint
 from ccogen.sim.cost import model_for
 from ccogen.sim.dpor import explore
-from ccogen.sim.plan import build_plan
+from ccogen.sim.plan import Plan, build_plan
 from ccogen.sim.report import InstanceReport, SimReport, SimResult, merge, result_of
 from ccogen.sim.schedule import Run, Setup, run_seeded
-from ccogen.sim.state import random_image
+from ccogen.sim.state import DENSE_MAX, random_image, touched_intervals
 from ccogen.sim.trace import chrome_trace, to_notes
 
 DEFAULT_SEEDS = 20
@@ -54,6 +56,7 @@ def simulate(
     keep_memory: bool = False,
     digests: bool | None = None,
     path: str | None = None,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> SimReport:
     """Simulate `protocol` (a `Protocol`, `.cco` text, or a path to a `.cco` file).
 
@@ -64,23 +67,48 @@ def simulate(
     Chrome/Perfetto trace of the first instance's timed schedule with the cost
     model of `target` (MORI SDMA by default).  `keep_memory` keeps every
     schedule's final memory in the results; `digests` hashes it (by default when
-    exploring exhaustively or keeping memory).
+    exploring exhaustively or keeping memory).  The windows of an instance past
+    `DENSE_MAX` bytes (all ranks) are backed sparsely, only the bytes ops and `ensure`
+    touch, when that halves them or is needed to stay within `limits.sim_bytes` (the
+    instance report says so); an instance that would still back more is not run: it
+    reports E006.  `max_schedules` and `time_limit` must allow at least one schedule
+    (ValueError otherwise); an instance explored by none does not pass.
     """
+    if max_schedules < 1 or time_limit <= 0:
+        raise ValueError("max_schedules must be at least 1 and time_limit positive")
+    from ccogen.ir.depth import depth_error
+
     proto, shown = _load(protocol, path)
+    if (deep := depth_error(proto)) is not None:  # built in Python, past the parser's limit
+        report = SimReport(proto.name, shown, epochs)
+        report.instances.append(InstanceReport("(not built)", 0, setup=[deep]))
+        report.diagnostics = [deep]
+        return report
     sizes = _sizes(proto, ranks, params)
     report = SimReport(proto.name, shown, epochs)
     setups: list[Setup] = []
     for n in sizes:
-        inst, diags = _instance(proto, n, params)
+        inst, diags = _instance(proto, n, params, limits)
         if inst is None:
             report.instances.append(InstanceReport(f"nranks={n}", n, setup=diags))
             continue
         plan = build_plan(inst)
+        total = inst.nranks * sum(size for _, size in inst.window_sizes)
+        needed = total if total <= DENSE_MAX or keep_memory else _touched_bytes(plan)
+        if needed * 2 > total and total <= limits.sim_bytes:
+            needed = total  # sparse would save little: back every byte
+        dense_max = total if needed == total else DENSE_MAX
+        if needed > limits.sim_bytes:
+            report.instances.append(InstanceReport(inst.label(), n, setup=[
+                _too_big(proto, inst, needed, limits.sim_bytes, sparse=needed < total)]))
+            continue
         digest = digests if digests is not None else exhaustive or keep_memory
-        setup = Setup(plan, random_image(plan, data_seed), epochs, pieces, digest)
+        setup = Setup(plan, random_image(plan, data_seed, dense_max), epochs, pieces, digest)
         setups.append(setup)
         report.instances.append(_run_instance(setup, seeds, exhaustive, max_schedules,
                                               time_limit, keep_memory))
+        if total > dense_max:
+            report.instances[-1].backing = f"{needed:,} of {total:,} bytes"
     report.diagnostics = merge(report.instances, f"ccogen simulate {shown}")
     if trace is not None and setups:
         report.trace = _write_trace(setups[0], trace, target, shown)
@@ -89,8 +117,11 @@ def simulate(
 
 
 def _load(protocol: Protocol | str | Path, path: str | None) -> tuple[Protocol, str]:
+    from ccogen.builder import Protocol as Built
     from ccogen.syntax import load_ir, parse_ir
 
+    if isinstance(protocol, Built):  # `ccogen.load(...)`, `ccogen.parse(...)`, the builder
+        protocol = protocol.ir
     if isinstance(protocol, Protocol):
         return protocol, path or f"{protocol.name}.cco"
     if isinstance(protocol, Path) or ("\n" not in protocol and protocol.endswith(".cco")):
@@ -107,13 +138,31 @@ def _sizes(proto: Protocol, ranks: Iterable[int] | int | None,
     return team_sizes(proto, given or None, params=params)
 
 
-def _instance(proto: Protocol, n: int, params: Mapping[str, int] | None
+def _instance(proto: Protocol, n: int, params: Mapping[str, int] | None, limits: Limits
               ) -> tuple[Instance | None, list[Diagnostic]]:
     from ccogen.instantiate import instantiate
 
-    inst, diags = instantiate(proto, n, dict(params or {}))
+    inst, diags = instantiate(proto, n, dict(params or {}), limits)
     errors = [d for d in diags if d.is_error]
     return (None, errors) if inst is None or errors else (inst, [])
+
+
+def _touched_bytes(plan: Plan) -> int:
+    return sum(e - s for spans in touched_intervals(plan).values() for s, e in spans)
+
+
+def _too_big(proto: Protocol, inst: Instance, needed: int, limit: int, *,
+             sparse: bool) -> Diagnostic:
+    from ccogen.diag import error
+
+    sizes = ", ".join(f"`{name}` {size:,} B" for name, size in inst.window_sizes)
+    what = "bytes that ops and `ensure` touch" if sparse else "bytes of windows"
+    return error("E006", f"simulating would hold {needed:,} {what}, over the limit "
+                 f"of {limit:,} bytes", proto.span, "this protocol",
+                 notes=(f"{inst.nranks} ranks, each with {sizes}", f"in the instance "
+                        f"{inst.label()}"),
+                 help=f"simulate smaller sizes (`--param`), or "
+                      f"{raise_hint('sim-bytes', needed)}")
 
 
 def _run_instance(setup: Setup, seeds: int | Iterable[int], exhaustive: bool,
@@ -131,14 +180,18 @@ def _run_instance(setup: Setup, seeds: int | Iterable[int], exhaustive: bool,
         runs = [run_seeded(setup, s, keep_memory) for s in chosen]
     report.results = [result_of(r) for r in runs]
     report.elapsed = time.monotonic() - start
+    if not runs:
+        report.complete, report.limit = False, "no schedule explored within the limits"
     return report
 
 
 def _write_trace(setup: Setup, out: str | Path, target: str | None, source: str) -> str:
     data = chrome_trace(setup, model_for(target), label=setup.plan.instance.label(),
                         source=source)
-    Path(out).write_text(json.dumps(data, indent=None, separators=(",", ":")) + "\n",
-                         encoding="utf-8")
+    from ccogen.fileio import write_atomic
+
+    text = json.dumps(data, indent=None, separators=(",", ":")) + "\n"
+    write_atomic(out, text, inputs=[source] if Path(source).is_file() else [], flag="--trace")
     return str(out)
 
 

@@ -80,7 +80,8 @@ class StepCosts:
 def model_for(target: str | None) -> StepCosts:
     """The step costs of `target` (`mori-sdma` when none is given)."""
     name = target or DEFAULT_COST_TARGET
-    figures = get_target(name).cost
+    figures = get_target(name).capabilities.cost
     if figures.op_time_us(1) is None:
-        return StepCosts(name, get_target(DEFAULT_COST_TARGET).cost, DEFAULT_COST_TARGET)
+        fallback = get_target(DEFAULT_COST_TARGET).capabilities.cost
+        return StepCosts(name, fallback, DEFAULT_COST_TARGET)
     return StepCosts(name, figures)

@@ -17,6 +17,7 @@ import numpy as np
 from ccogen.diag import Diagnostic, error
 from ccogen.ir.instance import CheckInst, OpInst, RegionInst
 from ccogen.ir.opkind import OpKind
+from ccogen.sim import values
 from ccogen.sim.plan import Plan, TransferSpec, Wait
 from ccogen.sim.race import Access, Who
 from ccogen.sim.state import Xfer
@@ -99,6 +100,9 @@ def _span_of(ctx: RaceContext, who: Who) -> Span | None:
     if who.role in _CALLER:
         checks = ctx.plan.instance.checks
         return checks[who.check].span if 0 <= who.check < len(checks) else None
+    if who.role == "caller":
+        buffer = ctx.plan.instance.protocol.buffer(who.region.window)
+        return buffer.span if buffer is not None else None
     return ctx.plan.span((who.rank, who.op))
 
 
@@ -107,6 +111,8 @@ def _what(ctx: RaceContext, who: Who) -> str:
         return "`ensure`"
     if who.role == "input":
         return f"rank {who.rank}'s caller (writing the next launch's input)"
+    if who.role == "caller":
+        return f"the caller (refilling buffer `{who.region.window}` for the next launch)"
     return f"`{ctx.plan.op((who.rank, who.op)).kind}`"
 
 
@@ -183,6 +189,7 @@ def _source_race(ctx: RaceContext, read: Access, write: Access) -> Finding:
     x = ctx.xfers[read.who.xid]
     poster, posted = x.poster, ctx.post[x.id][x.poster]
     spec = x.spec
+    assert spec.src is not None  # a transfer with data: it read a source
     where = region_text(_overlap(read, write))
     if write.vc[poster] >= posted:  # the writer comes after the post: a reused source
         d = error("E025", f"{_what(ctx, write.who)} overwrites the source of a "
@@ -268,6 +275,7 @@ def postcondition(check: CheckInst, index: int, left: np.ndarray, right: np.ndar
                   origin: str, epoch: int, epochs: int) -> Finding:
     differ = np.flatnonzero(left != right)
     first = int(differ[0]) if differ.size else 0
+    assert check.right is not None  # a reduction is `reduction_postcondition`
     lt, rt = _side(check.left, check.left_init), _side(check.right, check.right_init)
     notes = [f"`{lt}` differs from `{rt}` in {differ.size} of {left.size} bytes, first at "
              f"byte {first}: 0x{int(left[first]):02x} where 0x{int(right[first]):02x} was "
@@ -277,6 +285,55 @@ def postcondition(check: CheckInst, index: int, left: np.ndarray, right: np.ndar
               notes=[n for n in notes if n],
               help="fix the protocol, or the postcondition if it states the wrong thing")
     return Finding(("E033", index), d)
+
+
+def reduction_postcondition(check: CheckInst, index: int, left: np.ndarray,
+                            expected: np.ndarray, ok: np.ndarray, epoch: int,
+                            epochs: int) -> Finding:
+    """A `region == sum(...)` (or max/min) that the values do not satisfy."""
+    r = check.reduction
+    assert r is not None
+    width = r.dtype.size
+    bad = np.flatnonzero(~ok)
+    lt = _side(check.left, check.left_init)
+    if check.op == "==" and bad.size:
+        first = int(bad[0])
+        last = first
+        while last + 1 < ok.size and not ok[last + 1]:
+            last += 1
+        got = values.show(left[first * width:(first + 1) * width], r.dtype)
+        want = values.show(expected[first * width:(first + 1) * width], r.dtype)
+        exact = "bit-exact" if not r.dtype.is_float or r.op.value != "sum" else \
+            "within the tolerance of a float sum"
+        note = (f"elements {first}..{last} of `{lt}` ({r.dtype}) are not the {r.op.value} of "
+                f"its {len(r.terms)} terms ({bad.size} of {ok.size} elements wrong): element "
+                f"{first} holds {got} where {want} was expected ({exact})")
+    else:
+        note = f"`{lt}` equals the {r.op.value} of its {len(r.terms)} terms"
+    d = error("E033", "postcondition does not hold", check.span, f"fails on rank {check.rank}",
+              notes=[note, f"checked after {launch(epoch, epochs)}"],
+              help="fix the protocol, or the postcondition if it states the wrong thing")
+    return Finding(("E033", index), d)
+
+
+def rank_bits(a: CheckInst, b: CheckInst, bits_a: np.ndarray, bits_b: np.ndarray,
+              epoch: int, epochs: int) -> Finding:
+    """Two ranks hold different bits for the same float reduction (W108, seen on data)."""
+    r = a.reduction
+    assert r is not None
+    width = r.dtype.size
+    differ = int(np.flatnonzero(bits_a != bits_b)[0]) // width
+    d = error(
+        "W108", "ranks hold different bits for the same reduction", a.span,
+        f"ranks {a.rank} and {b.rank} differ",
+        notes=(f"element {differ} of `{a.left.window}`: "
+               f"{values.show(bits_a[differ * width:], r.dtype)} on rank {a.rank}, "
+               f"{values.show(bits_b[differ * width:], r.dtype)} on rank {b.rank}; both are "
+               "within the tolerance, but the ranks summed in different orders",
+               f"checked after {launch(epoch, epochs)}"),
+        help="list the sources of `reduce` in the same order on every rank (e.g. "
+             "`[x@p for p in ranks()]`), so that every rank computes the same bits")
+    return Finding(("W108", a.check.span, a.left.window), d)
 
 
 def _side(r: RegionInst, init: bool) -> str:

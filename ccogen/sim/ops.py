@@ -7,7 +7,10 @@ The semantics are the device APIs' (see `docs/simulator.md`):
   queue that holds aggregate ops no commit has rung never returns (MORI's in-order
   commit chain: it waits for a committed pointer only `commit` moves).  The lanes of
   a posting group post together.
+* `signal` posts a transfer without data on its queue: it signals in queue order.
 * `copy` runs on the compute units of the issuer: its bytes move in the step.
+* `reduce` too: it loads every source (a peer's over the link), combines them in
+  list order in the accumulation type and stores `dst` (`values.combine`).
 * `commit` rings what was posted but not yet rung on its `(peer, queue)` (every
   issuer's: a commit unordered with another issuer's post there is E028).
 * `quiet` waits until every rung transfer on its queues has been consumed (its
@@ -33,6 +36,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from ccogen.ir.instance import OpInst
 from ccogen.ir.opkind import OpKind
+from ccogen.sim import queues, waits
 from ccogen.sim.footprint import add, rd, wr
 
 if TYPE_CHECKING:
@@ -81,22 +85,22 @@ class OpImpl:
         return cost.poll_us
 
 
-@impl(OpKind.PUT, OpKind.GET)
+@impl(OpKind.PUT, OpKind.GET, OpKind.SIGNAL)
 class Post(OpImpl):
     @staticmethod
     def run(m: Machine, p: int, op: OpInst) -> bool:
-        m.post_group(p, op)
+        queues.post_group(m, p, op)
         return True
 
     @staticmethod
     def footprint(m: Machine, p: int, op: OpInst) -> tuple[Keys, Mems]:
-        return m.post_footprint(op), ()
+        return queues.post_footprint(m, op), ()
 
     @staticmethod
     def blocked(m: Machine, p: int, op: OpInst) -> str:
         if p in m.spinning:
             return "spins: posted behind aggregate ops no `commit` has rung"
-        return m.group_why(op)
+        return queues.group_why(m, op)
 
     @staticmethod
     def cost_us(cost: StepCosts, op: OpInst) -> float:
@@ -121,19 +125,37 @@ class Copy(OpImpl):
         return cost.copy_us(op.src.size)
 
 
+@impl(OpKind.REDUCE)
+class Reduce(OpImpl):
+    @staticmethod
+    def run(m: Machine, p: int, op: OpInst) -> bool:
+        m.reduce(p, op)
+        return True
+
+    @staticmethod
+    def footprint(m: Machine, p: int, op: OpInst) -> tuple[Keys, Mems]:
+        assert op.dst is not None
+        return (), (*(m.mem_key(s, False) for s in op.srcs), m.mem_key(op.dst, True))
+
+    @staticmethod
+    def cost_us(cost: StepCosts, op: OpInst) -> float:
+        assert op.dst is not None
+        return cost.copy_us(op.dst.size * len(op.srcs))
+
+
 @impl(OpKind.COMMIT)
 class Commit(OpImpl):
     @staticmethod
     def run(m: Machine, p: int, op: OpInst) -> bool:
         assert op.peer is not None and op.queue is not None
-        m.commit_access(p, op)
-        m.ring((op.rank, op.peer, op.queue), p)
+        queues.commit_access(m, p, op)
+        queues.ring(m, (op.rank, op.peer, op.queue), p)
         return True
 
     @staticmethod
     def footprint(m: Machine, p: int, op: OpInst) -> tuple[Keys, Mems]:
         assert op.peer is not None and op.queue is not None
-        return m.ring_footprint((op.rank, op.peer, op.queue)), ()
+        return queues.ring_footprint(m, (op.rank, op.peer, op.queue)), ()
 
     @staticmethod
     def cost_us(cost: StepCosts, op: OpInst) -> float:
@@ -144,17 +166,17 @@ class Commit(OpImpl):
 class Quiet(OpImpl):
     @staticmethod
     def ready(m: Machine, p: int, op: OpInst) -> bool:
-        return m.drained(op)
+        return queues.drained(m, op)
 
     @staticmethod
     def run(m: Machine, p: int, op: OpInst) -> bool:
-        m.join_consumed(p, op)
+        queues.join_consumed(m, p, op)
         return True
 
     @staticmethod
     def footprint(m: Machine, p: int, op: OpInst) -> tuple[Keys, Mems]:
         keys: list[Key] = []
-        for qi in m.quiet_queues(op):
+        for qi in queues.quiet_queues(m, op):
             keys.append(rd(("qr", qi)))
             keys += [rd(("cons", qi, k)) for k in range(m.state.queues[qi].rung)]
         return tuple(keys), ()
@@ -168,21 +190,21 @@ class Quiet(OpImpl):
 class WaitOp(OpImpl):
     @staticmethod
     def ready(m: Machine, p: int, op: OpInst) -> bool:
-        return m.wait_ready(op)
+        return waits.wait_ready(m, op)
 
     @staticmethod
     def run(m: Machine, p: int, op: OpInst) -> bool:
-        m.wait(p, op)
+        waits.wait(m, p, op)
         return True
 
     @staticmethod
     def footprint(m: Machine, p: int, op: OpInst) -> tuple[Keys, Mems]:
         w = m.plan.waits[(op.rank, op.index)]
-        return (rd((w.kind, w.key), m.wait_need(op)),), ()
+        return (rd((w.kind, w.key), waits.wait_need(m, op)),), ()
 
     @staticmethod
     def blocked(m: Machine, p: int, op: OpInst) -> str:
-        return m.wait_why(op)
+        return waits.wait_why(m, op)
 
 
 @impl(OpKind.BARRIER)
@@ -191,24 +213,24 @@ class BarrierOp(OpImpl):
 
     @staticmethod
     def ready(m: Machine, p: int, op: OpInst) -> bool:
-        return m.state.phase[p] == 0 or m.barrier_complete(op)
+        return m.state.phase[p] == 0 or waits.barrier_complete(m, op)
 
     @staticmethod
     def run(m: Machine, p: int, op: OpInst) -> bool:
         if m.state.phase[p] == 0:
-            m.arrive(p, op)
+            waits.arrive(m, p, op)
             return False
-        m.depart(p, op)
+        waits.depart(m, p, op)
         return True
 
     @staticmethod
     def footprint(m: Machine, p: int, op: OpInst) -> tuple[Keys, Mems]:
-        g = m.barrier_key(op)
+        g = waits.barrier_key(m, op)
         return ((add if m.state.phase[p] == 0 else rd)(("bar", g)),), ()
 
     @staticmethod
     def blocked(m: Machine, p: int, op: OpInst) -> str:
-        return m.barrier_why(op)
+        return waits.barrier_why(m, op)
 
     @staticmethod
     def cost_us(cost: StepCosts, op: OpInst) -> float:
@@ -219,7 +241,7 @@ class BarrierOp(OpImpl):
 class ResetCount(OpImpl):
     @staticmethod
     def run(m: Machine, p: int, op: OpInst) -> bool:
-        m.reset_counter(p, op)
+        waits.reset_counter(m, p, op)
         return True
 
     @staticmethod
@@ -231,7 +253,7 @@ class ResetCount(OpImpl):
 class Fence(OpImpl):
     @staticmethod
     def run(m: Machine, p: int, op: OpInst) -> bool:
-        m.fence(p)
+        queues.fence(m, p)
         return True
 
     @staticmethod

@@ -23,7 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import cast
 
-from ccogen.ir.instance import Instance, Issuer, OpInst, RegionInst
+from ccogen.ir.instance import CheckInst, Instance, Issuer, OpInst, RegionInst
 from ccogen.ir.nodes import LaunchOrder
 from ccogen.ir.opkind import OpKind
 from ccogen.source import Span
@@ -39,19 +39,21 @@ class TransferSpec:
     """One copy an engine performs: read `src`, write `dst`, then signal/count.
 
     `op` is the op instance (a lane's own `put` in a posting group) that posted it.
+    A `signal` op (a credit) is a transfer without data: `src` and `dst` are None and
+    it only signals, in queue order.
     """
 
     op: OpInst
     queue: QueueKey
-    src: RegionInst
-    dst: RegionInst
+    src: RegionInst | None
+    dst: RegionInst | None
     remote_slot: SlotKey | None = None
     local_slot: SlotKey | None = None
     counter: CounterKey | None = None
 
     @property
     def size(self) -> int:
-        return self.src.size
+        return self.src.size if self.src is not None else 0
 
     @property
     def signals(self) -> int:
@@ -120,11 +122,9 @@ class Plan:
     queue_index: dict[QueueKey, int] = field(default_factory=dict)
     rank_issuers: list[list[int]] = field(default_factory=list)
     watchers: list[set[int]] = field(default_factory=list)  # proc -> procs its progress may enable
-    # op -> its predecessors run by other processes (fork/join: their clocks are joined)
-    cross_preds: dict[OpKey, tuple[int, ...]] = field(default_factory=dict)
-    handoff: frozenset[OpKey] = frozenset()  # ops that are such a predecessor
-    windows: tuple[tuple[str, int], ...] = ()
+    windows: tuple[tuple[str, int], ...] = ()  # windows and local buffers, in bytes
     init_windows: frozenset[tuple[int, str]] = frozenset()
+    buffers: frozenset[str] = frozenset()  # refilled by the caller at every launch
     counters: tuple[str, ...] = ()
     multi_source: frozenset[tuple[str, object]] = frozenset()  # fed by several queues
 
@@ -171,12 +171,10 @@ def build_plan(instance: Instance) -> Plan:
     plan.rank_issuers = [[p for p, ip in enumerate(issuers) if ip.rank == r]
                          for r in range(instance.nranks)]
     plan.watchers = _watchers(plan)
-    plan.cross_preds = _cross_preds(plan)
-    plan.handoff = frozenset((rank, p) for (rank, _), ps in plan.cross_preds.items() for p in ps)
-    plan.windows = instance.window_sizes
-    plan.init_windows = frozenset((c.right.rank, c.right.window) for c in instance.checks
-                                  if c.right_init) | frozenset(
-        (c.left.rank, c.left.window) for c in instance.checks if c.left_init)
+    plan.windows = instance.window_sizes + instance.buffer_sizes
+    plan.buffers = frozenset(name for name, _ in instance.buffer_sizes)
+    plan.init_windows = frozenset((r.rank, r.window) for c in instance.checks
+                                  for r, init in check_sides(c) if init)
     plan.counters = tuple(c.name for c in instance.protocol.counters)
     plan.multi_source = _multi_source(posts)
     plan.host_sync = instance.protocol.between_launches is LaunchOrder.HOST_SYNC
@@ -216,23 +214,6 @@ def _watchers(plan: Plan) -> list[set[int]]:
     return watchers
 
 
-def _cross_preds(plan: Plan) -> dict[OpKey, tuple[int, ...]]:
-    """For each op, its program-order predecessors that another process runs.
-
-    An issuer block forks and joins: the first op of a lane follows what the block
-    leader did before the block, and what follows the block follows every lane.  That
-    order is a happens-before edge between processes, so the race detector joins the
-    clocks the predecessors had when they completed.
-    """
-    out: dict[OpKey, tuple[int, ...]] = {}
-    for (rank, index), (proc, _) in plan.proc_of_op.items():
-        op = plan.instance.ranks[rank][index]
-        others = tuple(p for p in op.preds if plan.proc_of_op[(rank, p)][0] != proc)
-        if others:
-            out[(rank, index)] = others
-    return out
-
-
 # ----------------------------------------------------------------------------- posting groups
 
 
@@ -265,13 +246,24 @@ def _transfers(instance: Instance, leader: OpKey, member_ops: tuple[int, ...]
 
 
 def _spec(op: OpInst, signals: bool) -> TransferSpec:
-    assert op.peer is not None and op.queue is not None and op.src and op.dst
+    assert op.peer is not None and op.queue is not None
+    assert (op.src is not None and op.dst is not None) or not op.kind.traits.transfer
     queue = (op.rank, op.peer, op.queue)
     remote = (op.peer, op.rank, op.queue) if signals and op.signal.remote else None
     local = (op.rank, op.rank, op.queue) if signals and op.signal.local else None
-    counter = (op.dst.rank, op.counter) if op.counter is not None else None
+    counter = (op.dst.rank, op.counter) if op.counter is not None and op.dst else None
     return TransferSpec(op=op, queue=queue, src=op.src, dst=op.dst, remote_slot=remote,
                         local_slot=local, counter=counter)
+
+
+def check_sides(check: CheckInst) -> list[tuple[RegionInst, bool]]:
+    """Every region a postcondition reads, with whether it is an `init(...)`."""
+    sides = [(check.left, check.left_init)]
+    if check.right is not None:
+        sides.append((check.right, check.right_init))
+    if check.reduction is not None:
+        sides += zip(check.reduction.terms, check.reduction.init, strict=True)
+    return sides
 
 
 # ----------------------------------------------------------------------------- expected values
@@ -353,7 +345,7 @@ def _barriers(instance: Instance, issuers: list[IssuerProc]
             parties.setdefault(kernel, []).append((ip.rank, ip.issuer, len(barriers)))
     for kernel, found in parties.items():
         present = {(rank, issuer.block) for rank, issuer, _ in found}
-        grid = instance.kernels[kernel].blocks
+        grid = instance.kernels[kernel].logical_blocks  # the blocks the protocol names
         found += [(r, Issuer(block=b), 0) for r in range(instance.nranks) for b in range(grid)
                   if (r, b) not in present]
     return gens, parties

@@ -4,9 +4,8 @@ Every process (issuer, engine queue, host) has a vector clock.  Only what the
 device APIs guarantee orders two events:
 
 * program order of an issuer, and the order of steps of one queue (FIFO);
-* program order across issuers of one rank (an issuer block forks and joins: a
-  lane's first op follows what came before the block, what follows the block
-  follows every lane);
+* program order across issuers: an issuer block forks after what precedes it and
+  joins before what follows it (`OpInst.preds` on another issuer);
 * a post (and, for aggregate ops, the ring) before the transfer's first step;
 * `fence()`: the landing of the issuer's transfers before it before the first write
   of its transfers after it;
@@ -40,10 +39,11 @@ Clock = np.ndarray
 
 @dataclass(frozen=True, slots=True)
 class Who:
-    """What made an access: `role` is copy-r / copy-w / src / dst, or ensure / input (a
-    rank's caller reading its outputs / writing its inputs between launches), or
-    count / reset on a counter (`engine.counter_cell`), or queue-r / queue-w on an
-    engine queue's reservation (`engine.queue_cell`: plain posts / batches and commits)."""
+    """What made an access: `role` is copy-r / copy-w (a `copy` or a `reduce`) / src /
+    dst, or ensure / input (a rank's caller reading its outputs / writing its inputs
+    between launches) / caller (the caller refilling a local buffer before a launch),
+    or count / reset on a counter (`state.counter_cell`), or queue-r / queue-w on an
+    engine queue's reservation (`queues.queue_cell`: plain posts / batches and commits)."""
 
     role: str
     rank: int
@@ -55,7 +55,7 @@ class Who:
 
     @property
     def write(self) -> bool:
-        return self.role in ("dst", "copy-w", "count", "reset", "queue-w", "input")
+        return self.role in ("dst", "copy-w", "count", "reset", "queue-w", "input", "caller")
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,8 +85,8 @@ class HB:
         self.slot: dict[object, Clock] = {}
         self.counter: dict[object, Clock] = {}
         self.consumed: dict[int, Clock] = {}
-        self.barrier: dict[int, Clock] = {}
-        self.done: dict[tuple[int, int], Clock] = {}  # an op's clock when it completed
+        self.barrier: dict[tuple[int, int, int], Clock] = {}  # (launch, kernel, gen)
+        self.done: dict[tuple[int, int], Clock] = {}  # (rank, op) -> clock at its completion
         self.land: dict[int, Clock] = {}  # a fenced-on transfer's clock when its last byte landed
         self.host: dict[tuple[int, int], Clock] = {}  # (rank, launch) -> its end step
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from ccogen.diag import Diagnostic, sort_key
+from ccogen.diag.merge import FindingSet
 from ccogen.sim.explain import Finding
 from ccogen.sim.schedule import Run
 from ccogen.sim.state import WindowKey
@@ -45,10 +46,12 @@ class InstanceReport:
     limit: str = ""
     elapsed: float = 0.0
     setup: list[Diagnostic] = field(default_factory=list)  # instantiation errors
+    backing: str = ""  # sparse backing: "N of M bytes" (only the touched bytes were backed)
 
     @property
     def passed(self) -> bool:
-        return not self.setup and all(r.passed for r in self.results)
+        """Built, explored by at least one schedule, and every schedule passed."""
+        return not self.setup and bool(self.results) and all(r.passed for r in self.results)
 
     @property
     def digests(self) -> set[str | None]:
@@ -85,7 +88,10 @@ class SimReport:
         plural = "s" if counts != [1] else ""
         text = f"{kind}{runs} schedule{plural} {TIMES} {epochs} on nranks={sizes}: {verdict}"
         bounded = [f"nranks={i.nranks} {i.limit}" for i in self.instances if not i.complete]
-        return text + (f" (not exhaustive: {'; '.join(bounded)})" if bounded else "")
+        sparse = [f"nranks={i.nranks} {i.backing}" for i in self.instances if i.backing]
+        return (text + (f" (not exhaustive: {'; '.join(bounded)})" if bounded else "")
+                + (f" (windows backed sparsely, only the bytes touched: {'; '.join(sparse)})"
+                   if sparse else ""))
 
     def _failed(self) -> str:
         bad = sum(1 for i in self.instances for r in i.results if not r.passed)
@@ -93,6 +99,10 @@ class SimReport:
         parts = [f"{bad} schedule{'s' if bad != 1 else ''} failed"] if bad else []
         if setup:
             parts.append(f"{setup} instance{'s' if setup != 1 else ''} could not be built")
+        empty = sum(1 for i in self.instances if not i.setup and not i.results)
+        if empty:
+            parts.append(f"{empty} instance{'s' if empty != 1 else ''} explored no schedule "
+                         "(raise --max-schedules or --time-limit)")
         return "; ".join(parts)
 
 
@@ -111,33 +121,33 @@ _CONSEQUENCES = {"E027": {"E021", "E026", "E030", "E033"},  # a reset erased cou
 def _root_causes(findings: Sequence[Finding]) -> list[Finding]:
     codes = {f.diagnostic.code for f in findings}
     hidden = set().union(*(_CONSEQUENCES.get(c, set()) for c in codes))
-    if codes - {"E033"}:
+    if {c for c in codes if c.startswith("E")} - {"E033"}:
         hidden.add("E033")  # a wrong result is a consequence of any other error
     return [f for f in findings if f.diagnostic.code not in hidden]
 
 
 def merge(instances: Sequence[InstanceReport], replay: str) -> list[Diagnostic]:
     """One diagnostic per distinct finding, with where it was seen (see module doc)."""
-    seen: dict[tuple[object, ...], tuple[Diagnostic, list[str], list[str]]] = {}
+    seen: FindingSet[tuple[str, str]] = FindingSet()  # where: (note, replay command)
     for inst in instances:
         for d in inst.setup:
-            seen.setdefault(_key(d), (d, [], []))
-        per_schedule: dict[tuple[object, ...], dict[str, SimResult]] = {}
-        for r in inst.results:
+            seen.add(d)
+        per_schedule: FindingSet[int] = FindingSet()  # where: index of the schedule
+        for i, r in enumerate(inst.results):
             for d in r.failures:
-                per_schedule.setdefault(_key(d), {})[r.name] = r
-                seen.setdefault(_key(d), (d, [], []))
-        for key, results in per_schedule.items():
-            d, where, commands = seen[key]
-            where.append(_where(inst, list(results.values())))
-            commands.append(_command(replay, inst, next(iter(results.values()))))
-    out = [_annotated(d, where, commands) for d, where, commands in seen.values()]
+                per_schedule.add(d, i)
+        for entry in per_schedule:
+            results = _by_name([inst.results[i] for i in entry.where])
+            seen.add(entry.diagnostic, (_where(inst, results),
+                                        _command(replay, inst, results[0])))
+    out = [_annotated(e.diagnostic, [w for w, _ in e.where], [c for _, c in e.where])
+           for e in seen]
     return sorted(out, key=sort_key)
 
 
-def _key(d: Diagnostic) -> tuple[object, ...]:
-    span = d.span
-    return (d.code, d.message, span and (span.path, span.start, span.end))
+def _by_name(results: list[SimResult]) -> list[SimResult]:
+    """One result per schedule name (the last one run under that name)."""
+    return list({r.name: r for r in results}.values())
 
 
 def _where(inst: InstanceReport, results: list[SimResult]) -> str:

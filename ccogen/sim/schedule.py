@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ccogen.sim.cost import StepCosts
-from ccogen.sim.engine import Machine, StepRecord
+from ccogen.sim.engine import Machine
 from ccogen.sim.explain import Finding
 from ccogen.sim.ops import IMPLS
 from ccogen.sim.plan import Plan
+from ccogen.sim.record import RecordKind, StepRecord
 from ccogen.sim.state import Memory, WindowKey, written_windows
 
 RESHUFFLE = 1 / 16
@@ -162,7 +163,7 @@ class _Clock:
     def after(self, p: int, record: StepRecord, end: float) -> None:
         self.now = end
         self.free[p] = end
-        if record.kind == "xfer" and record.complete:
+        if record.kind is RecordKind.XFER and record.complete:
             self.idle_at[p] = end
         enabled = set(self.m.enabled)
         self.since = {q: t for q, t in self.since.items() if q in enabled and q != p}

@@ -9,10 +9,17 @@ Memory: every window of every rank as a numpy `uint8` array, filled with seeded
 random bytes in 1..255 (never zero, so that a byte that was never written cannot
 pass for one that was).  Windows that nothing writes are shared with the initial
 image instead of copied.
+
+Sparse backing: when the windows of an instance hold more than `DENSE_MAX` bytes
+(and `simulate` finds it worth it), only the bytes some op or `ensure` touches are
+backed, packed interval after interval (`Layout`): an 8 GiB window of which a protocol
+moves 64 KiB costs 64 KiB.  Untouched bytes are never read, so the results are those
+of a dense run; the summary says the backing was sparse.
 """
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 from dataclasses import dataclass, field
 
@@ -20,6 +27,7 @@ import numpy as np
 
 from ccogen.ir.instance import RegionInst
 from ccogen.sim.plan import CounterKey, Plan, SlotKey, TransferSpec
+from ccogen.sim.values import random_values
 
 WindowKey = tuple[int, str]  # (rank, window)
 
@@ -70,7 +78,7 @@ class State:
     queues: list[QState]
     slots: dict[SlotKey, int] = field(default_factory=dict)
     counters: dict[CounterKey, int] = field(default_factory=dict)
-    barrier: dict[tuple[int, int], int] = field(default_factory=dict)  # (launch, gen) -> arrivals
+    barrier: dict[tuple[int, int, int], int] = field(default_factory=dict)  # (launch, kernel, gen) -> arrivals
     xfers: list[Xfer] = field(default_factory=list)
     landed: dict[object, list[tuple[int, int]]] = field(default_factory=dict)  # (value, xid)
     finished: list[int] = field(default_factory=list)  # per rank: issuers at the end of its launch
@@ -117,24 +125,108 @@ def pieces(size: int, count: int) -> tuple[tuple[int, int], ...]:
     return tuple((bounds[i], bounds[i + 1]) for i in range(n))
 
 
-class Memory:
-    """Every window of every rank as real bytes."""
+def sub(region: RegionInst, a: int, b: int) -> RegionInst:
+    """Bytes `[a, b)` of `region` (a piece of a transfer)."""
+    return RegionInst(region.window, region.start + a, region.start + b, region.rank)
 
-    def __init__(self, arrays: dict[WindowKey, np.ndarray], written: frozenset[WindowKey]
-                 ) -> None:
+
+def counter_cell(key: CounterKey) -> RegionInst:
+    """A counter as a one-byte region, so that a reset and counted adds can race."""
+    return RegionInst(f"counter {key[1]}", 0, 1, key[0])
+
+
+DENSE_MAX = 256 << 20  # window bytes of an instance up to which every byte is backed
+
+Intervals = list[tuple[int, int]]
+
+
+class Layout:
+    """Where a window's bytes live in its array: at their own offsets (dense), or, with
+    `touched` intervals (sparse), packed one interval after the other.  Every region an
+    op or a check names lies inside one touched interval."""
+
+    def __init__(self, touched: dict[WindowKey, Intervals] | None = None) -> None:
+        self.touched = touched
+        self._starts: dict[WindowKey, list[int]] = {}
+        self._bases: dict[WindowKey, list[int]] = {}
+        for key, spans in (touched or {}).items():
+            self._starts[key] = [a for a, _ in spans]
+            bases, at = [], 0
+            for a, b in spans:
+                bases.append(at)
+                at += b - a
+            self._bases[key] = bases
+
+    @property
+    def sparse(self) -> bool:
+        return self.touched is not None
+
+    def size(self, key: WindowKey, full: int) -> int:
+        """Length of the array that backs window `key` of `full` bytes."""
+        if self.touched is None:
+            return full
+        return sum(b - a for a, b in self.touched.get(key, []))
+
+    def locate(self, key: WindowKey, start: int, stop: int) -> slice:
+        """The array slice holding bytes [start, stop) of window `key`."""
+        if self.touched is None or stop <= start:
+            return slice(start, stop) if self.touched is None else slice(0, 0)
+        i = bisect.bisect_right(self._starts[key], start) - 1
+        a, b = self.touched[key][i]
+        assert a <= start and stop <= b, (key, start, stop)
+        base = self._bases[key][i] + start - a
+        return slice(base, base + stop - start)
+
+    def chunks(self, key: WindowKey, full: int) -> list[tuple[int, slice]]:
+        """(window offset, array slice) of every backed range of window `key`."""
+        if self.touched is None:
+            return [(0, slice(0, full))]
+        return [(a, self.locate(key, a, b)) for a, b in self.touched.get(key, [])]
+
+
+class Image(dict[WindowKey, np.ndarray]):
+    """The initial bytes of every window, laid out by `layout`; `sizes` are the windows'
+    full sizes."""
+
+    layout: Layout = Layout()
+    sizes: dict[WindowKey, int]
+
+    def view(self, region: RegionInst) -> np.ndarray:
+        key = (region.rank, region.window)
+        return self[key][self.layout.locate(key, region.start, region.stop)]
+
+    def chunks(self) -> list[tuple[WindowKey, int, np.ndarray]]:
+        """(window, offset, bytes) of every backed range, in order."""
+        return [(k, at, self[k][where]) for k in sorted(self)
+                for at, where in self.layout.chunks(k, self.sizes[k])]
+
+
+class Memory:
+    """Every window of every rank as real bytes (only the touched ones when sparse)."""
+
+    def __init__(self, arrays: dict[WindowKey, np.ndarray], written: frozenset[WindowKey],
+                 layout: Layout | None = None) -> None:
         self.arrays = arrays
         self.written = written
+        self.layout = layout or Layout()
 
     @classmethod
     def fresh(cls, image: dict[WindowKey, np.ndarray], written: frozenset[WindowKey]) -> Memory:
-        return cls({k: (a.copy() if k in written else a) for k, a in image.items()}, written)
+        layout = image.layout if isinstance(image, Image) else None
+        return cls({k: (a.copy() if k in written else a) for k, a in image.items()}, written,
+                   layout)
 
     def copy(self) -> Memory:
         return Memory({k: (a.copy() if k in self.written else a) for k, a in self.arrays.items()},
-                      self.written)
+                      self.written, self.layout)
 
     def view(self, region: RegionInst) -> np.ndarray:
-        return self.arrays[(region.rank, region.window)][region.start:region.stop]
+        return self.view_in(self.arrays, region)
+
+    def view_in(self, arrays: dict[WindowKey, np.ndarray], region: RegionInst) -> np.ndarray:
+        """The bytes of `region` in `arrays` (this memory's or a snapshot of it)."""
+        key = (region.rank, region.window)
+        return arrays[key][self.layout.locate(key, region.start, region.stop)]
 
     def snapshot(self, keys: frozenset[WindowKey]) -> dict[WindowKey, np.ndarray]:
         """Copies of the windows `keys` (shared where nothing ever writes them)."""
@@ -152,21 +244,64 @@ class Memory:
         return {k: a.tobytes() for k, a in sorted(self.arrays.items())}
 
 
-def random_image(plan: Plan, seed: int) -> dict[WindowKey, np.ndarray]:
-    """Seeded random bytes in 1..255 for every window of every rank."""
+def random_image(plan: Plan, seed: int, dense_max: int = DENSE_MAX) -> Image:
+    """Seeded random bytes in 1..255 for every window of every rank (finite values in
+    ±[0.5, 2) for a float window or buffer: `values.random_values`); past `dense_max`
+    bytes in all, only for the touched bytes (sparse backing, see the module doc)."""
     rng = np.random.default_rng(seed)
-    image: dict[WindowKey, np.ndarray] = {}
+    image = Image()
+    total = plan.instance.nranks * sum(size for _, size in plan.windows)
+    if total > dense_max:
+        image.layout = Layout(touched_intervals(plan))
+    image.sizes = {}
     for rank in range(plan.instance.nranks):
         for name, size in plan.windows:
-            image[(rank, name)] = rng.integers(1, 256, size=size, dtype=np.uint8)
+            key = (rank, name)
+            image.sizes[key] = size
+            image[key] = fill(rng, plan, name, image.layout.size(key, size))
     return image
 
 
+def fill(rng: np.random.Generator, plan: Plan, name: str, size: int) -> np.ndarray:
+    """A caller's contents for `size` bytes of window or buffer `name` (element-aligned:
+    regions of a typed window count whole elements, and so do touched intervals)."""
+    dtype = plan.instance.dtype(name)
+    if not dtype.is_float:
+        return rng.integers(1, 256, size=size, dtype=np.uint8)
+    return random_values(rng, size // dtype.size, dtype)
+
+
+def touched_intervals(plan: Plan) -> dict[WindowKey, Intervals]:
+    """Per window, the merged byte intervals any op or check of the instance touches."""
+    found: dict[WindowKey, Intervals] = {}
+    regions: list[RegionInst] = [r for ops in plan.instance.ranks for op in ops
+                                 for r in (op.dst, op.src, *op.srcs) if r is not None]
+    for c in plan.instance.checks:
+        regions += [r for r in (c.left, c.right) if r is not None]
+        if c.reduction is not None:
+            regions += c.reduction.terms
+    for r in regions:
+        found.setdefault((r.rank, r.window), []).append((r.start, r.stop))
+    return {k: _merged(v) for k, v in found.items()}
+
+
+def _merged(spans: Intervals) -> Intervals:
+    out: Intervals = []
+    for s, e in sorted(spans):
+        if out and s <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], e))
+        elif e > s:
+            out.append((s, e))
+    return out
+
+
 def written_windows(plan: Plan) -> frozenset[WindowKey]:
-    """Windows that some op writes (the others never change and are shared)."""
+    """Windows that some op writes, and the buffers the caller refills at each launch
+    (the others never change and are shared)."""
     out: set[WindowKey] = set()
     for ops in plan.instance.ranks:
         for op in ops:
             if op.dst is not None:
                 out.add((op.dst.rank, op.dst.window))
+    out.update((rank, name) for rank in range(plan.instance.nranks) for name in plan.buffers)
     return frozenset(out)

@@ -28,8 +28,9 @@ from typing import Any
 
 from ccogen.ir.instance import OpInst
 from ccogen.sim.cost import StepCosts
-from ccogen.sim.engine import Machine, StepRecord
+from ccogen.sim.engine import Machine
 from ccogen.sim.explain import op_text, region_text
+from ccogen.sim.record import RecordKind, StepRecord
 from ccogen.sim.schedule import Setup, Timed, run_timed
 from ccogen.sim.state import Xfer
 
@@ -102,9 +103,9 @@ class _Builder:
 
     def add(self, t: Timed) -> None:
         r = t.record
-        if r.kind == "op":
+        if r.kind is RecordKind.OP:
             self._op(t, r)
-        elif r.kind == "xfer":
+        elif r.kind is RecordKind.XFER:
             self._xfer(t, r)
         else:
             self._launch(t, r)
@@ -132,6 +133,8 @@ class _Builder:
             args["line"] = op.span.line
         if op.dst is not None and op.src is not None:
             args.update(dst=region_text(op.dst), src=region_text(op.src), bytes=op.src.size)
+        elif op.dst is not None and op.srcs:
+            args.update(dst=region_text(op.dst), srcs=[region_text(s) for s in op.srcs])
         self.events.append({"ph": "X", "name": op.kind, "cat": "op", "pid": pid, "tid": tid,
                             "ts": start, "dur": max(end - start, MIN_DUR), "args": args})
 
@@ -155,11 +158,13 @@ class _Builder:
         pid, tid = self._track(r.proc)
         spec = x.spec
         start = self.started.get(x.id, t.start)
-        args = {"launch": x.epoch + 1, "src": region_text(spec.src), "dst": region_text(spec.dst),
-                "bytes": spec.size, "op": op_text(spec.op).strip("`")}
+        args: dict[str, Any] = {"launch": x.epoch + 1, "bytes": spec.size,
+                                "op": op_text(spec.op).strip("`")}
+        if spec.src is not None and spec.dst is not None:
+            args.update(src=region_text(spec.src), dst=region_text(spec.dst))
         if spec.op.span is not None:
             args["line"] = spec.op.span.line
-        name = f"{spec.op.kind} {spec.size} B → rank {spec.dst.rank}"
+        name = f"{spec.op.kind} {spec.size} B → rank {spec.queue[1]}"
         self.events.append({"ph": "X", "name": name, "cat": "transfer", "pid": pid, "tid": tid,
                             "ts": start, "dur": max(t.end - start, MIN_DUR), "args": args})
         if spec.signals:
@@ -231,14 +236,17 @@ def to_notes(setup: Setup, schedule: list[int], limit: int = 12) -> list[str]:
 
 def _describe(machine: Machine, r: StepRecord) -> str:
     plan = machine.plan
-    if r.kind == "op" and r.complete and r.op is not None:
+    if r.kind is RecordKind.OP and r.complete and r.op is not None:
         op = plan.op(r.op)
         line = f" (line {op.span.line})" if op.span is not None else ""
         return f"launch {r.epoch + 1}: rank {op.rank} ({op.issuer}) runs {op_text(op)}{line}"
-    if r.kind == "xfer" and r.complete:
+    if r.kind is RecordKind.XFER and r.complete:
         spec = machine.state.xfers[r.xid].spec
+        if spec.dst is None:
+            return f"launch {r.epoch + 1}: the {spec.op.kind} of rank {spec.op.rank} reaches " \
+                   f"rank {spec.queue[1]}"
         return f"launch {r.epoch + 1}: the {spec.op.kind} of rank {spec.op.rank} lands in " \
                f"`{region_text(spec.dst)}`"
-    if r.kind == "host":
+    if r.kind is RecordKind.HOST:
         return f"launch {r.epoch + 1} of rank {r.rank} ends"
     return ""

@@ -22,13 +22,19 @@ def parse_ir(text: str, path: str = "<string>") -> Protocol:
 
 
 def load_ir(path: str | Path) -> Protocol:
-    """Read and parse a `.cco` file."""
-    return parse_ir(Path(path).read_text(encoding="utf-8"), str(path))
+    """Read and parse a `.cco` file (regular UTF-8 files only: `ccogen.fileio`)."""
+    from ccogen.fileio import read_source
+
+    return parse_ir(read_source(path), str(path))
 
 
 def to_source(protocol: Protocol) -> str:
+    """The `.cco` text of a protocol; `DiagnosticError` (E006) when it nests too deeply."""
+    from ccogen.ir.depth import depth_error
     from ccogen.syntax.printer import print_protocol
 
+    if (deep := depth_error(protocol)) is not None:
+        raise DiagnosticError([deep])
     return print_protocol(protocol)
 
 

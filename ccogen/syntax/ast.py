@@ -37,6 +37,16 @@ class Name:
 class Number:
     value: int
     span: Span = _span()
+    text: str | None = field(default=None, compare=False, repr=False)  # as written
+
+
+@_node
+class Float:
+    """A float literal (`0.5`, `1e-3`): only a `reduce` weight may be one."""
+
+    value: float
+    span: Span = _span()
+    text: str | None = field(default=None, compare=False, repr=False)
 
 
 @_node
@@ -136,9 +146,22 @@ class List:
     span: Span = _span()
 
 
+@_node
+class ListComp:
+    """`[elt for var in iter if cond]`, or a generator `f(elt for var in iter)`
+    (`generator`: the sole argument of a call)."""
+
+    elt: AExpr
+    var: Name
+    iter: AExpr
+    cond: AExpr | None
+    generator: bool
+    span: Span = _span()
+
+
 AExpr: TypeAlias = (
-    Name | Number | Size | String | Bool | BinOp | Unary | Compare | BoolOp | IfExp | Call
-    | Subscript | Remote | List
+    Name | Number | Float | Size | String | Bool | BinOp | Unary | Compare | BoolOp | IfExp
+    | Call | Subscript | Remote | List | ListComp
 )
 
 # ----------------------------------------------------------------------------- statements
@@ -152,6 +175,15 @@ class ExprStmt:
 
 @_node
 class PassStmt:
+    span: Span = _span()
+
+
+@_node
+class AssignStmt:
+    """`name = EXPR`."""
+
+    var: Name
+    value: AExpr
     span: Span = _span()
 
 
@@ -181,7 +213,7 @@ class IssuerStmt:
     span: Span = _span()
 
 
-AStmt: TypeAlias = ExprStmt | PassStmt | IfStmt | ForStmt | IssuerStmt
+AStmt: TypeAlias = ExprStmt | PassStmt | AssignStmt | IfStmt | ForStmt | IssuerStmt
 
 # ----------------------------------------------------------------------------- declarations
 
@@ -226,6 +258,15 @@ class WindowDecl:
 
 
 @_node
+class BufferDecl:
+    """`buffer NAME: DTYPE[COUNT]` (`type` is the subscript as written)."""
+
+    name: Name
+    type: AExpr
+    span: Span = _span()
+
+
+@_node
 class CounterDecl:
     name: Name
     span: Span = _span()
@@ -245,8 +286,10 @@ class EnsureDecl:
     span: Span = _span()
 
 
-ADecl: TypeAlias = (TeamDecl | QueuesDecl | SettingDecl | WindowDecl | CounterDecl | KernelDecl
-                   | EnsureDecl)
+ADecl: TypeAlias = (
+    TeamDecl | QueuesDecl | SettingDecl | WindowDecl | BufferDecl | CounterDecl | KernelDecl
+    | EnsureDecl
+)
 
 
 @_node

@@ -22,9 +22,23 @@ class Comments:
     trailing: dict[int, str] = field(default_factory=dict)
 
     def before(self, line: int | None) -> Iterator[str]:
-        """Own-line comments above `line` (all remaining ones when `line` is None)."""
-        while self.own_line and (line is None or self.own_line[0][0] < line):
-            yield self.own_line.pop(0)[1]
+        """Comments above `line` (all remaining ones when `line` is None), in source order.
+
+        Besides own-line comments, a trailing comment that no statement claimed (on
+        the `protocol` line or its parameters, the docstring, `else:`, `ensure:`, a
+        continued line) comes out here, on its own line: no comment is ever dropped.
+        """
+        while True:
+            own = self.own_line[0][0] if self.own_line else None
+            trail = min(self.trailing) if self.trailing else None
+            if own is not None and (trail is None or own < trail):
+                if line is not None and own >= line:
+                    return
+                yield self.own_line.pop(0)[1]
+            elif trail is not None and (line is None or trail < line):
+                yield self.trailing.pop(trail)
+            else:
+                return
 
     def inline(self, first: int, last: int) -> str | None:
         found = [self.trailing.pop(n) for n in range(first, last + 1) if n in self.trailing]

@@ -10,13 +10,14 @@ instantiation (E003–E005), where they are known.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ccogen.diag import Diagnostic, error
 from ccogen.ir import nodes as ir
+from ccogen.ir.dtype import DTYPE_NAMES, DType
 from ccogen.ir.opkind import OpKind
-from ccogen.ir.signatures import CHOICES, SIGNATURES, Arg, bind, make_op, signature_text
+from ccogen.ir.signatures import CHOICES, SIGNATURES, Arg, bind, make_op
 from ccogen.source import Span
 from ccogen.syntax import ast as A
 
@@ -24,7 +25,8 @@ BUILTIN_ARITY: dict[str, tuple[int, int]] = {
     "peers": (0, 0), "ranks": (0, 0), "range": (1, 3), "len": (1, 1),
     "min": (1, 99), "max": (1, 99), "abs": (1, 1),
 }
-RESERVED = ("me", "nranks", *BUILTIN_ARITY, *SIGNATURES, "init")
+REDUCTIONS = ("sum", "max", "min")
+RESERVED = ("me", "nranks", *BUILTIN_ARITY, *SIGNATURES, "init", "sum", *DTYPE_NAMES)
 
 
 class _Skip(Exception):
@@ -35,11 +37,17 @@ class _Skip(Exception):
 class _Scope:
     params: dict[str, ir.ParamType] = field(default_factory=dict)
     windows: set[str] = field(default_factory=set)
+    buffers: set[str] = field(default_factory=set)
     counters: set[str] = field(default_factory=set)
-    loop_vars: tuple[str, ...] = ()
+    loop_vars: tuple[str, ...] = ()  # loop variables and assigned names, innermost last
 
     def known(self) -> list[str]:
-        return [*self.params, *self.windows, *self.counters, *self.loop_vars, "me", "nranks"]
+        return [*self.params, *self.windows, *self.buffers, *self.counters, *self.loop_vars,
+                "me", "nranks"]
+
+    def memories(self) -> set[str]:
+        """Names a region may name: windows and buffers."""
+        return self.windows | self.buffers
 
 
 def _suggest(name: str, candidates: Iterable[str]) -> str | None:
@@ -59,6 +67,7 @@ class Lowerer:
         self.diags: list[Diagnostic] = []
         self.scope = _Scope()
         self.in_ensure = False
+        self.in_weights = False
         self._param_spans: dict[str, Span] = {}
 
     def fail(self, diag: Diagnostic) -> _Skip:
@@ -71,6 +80,7 @@ class Lowerer:
         out: dict[str, object] = {"team": ir.Team(), "queues": ir.Const(value=1)}
         seen: dict[str, Span] = dict(self._param_spans)  # one namespace for declarations
         windows: list[ir.Window] = []
+        buffers: list[ir.Buffer] = []
         counters: list[ir.Counter] = []
         kernels: list[ir.Kernel] = []
         # declarations first (any order), so kernels may use every window and counter
@@ -78,6 +88,8 @@ class Lowerer:
             try:
                 if isinstance(decl, A.WindowDecl):
                     windows.append(self._window(decl, seen))
+                elif isinstance(decl, A.BufferDecl):
+                    buffers.append(self._buffer(decl, seen))
                 elif isinstance(decl, A.CounterDecl):
                     self._declare(decl.name, seen, "counter")
                     self.scope.counters.add(decl.name.id)
@@ -109,7 +121,8 @@ class Lowerer:
         return ir.Protocol(
             name=node.name.id, params=params, doc=node.doc.value if node.doc else None,
             team=out["team"], queues=out["queues"],  # type: ignore[arg-type]
-            windows=tuple(windows), counters=tuple(counters), kernels=tuple(kernels),
+            windows=tuple(windows), counters=tuple(counters), buffers=tuple(buffers),
+            kernels=tuple(kernels),
             ensure=ensure, span=node.span, queues_span=out.get("queues_span"),  # type: ignore[arg-type]
             between_launches=out.get("between_launches", ir.LaunchOrder.BACK_TO_BACK),  # type: ignore[arg-type]
             between_launches_span=out.get("between_launches_span"),  # type: ignore[arg-type]
@@ -140,10 +153,14 @@ class Lowerer:
         types = {t.value: t for t in ir.ParamType}
         if p.type.id not in types:
             self.diags.append(error("E002", f"unknown parameter type `{p.type.id}`", p.type.span,
-                                    "expected `bytes` or `int`"))
+                                    "expected `bytes`, `int` or `dtype`"))
             return None
+        default: ir.Expr | DType
         try:
-            default = self.expr(p.default)
+            if types[p.type.id] is ir.ParamType.DTYPE:
+                default = self._dtype_literal(p.default)
+            else:
+                default = self.expr(p.default)
         except _Skip:
             return None
         self.scope.params[p.name.id] = types[p.type.id]
@@ -175,9 +192,51 @@ class Lowerer:
             return None
         return self.expr(decl.count)
 
+    def _dtype_literal(self, node: A.AExpr) -> DType:
+        if isinstance(node, A.Name) and node.id in DTYPE_NAMES:
+            return DType(node.id)
+        raise self.fail(error("E002", "a `dtype` parameter's default is an element type",
+                              node.span, "not a dtype",
+                              help=f"write one of {', '.join(DTYPE_NAMES)}"))
+
+    def _dtype_spec(self, node: A.AExpr) -> DType | ir.ParamRef | None:
+        """`bf16` or a dtype parameter `T`; None when `node` names neither."""
+        if not isinstance(node, A.Name):
+            return None
+        if node.id in DTYPE_NAMES:
+            return DType(node.id)
+        if self.scope.params.get(node.id) is ir.ParamType.DTYPE:
+            return ir.ParamRef(name=node.id, span=node.span)
+        return None
+
+    def _typed(self, node: A.AExpr) -> tuple[DType | ir.ParamRef, ir.Expr] | None:
+        """`DTYPE[COUNT]` -> (dtype, count); None when `node` is not of that form."""
+        if isinstance(node, A.Subscript) and not node.is_slice and node.start is not None:
+            dtype = self._dtype_spec(node.value)
+            if dtype is not None:
+                return dtype, self.expr(node.start)
+        return None
+
+    def _buffer(self, decl: A.BufferDecl, seen: dict[str, Span]) -> ir.Buffer:
+        self._declare(decl.name, seen, "buffer")
+        typed = self._typed(decl.type)
+        if typed is None:
+            raise self.fail(error("E002", f"buffer `{decl.name.id}` needs an element type and "
+                                  "a count", decl.type.span, "expected `DTYPE[COUNT]`",
+                                  help=f"write `buffer {decl.name.id}: u8[...]` (bytes) or "
+                                  f"another of {', '.join(DTYPE_NAMES)}"))
+        self.scope.buffers.add(decl.name.id)
+        return ir.Buffer(name=decl.name.id, dtype=typed[0], size=typed[1], span=decl.span)
+
     def _window(self, decl: A.WindowDecl, seen: dict[str, Span]) -> ir.Window:
         self._declare(decl.name, seen, "window")
-        size = self.expr(decl.size)
+        typed = self._typed(decl.size)
+        dtype: DType | ir.ParamRef = DType.U8
+        if typed is not None:
+            dtype, size = typed
+        else:
+            self._not_a_dtype_name(decl.size)
+            size = self.expr(decl.size)
         align = None
         if decl.option is not None:
             if decl.option.id != "align":
@@ -186,7 +245,14 @@ class Lowerer:
             assert decl.option_value is not None
             align = self.expr(decl.option_value)
         self.scope.windows.add(decl.name.id)
-        return ir.Window(name=decl.name.id, size=size, align=align, span=decl.span)
+        return ir.Window(name=decl.name.id, size=size, align=align, dtype=dtype, span=decl.span)
+
+    def _not_a_dtype_name(self, node: A.AExpr) -> None:
+        if self._dtype_spec(node) is not None:
+            assert isinstance(node, A.Name)
+            raise self.fail(error("E002", f"`{node.id}` is an element type, not a size",
+                                  node.span, "needs a count",
+                                  help=f"write `{node.id}[COUNT]`: COUNT elements"))
 
     def _kernel(self, decl: A.KernelDecl) -> ir.Kernel:
         values: dict[str, ir.Expr] = {}
@@ -217,14 +283,38 @@ class Lowerer:
     # ------------------------------------------------------------------ statements
     def block(self, stmts: Sequence[A.AStmt]) -> tuple[ir.Stmt, ...]:
         out: list[ir.Stmt] = []
-        for stmt in stmts:
-            if isinstance(stmt, A.PassStmt):
-                continue
-            try:
-                out.append(self.stmt(stmt))
-            except _Skip:
-                pass
+        depth = len(self.scope.loop_vars)
+        assigned: set[str] = set()
+        try:
+            for stmt in stmts:
+                if isinstance(stmt, A.PassStmt):
+                    continue
+                try:
+                    if isinstance(stmt, A.AssignStmt):
+                        out.append(self._assign(stmt, assigned))
+                    else:
+                        out.append(self.stmt(stmt))
+                except _Skip:
+                    pass
+        finally:
+            self.scope.loop_vars = self.scope.loop_vars[:depth]
         return tuple(out)
+
+    def _assign(self, s: A.AssignStmt, assigned: set[str]) -> ir.Assign:
+        value = self.expr(s.value)
+        name = s.var.id
+        if name not in assigned:
+            self._check_new_name(s.var, "name")
+            assigned.add(name)
+            self.scope.loop_vars = (*self.scope.loop_vars, name)
+        return ir.Assign(var=name, value=value, span=s.span)
+
+    def _check_new_name(self, var: A.Name, what: str) -> None:
+        sc = self.scope
+        if var.id in RESERVED or var.id in sc.loop_vars or var.id in sc.params \
+                or var.id in sc.memories() or var.id in sc.counters:
+            raise self.fail(error("E002", f"{what} `{var.id}` shadows another name",
+                                  var.span, "already defined", help="choose another name"))
 
     def stmt(self, s: A.AStmt) -> ir.Stmt:
         if isinstance(s, A.IfStmt):
@@ -255,10 +345,7 @@ class Lowerer:
 
     def _loop_body(self, var: A.Name, body: Sequence[A.AStmt]) -> tuple[ir.Stmt, ...]:
         sc = self.scope
-        if var.id in RESERVED or var.id in sc.loop_vars or var.id in sc.params \
-                or var.id in sc.windows or var.id in sc.counters:
-            raise self.fail(error("E002", f"loop variable `{var.id}` shadows another name",
-                                  var.span, "already defined", help="choose another name"))
+        self._check_new_name(var, "loop variable")
         sc.loop_vars = (*sc.loop_vars, var.id)
         try:
             return self.block(body)
@@ -288,8 +375,80 @@ class Lowerer:
             raise self.fail(error("E002", "expected a comparison of regions", value.span,
                                   "not a postcondition",
                                   help="write `region == init(window@rank)[a:b]`"))
-        left, right = (self.region(v, allow_ensure=True) for v in value.operands)
+        a, b = value.operands
+        if self._is_reduction(a):
+            if self._is_reduction(b):
+                raise self.fail(error("E002", "a comparison of two reductions", value.span,
+                                      "one side must be a region",
+                                      help="write `region == sum(...)`"))
+            a, b = b, a
+        left = self.region(a, allow_ensure=True)
+        right = self._reduction(b) if self._is_reduction(b) else \
+            self.region(b, allow_ensure=True)
         return ir.Check(op=value.ops[0], left=left, right=right, span=value.span)
+
+    @staticmethod
+    def _is_reduction(node: A.AExpr) -> bool:
+        return (isinstance(node, A.Call) and isinstance(node.func, A.Name)
+                and node.func.id in REDUCTIONS)
+
+    def _reduction(self, node: A.AExpr) -> ir.Reduction:
+        assert isinstance(node, A.Call) and isinstance(node.func, A.Name)
+        name = node.func.id
+        positional = [a for a in node.args if a.keyword is None]
+        keywords = {a.keyword: a for a in node.args if a.keyword is not None}
+        hint = f"write `{name}(init(x@p) for p in ranks())` or `{name}([a, b], weights=[1, 2])`"
+        unknown = [k for k in keywords if k != "weights"]
+        if len(positional) != 1 or unknown:
+            raise self.fail(error("E002", f"`{name}` in `ensure` takes one list of regions "
+                                  "(and `weights=`)", node.span, "unexpected arguments",
+                                  help=hint))
+        terms = self._region_list(positional[0].value, ensure=True)
+        weights = self._weights(keywords["weights"].value) if "weights" in keywords else None
+        if weights is not None and ir.ReduceOp(name) is not ir.ReduceOp.SUM:
+            raise self.fail(error("E002", f"`weights=` only goes with `sum`, not `{name}`",
+                                  keywords["weights"].span, "weights of a max or min",
+                                  help="drop `weights=`, or use `sum`"))
+        return ir.Reduction(op=ir.ReduceOp(name), terms=terms, weights=weights, span=node.span)
+
+    def _region_list(self, node: A.AExpr, *, ensure: bool) -> tuple[ir.Region, ...] | ir.ListComp:
+        """A list of regions `[a, b@p]` or a comprehension `[x@p for p in ranks()]`."""
+        if isinstance(node, A.List):
+            if not node.items:
+                raise self.fail(error("E002", "an empty list of regions", node.span,
+                                      "nothing to combine", help="list at least one region"))
+            return tuple(self.region(i, allow_ensure=ensure, allow_peer=True)
+                         for i in node.items)
+        if isinstance(node, A.ListComp):
+            return self._comprehension(node, lambda e: self.region(
+                e, allow_ensure=ensure, allow_peer=True))
+        raise self.fail(error("E002", "expected a list of regions", node.span, "not a list",
+                              help="write `[a, b]` or `[x@p for p in ranks()]`"))
+
+    def _weights(self, node: A.AExpr) -> tuple[ir.Expr, ...] | ir.ListComp:
+        self.in_weights = True
+        try:
+            if isinstance(node, A.List):
+                return tuple(self.expr(i) for i in node.items)
+            if isinstance(node, A.ListComp):
+                return self._comprehension(node, self.expr)
+            raise self.fail(error("E002", "`weights=` takes a list of numbers", node.span,
+                                  "not a list", help="write `weights=[0.5, 0.5]`"))
+        finally:
+            self.in_weights = False
+
+    def _comprehension(self, node: A.ListComp, element: Callable[[A.AExpr], ir.Region | ir.Expr]
+                       ) -> ir.ListComp:
+        it = self.expr(node.iter)
+        self._check_new_name(node.var, "loop variable")
+        sc = self.scope
+        sc.loop_vars = (*sc.loop_vars, node.var.id)
+        try:
+            elt = element(node.elt)
+            cond = self.expr(node.cond) if node.cond is not None else None
+        finally:
+            sc.loop_vars = sc.loop_vars[:-1]
+        return ir.ListComp(elt=elt, var=node.var.id, iter=it, cond=cond, span=node.span)
 
     # ------------------------------------------------------------------ ops
     def op(self, name: OpKind, call: A.Call) -> ir.Op:
@@ -299,6 +458,13 @@ class Lowerer:
             self.diags.extend(diags)
             raise _Skip()
         values = {key: self.arg_value(name, key, arg) for key, arg in bound.items()}
+        if name is OpKind.REDUCE and values.get("weights") is not None and \
+                values.get("op", ir.ReduceOp.SUM) is not ir.ReduceOp.SUM:
+            op = values["op"]
+            assert isinstance(op, ir.ReduceOp)
+            raise self.fail(error("E002", f"`weights=` only goes with `op=\"sum\"`, not "
+                                  f"`\"{op.value}\"`", bound["weights"].span,
+                                  "weights of a max or min", help="drop `weights=`"))
         return make_op(name, values, call.span)
 
     def arg_value(self, op: OpKind, key: str, arg: Arg) -> object:
@@ -317,15 +483,23 @@ class Lowerer:
             return node.value
         if kind == "counter":
             return self._counter(node)
+        if kind == "regions":
+            return self._region_list(node, ensure=False)
+        if kind == "weights":
+            return self._weights(node)
+        if kind == "reduce_op":
+            return self._choice(kind, node, key)
         return self.expr(node)
 
-    def _choice(self, kind: str, node: A.AExpr) -> object:
+    def _choice(self, kind: str, node: A.AExpr, key: str | None = None) -> object:
         choices = CHOICES[kind]
         listed = ", ".join(f'"{c}"' for c in choices)
         if not isinstance(node, A.String) or node.value not in choices:
-            raise self.fail(error("E002", f"`{kind}=` must be one of {listed}", node.span,
+            raise self.fail(error("E002", f"`{key or kind}=` must be one of {listed}", node.span,
                                   "not a valid choice",
                                   help=_suggest_choice(node, choices)))
+        if kind == "reduce_op":
+            return ir.ReduceOp(node.value)
         return ir.SignalKind(node.value) if kind == "signal" else ir.Mode(node.value)
 
     def _counter(self, node: A.AExpr) -> str:
@@ -339,7 +513,7 @@ class Lowerer:
         return node.id
 
     # ------------------------------------------------------------------ regions
-    def region(self, node: A.AExpr, *, allow_ensure: bool) -> ir.Region:
+    def region(self, node: A.AExpr, *, allow_ensure: bool, allow_peer: bool = False) -> ir.Region:
         whole = node
         start = stop = None
         if isinstance(node, A.Subscript):
@@ -349,11 +523,12 @@ class Lowerer:
             start = self.expr(node.start) if node.start is not None else None
             stop = self.expr(node.stop) if node.stop is not None else None
             node = node.value
-        base = self._region_base(node, allow_ensure)
+        base = self._region_base(node, allow_ensure, allow_peer)
         return ir.Region(window=base.window, start=start, stop=stop, rank=base.rank,
                          init=base.init, span=whole.span)
 
-    def _region_base(self, node: A.AExpr, allow_ensure: bool) -> ir.Region:
+    def _region_base(self, node: A.AExpr, allow_ensure: bool,
+                     allow_peer: bool = False) -> ir.Region:
         if isinstance(node, A.Call) and isinstance(node.func, A.Name) and node.func.id == "init":
             self._ensure_only(node, "init(...)", allow_ensure)
             if len(node.args) != 1 or node.args[0].keyword is not None:
@@ -362,7 +537,8 @@ class Lowerer:
             inner = self._region_base(node.args[0].value, allow_ensure)
             return ir.Region(window=inner.window, rank=inner.rank, init=True)
         if isinstance(node, A.Remote):
-            self._ensure_only(node, "`w@p`", allow_ensure)
+            if not allow_peer:
+                self._ensure_only(node, "`w@p`", allow_ensure)
             self._window_name(node.window)
             return ir.Region(window=node.window.id, rank=self.expr(node.rank))
         if isinstance(node, A.Name):
@@ -373,15 +549,16 @@ class Lowerer:
 
     def _ensure_only(self, node: A.AExpr, what: str, allow: bool) -> None:
         if not allow:
-            raise self.fail(error("E002", f"{what} is only allowed in `ensure`", node.span,
-                                  "not in a kernel",
+            where = " and in the `srcs` of `reduce`" if what == "`w@p`" else ""
+            raise self.fail(error("E002", f"{what} is only allowed in `ensure`{where}", node.span,
+                                  "not here",
                                   help="in kernels, name the peer as the op's first argument"))
 
     def _window_name(self, name: A.Name) -> None:
-        if name.id not in self.scope.windows:
+        if name.id not in self.scope.memories():
             raise self.fail(error("E002", f"`{name.id}` is not a declared window", name.span,
                                   "expected a window",
-                                  help=_suggest(name.id, self.scope.windows)
+                                  help=_suggest(name.id, self.scope.memories())
                                   or "declare it with `window NAME: SIZE`"))
 
     # ------------------------------------------------------------------ expressions
@@ -393,9 +570,17 @@ class Lowerer:
         return method(node)  # type: ignore[no-any-return]
 
     def _x_Number(self, n: A.Number) -> ir.Expr:
-        return ir.Const(value=n.value, span=n.span)
+        return ir.Const(value=n.value, span=n.span, text=n.text)
 
-    _x_Size = _x_Number  # type: ignore[assignment]
+    def _x_Size(self, n: A.Size) -> ir.Expr:
+        return ir.Const(value=n.value, span=n.span, text=n.span.text or None)
+
+    def _x_Float(self, n: A.Float) -> ir.Expr:
+        if not self.in_weights:
+            raise self.fail(error("E002", "a float is only allowed as a `reduce` weight",
+                                  n.span, "not an integer",
+                                  help="sizes, offsets and ranks are integers"))
+        return ir.Const(value=n.value, span=n.span, text=n.text)
 
     def _x_Bool(self, n: A.Bool) -> ir.Expr:
         return ir.Const(value=n.value, span=n.span)
@@ -405,13 +590,22 @@ class Lowerer:
         if n.id in sc.loop_vars:
             return ir.Var(name=n.id, span=n.span)
         if n.id in sc.params:
+            if sc.params[n.id] is ir.ParamType.DTYPE:
+                raise self.fail(error("E002", f"`{n.id}` is an element type, not a number",
+                                      n.span, "a `dtype` parameter",
+                                      help=f"use it as a window's type: `{n.id}[COUNT]`"))
             return ir.ParamRef(name=n.id, span=n.span)
+        if n.id in DTYPE_NAMES:
+            raise self.fail(error("E002", f"`{n.id}` is an element type, not a number",
+                                  n.span, "a dtype", help=f"use it as a window's type: "
+                                  f"`{n.id}[COUNT]`"))
         if n.id == "me":
             return ir.Me(span=n.span)
         if n.id == "nranks":
             return ir.NRanks(span=n.span)
-        if n.id in sc.windows or n.id in sc.counters:
-            what = "window" if n.id in sc.windows else "counter"
+        if n.id in sc.memories() or n.id in sc.counters:
+            what = ("window" if n.id in sc.windows else "buffer" if n.id in sc.buffers
+                    else "counter")
             raise self.fail(error("E002", f"`{n.id}` is a {what}, not a number", n.span,
                                   f"{what} used as a number"))
         raise self.fail(error("E002", f"unknown name `{n.id}`", n.span, "not defined",
@@ -421,8 +615,11 @@ class Lowerer:
         return ir.BinOp(op=n.op, left=self.expr(n.left), right=self.expr(n.right), span=n.span)
 
     def _x_Unary(self, n: A.Unary) -> ir.Expr:
-        if n.op == "-" and isinstance(n.operand, A.Number):
-            return ir.Const(value=-n.operand.value, span=n.span)
+        if n.op == "-" and isinstance(n.operand, A.Number | A.Float):
+            const = self.expr(n.operand)
+            assert isinstance(const, ir.Const) and not isinstance(const.value, bool)
+            text = f"-{const.text}" if const.text is not None else None
+            return ir.Const(value=-const.value, span=n.span, text=text)
         return ir.UnaryOp(op=n.op, operand=self.expr(n.operand), span=n.span)
 
     def _x_Compare(self, n: A.Compare) -> ir.Expr:
@@ -441,6 +638,10 @@ class Lowerer:
     def _x_Call(self, n: A.Call) -> ir.Expr:
         if not isinstance(n.func, A.Name) or n.func.id not in BUILTIN_ARITY:
             name = n.func.id if isinstance(n.func, A.Name) else None
+            if name == "sum":
+                raise self.fail(error("E002", "`sum` is only allowed on the right of an "
+                                      "`ensure` comparison", n.span, "not here",
+                                      help="in kernels, combine data with `reduce(...)`"))
             if name in SIGNATURES:
                 raise self.fail(error("E002", f"`{name}` is an operation, not a value", n.span,
                                       "used inside an expression"))
@@ -464,6 +665,12 @@ class Lowerer:
                               help="regions go in `dst=`, `src=` and `ensure` comparisons"))
 
     _x_Remote = _x_Subscript  # type: ignore[assignment]
+
+    def _x_ListComp(self, n: A.ListComp) -> ir.Expr:
+        raise self.fail(error("E002", "a comprehension is not a number", n.span,
+                              "comprehension here",
+                              help="comprehensions list the `srcs=` or `weights=` of `reduce` "
+                                   "and the terms of `sum` in `ensure`"))
 
 
 def lower(node: A.ProtocolDecl) -> tuple[ir.Protocol, list[Diagnostic]]:

@@ -6,12 +6,21 @@ import threading
 from functools import cache
 from importlib import resources
 
-from lark import Lark, Token, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark import (
+    Lark,
+    Token,
+    Tree,
+    UnexpectedCharacters,
+    UnexpectedEOF,
+    UnexpectedInput,
+    UnexpectedToken,
+)
 from lark.exceptions import VisitError
 from lark.indenter import DedentError, Indenter
 
 from ccogen.diag import Diagnostic, error
 from ccogen.errors import DiagnosticError
+from ccogen.limits import MAX_DEPTH
 from ccogen.source import SourceFile, Span
 from ccogen.syntax import ast as A
 from ccogen.syntax.to_ast import ToAst
@@ -134,6 +143,29 @@ def _dedent_error(file: SourceFile, exc: DedentError) -> Diagnostic:
     return error("E001", "inconsistent indentation", Span(file, 0, 0), "")
 
 
+def _check_depth(file: SourceFile, tree: Tree) -> None:
+    """E006 where the syntax tree is deeper than `MAX_DEPTH` (measured without recursion):
+    every later stage (AST, lowering, evaluation, printing) recurses on it."""
+    stack: list[tuple[Tree | Token, int]] = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if not isinstance(node, Tree):
+            continue
+        if depth > MAX_DEPTH:
+            start = node.meta.start_pos if not node.meta.empty else 0
+            line = file.position(start)[0]  # the whole line where it is too deep
+            text = file.line_text(line)
+            begin = file.offset(line, 1)
+            span = Span(file, begin + len(text) - len(text.lstrip()), begin + len(text))
+            raise DiagnosticError([error(
+                "E006", f"the source is nested more than {MAX_DEPTH} levels deep", span,
+                "too deep from here", notes=("an expression of more than about 120 terms, or "
+                                             "more than about 60 nested blocks",),
+                help="split the expression with a parameter or a helper loop, or flatten the "
+                     "nesting (this limit is fixed)")])
+        stack.extend((child, depth + 1) for child in node.children if isinstance(child, Tree))
+
+
 # lark's layout post-lexer keeps state on the shared parser: one parse at a time
 _LOCK = threading.Lock()
 
@@ -151,6 +183,7 @@ def parse_ast(file: SourceFile) -> A.ProtocolDecl:
         raise DiagnosticError([_syntax_error(file, exc)]) from None
     except DedentError as exc:
         raise DiagnosticError([_dedent_error(file, exc)]) from None
+    _check_depth(file, tree)
     try:
         return ToAst(file).transform(tree)
     except VisitError as exc:

@@ -1,20 +1,23 @@
 """IR -> canonical `.cco` text (used by `ccogen fmt` and `Protocol.to_source()`).
 
 Canonical form: four-space indentation; declarations in the order docstring, team,
-queues, windows, counters, kernels, ensure; defaults omitted (`queues 1`,
-`queue="auto"`, `signal="none"`...); the fewest parentheses Python's precedence
-allows; byte-sized parameter defaults with a unit (`1 MiB`); a call longer than
-the line limit wrapped after a comma with a four-space continuation indent.
+queues, windows, buffers, counters, kernels, ensure; defaults omitted (`queues 1`,
+`queue="auto"`, `signal="none"`...) except `reduce`'s `op=`, always written; the
+fewest parentheses Python's precedence allows; byte-sized parameter defaults with a
+unit (`1 MiB`); integer literals as written (`0x1000`, `4 KiB`, `1_024`) when they
+came from text; a `u8` window in the untyped form (`window w: SIZE`); a call longer
+than the line limit wrapped after a comma with a four-space continuation indent.
 `parse(print_protocol(p)) == p` for every protocol.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
-
 from typing import TYPE_CHECKING
 
 from ccogen.ir import nodes as ir
+from ccogen.ir.dtype import DType
 from ccogen.ir.signatures import SIGNATURES
 from ccogen.source import Span
 
@@ -44,6 +47,31 @@ def _prec(e: ir.Expr) -> int:
     return _ATOM
 
 
+def _literal(c: ir.Const) -> str:
+    """The literal as written when it still says the same value, else canonical."""
+    if c.text is not None and _literal_value(c.text) == c.value:
+        return c.text
+    return repr(c.value) if isinstance(c.value, float) else str(c.value)
+
+
+def _literal_value(text: str) -> int | float | None:
+    """The value of an integer, size or float literal's text (None if it is none)."""
+    from ccogen.syntax.to_ast import UNITS, int_literal
+
+    body, sign = (text[1:], -1) if text.startswith("-") else (text, 1)
+    try:
+        return sign * int_literal(body)
+    except ValueError:
+        pass
+    sized = re.fullmatch(r"(\w+?)\s*(KiB|MiB|GiB|B)", body)
+    try:
+        if sized:
+            return sign * int_literal(sized[1]) * UNITS[sized[2]]
+        return sign * float(body.replace("_", ""))
+    except ValueError:
+        return None
+
+
 def expr(e: ir.Expr, need: int = 0) -> str:
     text = _expr(e)
     return f"({text})" if _prec(e) < need else text
@@ -53,8 +81,8 @@ def _expr(e: ir.Expr) -> str:
     match e:
         case ir.Const(value=bool() as b):
             return "True" if b else "False"
-        case ir.Const(value=v):
-            return str(v)
+        case ir.Const():
+            return _literal(e)
         case ir.Var(name=n) | ir.ParamRef(name=n):
             return n
         case ir.Me():
@@ -88,7 +116,11 @@ def _expr(e: ir.Expr) -> str:
 
 
 def size_literal(value: ir.Expr) -> str:
-    """`1 MiB` for a byte count that is a whole number of a unit, else the number."""
+    """`1 MiB` for a byte count that is a whole number of a unit, else the number
+    (a literal as written stays as written)."""
+    if isinstance(value, ir.Const) and value.text is not None and \
+            _literal_value(value.text) == value.value:
+        return value.text
     if isinstance(value, ir.Const) and not isinstance(value.value, bool) and value.value > 0:
         for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
             if value.value % scale == 0:
@@ -113,6 +145,37 @@ def region(r: ir.Region) -> str:
     lo = expr(r.start) if r.start is not None else ""
     hi = expr(r.stop) if r.stop is not None else ""
     return f"{base}[{lo} : {hi}]" if _spaced(r) else f"{base}[{lo}:{hi}]"
+
+
+def listcomp(c: ir.ListComp, *, brackets: bool = True) -> str:
+    elt = region(c.elt) if isinstance(c.elt, ir.Region) else expr(c.elt)
+    text = f"{elt} for {c.var} in {expr(c.iter, 2)}"
+    if c.cond is not None:
+        text += f" if {expr(c.cond, 2)}"
+    return f"[{text}]" if brackets else text
+
+
+def region_list(items: tuple[ir.Region, ...] | ir.ListComp) -> str:
+    if isinstance(items, ir.ListComp):
+        return listcomp(items)
+    return f"[{', '.join(region(r) for r in items)}]"
+
+
+def weight_list(items: tuple[ir.Expr, ...] | ir.ListComp) -> str:
+    if isinstance(items, ir.ListComp):
+        return listcomp(items)
+    return f"[{', '.join(expr(w) for w in items)}]"
+
+
+def reduction(r: ir.Reduction) -> str:
+    if isinstance(r.terms, ir.ListComp) and r.weights is None:
+        return f"{r.op.value}({listcomp(r.terms, brackets=False)})"
+    weights = f", weights={weight_list(r.weights)}" if r.weights is not None else ""
+    return f"{r.op.value}({region_list(r.terms)}{weights})"
+
+
+def dtype_spec(d: DType | ir.ParamRef) -> str:
+    return d.name if isinstance(d, ir.ParamRef) else d.value
 
 
 def _spaced(r: ir.Region) -> bool:
@@ -157,6 +220,13 @@ def _arg(kind: str, value: object) -> str | None:
     if kind == "counter":
         assert isinstance(value, str)
         return value
+    if kind == "regions":
+        return region_list(value)  # type: ignore[arg-type]
+    if kind == "weights":
+        return weight_list(value)  # type: ignore[arg-type]
+    if kind == "reduce_op":
+        assert isinstance(value, ir.ReduceOp)
+        return _string(value.value)  # always written: `reduce` reads better with its op
     assert not isinstance(value, (str, bool))
     return expr(value)  # type: ignore[arg-type]
 
@@ -221,8 +291,12 @@ class Printer:
                 yield from self.statements(body, depth + 1)
             case ir.If():
                 yield from self._if(s, depth, "if")
-            case ir.Check(op=op, left=left, right=right):
+            case ir.Check(op=op, left=left, right=ir.Reduction() as right):
+                yield from self._trail([f"{ind}{region(left)} {op} {reduction(right)}"], s.span)
+            case ir.Check(op=op, left=left, right=ir.Region() as right):
                 yield from self._trail([f"{ind}{region(left)} {op} {region(right)}"], s.span)
+            case ir.Assign(var=v, value=value):
+                yield from self._trail([f"{ind}{v} = {expr(value)}"], s.span)
             case _:
                 lines = _call(ind, ir.OP_KINDS[type(s)], _op_args(s))  # type: ignore[arg-type]
                 yield from self._trail(lines, s.span)
@@ -258,7 +332,13 @@ class Printer:
         for w in p.windows:
             yield from self._lead(w.span, 1)
             align = f", align={expr(w.align)}" if w.align is not None else ""
-            yield from self._trail([f"{INDENT}window {w.name}: {expr(w.size)}{align}"], w.span)
+            size = expr(w.size) if w.dtype is DType.U8 else \
+                f"{dtype_spec(w.dtype)}[{expr(w.size)}]"
+            yield from self._trail([f"{INDENT}window {w.name}: {size}{align}"], w.span)
+        for b in p.buffers:
+            yield from self._lead(b.span, 1)
+            yield from self._trail([f"{INDENT}buffer {b.name}: {dtype_spec(b.dtype)}"
+                                    f"[{expr(b.size)}]"], b.span)
         for c in p.counters:
             yield from self._lead(c.span, 1)
             yield from self._trail([f"{INDENT}counter {c.name}"], c.span)
@@ -297,6 +377,8 @@ def _docstring(doc: str) -> str:
 
 
 def _param(p: ir.Param) -> str:
+    if isinstance(p.default, DType):
+        return f"{p.name}: {p.type.value} = {p.default.value}"
     default = size_literal(p.default) if p.type is ir.ParamType.BYTES else expr(p.default)
     return f"{p.name}: {p.type.value} = {default}"
 

@@ -113,6 +113,9 @@ class ToAst(Transformer[Token, A.ProtocolDecl]):
         return A.WindowDecl(name=self._name(c[0]), size=c[1], option=option, option_value=c[3],
                             span=self._span(meta))
 
+    def buffer_decl(self, meta: Meta, c: list[Any]) -> A.BufferDecl:
+        return A.BufferDecl(name=self._name(c[0]), type=c[1], span=self._span(meta))
+
     def counter_decl(self, meta: Meta, c: list[Any]) -> A.CounterDecl:
         return A.CounterDecl(name=self._name(c[0]), span=self._span(meta))
 
@@ -135,6 +138,9 @@ class ToAst(Transformer[Token, A.ProtocolDecl]):
 
     def expr_stmt(self, meta: Meta, c: list[Any]) -> A.ExprStmt:
         return A.ExprStmt(value=c[0], span=self._span(meta))
+
+    def assign_stmt(self, meta: Meta, c: list[Any]) -> A.AssignStmt:
+        return A.AssignStmt(var=self._name(c[0]), value=c[1], span=self._span(meta))
 
     def pass_stmt(self, meta: Meta, c: list[Any]) -> A.PassStmt:
         return A.PassStmt(span=self._span(meta))
@@ -187,6 +193,21 @@ class ToAst(Transformer[Token, A.ProtocolDecl]):
     def call(self, meta: Meta, c: list[Any]) -> A.Call:
         return A.Call(func=c[0], args=tuple(c[1] or ()), span=self._span(meta))
 
+    def call_gen(self, meta: Meta, c: list[Any]) -> A.Call:
+        func, elt, (var, it, cond, comp_meta) = c
+        gen = A.ListComp(elt=elt, var=var, iter=it, cond=cond, generator=True,
+                         span=Span(self.file, elt.span.start, comp_meta.end))
+        return A.Call(func=func, args=(A.Argument(keyword=None, value=gen, span=gen.span),),
+                      span=self._span(meta))
+
+    def comp_for(self, meta: Meta, c: list[Any]) -> tuple[Any, ...]:
+        return (self._name(c[0]), c[1], c[2], self._span(meta))
+
+    def listcomp(self, meta: Meta, c: list[Any]) -> A.ListComp:
+        elt, (var, it, cond, _) = c
+        return A.ListComp(elt=elt, var=var, iter=it, cond=cond, generator=False,
+                          span=self._span(meta))
+
     def arguments(self, meta: Meta, c: list[Any]) -> list[A.Argument]:
         return [a for a in c if a is not None]
 
@@ -220,7 +241,11 @@ class ToAst(Transformer[Token, A.ProtocolDecl]):
                 "`0o`/`0x`/`0b` for another base")]) from None
 
     def number(self, meta: Meta, c: list[Any]) -> A.Number:
-        return A.Number(value=self._int(meta, str(c[0])), span=self._span(meta))
+        return A.Number(value=self._int(meta, str(c[0])), span=self._span(meta), text=str(c[0]))
+
+    def float(self, meta: Meta, c: list[Any]) -> A.Float:
+        return A.Float(value=float(str(c[0]).replace("_", "")), span=self._span(meta),
+                       text=str(c[0]))
 
     def size(self, meta: Meta, c: list[Any]) -> A.Size:
         return A.Size(value=self._int(meta, str(c[0])) * UNITS[str(c[1])], span=self._span(meta))

@@ -62,6 +62,8 @@ class Feature(str, Enum):
     TEAM_WORLD = "team world"
     COUNTED_WRITES = "counted writes"
     GET = "get"
+    PEER_READS = "peer reads"  # `reduce` with a peer's source (`x@p` in `srcs`)
+    CREDITS = "signal"  # the data-less `signal(peer, queue=)`
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -198,6 +200,13 @@ class Capabilities:
             return self.hw_thread(issuer) + self.warp_threads
         return self.hw_thread(issuer) + 1
 
+    # language v2: loads from a peer's window in `reduce` (`x@p`); a local `reduce` runs on
+    # the compute units everywhere.  `signal` (a credit without data)
+    peer_reads: Support = Support.NATIVE
+    peer_reads_lowering: str = ""
+    credits: Support = Support.NATIVE
+    credits_lowering: str = ""
+
     def supports(self, feature: Feature) -> Support:
         """How this target provides `feature` (`Support.NONE`: E042)."""
         if feature is Feature.TEAM_LSA:
@@ -206,6 +215,10 @@ class Capabilities:
             return Support.NATIVE if TeamKind.WORLD in self.team_kinds else Support.NONE
         if feature is Feature.COUNTED_WRITES:
             return self.counted_writes
+        if feature is Feature.PEER_READS:
+            return self.peer_reads
+        if feature is Feature.CREDITS:
+            return self.credits
         return self.get
 
     def reason(self, feature: Feature) -> str | None:

@@ -21,6 +21,7 @@ from ccogen.targets.base import (
     SignalStorage,
     Support,
 )
+from ccogen.targets.target import Target, Toolchain
 
 KiB, MiB = 1 << 10, 1 << 20
 
@@ -78,10 +79,26 @@ CAPABILITIES = Capabilities(
     # w is wave w, threads 64w..64w+63; a workgroup has at most 1024 threads
     warp_threads=64,
     max_block_threads=1024,
+    peer_reads=Support.NONE,
+    peer_reads_lowering="none: the SDMA engines copy, they cannot combine; the compute "
+                        "units reach only local windows through ccoSdma",
+    credits=Support.EMULATED,
+    credits_lowering="a zero-byte put with a remote signal on the queue",
     unsupported=(
         (Feature.TEAM_WORLD, "the SDMA copy engines reach only peers on the same node "
                              "(cross-node traffic goes through `ccoGda`, not a v1 target)"),
         (Feature.COUNTED_WRITES, "`ccoSdma` has no counted writes: a put can only bump a "
                                  "per-(sender, queue) signal slot by one"),
+        (Feature.PEER_READS, "the SDMA engines only copy, and `ccoSdma` gives the compute "
+                             "units no pointer into a peer's window: a `reduce` can only read "
+                             "local memory"),
     ),
+)
+
+TARGET = Target(
+    name="mori-sdma",
+    capabilities=CAPABILITIES,
+    codegen="ccogen.codegen.backends.mori_sdma:MoriSdma",
+    # clang-22 and the MORI headers (ccogen.toolchains.locate); no AMD GPU to run on here
+    toolchain=Toolchain(builder="ccogen.toolchains.hip:build_hip"),
 )

@@ -19,6 +19,8 @@ from ccogen.targets.base import (
     SignalStorage,
     Support,
 )
+from ccogen.targets.libraries import NCCL_CFT
+from ccogen.targets.target import Target, Toolchain
 
 # "CFT source and destination shared memory pointers must be 16-byte aligned, and the
 # byte count must be a multiple of 16" (the PTX is .b128); "the user-managed counter ...
@@ -58,4 +60,16 @@ CAPABILITIES = Capabilities(
                                ".sync(coop, acq_rel, Generic, Fabric)",
                       slots_per_block=1, requirement="reqs.cftBarrierCount"),
     cost=CostModel(source="none: no CFT (sm_100) hardware has been measured"),
+    peer_reads=Support.EMULATED,
+    peer_reads_lowering="cft.get of each peer source into shared memory, then a local combine",
+    credits=Support.EMULATED,
+    credits_lowering="a zero-byte signalled put (CFT has no data-less signal)",
+)
+
+TARGET = Target(
+    name="nccl-cft",
+    capabilities=CAPABILITIES,
+    codegen="ccogen.codegen.backends.nccl_cft:NcclCft",
+    # nvcc >= 13.3 for sm_100 against NCCL >= 2.31; no CFT hardware to run on here
+    toolchain=Toolchain(builder="ccogen.toolchains.cuda:build_cft", library=NCCL_CFT),
 )

@@ -23,6 +23,8 @@ from ccogen.targets.base import (
     Support,
 )
 from ccogen.targets.hardware import H200_NVLINK
+from ccogen.targets.libraries import NCCL
+from ccogen.targets.target import EngineSpec, Target, Toolchain
 
 CAPABILITIES = Capabilities(
     name="nccl-lsa",
@@ -54,8 +56,26 @@ CAPABILITIES = Capabilities(
     barriers=Barriers(lowering="ncclLsaBarrierSession<ncclCoopCta>{coop, dc, ncclTeamTagLsa(), "
                                "index}.sync(coop, acq_rel)"),
     cost=H200_NVLINK,
+    peer_reads=Support.NATIVE,
+    peer_reads_lowering="loads through ncclGetLsaPointer (LSA load/store reach)",
+    credits=Support.NATIVE,
+    credits_lowering="a release red/store on the peer's signal slot",
     unsupported=(
         (Feature.TEAM_WORLD, "LSA peers are the load/store accessible GPUs of one node; other "
                              "nodes need GIN, not a v1 target"),
     ),
+)
+
+TARGET = Target(
+    name="nccl-lsa",
+    capabilities=CAPABILITIES,
+    codegen="ccogen.codegen.backends.nccl_lsa:NcclLsa",
+    # the device API is header-only: one plain cubin; NCCL's reduce/copy helpers are
+    # extended lambdas
+    toolchain=Toolchain(
+        builder="ccogen.toolchains.cuda:build_runtime_cubin", library=NCCL,
+        flags_when=((r"\bncclLsa(?:ReduceSum|Copy|ReduceSumCopy)\b", "--extended-lambda"),)),
+    engine=EngineSpec(shim="nccl_host.cu",
+                      kernel_params=frozenset({"devcomm", "window", "heap", "epoch", "debug"}),
+                      devcomm=True),
 )

@@ -22,6 +22,8 @@ from ccogen.targets.base import (
     Support,
 )
 from ccogen.targets.hardware import H200_NVLINK
+from ccogen.targets.libraries import NVSHMEM
+from ccogen.targets.target import EngineSpec, HeapRule, Target, Toolchain
 
 CAPABILITIES = Capabilities(
     name="nvshmem",
@@ -55,4 +57,22 @@ CAPABILITIES = Capabilities(
     counter_stride=256,
     barriers=Barriers(lowering="nvshmemx_barrier_all_block() (cooperative launch)"),
     cost=H200_NVLINK,
+    peer_reads=Support.NATIVE,
+    peer_reads_lowering="loads through nvshmem_ptr (NVLink peers)",
+    credits=Support.NATIVE,
+    credits_lowering="nvshmemx_signal_op(slot, 1, NVSHMEM_SIGNAL_ADD, peer)",
+)
+
+TARGET = Target(
+    name="nvshmem",
+    capabilities=CAPABILITIES,
+    codegen="ccogen.codegen.backends.nvshmem:Nvshmem",
+    # relocatable device code linked with libnvshmem_device.a; at sm_100 a CUDA >= 13.3
+    # nvcc and, where the headers declare it, the native counted-write API
+    toolchain=Toolchain(builder="ccogen.toolchains.cuda:build_nvshmem", library=NVSHMEM),
+    engine=EngineSpec(shim="nvshmem_host.cu", kernel_params=frozenset({"heap", "epoch", "debug"}),
+                      registers_modules=True, ranks_share_gpu=True,
+                      # NVSHMEM reserves 1 GiB by default; a larger heap must be asked for
+                      heap=HeapRule(env="NVSHMEM_SYMMETRIC_SIZE", above=900 << 20,
+                                    headroom=256 << 20)),
 )

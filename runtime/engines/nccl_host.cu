@@ -5,7 +5,7 @@
 // libnccl.so.2 the process loads (rpath to that library), cached on disk:
 //   nvcc -O2 -std=c++17 -arch=sm_XX -Xcompiler -fPIC -shared -I$NCCL/include nccl_host.cu
 //        -o libccogen_nccl.so -L$NCCL/lib -l:libnccl.so.2 -Xlinker -rpath,$NCCL/lib
-// Comm, window, devComm and the barrier stream are process globals (one engine per process),
+// Comm, windows, devComms and the barrier stream are process globals (one engine per process),
 // so Python never mirrors version-dependent struct layouts: it gets sizeof(ncclDevComm) and
 // the devComm bytes, which kernels take by value.
 //
@@ -20,6 +20,8 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #if NCCL_VERSION_CODE < NCCL_VERSION(2, 28, 0)
 #error "the NCCL device API (nccl-lsa) needs NCCL >= 2.28"
@@ -35,11 +37,10 @@ struct Engine {
   int nranks = 0;
   int device = -1;
   ncclComm_t comm = nullptr;
-  void* heap = nullptr;
-  size_t heap_size = 0;
-  ncclWindow_t window = nullptr;
-  bool has_devcomm = false;
-  ncclDevComm_t devcomm;
+  // Heaps (each registered as one window) and device communicators: `ccogen run` makes one
+  // of each; ccogen.torch makes one per loaded protocol.  Freed in reverse at finalize.
+  std::vector<std::pair<void*, ncclWindow_t>> heaps;
+  std::vector<ncclDevComm_t> devcomms;
   cudaStream_t stream = nullptr;
   float* barrier_buf = nullptr;
 };
@@ -143,15 +144,22 @@ int ccogen_init(int rank, int nranks, int device, const void* uid, size_t uid_si
   return 0;
 }
 
-// One symmetric heap: ncclMemAlloc + ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC).
+// A symmetric heap: ncclMemAlloc + ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC)
+// (collective: every rank allocates its heaps in the same order).
 int ccogen_heap_alloc(size_t bytes, uint64_t* ptr_out, uint64_t* window_out) {
   if (!g.initialized) return fail("ccogen_heap_alloc before ccogen_init");
-  if (g.heap != nullptr) return fail("the heap is already allocated");
-  NCCL_TRY(ncclMemAlloc(&g.heap, bytes));
-  g.heap_size = bytes;
-  NCCL_TRY(ncclCommWindowRegister(g.comm, g.heap, bytes, &g.window, NCCL_WIN_COLL_SYMMETRIC));
-  *ptr_out = reinterpret_cast<uint64_t>(g.heap);
-  *window_out = reinterpret_cast<uint64_t>(g.window);
+  void* heap = nullptr;
+  NCCL_TRY(ncclMemAlloc(&heap, bytes));
+  ncclWindow_t window = nullptr;
+  const ncclResult_t r = ncclCommWindowRegister(g.comm, heap, bytes, &window,
+                                                NCCL_WIN_COLL_SYMMETRIC);
+  if (r != ncclSuccess) {
+    (void)ncclMemFree(heap);
+    return nccl_fail("ncclCommWindowRegister", r);
+  }
+  g.heaps.emplace_back(heap, window);
+  *ptr_out = reinterpret_cast<uint64_t>(heap);
+  *window_out = reinterpret_cast<uint64_t>(window);
   return 0;
 }
 
@@ -169,9 +177,10 @@ int ccogen_devcomm_create(int lsa_barrier_count, void* out, size_t out_size) {
   reqs.lsaMultimem = false;
   reqs.barrierCount = 0;
   reqs.lsaBarrierCount = lsa_barrier_count;
-  NCCL_TRY(ncclDevCommCreate(g.comm, &reqs, &g.devcomm));
-  g.has_devcomm = true;
-  std::memcpy(out, &g.devcomm, sizeof g.devcomm);
+  ncclDevComm_t devcomm;
+  NCCL_TRY(ncclDevCommCreate(g.comm, &reqs, &devcomm));
+  g.devcomms.push_back(devcomm);
+  std::memcpy(out, &devcomm, sizeof devcomm);
   return 0;
 }
 
@@ -184,12 +193,16 @@ int ccogen_barrier(double timeout_s) {
 
 int ccogen_finalize() {
   if (!g.initialized) return 0;
-  if (g.has_devcomm) NCCL_TRY(ncclDevCommDestroy(g.comm, &g.devcomm));
-  g.has_devcomm = false;
-  if (g.window != nullptr) NCCL_TRY(ncclCommWindowDeregister(g.comm, g.window));
-  g.window = nullptr;
-  if (g.heap != nullptr) NCCL_TRY(ncclMemFree(g.heap));
-  g.heap = nullptr;
+  while (!g.devcomms.empty()) {
+    NCCL_TRY(ncclDevCommDestroy(g.comm, &g.devcomms.back()));
+    g.devcomms.pop_back();
+  }
+  while (!g.heaps.empty()) {
+    const auto [heap, window] = g.heaps.back();
+    g.heaps.pop_back();
+    NCCL_TRY(ncclCommWindowDeregister(g.comm, window));
+    NCCL_TRY(ncclMemFree(heap));
+  }
   if (g.barrier_buf != nullptr) CUDA_TRY(cudaFree(g.barrier_buf));
   g.barrier_buf = nullptr;
   if (g.stream != nullptr) CUDA_TRY(cudaStreamDestroy(g.stream));

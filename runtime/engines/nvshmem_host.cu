@@ -22,6 +22,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 #define CCOGEN_SHIM_ABI 1
 
@@ -31,7 +32,7 @@ struct Engine {
   bool initialized = false;
   int rank = -1;
   int nranks = 0;
-  void* heap = nullptr;
+  std::vector<void*> heaps;  // `ccogen run`: one; ccogen.torch: one per loaded protocol
   cudaStream_t stream = nullptr;
 };
 
@@ -124,16 +125,17 @@ int ccogen_init(int rank, int nranks, int device, const void* uid, size_t uid_si
   return 0;
 }
 
-// One symmetric heap: nvshmem_malloc (collective).  There is no window handle.
+// A symmetric heap: nvshmem_malloc (collective: every rank allocates its heaps in the same
+// order).  There is no window handle.
 int ccogen_heap_alloc(size_t bytes, uint64_t* ptr_out, uint64_t* window_out) {
   if (!g.initialized) return fail("ccogen_heap_alloc before ccogen_init");
-  if (g.heap != nullptr) return fail("the heap is already allocated");
-  g.heap = nvshmem_malloc(bytes);
-  if (g.heap == nullptr) {
+  void* heap = nvshmem_malloc(bytes);
+  if (heap == nullptr) {
     return fail("nvshmem_malloc(" + std::to_string(bytes) +
                 ") returned NULL (raise NVSHMEM_SYMMETRIC_SIZE)");
   }
-  *ptr_out = reinterpret_cast<uint64_t>(g.heap);
+  g.heaps.push_back(heap);
+  *ptr_out = reinterpret_cast<uint64_t>(heap);
   *window_out = 0;
   return 0;
 }
@@ -166,8 +168,10 @@ int ccogen_barrier(double timeout_s) {
 
 int ccogen_finalize() {
   if (!g.initialized) return 0;
-  if (g.heap != nullptr) nvshmem_free(g.heap);
-  g.heap = nullptr;
+  while (!g.heaps.empty()) {
+    nvshmem_free(g.heaps.back());
+    g.heaps.pop_back();
+  }
   if (g.stream != nullptr) CUDA_TRY(cudaStreamDestroy(g.stream));
   g.stream = nullptr;
   nvshmem_finalize();

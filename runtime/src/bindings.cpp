@@ -7,6 +7,7 @@
 
 #include "ccogen_rt/cuda_loader.hpp"
 #include "ccogen_rt/driver_objects.hpp"
+#include "ccogen_rt/prepared.hpp"
 
 namespace py = pybind11;
 namespace cu = ccogen_rt::cuda;
@@ -172,6 +173,31 @@ void bind_driver_objects(py::module_& m) {
         py::arg("function"), py::arg("grid"), py::arg("block"), py::arg("shared_mem"),
         py::arg("params"), py::arg("stream") = nullptr, py::arg("cooperative") = false,
         "Launch `function`; params is a list of (kind, bytes) passed by value in order.");
+
+  py::class_<cu::PreparedLaunch>(
+      m, "PreparedLaunch",
+      "A launch prepared once (parameter sizes checked against the cubin) and issued on any "
+      "stream; `slots` name the 8-byte parameters given per launch.")
+      .def(py::init([](const cu::Function& fn, const py::object& grid, const py::object& block,
+                       unsigned shared_mem, const py::list& params,
+                       std::vector<std::size_t> slots, bool cooperative,
+                       std::uintptr_t context) {
+             return new cu::PreparedLaunch(fn, to_dim3(grid, "grid"), to_dim3(block, "block"),
+                                           shared_mem, to_params(params), std::move(slots),
+                                           cooperative, context);
+           }),
+           py::arg("function"), py::arg("grid"), py::arg("block"), py::arg("shared_mem"),
+           py::arg("params"), py::arg("slots") = std::vector<std::size_t>{},
+           py::arg("cooperative") = false, py::arg("context") = 0)
+      .def_property_readonly("slot_count", &cu::PreparedLaunch::slot_count)
+      .def_property_readonly("name", &cu::PreparedLaunch::name)
+      .def("launch", &cu::PreparedLaunch::launch, py::arg("stream"),
+           py::arg("slots") = std::vector<std::uint64_t>{},
+           py::call_guard<py::gil_scoped_release>(),
+           "Launch on the raw CUstream `stream` with `slots` as the per-call parameters.");
+  m.def("stream_query", &cu::stream_query, py::arg("stream"),
+        py::call_guard<py::gil_scoped_release>(),
+        "cuStreamQuery on a raw CUstream: True when idle; CudaError on an error.");
 
   m.def("memcpy_htod", [](std::uint64_t dst, const py::buffer& data) {
           const py::buffer_info info = contiguous(data);

@@ -43,7 +43,8 @@ def test_a_wait_with_nothing_left_to_pair_has_no_expected_value() -> None:
 
 
 def test_handwritten_values_are_kept_and_checked_elsewhere() -> None:
-    m = matching(PINGS.replace("wait_signal(0, queue=0)\n", "wait_signal(0, queue=0, expected=7)\n", 1))
+    m = matching(PINGS.replace("wait_signal(0, queue=0)\n",
+                               "wait_signal(0, queue=0, expected=7)\n", 1))
     assert m.waits[(1, 0)].expected == 7 and m.waits[(1, 0)].handwritten
 
 

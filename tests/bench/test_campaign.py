@@ -19,7 +19,8 @@ def test_campaign_sweeps_parse_against_their_protocols() -> None:
             sweep = parse_sweep(r.sweep, load_ir(r.path))
             assert len(sweep.values) >= 2 and r.path.is_file()
     full = {r.sweep.partition("=")[0]: r for r in requests(ROOT)}
-    assert parse_sweep(full["block"].sweep, load_ir(full["block"].path)).values[-1] == 1 << 30  # the issue quotes the copy engine at 1 GiB
+    # the issue quotes the copy engine at 1 GiB
+    assert parse_sweep(full["block"].sweep, load_ir(full["block"].path)).values[-1] == 1 << 30
     assert full["block"].compare == "alltoall" and full["chunk"].compare == "allgather"
     assert full["rounds"].params == ("size=8B",) and full["size"].params == ("rounds=1",)
 

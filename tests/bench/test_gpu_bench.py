@@ -10,15 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from ccogen import cli, runtime
+from ccogen import cli
 from ccogen.bench.results import read_csv
+from ccogen.rt import native
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)
 def _two_gpus() -> None:
-    if runtime.device_count() < 2:
+    if native.device_count() < 2:
         pytest.skip("needs 2 GPUs")
 
 

@@ -63,10 +63,12 @@ def test_launch_rule_keeps_the_grid_under_max_grid() -> None:
     assert ref.launch_shape(rule, 256 * MIB, units=3) == (42, 512)  # 3 peers x 42 <= 128
 
 
-def derived(tmp_path: Path, name: str, target: str, nranks: int, **params: int) -> dict:
+def derived(tmp_path: Path, name: str, target: str, nranks: int, max_ctas: int | None = None,
+            **params: int) -> dict:
     gen = tmp_path / "gen"
     instance = compile_for_run(load_ir(ROOT / "protocols" / f"{name}.cco"), f"{name}.cco",
-                               target, nranks, params, gen, debug=False, epoch_from_heap=True)
+                               target, nranks, params, gen, debug=False, epoch_from_heap=True,
+                               max_ctas=max_ctas)
     spec = ref.find_reference(name, target)
     assert spec is not None and instance is not None
     out = ref.write_case(spec, gen, tmp_path / "ref")
@@ -91,9 +93,14 @@ def test_derived_manifest_keeps_the_generated_layout(tmp_path: Path) -> None:
 
 
 def test_large_sizes_take_many_ctas_per_peer(tmp_path: Path) -> None:
-    m = derived(tmp_path, "alltoall", "nvshmem", 2, block=16 * MIB)
+    m = derived(tmp_path, "alltoall", "nvshmem", 2, max_ctas=128, block=16 * MIB)
     assert m["kernels"][0]["grid"] == 128 and m["kernels"][0]["block"] == 512
     assert m["kernels"][0]["params"] == ["heap", "epoch", "debug"] and "nccl" not in m
+
+
+def test_the_reference_grid_follows_the_generated_sm_budget(tmp_path: Path) -> None:
+    m = derived(tmp_path, "alltoall", "nvshmem", 4, block=16 * MIB)  # the default budget, 32
+    assert m["kernels"][0]["grid"] == 30  # 3 peers x 10 CTAs <= 32
 
 
 def test_pingpong_reference_times_itself(tmp_path: Path) -> None:

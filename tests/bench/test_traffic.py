@@ -32,6 +32,11 @@ EXPECTED = {
     "pack_then_send": ({(0, 1): 64 * 4 * KIB}, False),              # packing is local
     "counted_broadcast": ({(0, 1): 8 * MIB}, False),
     "striped_put": ({(0, 1): 4 * 2 * MIB}, False),
+    # language v2: a `reduce` loading a peer's region moves it over the link
+    "allreduce_oneshot": ({(0, 1): 128 * KIB, (1, 0): 128 * KIB}, True),  # 64Ki bf16 each way
+    "allreduce_twoshot": ({(0, 1): 64 * KIB, (1, 0): 64 * KIB}, True),  # a chunk loaded + put
+    "reduce_scatter_ring": ({(0, 1): MIB, (1, 0): MIB}, True),      # one step of 256Ki f32
+    "broadcast_pipelined": ({(0, 1): 8 * 128 * KIB}, False),        # 8 chunks of 64Ki bf16
 }
 
 

@@ -34,6 +34,7 @@ def test_off_is_the_default_and_changes_nothing(target: str) -> None:
     golden = (ROOT / "tests" / "golden" / target / "two_queue_pipeline.cu").read_text()
     assert default["kernels.cu"] == golden
     assert "ccogen_launch_epoch" not in default["kernels.cu"]
+    assert "ccogen_launch_epoch" not in default["ccogen_device.cuh"]
 
 
 @pytest.mark.parametrize("target", ["nccl-lsa", "nvshmem"])
@@ -41,7 +42,8 @@ def test_on_every_kernel_takes_a_ticket(target: str) -> None:
     on = files("alltoall", target, epoch_from_heap=True)
     off = files("alltoall", target)
     text = on["kernels.cu"]
-    assert text.count("__device__ __forceinline__ uint64_t ccogen_launch_epoch(") == 1
+    assert on["ccogen_device.cuh"].count(
+        "__device__ __forceinline__ uint64_t ccogen_launch_epoch(") == 1
     calls = re.findall(r"epoch = ccogen_launch_epoch\((.*), (\d+)ULL\);", text)
     assert len(calls) == 1
     # the counter follows the kernel's rank-wide and group barrier words

@@ -20,7 +20,7 @@ from ccogen.cli import main
 from ccogen.codegen.files import GeneratedFiles
 from ccogen.rt.errors import CompileError, ToolchainError
 from ccogen.toolchains import build_dir
-from ccogen.toolchains.build import build_cft
+from ccogen.toolchains.cuda import build_cft
 from ccogen.toolchains.locate import nvcc_release
 from tests.codegen.seed import (
     CFT,

@@ -52,7 +52,9 @@ def test_kinds_are_their_names() -> None:
 def test_traits_imply_each_other(kind: OpKind) -> None:
     t = kind.traits
     if t.queued:
-        assert t.transfer and t.rings and t.signals
+        assert t.rings and t.signals
+    if t.reduces:
+        assert not (t.transfer or t.queued or t.blocking)
     if t.reads_remote:
         assert t.queued
     if t.waits:
@@ -65,8 +67,11 @@ def test_traits_imply_each_other(kind: OpKind) -> None:
 def test_traits_agree_with_the_signature(kind: OpKind) -> None:
     t, params = kind.traits, _params(kind)
     assert t.transfer == (params.get("dst") == params.get("src") == "region")
-    assert t.queued == ("peer" in params and "queue" in params and "aggregate" in params)
-    assert t.signals == ("signal" in params)
+    assert t.reduces == (params.get("dst") == "region" and params.get("srcs") == "regions")
+    data = "aggregate" in params  # a queued op with data; `signal` carries none
+    assert t.queued == ("peer" in params and "queue" in params and (data or kind is OpKind.SIGNAL))
+    assert t.queued and not t.transfer if kind is OpKind.SIGNAL else True
+    assert t.signals == ("signal" in params or kind is OpKind.SIGNAL)
     assert t.waits == ("expected" in params)
     if t.rings:
         assert params.get("peer") == "rank" and params.get("queue") == "queue"
@@ -74,9 +79,11 @@ def test_traits_agree_with_the_signature(kind: OpKind) -> None:
 
 def test_the_trait_sets() -> None:
     """The sets the code used to spell out, now derived from the table."""
-    assert kinds_where(queued=True) == {OpKind.PUT, OpKind.GET}
+    assert kinds_where(queued=True) == {OpKind.PUT, OpKind.GET, OpKind.SIGNAL}
+    assert kinds_where(queued=True, transfer=True) == {OpKind.PUT, OpKind.GET}
     assert kinds_where(transfer=True) == {OpKind.PUT, OpKind.GET, OpKind.COPY}
-    assert kinds_where(rings=True) == {OpKind.PUT, OpKind.GET, OpKind.COMMIT}
+    assert kinds_where(reduces=True) == {OpKind.REDUCE}
+    assert kinds_where(rings=True) == {OpKind.PUT, OpKind.GET, OpKind.COMMIT, OpKind.SIGNAL}
     assert kinds_where(blocking=True) == {OpKind.QUIET, OpKind.WAIT_SIGNAL, OpKind.WAIT_COUNT,
                                           OpKind.BARRIER}
     assert kinds_where(synchronises=True) == {OpKind.WAIT_SIGNAL, OpKind.WAIT_COUNT,
@@ -120,6 +127,47 @@ def test_every_kind_is_fuzzed() -> None:
 
 EVERY_OP = '''\
 # Every op of the language once.
+protocol every_op(size: bytes = 4 KiB):
+    team lsa(2)
+    queues 1
+    window a: size
+    window b: size
+    window c: size
+    window d: size
+    window e: size
+    window f: size
+    counter landed
+
+    kernel k(threads=32):
+        if me == 1:
+            reset_count(landed)
+        barrier()
+        if me == 0:
+            copy(dst=b, src=a)
+            put(1, dst=c, src=b, queue=0, count=landed, aggregate=True)
+            commit(1, queue=0)
+            fence()
+            put(1, dst=d, src=a, queue=0, signal="remote")
+            quiet()
+            wait_signal(1, queue=0)
+        else:
+            wait_count(landed)
+            wait_signal(0, queue=0)
+            get(0, dst=e, src=a, queue=0, signal="local")
+            wait_signal(1, queue=0)
+            reduce(dst=f, srcs=[e, a@0], op="max")
+            signal(0, queue=0)
+
+    ensure:
+        if me == 1:
+            c == init(a@0)
+            d == init(a@0)
+            e == init(a@0)
+            f == max([init(a@0), init(a@0)])
+'''
+
+EVERY_OP_V1 = '''\
+# Every op of language v1 once (what code generation covers so far).
 protocol every_op(size: bytes = 4 KiB):
     team lsa(2)
     queues 1
@@ -178,8 +226,26 @@ def test_every_kind_is_checked_and_simulated(every_op: ir.Protocol) -> None:
     assert report.passed, report.summary()
 
 
+CODEGEN_PENDING = frozenset({OpKind.REDUCE, OpKind.SIGNAL})
+"""Language v2 ops whose code generation is the follow-up of issue 15 (the GPU targets'
+half, done by the code generation work that branches from the v2 IR); the checker and
+the simulator have them."""
+
+
 @pytest.mark.parametrize("target", ["nccl-lsa", "nvshmem"])
 def test_every_kind_generates_code(every_op: ir.Protocol, target: str) -> None:
+    v1 = parse_ir(EVERY_OP_V1, "every_op.cco")
+    instance, _ = instantiate(v1, 2, {})
+    assert instance is not None
+    code = generate(instance, target, source="every_op.cco").files["kernels.cu"]
+    lowered = set(re.findall(r"// every_op\.cco:\d+: (\w+)", code))
+    assert lowered == {k.value for k in OpKind} - CODEGEN_PENDING
+
+
+@pytest.mark.xfail(strict=True, reason="code generation of `reduce` and `signal` is the "
+                   "follow-up of issue 15 (language v2 on the GPU targets)")
+@pytest.mark.parametrize("target", ["nccl-lsa", "nvshmem"])
+def test_every_v2_kind_generates_code(every_op: ir.Protocol, target: str) -> None:
     instance, _ = instantiate(every_op, 2, {})
     assert instance is not None
     code = generate(instance, target, source="every_op.cco").files["kernels.cu"]

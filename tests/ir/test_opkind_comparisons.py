@@ -17,7 +17,11 @@ signature's argument kinds, issuer blocks, ...); their strings are not op names,
 so they are left alone.  One of them shares op names: codegen's `Step.kind`
 (`copy`, `barrier`, `quiet`, `fence` are also steps).  Its comparisons are
 recognised by their receiver, a step variable of a `ccogen/codegen` module
-(`STEP_RECEIVERS`); everywhere else the same comparison is reported.
+(`STEP_RECEIVERS`); everywhere else the same comparison is reported.  Since the
+`signal` op (language v2), two more vocabularies share the word `signal`: a wait's
+kind (`WaitMatch.kind`, `"signal"` or `"count"`, receiver `w`) and a signature's
+argument kind (`"signal"` for `signal=`, receiver `kind` in the modules that read
+signatures); `OTHER_VOCABULARIES` names those receivers per module.
 """
 
 from __future__ import annotations
@@ -69,7 +73,19 @@ def _op_names(node: ast.expr) -> set[str]:
     return set()
 
 
+OTHER_VOCABULARIES: dict[str, frozenset[str]] = {
+    "ccogen/analysis/matching.py": frozenset({"w"}),
+    "ccogen/passes/check_signals.py": frozenset({"w"}),
+    "ccogen/builder/scopes.py": frozenset({"kind"}),
+    "ccogen/syntax/lower.py": frozenset({"kind"}),
+    "ccogen/syntax/printer.py": frozenset({"kind"}),
+}
+"""Receivers of another vocabulary that shares the op name `signal`, per module."""
+
+
 def _allowed(path: str, receiver: str) -> bool:
+    if receiver in OTHER_VOCABULARIES.get(path, frozenset()):
+        return True
     return path.startswith(STEP_MODULES) and receiver in STEP_RECEIVERS
 
 

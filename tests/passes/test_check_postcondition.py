@@ -44,9 +44,9 @@ def test_a_false_postcondition_names_the_bytes_and_their_origin() -> None:
 
 
 def test_untouched_bytes_still_hold_their_initial_value() -> None:
-    found, ctx = run(shift("send == init(send)"))
+    found, _ = run(shift("send == init(send)"))
     assert found == []
-    found, ctx = run(shift("recv[0 : 64] == init(recv)[0 : 64]"))
+    found, _ = run(shift("recv[0 : 64] == init(recv)[0 : 64]"))
     assert found == ["E033"]
 
 

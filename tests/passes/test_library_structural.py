@@ -37,6 +37,9 @@ KNOWN: dict[tuple[str, str | None], set[str]] = {
     ("counted_broadcast", "mori-sdma"): {"W105", "E042"},  # no counted writes on SDMA
     ("counted_gather", "mori-sdma"): {"E042"},
     ("pingpong", "nccl-cft"): {"E040"},  # 8-byte messages: CFT moves multiples of 16
+    # a `reduce` cannot load a peer's window through the SDMA engines
+    ("allreduce_oneshot", "mori-sdma"): {"E042"},
+    ("allreduce_twoshot", "mori-sdma"): {"E042"},
 }
 
 

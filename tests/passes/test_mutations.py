@@ -4,7 +4,10 @@ For every protocol in `protocols/*.cco`, one mutation at a time:
 
 - `signal`: a put's `signal="remote"`/`"both"` becomes `"none"` (`"local"` for `"both"`);
 - `delete`: a `wait_signal`, `wait_count`, `commit` or `quiet` is removed;
-- `move`: such an op moves to the start of its block (if it is not there already).
+- `move`: such an op moves to the start of its block (if it is not there already);
+- language v2: a `barrier()` or a `signal` (a credit) is removed or moved the same way;
+  a `reduce` loses a source (its last one, or the first element of its comprehension)
+  or adds its first source twice.
 
 Every mutant must either get an error from `ccogen lint` (`check_protocol`), or be
 harmless by an independent judge: the CPU simulator (`ccogen.sim`, which does not use
@@ -41,7 +44,7 @@ from ccogen.syntax import parse_ir
 
 ROOT = Path(__file__).resolve().parents[2]
 PROTOCOLS = sorted((ROOT / "protocols").glob("*.cco"))
-SYNC_OPS = (ir.WaitSignal, ir.WaitCount, ir.Commit, ir.Quiet)
+SYNC_OPS = (ir.WaitSignal, ir.WaitCount, ir.Commit, ir.Quiet, ir.Barrier, ir.Signal)
 SIM_SEEDS = 8
 
 Path_ = tuple[int | str, ...]  # index, field, index, field, ..., index from a kernel body
@@ -103,6 +106,13 @@ def mutants(p: ir.Protocol) -> Iterator[Mutant]:
                 body = _edit(kernel.body, path,
                              lambda b, i, w=weaker: (*b[:i], replace(b[i], signal=w), *b[i + 1:]))
                 yield Mutant(what.format("drop the signal of"), _with_kernel_body(p, k, body))
+            if isinstance(s, ir.Reduce):
+                for label, srcs in _reduce_mutations(s):
+                    body = _edit(kernel.body, path,
+                                 lambda b, i, x=srcs: (*b[:i], replace(b[i], srcs=x,
+                                                                       weights=None),
+                                                       *b[i + 1:]))
+                    yield Mutant(what.format(label), _with_kernel_body(p, k, body))
             if not isinstance(s, SYNC_OPS):
                 continue
             body = _edit(kernel.body, path, lambda b, i: (*b[:i], *b[i + 1:]))
@@ -111,6 +121,20 @@ def mutants(p: ir.Protocol) -> Iterator[Mutant]:
                 body = _edit(kernel.body, path, lambda b, i: (b[i], *b[:i], *b[i + 1:]))
                 yield Mutant(what.format("move to the start of its block"),
                              _with_kernel_body(p, k, body))
+
+
+def _reduce_mutations(s: ir.Reduce) -> Iterator[tuple[str, object]]:
+    """(what, new srcs): a contribution dropped, one doubled."""
+    if isinstance(s.srcs, ir.ListComp):
+        comp = s.srcs
+        first = ir.Compare(ops=("!=",), operands=(ir.Var(name=comp.var), ir.Call(
+            func="min", args=(comp.iter,))))
+        cond = first if comp.cond is None else ir.BoolOp(op="and", values=(comp.cond, first))
+        yield "drop the first source of", replace(comp, cond=cond)
+        return
+    if len(s.srcs) > 1:
+        yield "drop the last source of", s.srcs[:-1]
+    yield "double the first source of", (s.srcs[0], *s.srcs)
 
 
 def all_mutants() -> list[Mutant]:
@@ -200,6 +224,18 @@ HARMLESS: dict[str, str] = {
     'two_queue_pipeline: move to the start of its block wait_signal (line 23)':
         "the wait on queue 1 moves above the wait on queue 0 of the same step: both still "
         "precede both copies",
+    'allreduce_twoshot: delete quiet (line 19)':
+        QUIET,
+    'allreduce_twoshot: move to the start of its block quiet (line 19)':
+        QUIET_EARLY,
+    'broadcast_pipelined: delete quiet (line 27)':
+        QUIET,
+    'broadcast_pipelined: move to the start of its block quiet (line 27)':
+        QUIET_EARLY,
+    'reduce_scatter_ring: delete quiet (line 26)':
+        QUIET,
+    'reduce_scatter_ring: move to the start of its block quiet (line 26)':
+        QUIET_EARLY,
 }
 
 

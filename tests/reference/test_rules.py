@@ -23,8 +23,8 @@ import pytest
 
 import ccogen as cg
 from ccogen import _resources
-from ccogen.diag.codes import RULES
-from ccogen.diag.explain import explain_text, explanation, rule_file
+from ccogen.diag.codes import RULES, explain_text
+from ccogen.diag.explain import explanation, rule_file
 from ccogen.errors import InternalError
 
 ROOT = Path(__file__).resolve().parent.parent.parent

@@ -8,9 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from ccogen.rt.build import build_cubin, build_manifest_dir, protocol_origin
+from ccogen.rt.build import (
+    BuildOptions,
+    build_cubin,
+    build_manifest_dir,
+    compile_flags,
+    protocol_origin,
+)
 from ccogen.rt.errors import CompileError, LibraryVersionError, ToolchainError
-from ccogen.rt.toolchain import find_library
+from ccogen.rt.toolchain import Library, find_library, library_spec
+from ccogen.targets.libraries import NCCL, NVSHMEM
 
 from .conftest import DATA, require_toolchain
 
@@ -72,6 +79,42 @@ def test_same_text_elsewhere_hits_the_cache(cache_dir: Path, tmp_path: Path,
 
 
 @pytest.mark.toolchain
+def test_local_header_is_built_beside_and_keys_the_cache(cache_dir: Path, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """kernels.cu includes the shared device header from its own directory: the build copies
+    it beside the copy it compiles, and a change to the header is a new cache entry."""
+    require_toolchain("nccl-lsa")
+    log = _counting_nvcc(tmp_path, monkeypatch)
+    src = tmp_path / "gen" / "kernels.cu"
+    src.parent.mkdir()
+    src.write_text('#include "support.cuh"\n'
+                   'extern "C" __global__ void k(int* p) { *p = kValue; }\n')
+    header = src.parent / "support.cuh"
+    header.write_text("constexpr int kValue = 1;\n")
+    first = build_cubin(src, "nccl-lsa")
+    assert build_cubin(src, "nccl-lsa") == first and _compiles(log) == 1
+    header.write_text("constexpr int kValue = 2;\n")
+    assert build_cubin(src, "nccl-lsa") != first and _compiles(log) == 2
+    header.unlink()
+    with pytest.raises(CompileError, match=r"support\.cuh"):
+        build_cubin(src, "nccl-lsa")
+
+
+def test_listed_header_must_exist(tmp_path: Path) -> None:
+    out = tmp_path / "gen"
+    out.mkdir()
+    for name in ("kernels.cu", "manifest.json"):
+        (out / name).write_text((DATA / "nccl_hang" / name).read_text())
+    import json
+
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["headers"] = ["ccogen_device.cuh"]
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ToolchainError, match=r"ccogen_device\.cuh does not exist"):
+        build_cubin(out, "nccl-lsa")
+
+
+@pytest.mark.toolchain
 def test_build_manifest_dir_writes_cubin(cache_dir: Path, tmp_path: Path) -> None:
     require_toolchain("nccl-lsa")
     out = tmp_path / "gen"
@@ -120,6 +163,42 @@ def test_old_library_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
     monkeypatch.setenv("CCOGEN_NCCL_HOME", str(tmp_path))
     with pytest.raises(LibraryVersionError, match=r"NCCL 2\.27\.7 .* is too old: .* >= 2\.28"):
         find_library("nccl-lsa")
+
+
+def test_cft_needs_nccl_2_31(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """nccl-cft compiles against the same NCCL package, from 2.31 on (its Target says so)."""
+    (tmp_path / "include").mkdir()
+    (tmp_path / "include" / "nccl.h").write_text(
+        "#define NCCL_MAJOR 2\n#define NCCL_MINOR 28\n#define NCCL_PATCH 9\n")
+    monkeypatch.setenv("CCOGEN_NCCL_HOME", str(tmp_path))
+    assert find_library("nccl-lsa").version == (2, 28, 9)
+    with pytest.raises(LibraryVersionError, match=r"NCCL 2\.28\.9 .* is too old: the nccl-cft "
+                       r"target needs NCCL >= 2\.31\.0; upgrade with `pip install -U "):
+        find_library("nccl-cft")
+
+
+def test_mori_has_no_engine_library() -> None:
+    with pytest.raises(ToolchainError, match="mori-sdma compiles against no NCCL / NVSHMEM"):
+        library_spec("mori-sdma")
+    with pytest.raises(ToolchainError, match="unknown target 'foo'; known targets: mori-sdma"):
+        library_spec("foo")
+
+
+def test_the_runtime_builds_only_what_it_runs(tmp_path: Path) -> None:
+    with pytest.raises(ToolchainError, match="cannot run target 'nccl-cft': the runtime runs "
+                       "nvshmem, nccl-lsa"):
+        build_cubin(DATA / "nccl_hang" / "kernels.cu", "nccl-cft")
+
+
+@pytest.mark.parametrize(("target", "spec"), [("nccl-lsa", NCCL), ("nvshmem", NVSHMEM)])
+def test_extended_lambda_only_for_nccl_reduce_copy(target: str, spec: object) -> None:
+    library = Library(spec, Path("/lib/x"), (9, 9, 9))  # type: ignore[arg-type]
+    options = BuildOptions(target=target, extra_flags=("-DX=1",))
+    helpers = "ncclLsaReduceSum(coop, ...);"
+    plain = compile_flags("int x;", library, options)
+    assert plain == ["-std=c++17", "-arch=sm_90", "-I/lib/x/include", "-lineinfo", "-DX=1"]
+    with_helpers = compile_flags(helpers, library, options)
+    assert ("--extended-lambda" in with_helpers) is (target == "nccl-lsa")
 
 
 def test_missing_nvcc(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -11,8 +11,7 @@ import time
 
 import pytest
 
-from ccogen import runtime
-from ccogen.rt import run_manifest
+from ccogen.rt import native, run_manifest
 from ccogen.rt.data import CheckSpec, RegionSpec
 
 from .conftest import DATA, require_toolchain
@@ -23,7 +22,7 @@ SIZE = 1 << 20
 
 @pytest.fixture(autouse=True)
 def _two_gpus() -> None:
-    if runtime.device_count() < 2:
+    if native.device_count() < 2:
         pytest.skip("needs 2 GPUs")
 
 

@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from ccogen import runtime
 from ccogen.instantiate import team_sizes
-from ccogen.rt import run
+from ccogen.rt import native, run
 from ccogen.syntax import load_ir
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,12 +26,15 @@ def _fits_two(path: Path) -> bool:
     return 2 in team_sizes(load_ir(path), None) or load_ir(path).team.size is None
 
 
-PROTOCOLS = [p for p in sorted((ROOT / "protocols").glob("*.cco")) if _fits_two(p)]
+V2_PENDING = frozenset({"allreduce_oneshot", "allreduce_twoshot", "reduce_scatter_ring",
+                        "broadcast_pipelined"})  # code generation: the follow-up of issue 15
+PROTOCOLS = [p for p in sorted((ROOT / "protocols").glob("*.cco"))
+             if _fits_two(p) and p.stem not in V2_PENDING]
 
 
 @pytest.fixture(autouse=True)
 def _two_gpus() -> None:
-    if runtime.device_count() < 2:
+    if native.device_count() < 2:
         pytest.skip("needs 2 GPUs")
 
 
@@ -48,7 +50,7 @@ def _prebuilt() -> None:
         compile_for_run(load_ir(path), path.name, target, 2, {}, out, debug=False)
         build_manifest_dir(out)
 
-    if runtime.device_count() >= 2:
+    if native.device_count() >= 2:
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(build, [(p, t) for p in PROTOCOLS for t in TARGETS]))
 

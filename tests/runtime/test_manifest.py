@@ -55,7 +55,9 @@ def _error(data: dict[str, Any]) -> str:
 @pytest.mark.parametrize(("edit", "message"), [
     (lambda d: d.pop("heap_size"), "`heap_size` is missing"),
     (lambda d: d.update(abi=2), "this runtime implements ABI 1"),
-    (lambda d: d.update(target="mori-sdma"), "`target` is 'mori-sdma'"),
+    (lambda d: d.update(target="mori-sdma"),
+     "`target` is 'mori-sdma'; the runtime runs nvshmem, nccl-lsa"),
+    (lambda d: d.update(target="nccl-gin"), "`target` is 'nccl-gin'"),
     (lambda d: d["windows"][1].update(offset=1000), "not 256-byte aligned"),
     (lambda d: d["windows"][1].update(offset=512), "overlaps windows `src`"),
     (lambda d: d.update(heap_size=4096), "lies outside heap_size 4096"),

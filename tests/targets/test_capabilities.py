@@ -1,4 +1,5 @@
-"""The capability tables: names, the facts the seeds state, internal consistency."""
+"""The capability tables (`Target.capabilities`): the facts the seeds state, internal
+consistency."""
 
 from __future__ import annotations
 
@@ -9,7 +10,14 @@ import pytest
 from ccogen.ir.instance import IssuerLevel
 from ccogen.ir.nodes import TeamKind
 from ccogen.targets import TARGETS, UnknownTarget, get_target, providers
-from ccogen.targets.base import Alignment, Feature, QueueKind, SignalStorage, Support
+from ccogen.targets.base import (
+    Alignment,
+    Capabilities,
+    Feature,
+    QueueKind,
+    SignalStorage,
+    Support,
+)
 from tests.helpers import REPO_ROOT
 from tests.passes.run_pass import instance_of
 
@@ -17,9 +25,16 @@ NAMES = ["mori-sdma", "nccl-cft", "nvshmem", "nccl-lsa"]
 KiB, MiB = 1 << 10, 1 << 20
 
 
+def caps_of(name: str) -> Capabilities:
+    return get_target(name).capabilities
+
+
+CAPS = {name: target.capabilities for name, target in TARGETS.items()}
+
+
 def test_targets_are_the_four_of_the_spec() -> None:
     assert list(TARGETS) == NAMES
-    assert all(TARGETS[name].name == name for name in NAMES)
+    assert all(TARGETS[name].name == CAPS[name].name == name for name in NAMES)
 
 
 def test_unknown_target_lists_the_known_ones() -> None:
@@ -30,7 +45,7 @@ def test_unknown_target_lists_the_known_ones() -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_tables_are_frozen(name: str) -> None:
-    caps = get_target(name)
+    caps = caps_of(name)
     with pytest.raises(dataclasses.FrozenInstanceError):
         caps.queue_cap = 3  # type: ignore[misc]
     hash(caps.cost)
@@ -38,43 +53,43 @@ def test_tables_are_frozen(name: str) -> None:
 
 
 def test_queues() -> None:
-    mori = get_target("mori-sdma")
+    mori = caps_of("mori-sdma")
     assert (mori.queue_kind, mori.queue_cap) == (QueueKind.HARDWARE, 8)
     for name in NAMES[1:]:
-        assert (TARGETS[name].queue_kind, TARGETS[name].queue_cap) == (QueueKind.EMULATED, None)
+        assert (CAPS[name].queue_kind, CAPS[name].queue_cap) == (QueueKind.EMULATED, None)
 
 
 def test_signals() -> None:
-    assert get_target("mori-sdma").signal_storage is SignalStorage.QUEUE_SLOTS
+    assert caps_of("mori-sdma").signal_storage is SignalStorage.QUEUE_SLOTS
     for name in NAMES[1:]:
-        assert TARGETS[name].signal_storage is SignalStorage.SIGNAL_WINDOW
-    assert all(c.signal_after_data and c.completion_sender_side for c in TARGETS.values())
+        assert CAPS[name].signal_storage is SignalStorage.SIGNAL_WINDOW
+    assert all(c.signal_after_data and c.completion_sender_side for c in CAPS.values())
 
 
 def test_counted_writes() -> None:
-    how = {name: caps.counted_writes for name, caps in TARGETS.items()}
+    how = {name: caps.counted_writes for name, caps in CAPS.items()}
     assert how == {"mori-sdma": Support.NONE, "nccl-cft": Support.NATIVE,
                    "nvshmem": Support.EMULATED, "nccl-lsa": Support.EMULATED}
 
 
 def test_alignment_rules() -> None:
     cft = Alignment(operand=16, length=16, counter=256)
-    assert get_target("nccl-cft").alignment == cft
-    assert get_target("nccl-cft").counted_alignment == cft
-    assert get_target("nvshmem").counted_alignment == cft
+    assert caps_of("nccl-cft").alignment == cft
+    assert caps_of("nccl-cft").counted_alignment == cft
+    assert caps_of("nvshmem").counted_alignment == cft
     for name in ("mori-sdma", "nvshmem", "nccl-lsa"):
-        assert TARGETS[name].alignment.unconstrained
+        assert CAPS[name].alignment.unconstrained
 
 
 def test_team_kinds_and_thread_modes() -> None:
-    lsa_only = {n for n, c in TARGETS.items() if c.team_kinds == frozenset({TeamKind.LSA})}
+    lsa_only = {n for n, c in CAPS.items() if c.team_kinds == frozenset({TeamKind.LSA})}
     assert lsa_only == {"mori-sdma", "nccl-lsa"}
-    assert [n for n, c in TARGETS.items() if c.thread_modes] == ["mori-sdma"]
+    assert [n for n, c in CAPS.items() if c.thread_modes] == ["mori-sdma"]
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_issuer_scope_has_a_coop(name: str) -> None:
-    caps = get_target(name)
+    caps = caps_of(name)
     assert {level for level, _ in caps.issuer_scopes} == set(IssuerLevel)
     assert caps.coop(IssuerLevel.BLOCK)
 
@@ -82,7 +97,7 @@ def test_every_issuer_scope_has_a_coop(name: str) -> None:
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("feature", list(Feature))
 def test_a_missing_feature_has_a_reason_and_only_then(name: str, feature: Feature) -> None:
-    caps = get_target(name)
+    caps = caps_of(name)
     assert (caps.reason(feature) is None) == caps.supports(feature).available
 
 
@@ -94,13 +109,13 @@ def test_providers_name_native_targets_first() -> None:
 
 
 def test_barrier_slots_only_on_cft() -> None:
-    slots = {n: c.barriers.slots_per_block for n, c in TARGETS.items()}
+    slots = {n: c.barriers.slots_per_block for n, c in CAPS.items()}
     assert slots == {"mori-sdma": None, "nccl-cft": 1, "nvshmem": None, "nccl-lsa": None}
-    assert get_target("nccl-cft").barriers.requirement == "reqs.cftBarrierCount"
+    assert caps_of("nccl-cft").barriers.requirement == "reqs.cftBarrierCount"
 
 
 def test_mori_cost_model_is_the_seed() -> None:
-    cost = get_target("mori-sdma").cost
+    cost = caps_of("mori-sdma").cost
     assert (cost.per_packet_us, cost.dispatch_us, cost.small_op_bytes) == (2.0, 6.0, 256 * KiB)
     assert cost.shared_queue_slowdown == (8, 3.2) and cost.doorbell_batch == (8, 16)
     assert (cost.sgpr_same_queue, cost.sgpr_independent) == (5, 14)
@@ -117,11 +132,11 @@ def test_mori_cost_model_is_the_seed() -> None:
 
 def test_h200_cost_model() -> None:
     for name in ("nvshmem", "nccl-lsa"):
-        cost = get_target(name).cost
+        cost = caps_of(name).cost
         assert (cost.peak_gbps, cost.flag_latency_us, cost.launch_us) == (397.0, 0.66, 4.2)
         assert cost.bandwidth_at(1 * MiB) == 397.0
         assert cost.per_packet_us is None
-    assert get_target("nccl-cft").cost.peak_gbps is None  # never measured
+    assert caps_of("nccl-cft").cost.peak_gbps is None  # never measured
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -129,7 +144,7 @@ def test_heap_layout_honours_the_tables(name: str) -> None:
     """codegen/layout.py places windows and counters where every table says they are."""
     from ccogen.codegen.layout import plan_heap
 
-    caps = get_target(name)
+    caps = caps_of(name)
     instance = instance_of("""
         protocol p():
             team lsa(2)

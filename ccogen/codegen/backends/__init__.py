@@ -1,22 +1,18 @@
-"""Backends by target name, imported lazily."""
+"""The code generator of a target: the class its `Target.codegen` names, imported lazily."""
 
 from __future__ import annotations
 
-import importlib
-
 from ccogen.codegen.backends.base import Backend, Options
-
-BACKENDS: dict[str, str] = {
-    "nccl-lsa": "ccogen.codegen.backends.nccl_lsa:NcclLsa",
-    "nvshmem": "ccogen.codegen.backends.nvshmem:Nvshmem",
-    "mori-sdma": "ccogen.codegen.backends.mori_sdma:MoriSdma",
-    "nccl-cft": "ccogen.codegen.backends.nccl_cft:NcclCft",
-}
+from ccogen.targets import get_target
+from ccogen.targets.target import resolve
 
 
 def get_backend(name: str) -> Backend:
-    module, _, cls = BACKENDS[name].partition(":")
-    return getattr(importlib.import_module(module), cls)()  # type: ignore[no-any-return]
+    """A fresh code generator for target `name` (`UnknownTarget` for an unknown name)."""
+    reference = get_target(name).codegen
+    backend = resolve(reference)()
+    assert isinstance(backend, Backend), f"{name}: {reference} is not a Backend"
+    return backend
 
 
-__all__ = ["BACKENDS", "Backend", "Options", "get_backend"]
+__all__ = ["Backend", "Options", "get_backend"]

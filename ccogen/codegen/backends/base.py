@@ -7,8 +7,17 @@ from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
 from ccogen.codegen.files import GeneratedFiles
+from ccogen.codegen.plan import Unsupported
 from ccogen.ir.instance import Instance
 from ccogen.ir.nodes import LaunchOrder
+from ccogen.source import Span
+
+# The SM budget by default: CTAs per launch of one kernel.  NCCL's default channel count on
+# NVLink; a quarter of an H200's 132 SMs, so the rest stays free for the compute that
+# communication overlaps with (and for the other ranks of a shared GPU).  Measured: 32
+# CTAs store into an NVLink peer at 90-92 % of the copy engine, 128 at 93.4-95.8 %
+# (docs/performance.md); `--max-ctas 128` buys those points back where the GPU is ours alone.
+DEFAULT_MAX_CTAS = 32
 
 
 @dataclass(frozen=True)
@@ -21,11 +30,22 @@ class Options:
     CUDA graph that captured the launches once can replay them epoch after epoch
     (`ccogen bench`).  The kernel signature and the manifest's `params` are unchanged;
     the runtime must launch every kernel exactly once per epoch, as it does.
+
+    `max_ctas` (every target): the SM budget, the most CTAs (workgroups) one launch of a
+    kernel may have.  The SM targets split large copies over fewer CTAs to stay within
+    it; a kernel with more logical blocks than the budget is refused (each logical block
+    needs a CTA of its own).  Recorded in the manifest.
     """
 
     debug: bool = False
     arch: str = "sm_90"
     epoch_from_heap: bool = False
+    max_ctas: int = DEFAULT_MAX_CTAS  # the SM budget: at most this many CTAs per launch
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.max_ctas, int) or isinstance(self.max_ctas, bool) \
+                or self.max_ctas < 1:
+            raise ValueError(f"max_ctas must be a positive integer, not {self.max_ctas!r}")
 
     def as_dict(self) -> dict[str, Any]:
         """The options as data; an option left at its default is omitted when that keeps
@@ -37,7 +57,7 @@ class Options:
 
 
 def manifest_head(target: str, instance: Instance, source: str, arch: object,
-                  debug: bool, heap_size: int) -> dict[str, object]:
+                  debug: bool, heap_size: int, max_ctas: int) -> dict[str, object]:
     """The fields of manifest.json every target writes first (docs/runtime-abi.md);
     `between_launches` only where the protocol needs a host barrier between launches."""
     head: dict[str, object] = {
@@ -51,10 +71,19 @@ def manifest_head(target: str, instance: Instance, source: str, arch: object,
         "arch": arch,
         "debug": debug,
         "heap_size": heap_size,
+        "max_ctas": max_ctas,
     }
     if instance.protocol.between_launches is LaunchOrder.HOST_SYNC:
         head["between_launches"] = LaunchOrder.HOST_SYNC.value
     return head
+
+
+def check_budget(blocks: int, max_ctas: int, kernel: str, span: Span | None) -> None:
+    """A kernel needs one CTA per logical block: refuse one the budget cannot hold."""
+    if blocks > max_ctas:
+        raise Unsupported(f"kernel `{kernel}` has {blocks} logical blocks, each on a CTA of its "
+                          f"own, over the SM budget of {max_ctas} CTAs per launch (raise "
+                          "--max-ctas, or use fewer blocks)", span)
 
 
 class Backend(ABC):

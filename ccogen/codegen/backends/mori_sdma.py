@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 from ccogen import __version__
 from ccogen.analysis import Analysis, analyse
-from ccogen.codegen.backends.base import Backend, Options, manifest_head
+from ccogen.codegen.backends.base import Backend, Options, check_budget, manifest_head
 from ccogen.codegen.files import GeneratedFiles, banner, options_hash
 from ccogen.codegen.jinja import render
 from ccogen.codegen.layout import HeapLayout, plan_heap
@@ -437,6 +437,8 @@ class MoriSdma(Backend):
                               instance.protocol.span)
         layout = plan_heap(instance, 1)
         low = _Lowering(instance, analyse(instance), layout, source, options.debug)
+        for k in instance.kernels:
+            check_budget(k.blocks, options.max_ctas, k.name, k.span)
         kernels = tuple(self.kernel(instance, k.index, low) for k in instance.kernels)
         opts = {**options.as_dict(), "arch": list(ARCHES), "target": self.name}
         model = MoriModel(
@@ -476,12 +478,14 @@ class MoriSdma(Backend):
                  options: Options) -> dict[str, object]:
         return {
             **manifest_head(self.name, instance, model.source, list(ARCHES), options.debug,
-                            layout.size),
+                            layout.size, options.max_ctas),
             "windows": layout.windows_manifest(),
             "kernel_file": "kernels.hip",
             "kernels": [
                 {"name": k.name, "symbol": k.symbol, "grid": k.blocks, "block": k.block_dim,
-                 "shared_mem": 0, "cooperative": False, "params": list(self.kernel_params)}
+                 # workgroups of one rank may wait on each other's signals: co-resident
+                 "shared_mem": 0, "cooperative": k.blocks > 1,
+                 "params": list(self.kernel_params)}
                 for k in model.kernels],
             "mori": {
                 "sdma_queue_count": model.queues,

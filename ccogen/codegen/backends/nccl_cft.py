@@ -20,7 +20,7 @@ primitives the template prints are CFT ones:
   my signal.
 - Every `cft.flush` takes the fabric report of the operations it waits for (`fabric.try_*`
   report through their mbarrier): a failed one traps with the report in the debug record
-  (kind 5), never a silent hang.  Slots are 16 bytes
+  (kind 6), never a silent hang.  Slots are 16 bytes
   apart (`CftLayout`), so each red is 16-byte aligned and the upper word is padding.
 - Waits (`wait_signal`, `wait_count`) are `cft.waitCounted` at CTA scope (relaxed spin,
   wrap-safe `>=`, `ncclMemFence(acquire, Fabric -> Generic, Sys)`), acquire spins plus

@@ -19,6 +19,7 @@ class NcclLsa(SmBackend):
     kernel_params = ("devcomm", "window", "epoch", "debug")
     split_ctas = True
     ll_path = True
+    add_primitives = True
 
     def requirements(self, model: ProtocolModel) -> dict[str, object]:
         barriers = any(k.rank_syncs for k in model.kernels)

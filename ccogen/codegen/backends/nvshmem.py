@@ -29,7 +29,7 @@ path only where the headers support it: NVSHMEM >= 3.8 compiled with
 `NVSHMEM_CFT_HANDLES_SUPPORT` defined, CUDA >= 13.3 and sm_100 (`CCOGEN_COUNTED_NATIVE`);
 elsewhere the same steps compile to the `NVSHMEM_SIGNAL_ADD` emulation.  A counted
 write the library refuses (not `NVSHMEMX_SUCCESS`) traps with the status in the debug
-record (kind 4): counted writes never fall back at run time.
+record (kind 5): counted writes never fall back at run time.
 """
 
 from __future__ import annotations
@@ -100,6 +100,7 @@ class Nvshmem(SmBackend):
     kernel_params = ("heap", "epoch", "debug")
     split_ctas = True
     ll_path = True
+    add_primitives = True
 
     def generate(self, instance: Instance, source: str, options: Options) -> GeneratedFiles:
         self._native = native_counted(options)

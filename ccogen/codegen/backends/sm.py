@@ -8,15 +8,21 @@ whose largest copy is at most 4 KiB (`SMALL_COPY`) runs one CTA per logical bloc
 the protocol's `threads=` rounded up to a warp: small messages need no more, and a
 narrow CTA meets faster.  Larger copies get CTAs of at least 512 threads
 (`COPY_BLOCK_DIM`), one per 64 KiB of the largest copy (`BYTES_PER_CTA`), at most 128
-per group (`MAX_CTAS`) and per kernel (`MAX_GRID`, under the H200's 132 SMs: every CTA is
-resident); threads past `threads=` only help copy.  Measured on 2 x H200 with
+per group (`MAX_CTAS`) and at most the SM budget per kernel (`Options.max_ctas`, 32 by
+default: the rest of the GPU stays free for the work communication overlaps with);
+threads past `threads=` only help copy.  Measured on 2 x H200 with
 benchmarks/copy/copy_shape.cu: 128 CTAs of 512 threads store 16 MiB-1 GiB into the peer at
 93.4-95.8 % of the copy engine (both ways), 32 CTAs at 90-92 %; 132 CTAs (uneven slices)
 drop to 88 % from 256 MiB.  Each CTA copies a
 contiguous 16-byte-aligned slice with 16-byte words, 8 loads in flight per thread
-(templates/common/sm_device.cuh.j2).  Kernels with more than one CTA are launched
-cooperatively (their CTAs may still wait on each other).  On nccl-lsa and nvshmem the
-group's signals, waits and syncs are then split per CTA (`codegen.ctasplit`).
+(templates/common/ccogen_device.cuh.j2).
+
+Residency: kernels with more than one CTA are marked cooperative in the manifest.  Their
+CTAs may wait on each other (CTA-group and rank-wide barriers, logical blocks waiting on
+each other's local signals), so the runtime launches them with a cooperative launch after
+checking the grid against the occupancy the device reports (docs/targets.md, "Residency").
+On nccl-lsa and nvshmem the group's signals, waits and syncs are split per CTA
+(`codegen.ctasplit`): only the barriers the protocol needs stay.
 
 Each logical block's program is a device function the kernel's dispatch calls.  Up to
 `INLINE_STEPS` steps in all the kernel's programs they are `__forceinline__`: the context
@@ -27,7 +33,7 @@ docs/performance.md).  Above, `__noinline__` keeps very large instances quick to
 
 `Options.epoch_from_heap` adds one 64-bit launch counter per kernel after its barrier
 words (`KernelModel.epoch_word`); the kernel's first act is to take a ticket from it
-(see `ccogen_launch_epoch` in templates/common/sm_device.cuh.j2).
+(see `ccogen_launch_epoch` in templates/common/ccogen_device.cuh.j2).
 """
 
 from __future__ import annotations
@@ -38,13 +44,19 @@ from dataclasses import replace
 from typing import ClassVar
 
 from ccogen import __version__
-from ccogen.codegen.backends.base import Backend, Options, manifest_head
+from ccogen.codegen.backends.base import (
+    DEFAULT_MAX_CTAS,
+    Backend,
+    Options,
+    check_budget,
+    manifest_head,
+)
 from ccogen.codegen.ctasplit import scale_programs, slot_scales, split_segments
-from ccogen.codegen.files import GeneratedFiles, banner, options_hash
+from ccogen.codegen.files import GeneratedFiles, banner, options_hash, support_banner
 from ccogen.codegen.jinja import render
 from ccogen.codegen.layout import HeapLayout, plan_heap
 from ccogen.codegen.ll import NONE, LLPlan, plan_ll
-from ccogen.codegen.model import BlockProgram, KernelModel, ProtocolModel, Segment
+from ccogen.codegen.model import BlockProgram, DeviceSupport, KernelModel, ProtocolModel, Segment
 from ccogen.codegen.naming import c_identifier
 from ccogen.codegen.plan import Unsupported, block_ops, lower_block
 from ccogen.ir.instance import Instance, OpInst
@@ -52,9 +64,9 @@ from ccogen.ir.instance import Instance, OpInst
 SMALL_COPY = 4 << 10
 COPY_BLOCK_DIM = 512
 BYTES_PER_CTA = 64 << 10
-MAX_CTAS = 128
-MAX_GRID = 128
+MAX_CTAS = 128  # per group of one logical block: the measured best into an NVLink peer
 INLINE_STEPS = 256
+SUPPORT_TEMPLATE = "common/ccogen_device.cuh.j2"
 
 
 def expected_oracle(instance: Instance) -> Callable[[OpInst], tuple[int, int]]:
@@ -73,14 +85,16 @@ def expected_oracle(instance: Instance) -> Callable[[OpInst], tuple[int, int]]:
 
 
 def launch_shape(largest_copy: int, threads: int, blocks: int,
-                 block_dim: int = COPY_BLOCK_DIM) -> tuple[int, int]:
+                 block_dim: int = COPY_BLOCK_DIM,
+                 max_ctas: int = DEFAULT_MAX_CTAS) -> tuple[int, int]:
     """(CTAs per logical block, threads per CTA) for a kernel (module docstring);
-    `block_dim`: the backend's CTA size for copies."""
+    `block_dim`: the backend's CTA size for copies; `max_ctas`: the SM budget (CTAs per
+    launch, at least `blocks`: `base.check_budget`)."""
     warp_threads = -(-threads // 32) * 32
     if largest_copy <= SMALL_COPY:
         return 1, warp_threads
     ctas = -(-largest_copy // BYTES_PER_CTA)
-    ctas = max(1, min(ctas, MAX_CTAS, MAX_GRID // max(1, blocks)))
+    ctas = max(1, min(ctas, MAX_CTAS, max_ctas // max(1, blocks)))
     return ctas, max(block_dim, warp_threads)
 
 
@@ -92,12 +106,22 @@ class SmBackend(Backend):
     copy_block_dim: ClassVar[int] = COPY_BLOCK_DIM
     ll_path: ClassVar[bool] = False  # small puts with their signal folded in (codegen.ll)
 
+    add_primitives: ClassVar[bool] = False  # defines ccogen_add / ccogen_llput_thread
+
     def generate(self, instance: Instance, source: str, options: Options) -> GeneratedFiles:
         model, layout = self.model(instance, source, options)
         text = render(self.template, model=model)
         manifest = self.manifest(model, layout, instance, options)
         return GeneratedFiles({"kernels.cu": text,
+                               model.support_header: render(SUPPORT_TEMPLATE,
+                                                            support=self.support(options)),
                                "manifest.json": json.dumps(manifest, indent=2) + "\n"})
+
+    def support(self, options: Options) -> DeviceSupport:
+        """The variant of the shared device header this backend's kernels.cu includes."""
+        return DeviceSupport(epoch_from_heap=options.epoch_from_heap,
+                             add_primitives=self.add_primitives,
+                             banner=support_banner(__version__))
 
     # ------------------------------------------------------------------ model
     def model(self, instance: Instance, source: str,
@@ -118,7 +142,8 @@ class SmBackend(Backend):
         kernels = []
         word = layout.scratch.offset
         for k in instance.kernels:
-            kernel = self._kernel(instance, k.index, layout, oracle, source, word, ll)
+            kernel = self._kernel(instance, k.index, layout, oracle, source, word, ll,
+                                  options.max_ctas)
             word += 8 * (k.blocks + 1)
             if options.epoch_from_heap:
                 kernel = replace(kernel, epoch_word=word)
@@ -148,12 +173,13 @@ class SmBackend(Backend):
         return plan_heap(instance, scratch)
 
     def _kernel(self, instance: Instance, index: int, layout: HeapLayout, oracle: object,
-                source: str, word: int, ll: LLPlan) -> KernelModel:
+                source: str, word: int, ll: LLPlan, max_ctas: int) -> KernelModel:
         k = instance.kernels[index]
+        check_budget(k.blocks, max_ctas, k.name, k.span)
         ops = [o for rank_ops in instance.ranks for o in rank_ops if o.kernel == index]
         ctas, block_dim = launch_shape(
             max((o.dst.size for o in ops if o.dst is not None), default=0), k.threads, k.blocks,
-            self.copy_block_dim)
+            self.copy_block_dim, max_ctas)
         counters = frozenset(c.offset for c in layout.counters)
         programs = []
         barriers = 0
@@ -189,8 +215,9 @@ class SmBackend(Backend):
                  options: Options) -> dict[str, object]:
         return {
             **manifest_head(self.name, instance, model.source, options.arch, options.debug,
-                            layout.size),
+                            layout.size, options.max_ctas),
             "windows": layout.windows_manifest(),
+            "headers": [model.support_header],
             "signals": {"offset": layout.signals.offset, "count": layout.signals.size // 8},
             "counters": [{"name": c.name, "offset": c.offset} for c in layout.counters],
             "kernels": [

@@ -67,6 +67,7 @@ using FnPtr = Signature*;
   X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", CUresult(CUcontext*, CUdevice))    \
   X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", CUresult(CUdevice))           \
   X(cuCtxSetCurrent,    "cuCtxSetCurrent",    CUresult(CUcontext))                           \
+  X(cuCtxGetCurrent,    "cuCtxGetCurrent",    CUresult(CUcontext*))                          \
   X(cuCtxSynchronize,   "cuCtxSynchronize",   CUresult())                                    \
   X(cuModuleLoadData,   "cuModuleLoadData",   CUresult(CUmodule*, const void*))              \
   X(cuModuleUnload,     "cuModuleUnload",     CUresult(CUmodule))                            \

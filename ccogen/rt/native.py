@@ -1,16 +1,19 @@
-"""Thin facade over the native runtime extension `ccogen._ccogen_rt`.
+"""The one way into the native runtime extension `ccogen._ccogen_rt` (runtime/src).
 
-The extension loads the CUDA driver (libcuda.so.1) lazily, so importing ccogen never needs a
-GPU.  Every function here that needs the driver raises `GpuUnavailable` with a message that
-says why (no driver, no device, extension not built); `driver_available()` never raises.
-
-Building, launching and checking generated code lives in `ccogen.rt` (which uses the
-extension's Context / Module / Function / Stream / Event / HostMapped / launch directly).
+Every other module gets the extension from `load()`, which says how to build it when it is
+missing.  The extension loads the CUDA driver (libcuda.so.1) lazily, so importing it never
+needs a GPU.  The driver queries below raise `GpuUnavailable` with a message that says why
+(no driver, no device, extension not built); `driver_available()` never raises.  The rest
+of the extension (Context, Module, Function, Stream, Event, HostMapped, launch, graphs) is
+used through `load()` by the runtime (ccogen.rt.session, ccogen.rt.launch,
+ccogen.bench.worker); its types are in ccogen/_ccogen_rt.pyi.
 """
 
 from __future__ import annotations
 
 from types import ModuleType
+
+from ccogen.rt.errors import NoGpuError
 
 __all__ = [
     "GpuUnavailable",
@@ -19,17 +22,20 @@ __all__ = [
     "device_name",
     "driver_available",
     "driver_version",
+    "is_cuda_error",
+    "load",
 ]
 
 
-class GpuUnavailable(RuntimeError):
+class GpuUnavailable(NoGpuError):
     """No usable NVIDIA GPU: the driver, a device or the native extension is missing."""
 
 
-def _native() -> ModuleType:
+def load() -> ModuleType:
+    """The native extension; `GpuUnavailable` (with the fix) when it was never built."""
     try:
         from ccogen import _ccogen_rt
-    except ImportError as exc:  # pragma: no cover - only in a source tree that was never built
+    except ImportError as exc:  # a source tree that was never built
         raise GpuUnavailable(
             f"ccogen's native runtime (ccogen._ccogen_rt) is not built: {exc}; "
             "install ccogen with `python -m pip install -e .` to build it"
@@ -37,17 +43,26 @@ def _native() -> ModuleType:
     return _ccogen_rt
 
 
+def is_cuda_error(exc: BaseException) -> bool:
+    """True for the extension's CudaError / CudaUnavailable (False when it is missing)."""
+    try:
+        rt = load()
+    except GpuUnavailable:
+        return False
+    return isinstance(exc, rt.CudaError | rt.CudaUnavailable)
+
+
 def driver_available() -> bool:
     """True when the CUDA driver loads and initialises; never raises."""
     try:
-        return bool(_native().driver_available())
+        return bool(load().driver_available())
     except GpuUnavailable:
         return False
 
 
 def driver_version() -> int:
     """The CUDA driver version as an int (e.g. 13000 for CUDA 13.0)."""
-    rt = _native()
+    rt = load()
     try:
         return int(rt.driver_version())
     except rt.CudaUnavailable as exc:
@@ -56,7 +71,7 @@ def driver_version() -> int:
 
 def device_count() -> int:
     """Number of CUDA devices; 0 when the driver is present but reports none."""
-    rt = _native()
+    rt = load()
     try:
         return int(rt.device_count())
     except rt.CudaUnavailable as exc:
@@ -65,7 +80,7 @@ def device_count() -> int:
 
 def device_name(ordinal: int) -> str:
     """Name of CUDA device `ordinal` (IndexError when out of range)."""
-    rt = _native()
+    rt = load()
     try:
         return str(rt.device_name(ordinal))
     except rt.CudaUnavailable as exc:
@@ -74,7 +89,7 @@ def device_name(ordinal: int) -> str:
 
 def compute_capability(ordinal: int) -> tuple[int, int]:
     """(major, minor) compute capability of CUDA device `ordinal`."""
-    rt = _native()
+    rt = load()
     try:
         major, minor = rt.compute_capability(ordinal)
     except rt.CudaUnavailable as exc:

@@ -1,0 +1,201 @@
+"""Instantiation: bind the team size and the parameters, evaluate, unroll.
+
+`instantiate(protocol, nranks, params)` turns a `Protocol` into an `Instance`
+(see `ccogen.ir.instance`): every loop unrolled, every expression evaluated, every
+op instance with its rank, issuer, queue, regions, posting group and program-order
+predecessors.  `team_sizes` says which sizes to instantiate; `parse_param_value`
+reads a `--param` value.
+
+Semantics (the contract of this module):
+
+*Expressions* follow Python (`ccogen.ir.evaluate`): ints and bools, `//` and `%`
+floor, `**` (exponent >= 0, results of `*`/`**` below 2**63 in magnitude),
+chained comparisons, `and`/`or` return an operand, conditional expressions.
+Built-ins: `me`, `nranks`, `peers()` (every rank but `me`, increasing), `ranks()`,
+`range(...)`, `len`, `min`/`max` (several ints or one sequence), `abs`.  Sequences
+are tuples of ints of at most 1,000,000 elements.  Loop variables are scoped to
+their loop body.  A wrong type, a division by zero or a bad `**` is E004 at the
+offending sub-expression, with the bound values in a note (`with nranks=3, me=1`).
+
+*Declarations*.  Parameters: unknown names are E002 (at the protocol, listing the
+known ones); a given value must be an `int`; defaults are evaluated in declaration
+order and may use earlier parameters and `nranks`; a `bytes` parameter cannot be
+negative (E002).  `team lsa(N)`/`team world(N)`: N may use parameters only and
+must equal `nranks` (E002).  Window sizes, `queues N`, `threads=` and `blocks=` are
+symmetric: evaluated with parameters and `nranks`, never `me` (E004).  A window
+size must be > 0 (E003); `queues N` >= 1 (E002); `threads=` in 1..1024 and
+`blocks=` in 1..2**31-1 (E005).  Without `blocks=` the grid is the longest
+`blocks` range the kernel runs on any rank (at least 1).  `queues auto` is the
+largest number of distinct issuers `(block, warp_of)` that issue auto-queued
+`put`/`get` toward one peer in one kernel on one rank, capped at 8, at least 1.
+
+*Issuers*.  The kernel top level is block 0's leader, `Issuer(block=0)`.  The
+element at position i of an issuer block's range runs as issuer i; the loop
+variable takes the element's value.  `blocks b in E` only at the top level of a
+kernel body (E002), block i; at most `blocks=` of them (E005).  `warps w in E`:
+warp i of the enclosing block; not inside `warps`/`lanes` (E002); needs
+32*len(E) <= threads (E005).  `lanes x in E`: thread i (`Issuer(lane=i)`); inside
+`warps` at position w thread w*32+i (`Issuer(warp=w, lane=w*32+i)`) and at most 32
+lanes; otherwise at most `threads` lanes (E005); not inside `lanes` (E002).
+`for`/`if` may appear anywhere and are evaluated per issuer.
+
+*Program order* (`OpInst.preds`, minimal): an op follows the current frontier;
+an issuer block forks (each issuer starts from the frontier before it) and joins
+(the frontier after it is the last ops of every issuer that issued anything; if
+none did, it is unchanged).  The frontier carries over from kernel k to k+1.  A
+rank's ops are listed by kernel, then statement order, issuers in position order.
+
+*Ops*.  `peer` of put/get/commit/quiet(p) and `src` of wait_signal must be in
+[0, nranks) (E010); put/get/commit/quiet to `me` is E010 (a wait on one's own
+slot is fine).  Regions: missing bounds are 0 and the window size; empty or out
+of the window is E003; `dst` and `src` of put/get/copy must have equal lengths
+(E003).  put: `dst` on the peer, `src` on me; get the reverse; copy both on me.
+Queues: an explicit `queue=` is stored as evaluated (range checks are E012, not
+here).  `queue=auto` on put/get/commit: issuer slot % Q where the slot is 0 for a
+block leader, b for the leader of `blocks` position b, w for `warps` position w
+(b*W + w inside `blocks` position b, W the length of that `warps` range), the
+warp's slot for lanes inside `warps`, and thread//32 for other lanes
+(b*ceil(len/32) + thread//32 inside `blocks` position b).  `quiet` without
+`queue=` drains every queue (None).  `wait_signal` without `queue=` is queue 0
+when Q == 1, else E002.  Any error in an op skips that op instance only; its
+successors follow its predecessors.
+
+*Posting groups*.  Lane op instances of one call site issued by one hardware warp
+(same block and `warp_of`) in the same iteration of every enclosing `for` (by
+iteration number, inside and outside the lanes body) share a group;
+`lanes_in_group` counts them.  Every other op instance is a group of its own.
+Group ids are dense per rank, in order of first appearance.
+
+*ensure* runs per rank with `me` bound: `for`/`if` and comparisons, each
+becoming a `CheckInst`; `w@p` names rank p (E010 outside the team), bounds and
+lengths as above (E003).
+
+*Limits* (`ccogen.limits`, raised with `--limit NAME=N`).  More than 1,000,000 op
+instances (all ranks, kernels and checks) or 4,000,000 loop iterations is E006 at the
+outermost loop running, and no instance; so is a team over 1,024 ranks (at the team
+declaration) or a window over 1 TiB (at its size).
+
+*Diagnostics* carry a note naming the instance (`in the instance nranks=3,
+block=1048576`).  Identical ones (code, span, message) from several ranks or
+iterations are reported once with the ranks in a note; at one place at most three
+different messages of one code are shown, then a count of the rest.  The instance
+is None only when declarations fail (parameters, team, windows, queue count,
+launch sizes) or a limit is hit; a bad op is skipped and the rest still built.
+
+Modules: `params` (`--param` values), `findings` (merged diagnostics), `declarations`,
+`evaluating` (per-rank evaluation, limits, ranks and regions), `unroll` (kernel
+bodies into pending op instances), `ensure`, `finalize` (queues `auto`, groups,
+`OpInst`s), `limits`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ccogen.diag import Diagnostic
+from ccogen.instantiate.declarations import (
+    bind_dtype_params,
+    bind_params,
+    declare,
+    is_dtype_param,
+    kernel_insts,
+    team_ok,
+    team_size,
+)
+from ccogen.instantiate.ensure import Ensure
+from ccogen.instantiate.evaluating import Overflow
+from ccogen.instantiate.finalize import auto_queue_count, finalize
+from ccogen.instantiate.findings import Findings, label
+from ccogen.instantiate.limits import DEFAULT_TEAM_SIZES, MAX_OP_INSTANCES
+from ccogen.instantiate.params import parse_param_value, parse_params
+from ccogen.instantiate.unroll import Unroller
+from ccogen.ir import nodes as ir
+from ccogen.ir.dtype import DType
+from ccogen.ir.evaluate import Compiler
+from ccogen.ir.instance import Instance
+from ccogen.limits import DEFAULT as DEFAULT_LIMITS
+from ccogen.limits import Limits
+
+# ============================================================================= public API
+
+
+def team_sizes(
+    protocol: ir.Protocol,
+    ranks: Sequence[int] | None = None,
+    *,
+    params: Mapping[str, int] | None = None,
+) -> list[int]:
+    """The team sizes to instantiate: `ranks` if given, `[N]` for a fixed team, else 2, 3, 4, 8.
+
+    N is evaluated from the parameter defaults (overridden by `params`).  When it
+    cannot be evaluated this returns one size, so that the single instance reports why.
+    """
+    if ranks:
+        return [int(r) for r in ranks]
+    if protocol.team.size is None:
+        return list(DEFAULT_TEAM_SIZES)
+    findings = Findings(0)
+    compiler = Compiler()
+    ints = {k: v for k, v in (params or {}).items() if not is_dtype_param(protocol, k)}
+    bound = bind_params(protocol, None, ints, compiler, findings)
+    size = None if bound is None else team_size(protocol, bound, compiler, findings)
+    return [size] if size is not None else [DEFAULT_TEAM_SIZES[0]]
+
+
+def instantiate(
+    protocol: ir.Protocol, nranks: int, params: Mapping[str, Any] | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+) -> tuple[Instance | None, list[Diagnostic]]:
+    """Bind `nranks` and `params` (defaults for the rest), evaluate and unroll.
+
+    `params` maps integer parameters to ints and `dtype` parameters to `DType`s
+    (or their names).  Returns the instance (None when a declaration or a limit
+    fails) and every diagnostic found; see the module docstring for the rules.
+    """
+    given = dict(params or {})
+    findings = Findings(nranks, label(nranks, given), limits)
+    compiler = Compiler()
+    types = bind_dtype_params(protocol, given, findings)
+    ints = {k: v for k, v in given.items() if not is_dtype_param(protocol, k)}
+    bound = bind_params(protocol, nranks, ints, compiler, findings)
+    if bound is not None and types is not None:
+        findings.label = label(nranks, {**bound, **types})
+    if bound is None or types is None or not team_ok(protocol, nranks, bound, compiler,
+                                                      findings):
+        return None, findings.diagnostics()
+    return _unroll(protocol, nranks, bound, types, compiler, findings), findings.diagnostics()
+
+
+def _unroll(protocol: ir.Protocol, nranks: int, params: dict[str, int],
+            types: dict[str, DType], compiler: Compiler,
+            findings: Findings) -> Instance | None:
+    decl = declare(protocol, nranks, params, types, compiler, findings)
+    try:
+        unroller = Unroller(protocol, nranks, params, decl, compiler, findings)
+        pending = unroller.run()
+        ensure = Ensure(nranks, params, decl.memories, compiler, findings)
+        ensure.total, ensure.iterations = unroller.total, unroller.iterations  # shared limits
+        checks = ensure.run(protocol.ensure)
+    except Overflow as exc:
+        findings.add(exc.diagnostic, exc.rank)
+        return None
+    queues = auto_queue_count(pending) if decl.queues is None else decl.queues
+    auto = decl.queues is None
+    ranks = tuple(finalize(r, ops, queues, auto, findings) for r, ops in enumerate(pending))
+    if decl.fatal:
+        return None
+    return Instance(
+        protocol=protocol, nranks=nranks, params=tuple(params.items()), queues=queues,
+        window_sizes=tuple((n, s) for n, s in decl.windows.items() if s is not None),
+        kernels=kernel_insts(decl, unroller.grid), ranks=ranks, checks=tuple(checks),
+        dtypes=tuple((n, m.dtype) for n, m in decl.memories.items()
+                     if m is not None and m.dtype is not DType.U8),
+        buffer_sizes=tuple((n, m.nbytes) for n, m in decl.memories.items()
+                           if m is not None and m.buffer),
+        dtype_params=tuple(types.items()),
+    )
+
+
+__all__ = ["DEFAULT_TEAM_SIZES", "MAX_OP_INSTANCES", "instantiate", "parse_param_value",
+           "parse_params", "team_sizes"]

@@ -1,0 +1,285 @@
+"""Evaluation on one rank at a time, reporting into the findings: expressions, loops
+and their limits, team ranks and regions.  The base of the kernel unroller and of
+`ensure`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from ccogen.diag import Diagnostic, error
+from ccogen.instantiate.declarations import Memory
+from ccogen.instantiate.findings import Findings
+from ccogen.ir import nodes as ir
+from ccogen.ir.dtype import DType
+from ccogen.ir.evaluate import Compiler, Env, EvalError, IntFn, Value, expr_text
+from ccogen.ir.instance import RegionInst
+from ccogen.limits import raise_hint
+from ccogen.source import Span
+
+_UNSET = object()
+_UNKNOWN = object()
+
+
+class Overflow(Exception):
+    def __init__(self, diagnostic: Diagnostic, rank: int) -> None:
+        super().__init__(diagnostic.message)
+        self.diagnostic = diagnostic
+        self.rank = rank
+
+
+class Evaluating:
+    """Evaluation on one rank at a time, reporting into the findings."""
+
+    def __init__(self, nranks: int, params: Mapping[str, int],
+                 memories: Mapping[str, Memory | None], compiler: Compiler,
+                 findings: Findings) -> None:
+        self.nranks = nranks
+        self.params = params
+        self.memories = memories
+        self.compiler = compiler
+        self.findings = findings
+        self.rank = 0
+        self.env = Env(nranks, 0, params)
+        self.failed = False
+        self.total = 0
+        self.iterations = 0
+        self._loops: list[ir.Stmt | ir.ListComp] = []
+        self._bounds: dict[int, tuple[IntFn | None, IntFn | None, ir.Region]] = {}
+
+    def _bind_rank(self, rank: int) -> None:
+        self.rank = rank
+        self.env = Env(self.nranks, rank, self.params)
+
+    def _error(self, code: str, message: str, span: Span | None, label: str = "", *,
+               secondary: Iterable[tuple[Span | None, str]] = (), help: str | None = None) -> None:
+        self.failed = True
+        self.findings.add(error(code, message, span, label, secondary=secondary,
+                                notes=(self.env.bindings(),), help=help), self.rank)
+
+    def _eval_failed(self, exc: EvalError, fallback: Span | None) -> None:
+        self._error(exc.code, exc.message, exc.span or fallback, exc.label, help=exc.help)
+
+    def _int(self, expr: ir.Expr, what: str, fallback: Span | None) -> int | None:
+        try:
+            return self.compiler.integer(expr, what)(self.env)
+        except EvalError as exc:
+            self._eval_failed(exc, fallback)
+            return None
+
+    def _seq(self, expr: ir.Expr, what: str, fallback: Span | None) -> tuple[int, ...] | None:
+        try:
+            return self.compiler.sequence(expr, what)(self.env)
+        except EvalError as exc:
+            self._eval_failed(exc, fallback)
+            return None
+
+    def _truth(self, expr: ir.Expr, fallback: Span | None) -> bool | None:
+        try:
+            return bool(self.compiler.value(expr)(self.env))
+        except EvalError as exc:
+            self._eval_failed(exc, fallback)
+            return None
+
+    # ------------------------------------------------------------------ loops and limits
+
+    def _enter(self, loop: ir.For | ir.IssuerBlock | ir.ListComp, n: int) -> object:
+        self._loops.append(loop)
+        self.iterations += n
+        if self.iterations > (limit := self.findings.limits.iterations):
+            raise self._overflow(loop, f"more than {limit:,} loop iterations", "iterations")
+        return self.env.vars.get(loop.var, _UNSET)
+
+    def _leave(self, var: str, saved: object) -> None:
+        self._loops.pop()
+        if saved is _UNSET:
+            self.env.vars.pop(var, None)
+        else:
+            self.env.vars[var] = saved  # type: ignore[assignment]
+
+    def _count(self, node: ir.Stmt) -> None:
+        self.total += 1
+        if self.total > (limit := self.findings.limits.op_instances):
+            raise self._overflow(node, f"more than {limit:,} op instances", "op-instances")
+
+    def _overflow(self, node: ir.Stmt | ir.ListComp, what: str, name: str) -> Overflow:
+        where = self._loops[0] if self._loops else node
+        message = ("this loop unrolls to " if self._loops else "the protocol has ") + what
+        return Overflow(error("E006", message, where.span, "unrolled here",
+                              notes=(self.env.bindings(),),
+                              help=f"lower the loop bounds or the parameters they use; "
+                                   f"{raise_hint(name)}"), self.rank)
+
+    # ------------------------------------------------------------------ ranks and regions
+
+    def _team_rank(self, expr: ir.Expr, role: str, fallback: Span | None, *,
+                   allow_me: bool) -> int | None:
+        span = expr.span or fallback
+        value = self._int(expr, f"the {role}", span)
+        if value is None:
+            return None
+        n = self.nranks
+        if not 0 <= value < n:
+            text = expr_text(expr)
+            subject = f"{role} {value} is" if text == str(value) else f"{role} `{text}` is {value},"
+            self._error("E010", f"{subject} outside the team of {n} rank{'s' if n != 1 else ''}",
+                        span, f"ranks are 0 to {n - 1}",
+                        help="name a rank of the team, e.g. `(me + 1) % nranks` or one of "
+                             "`peers()`")
+            return None
+        if value == self.rank and not allow_me:
+            self._error("E010", "`me` used as a peer", span, f"this is rank {value}, `me` itself",
+                        help="loop over `peers()` rather than `ranks()`; "
+                             "moving data within one rank is a `copy`")
+            return None
+        return value
+
+    def _region(self, region: ir.Region, rank: int, fallback: Span | None) -> RegionInst | None:
+        memory = self.memories.get(region.window, _UNKNOWN)
+        if memory is None or memory is _UNKNOWN:
+            self._no_window(region, None if memory is None else -1, fallback)
+            return None
+        assert isinstance(memory, Memory)
+        size = memory.count
+        bounds = self._bounds.get(id(region))
+        if bounds is None:
+            bounds = self._bound_fns(region)
+            self._bounds[id(region)] = bounds
+        try:
+            start = 0 if bounds[0] is None else bounds[0](self.env)
+            stop = size if bounds[1] is None else bounds[1](self.env)
+        except EvalError as exc:
+            self._eval_failed(exc, region.span or fallback)
+            return None
+        if 0 <= start < stop <= size:
+            width = memory.dtype.size
+            return RegionInst(region.window, start * width, stop * width, rank)
+        self._bad_bounds(region, rank, start, stop, size, region.span or fallback,
+                         memory.dtype)
+        return None
+
+    def _dtype(self, name: str) -> DType:
+        memory = self.memories.get(name)
+        return memory.dtype if memory is not None else DType.U8
+
+    def _is_buffer(self, name: str) -> bool:
+        memory = self.memories.get(name)
+        return memory is not None and memory.buffer
+
+    def _expand(self, items: tuple[Any, ...] | ir.ListComp,
+                each: Callable[[Any], Any]) -> list[Any] | None:
+        """`each` of every item of a list, or of every element a comprehension makes
+        (None when something failed: reported)."""
+        if not isinstance(items, ir.ListComp):
+            out = [each(item) for item in items]
+            return None if self.failed else out
+        comp = items
+        seq = self._seq(comp.iter, "a comprehension", comp.span)
+        if seq is None:
+            return None
+        saved = self._enter(comp, len(seq))
+        out = []
+        for value in seq:
+            self.env.vars[comp.var] = value
+            if comp.cond is not None:
+                keep = self._truth(comp.cond, comp.span)
+                if not keep:
+                    continue
+            out.append(each(comp.elt))
+        self._leave(comp.var, saved)
+        return None if self.failed else out
+
+    def _number(self, e: ir.Expr, what: str, fallback: Span | None) -> int | float | None:
+        """A weight: an integer expression or a float literal."""
+        if isinstance(e, ir.Const) and isinstance(e.value, float):
+            return e.value
+        return self._int(e, what, fallback)
+
+    def _weights_fit(self, weights: Sequence[int | float], dtype: DType,
+                     span: Span | None) -> bool:
+        """A float weight needs a float element type (integer sums stay exact)."""
+        if dtype.is_float or not any(isinstance(w, float) for w in weights):
+            return True
+        self._error("E003", f"a float weight for {dtype} elements", span,
+                    "integer elements take integer weights",
+                    help="use integer weights, or a float element type")
+        return False
+
+    def _assign(self, s: ir.Assign) -> None:
+        try:
+            value: Value = self.compiler.value(s.value)(self.env)
+        except EvalError as exc:
+            self._eval_failed(exc, s.span)
+            return
+        self.env.vars[s.var] = value
+
+    def _bound_fns(self, region: ir.Region) -> tuple[IntFn | None, IntFn | None, ir.Region]:
+        def fn(e: ir.Expr | None) -> IntFn | None:
+            return None if e is None else self.compiler.integer(e, "a region bound")
+        return fn(region.start), fn(region.stop), region
+
+    def _no_window(self, region: ir.Region, size: int | None, fallback: Span | None) -> None:
+        # `size` None: the window's size failed (reported with it); -1: not declared
+        if size is not None:
+            self._error("E002", f"unknown window `{region.window}`", region.span or fallback,
+                        "not a declared window")
+        self.failed = True  # a window whose size failed was reported with the window
+
+    def _bad_bounds(self, region: ir.Region, rank: int, start: int, stop: int, size: int,
+                    span: Span | None, dtype: DType = DType.U8) -> None:
+        text = _region_text(region, rank, start, stop)
+        unit = "bytes" if dtype is DType.U8 else "elements"
+        if start >= stop:
+            label = "starts where it ends" if start == stop else f"ends at {stop}, before {start}"
+            self._error("E003", f"region `{text}` is empty", span, label,
+                        help=f"a region `w[a:b]` holds {unit} a to b-1 and needs a < b")
+            return
+        label = (f"starts {-start} {unit} before the window" if start < 0
+                 else f"ends {stop - size} {unit} past the end of the window")
+        what = "buffer" if self._is_buffer(region.window) else "window"
+        of = f"{size} bytes" if dtype is DType.U8 else f"{size} {dtype} elements"
+        self._error("E003", f"region `{text}` is outside {what} `{region.window}` of {of}",
+                    span, label, help=f"keep bounds within 0 and {size}")
+
+    def _same_dtype(self, a: ir.Region, b: ir.Region, span: Span | None, *,
+                    u8_views: bool) -> None:
+        """Both regions hold the same element type (a `u8` side may view any type)."""
+        da, db = self._dtype(a.window), self._dtype(b.window)
+        if da is db or (u8_views and DType.U8 in (da, db)):
+            return
+        self._error("E003", f"`{a.window}` holds {da} and `{b.window}` holds {db}",
+                    a.span or span, f"{da} elements", secondary=[(b.span, f"{db} elements")],
+                    help="move data between regions of one element type, or view one side "
+                         "as bytes through a `u8` window" if u8_views else
+                         "combine regions of one element type")
+
+    def _local_only(self, region: ir.Region, op: ir.Op, role: str) -> None:
+        """E010: a local `buffer` named where the peer's memory is meant."""
+        if not self._is_buffer(region.window):
+            return
+        self._error("E010", f"buffer `{region.window}` is local: it cannot be {role}",
+                    region.span or op.span, "a buffer exists only on its own rank",
+                    help=f"declare `{region.window}` as a `window` (symmetric: every rank has "
+                         "one the peers can reach)")
+
+    def _same_length(self, what: str, a: RegionInst | None, b: RegionInst | None,
+                     spans: tuple[Span | None, Span | None], names: tuple[str, str]) -> None:
+        if a is None or b is None or a.size == b.size:
+            return
+        self._error("E003", f"{what} differ in length: {a.size} and {b.size} bytes", spans[0],
+                    f"{names[0]} is {a.size} bytes", secondary=[(spans[1],
+                    f"{names[1]} is {b.size} bytes")], help="give both regions the same length")
+
+
+def forget_assigned(env: Env, stmts: Sequence[ir.Stmt]) -> None:
+    """Names assigned in a block are bound for the rest of that block only."""
+    for s in stmts:
+        if isinstance(s, ir.Assign):
+            env.vars.pop(s.var, None)
+
+
+def _region_text(region: ir.Region, rank: int, start: int, stop: int) -> str:
+    base = region.window if region.rank is None else f"{region.window}@{rank}"
+    if region.init:
+        base = f"init({base})"
+    return f"{base}[{start}:{stop}]"

@@ -1,0 +1,377 @@
+"""Unrolling kernels: every kernel body on every rank, into pending op instances.
+
+Issuer blocks give each statement its issuer and auto-queue slot (`_Scope`); each op
+kind evaluates its operands (`Unroller._ops`); program order is the frontier carried
+through (fork and join at issuer blocks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ccogen.instantiate.declarations import Decl, KernelHead
+from ccogen.instantiate.evaluating import Evaluating, forget_assigned
+from ccogen.instantiate.findings import Findings
+from ccogen.instantiate.limits import WARP_SIZE
+from ccogen.ir import nodes as ir
+from ccogen.ir.dtype import DType
+from ccogen.ir.evaluate import Compiler
+from ccogen.ir.instance import Issuer, RegionInst
+from ccogen.ir.opkind import OpKind
+
+
+class Pending:
+    """An op instance before queues `auto` and groups are resolved."""
+
+    __slots__ = ("dst", "dtype", "expected", "group", "issuer", "kernel", "kind", "op", "peer",
+                 "preds", "queue", "reduce_op", "slot", "src", "srcs", "wait_default", "weights")
+
+    def __init__(self, kind: OpKind, op: ir.Op, kernel: int, issuer: Issuer) -> None:
+        self.kind = kind
+        self.op = op
+        self.kernel = kernel
+        self.issuer = issuer
+        self.preds: tuple[int, ...] = ()
+        self.peer: int | None = None
+        self.queue: int | None = None
+        self.slot: int | None = None  # queue=auto: the queue is slot % Q
+        self.wait_default = False  # wait_signal without queue=
+        self.dst: RegionInst | None = None
+        self.src: RegionInst | None = None
+        self.expected: int | None = None
+        self.group: tuple[object, ...] | None = None  # lane posting-group key
+        self.srcs: tuple[RegionInst, ...] = ()
+        self.reduce_op: ir.ReduceOp | None = None
+        self.weights: tuple[int | float, ...] = ()
+        self.dtype: DType | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    """Who runs the statements being unrolled, and inside what."""
+
+    issuer: Issuer
+    slot: int = 0  # auto-queue slot
+    top: bool = True  # directly in the kernel body
+    block_pos: int | None = None
+    warp_pos: int | None = None
+    lanes: bool = False
+    outer: tuple[ir.IssuerBlock, ...] = ()
+
+    def nested(self) -> _Scope:
+        return replace(self, top=False) if self.top else self
+
+
+_TOP = _Scope(Issuer(block=0))
+_FINENESS = {ir.IssuerKind.LANES: 0, ir.IssuerKind.WARPS: 1, ir.IssuerKind.BLOCKS: 2}
+
+
+def _child(kind: ir.IssuerKind, scope: _Scope, outer: tuple[ir.IssuerBlock, ...],
+           pos: int, n: int) -> _Scope:
+    block = scope.issuer.block
+    if kind is ir.IssuerKind.BLOCKS:
+        return _Scope(Issuer(block=pos), pos, False, pos, None, False, outer)
+    if kind is ir.IssuerKind.WARPS:
+        slot = pos if scope.block_pos is None else scope.block_pos * n + pos
+        return _Scope(Issuer(block=block, warp=pos), slot, False, scope.block_pos, pos, False,
+                      outer)
+    if scope.warp_pos is not None:
+        w = scope.warp_pos
+        return _Scope(Issuer(block, w, w * WARP_SIZE + pos), scope.slot, False, scope.block_pos,
+                      w, True, outer)
+    warp = pos // WARP_SIZE
+    per_block = -(-n // WARP_SIZE)
+    slot = warp if scope.block_pos is None else scope.block_pos * per_block + warp
+    return _Scope(Issuer(block=block, lane=pos), slot, False, scope.block_pos, None, True, outer)
+
+
+class Unroller(Evaluating):
+    """Runs every kernel body on every rank, recording `Pending` op instances."""
+
+    def __init__(self, protocol: ir.Protocol, nranks: int, params: Mapping[str, int],
+                 decl: Decl, compiler: Compiler, findings: Findings) -> None:
+        super().__init__(nranks, params, decl.memories, compiler, findings)
+        self.decl = decl
+        self.ops: list[list[Pending]] = [[] for _ in range(nranks)]
+        self.grid = [1] * len(decl.kernels)  # longest `blocks` range run, per kernel
+        self._kernel = 0
+        self._head = decl.kernels[0] if decl.kernels else None
+        self._rank_ops: list[Pending] = []
+        self._path: list[int] = []
+        self._stmts: dict[type, Callable[[Any, _Scope, tuple[int, ...]], tuple[int, ...]]] = {
+            ir.For: self._for, ir.If: self._if, ir.IssuerBlock: self._issuers,
+            ir.Check: self._misplaced_check, ir.Assign: self._assign_stmt,
+        }
+        self._ops: dict[OpKind, Callable[[Any, _Scope, Pending], None]] = {
+            OpKind.PUT: self._put, OpKind.GET: self._get, OpKind.COPY: self._copy,
+            OpKind.COMMIT: self._commit, OpKind.QUIET: self._quiet,
+            OpKind.WAIT_SIGNAL: self._wait_signal, OpKind.WAIT_COUNT: self._wait_count,
+            OpKind.RESET_COUNT: self._plain, OpKind.BARRIER: self._plain,
+            OpKind.FENCE: self._plain, OpKind.REDUCE: self._reduce, OpKind.SIGNAL: self._signal,
+        }  # how each op kind evaluates its operands
+
+    def run(self) -> list[list[Pending]]:
+        frontiers: list[tuple[int, ...]] = [()] * self.nranks
+        for k, head in enumerate(self.decl.kernels):
+            self._kernel, self._head = k, head
+            for rank in range(self.nranks):
+                self._bind_rank(rank)
+                self._rank_ops = self.ops[rank]
+                frontiers[rank] = self._body(head.kernel.body, _TOP, frontiers[rank])
+        return self.ops
+
+    def _body(self, stmts: Sequence[ir.Stmt], scope: _Scope,
+              frontier: tuple[int, ...]) -> tuple[int, ...]:
+        for s in stmts:
+            handler = self._stmts.get(type(s))
+            if handler is None:
+                frontier = self._op(s, scope, frontier)  # type: ignore[arg-type]
+            else:
+                frontier = handler(s, scope, frontier)
+        forget_assigned(self.env, stmts)
+        return frontier
+
+    def _assign_stmt(self, s: ir.Assign, scope: _Scope,
+                     frontier: tuple[int, ...]) -> tuple[int, ...]:
+        self._assign(s)
+        return frontier
+
+    # ------------------------------------------------------------------ control flow
+
+    def _misplaced_check(self, s: ir.Check, scope: _Scope,
+                         frontier: tuple[int, ...]) -> tuple[int, ...]:
+        self._error("E002", "a postcondition is only allowed in `ensure`", s.span, "in a kernel")
+        return frontier
+
+    def _if(self, s: ir.If, scope: _Scope, frontier: tuple[int, ...]) -> tuple[int, ...]:
+        cond = self._truth(s.cond, s.span)
+        if cond is None:
+            return frontier
+        return self._body(s.body if cond else s.orelse, scope.nested(), frontier)
+
+    def _for(self, s: ir.For, scope: _Scope, frontier: tuple[int, ...]) -> tuple[int, ...]:
+        seq = self._seq(s.iter, "`for`", s.span)
+        if seq is None:
+            return frontier
+        saved = self._enter(s, len(seq))
+        inner, env_vars, path = scope.nested(), self.env.vars, self._path
+        depth = len(path)
+        path.append(0)
+        for i, value in enumerate(seq):
+            env_vars[s.var] = value
+            path[depth] = i
+            frontier = self._body(s.body, inner, frontier)
+        path.pop()
+        self._leave(s.var, saved)
+        return frontier
+
+    def _issuers(self, blk: ir.IssuerBlock, scope: _Scope,
+                 frontier: tuple[int, ...]) -> tuple[int, ...]:
+        if not self._nesting_ok(blk, scope):
+            return frontier
+        seq = self._seq(blk.iter, f"`{blk.kind.value}`", blk.span)
+        if seq is None or not self._fits(blk, scope, len(seq)):
+            return frontier
+        if blk.kind is ir.IssuerKind.BLOCKS:
+            self.grid[self._kernel] = max(self.grid[self._kernel], len(seq))
+        saved = self._enter(blk, len(seq))
+        outer = (*scope.outer, blk)
+        ends: list[int] = []
+        for pos, value in enumerate(seq):
+            self.env.vars[blk.var] = value
+            before = len(self._rank_ops)
+            end = self._body(blk.body, _child(blk.kind, scope, outer, pos, len(seq)), frontier)
+            if len(self._rank_ops) > before:
+                ends.extend(end)
+        self._leave(blk.var, saved)
+        return tuple(ends) if ends else frontier
+
+    def _nesting_ok(self, blk: ir.IssuerBlock, scope: _Scope) -> bool:
+        kind = blk.kind.value
+        if blk.kind is ir.IssuerKind.BLOCKS and not scope.top:
+            inner = scope.outer[-1] if scope.outer else None
+            secondary = [(inner.span, f"inside this `{inner.kind.value}` block")] if inner else []
+            self._error("E002", "`blocks` must be outermost", blk.span, "nested here",
+                        secondary=secondary, help="put `blocks` directly in the kernel body, "
+                        "around everything else")
+            return False
+        clash = next((o for o in scope.outer if _FINENESS[o.kind] <= _FINENESS[blk.kind]), None)
+        if clash is not None:
+            self._error("E002", f"`{kind}` cannot be nested inside `{clash.kind.value}`",
+                        blk.span, "nested here",
+                        secondary=[(clash.span, f"inside this `{clash.kind.value}` block")],
+                        help="issuer blocks nest from coarse to fine: `blocks`, `warps`, `lanes`")
+            return False
+        return True
+
+    def _fits(self, blk: ir.IssuerBlock, scope: _Scope, n: int) -> bool:
+        head = self._head
+        assert head is not None
+        if blk.kind is ir.IssuerKind.BLOCKS:
+            return self._fits_grid(blk, head, n)
+        if head.threads is None:
+            return True
+        if blk.kind is ir.IssuerKind.WARPS:
+            return self._fits_threads(blk, head, n * WARP_SIZE, f"{n} warps ({n * WARP_SIZE} "
+                                      "threads)", head.threads)
+        if scope.warp_pos is not None:
+            if n <= WARP_SIZE:
+                return True
+            self._error("E005", f"`lanes` inside `warps` runs {n} lanes, but a warp has "
+                        f"{WARP_SIZE}", blk.iter.span or blk.span, f"{n} lanes",
+                        help="split the lanes over more warps, or move `lanes` out of `warps`")
+            return False
+        return self._fits_threads(blk, head, n, f"{n} lanes", head.threads)
+
+    def _fits_threads(self, blk: ir.IssuerBlock, head: KernelHead, need: int, what: str,
+                      threads: int) -> bool:
+        if need <= threads:
+            return True
+        k = head.kernel
+        self._error("E005", f"`{blk.kind.value}` runs {what}, but kernel `{k.name}` has "
+                    f"`threads={threads}`", blk.iter.span or blk.span, what,
+                    secondary=[(k.threads.span, "set here")], help=f"raise `threads=` to {need}")
+        return False
+
+    def _fits_grid(self, blk: ir.IssuerBlock, head: KernelHead, n: int) -> bool:
+        if head.blocks is None or n <= head.blocks:
+            return True
+        k = head.kernel
+        self._error("E005", f"`blocks` runs {n} blocks, but kernel `{k.name}` has "
+                    f"`blocks={head.blocks}`", blk.iter.span or blk.span, f"{n} blocks",
+                    secondary=[(k.blocks.span if k.blocks else None, "set here")],
+                    help=f"raise `blocks=` to {n}, or drop it to size the grid from `blocks`")
+        return False
+
+    # ------------------------------------------------------------------ operations
+
+    def _op(self, op: ir.Op, scope: _Scope, frontier: tuple[int, ...]) -> tuple[int, ...]:
+        kind = ir.OP_KINDS[type(op)]
+        self.failed = False
+        pending = Pending(kind, op, self._kernel, scope.issuer)
+        self._ops[kind](op, scope, pending)
+        if self.failed:
+            return frontier
+        if scope.lanes:
+            issuer = scope.issuer
+            pending.group = (issuer.block, issuer.warp_of, id(op), tuple(self._path))
+        pending.preds = frontier
+        ops = self._rank_ops
+        ops.append(pending)
+        self._count(op)
+        return (len(ops) - 1,)
+
+    def _peer(self, expr: ir.Expr, op: ir.Op) -> int | None:
+        return self._team_rank(expr, "peer", op.span, allow_me=False)
+
+    def _on(self, region: ir.Region, rank: int | None, op: ir.Op) -> RegionInst | None:
+        if region.rank is not None or region.init:
+            self._error("E002", "`@` and `init(...)` are only allowed in `ensure`",
+                        region.span or op.span, "in a kernel")
+            return None
+        return self._region(region, -1 if rank is None else rank, op.span)
+
+    def _transfer(self, op: ir.Put | ir.Get | ir.Copy, p: Pending,
+                  dst_rank: int | None, src_rank: int | None) -> None:
+        p.dst = self._on(op.dst, dst_rank, op)
+        p.src = self._on(op.src, src_rank, op)
+        self._same_length("`dst` and `src`", p.dst, p.src,
+                          (op.dst.span or op.span, op.src.span), ("`dst`", "`src`"))
+        self._same_dtype(op.dst, op.src, op.span, u8_views=True)
+
+    def _auto_queue(self, expr: ir.Expr | None, scope: _Scope, p: Pending, op: ir.Op) -> None:
+        if expr is None:
+            p.slot = scope.slot
+        else:
+            p.queue = self._int(expr, "the queue", op.span)
+
+    def _put(self, op: ir.Put, scope: _Scope, p: Pending) -> None:
+        p.peer = self._peer(op.peer, op)
+        self._transfer(op, p, p.peer, self.rank)
+        self._local_only(op.dst, op, "the destination of a `put` (the peer's memory)")
+        self._auto_queue(op.queue, scope, p, op)
+
+    def _get(self, op: ir.Get, scope: _Scope, p: Pending) -> None:
+        p.peer = self._peer(op.peer, op)
+        self._transfer(op, p, self.rank, p.peer)
+        self._local_only(op.src, op, "the source of a `get` (the peer's memory)")
+        self._auto_queue(op.queue, scope, p, op)
+
+    def _reduce(self, op: ir.Reduce, scope: _Scope, p: Pending) -> None:
+        p.dst = self._on(op.dst, self.rank, op)
+        if p.dst is None:
+            return
+        dst = p.dst
+        p.dtype = self._dtype(op.dst.window)
+        p.reduce_op = op.op
+
+        def source(r: ir.Region) -> RegionInst | None:
+            rank: int | None = self.rank
+            if r.rank is not None:
+                rank = self._team_rank(r.rank, "rank of a source", r.span or op.span,
+                                       allow_me=True)
+                if rank is None:
+                    return None
+                if rank != self.rank:
+                    self._local_only(r, op, "read on another rank")
+            inst = self._region(r, self.rank if rank is None else rank, op.span)
+            self._same_length("`dst` and a source", dst, inst, (op.dst.span or op.span, r.span),
+                              ("`dst`", "the source"))
+            self._same_dtype(op.dst, r, op.span, u8_views=False)
+            return inst
+
+        srcs = self._expand(op.srcs, source)
+        if srcs is None:
+            return
+        if not srcs:
+            self._error("E003", "`reduce` has no sources", op.span, "the list is empty",
+                        help="list at least one source region")
+            return
+        p.srcs = tuple(srcs)
+        if op.weights is not None:
+            weights = self._expand(op.weights, lambda w: self._number(w, "a weight", op.span))
+            if weights is None:
+                return
+            if len(weights) != len(srcs):
+                self._error("E003", f"`reduce` has {len(srcs)} sources and {len(weights)} "
+                            "weights", op.span, "one weight per source",
+                            help="give `weights=` exactly one number per source")
+                return
+            if not self._weights_fit(weights, p.dtype, op.span):
+                return
+            p.weights = tuple(weights)
+
+    def _signal(self, op: ir.Signal, scope: _Scope, p: Pending) -> None:
+        p.peer = self._peer(op.peer, op)
+        self._auto_queue(op.queue, scope, p, op)
+
+    def _copy(self, op: ir.Copy, scope: _Scope, p: Pending) -> None:
+        self._transfer(op, p, self.rank, self.rank)
+
+    def _commit(self, op: ir.Commit, scope: _Scope, p: Pending) -> None:
+        p.peer = self._peer(op.peer, op)
+        self._auto_queue(op.queue, scope, p, op)
+
+    def _quiet(self, op: ir.Quiet, scope: _Scope, p: Pending) -> None:
+        if op.peer is not None:
+            p.peer = self._peer(op.peer, op)
+        if op.queue is not None:
+            p.queue = self._int(op.queue, "the queue", op.span)
+
+    def _wait_signal(self, op: ir.WaitSignal, scope: _Scope, p: Pending) -> None:
+        p.peer = self._team_rank(op.src, "source rank", op.span, allow_me=True)
+        if op.queue is None:
+            p.wait_default = True
+        else:
+            p.queue = self._int(op.queue, "the queue", op.span)
+        if op.expected is not None:
+            p.expected = self._int(op.expected, "`expected`", op.span)
+
+    def _wait_count(self, op: ir.WaitCount, scope: _Scope, p: Pending) -> None:
+        if op.expected is not None:
+            p.expected = self._int(op.expected, "`expected`", op.span)
+
+    def _plain(self, op: ir.Op, scope: _Scope, p: Pending) -> None:
+        return None

@@ -1,0 +1,147 @@
+"""Typed data in the simulator: element views of raw bytes, `reduce`, and value comparison.
+
+Memory stays bytes (`state.Memory`); this module reads and writes elements:
+
+* `decode(raw, dtype)` gives the elements in their accumulation type (`f32` for f16
+  and bf16, the type itself otherwise); `encode(values, dtype)` rounds once to the
+  element type (round to nearest even, bf16 by bit manipulation: numpy has none).
+* `combine(op, terms, weights, dtype)` is `reduce`: the terms in list order,
+  `acc = w0*t0; acc = acc op w_i*t_i`, each step rounded in the accumulation type
+  (integers wrap around), stored once.
+* `compare(actual, expected, terms, weights, dtype, op)`: integers and `max`/`min`
+  bit-exact; float sums within `tolerance`: twice the error bound of summing `n`
+  terms in the accumulation type (`n * u * sum|w_i t_i|`, both sides may sum in a
+  different order) plus one unit of the element type in the last place (each side
+  is rounded once when stored).
+* `random_values(rng, count, dtype)`: what a launch's caller fills a typed window or
+  buffer with: floats are finite, in ±[0.5, 2) (never zero, never NaN); integers
+  random bytes 1..255.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ccogen.ir.dtype import DType
+from ccogen.ir.nodes import ReduceOp
+
+_STORAGE: dict[DType, type] = {
+    DType.U8: np.uint8, DType.I32: np.int32, DType.U32: np.uint32, DType.I64: np.int64,
+    DType.U64: np.uint64, DType.F16: np.float16, DType.BF16: np.uint16, DType.F32: np.float32,
+}
+
+
+def storage(dtype: DType) -> type:
+    """The numpy type that holds one element's bits."""
+    return _STORAGE[dtype]
+
+
+def bf16_to_f32(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def f32_to_bf16(values: np.ndarray) -> np.ndarray:
+    """Round float32 to bfloat16 bits, to nearest even (NaN stays a quiet NaN)."""
+    u = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+    rounded = ((u + (np.uint32(0x7FFF) + ((u >> 16) & np.uint32(1)))) >> 16).astype(np.uint16)
+    nan = np.isnan(values)
+    if nan.any():
+        rounded[nan] = ((u[nan] >> 16) | np.uint32(0x40)).astype(np.uint16)
+    return rounded
+
+
+def decode(raw: np.ndarray, dtype: DType) -> np.ndarray:
+    """Elements of a byte array, in the accumulation type."""
+    data: np.ndarray = np.ascontiguousarray(raw).view(storage(dtype))
+    if dtype is DType.BF16:
+        return bf16_to_f32(data)
+    if dtype is DType.F16:
+        return data.astype(np.float32)
+    return data.copy()
+
+
+def encode(values: np.ndarray, dtype: DType) -> np.ndarray:
+    """Elements (accumulation type) stored as the element type: raw bytes."""
+    if dtype is DType.BF16:
+        out = f32_to_bf16(values)
+    else:
+        out = np.asarray(values).astype(storage(dtype))
+    return out.view(np.uint8)
+
+
+def _weight(w: int | float, acc: type) -> np.generic:
+    if np.issubdtype(acc, np.integer):
+        return np.array(int(w), dtype=np.int64).astype(acc)[()]  # type: ignore[return-value]
+    return acc(w)  # type: ignore[no-any-return]
+
+
+def accumulate(op: ReduceOp, terms: Sequence[np.ndarray], weights: Sequence[int | float],
+               dtype: DType) -> np.ndarray:
+    """The combination in the accumulation type, in list order (unrounded to `dtype`)."""
+    values = [decode(t, dtype) for t in terms]
+    acc_type = values[0].dtype.type
+    if weights:
+        values = [v * _weight(w, acc_type) for v, w in zip(values, weights, strict=True)]
+    acc = values[0].copy()
+    with np.errstate(over="ignore"):
+        for v in values[1:]:
+            if op is ReduceOp.SUM:
+                acc = acc + v
+            elif op is ReduceOp.MAX:
+                acc = np.maximum(acc, v)
+            else:
+                acc = np.minimum(acc, v)
+    return acc
+
+
+def combine(op: ReduceOp, terms: Sequence[np.ndarray], weights: Sequence[int | float],
+            dtype: DType) -> np.ndarray:
+    """`reduce`: the raw bytes of the combination of `terms` (raw bytes each)."""
+    return encode(accumulate(op, terms, weights, dtype), dtype)
+
+
+def tolerance(terms: Sequence[np.ndarray], weights: Sequence[int | float], dtype: DType,
+              result: np.ndarray) -> np.ndarray:
+    """Per element: how far two float sums of `terms` in different orders may lie apart."""
+    n = len(terms)
+    scale = np.zeros(result.shape, dtype=np.float64)
+    for i, t in enumerate(terms):
+        w = abs(float(weights[i])) if weights else 1.0
+        scale += w * np.abs(decode(t, dtype).astype(np.float64))
+    unit = 2.0 ** -24  # the accumulation type is f32
+    last_place = 2.0 ** -dtype.mantissa_bits
+    return 2 * n * unit * scale + last_place * np.abs(result.astype(np.float64)) + 1e-30
+
+
+def compare(actual: np.ndarray, op: ReduceOp, terms: Sequence[np.ndarray],
+            weights: Sequence[int | float], dtype: DType) -> np.ndarray:
+    """A boolean per element: whether `actual` (raw bytes) is the reduction of `terms`."""
+    expected = combine(op, terms, weights, dtype)
+    if not dtype.is_float or op is not ReduceOp.SUM:
+        a: np.ndarray = np.ascontiguousarray(actual).view(storage(dtype))
+        e: np.ndarray = expected.view(storage(dtype))
+        return a == e  # type: ignore[no-any-return]
+    got = decode(actual, dtype).astype(np.float64)
+    want = decode(expected, dtype).astype(np.float64)
+    return np.abs(got - want) <= tolerance(terms, weights, dtype, want)  # type: ignore[no-any-return]
+
+
+def random_values(rng: np.random.Generator, count: int, dtype: DType) -> np.ndarray:
+    """A caller's data for `count` elements of `dtype`, as raw bytes."""
+    if not dtype.is_float:
+        return rng.integers(1, 256, size=count * dtype.size, dtype=np.uint8)
+    magnitude = rng.uniform(0.5, 2.0, size=count).astype(np.float32)
+    sign = np.where(rng.integers(0, 2, size=count) == 0, -1.0, 1.0).astype(np.float32)
+    return encode(magnitude * sign, dtype)
+
+
+def show(raw: np.ndarray, dtype: DType) -> str:
+    """One element as a person reads it (`1.25`, `-3`)."""
+    value = decode(raw, dtype)[0]
+    return f"{float(value):.9g}" if dtype.is_float else str(int(value))
+
+
+__all__ = ["accumulate", "combine", "compare", "decode", "encode", "random_values", "show",
+           "storage", "tolerance"]

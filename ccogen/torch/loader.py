@@ -1,0 +1,143 @@
+"""Protocol → generated files, cached on disk (no torch, no GPU here).
+
+`generate(protocol, target, nranks, params, debug)` checks the instance and generates
+kernels.cu + manifest.json once per distinct input: the entry
+`<cache>/torch-op/<key>/` (ccogen.rt.cache: a lock per entry, atomic publication, so
+every rank of a torchrun job may ask at once) holds the files and `binding.json` (the
+windows the protocol writes).  The key hashes the protocol's text, the target, the team
+size, the parameters, the debug flag and a fingerprint of ccogen's own sources and
+templates, so a cache hit runs neither the checker nor the code generator, and a changed
+ccogen never serves stale code.  The kernels are always generated with
+`epoch_from_heap` (the epoch counted on the device: launches can be captured in a CUDA
+graph and replayed).  The cubin is built by ccogen.rt.build, cached the same way.
+
+`protocol` is a path to a `.cco` file (a bare name not found in the working directory is
+looked up in ccogen's protocol library), `.cco` text, or a Protocol (builder or IR).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ccogen.rt.cache import cache_key, cached_build
+from ccogen.rt.errors import RunError
+from ccogen.rt.manifest import Manifest, load_manifest
+
+GENERATOR_VERSION = "torch-op-v1"
+
+# Orders the launches of protocols not proven back-to-back safe (ccogen.torch.op).
+LAUNCH_BARRIER = '''\
+protocol launch_barrier():
+    """Every rank's stream reaches this point before any rank's stream goes on."""
+    team lsa
+    window unused: 256
+
+    kernel meet(threads=32):
+        barrier()
+
+    ensure:
+        unused == init(unused)
+'''
+
+
+@dataclass(frozen=True)
+class Generated:
+    """The generated files of one instance and what the binding needs besides them."""
+
+    directory: Path
+    manifest: Manifest
+    outputs: tuple[str, ...]  # windows the protocol writes
+    key: str
+
+
+@dataclass(frozen=True)
+class Source:
+    """A protocol as text with the name it is reported under, or an IR protocol."""
+
+    text: str
+    name: str
+    ir: Any = None  # an ccogen.ir.nodes.Protocol when given as an object
+
+
+def read_source(protocol: Any) -> Source:
+    """The protocol's text (the cache key) without parsing it when it is a file or text."""
+    from ccogen._resources import protocols_dir
+
+    if isinstance(protocol, str | Path) and (isinstance(protocol, Path) or (
+            "\n" not in protocol and protocol.endswith(".cco"))):
+        path = Path(protocol)
+        if not path.is_file() and len(path.parts) == 1 and (protocols_dir() / path).is_file():
+            path = protocols_dir() / path
+        try:
+            return Source(path.read_text(encoding="utf-8"), path.name)
+        except OSError as exc:
+            raise RunError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if isinstance(protocol, str):
+        return Source(protocol, "<string>")
+    from ccogen.ir.nodes import Protocol as IrProtocol
+    from ccogen.syntax import to_source
+
+    ir = protocol if isinstance(protocol, IrProtocol) else getattr(protocol, "ir", None)
+    if not isinstance(ir, IrProtocol):
+        raise TypeError(f"load() takes a .cco path, .cco text or a Protocol, not "
+                        f"{type(protocol).__name__}")
+    return Source(to_source(ir), f"{ir.name}.cco", ir)
+
+
+@functools.cache
+def generator_fingerprint() -> str:
+    """A hash of ccogen's Python sources and templates: what generated code depends on."""
+    from ccogen._resources import templates_dir
+
+    package = Path(__file__).resolve().parent.parent
+    files = sorted(package.rglob("*.py")) + sorted(templates_dir().rglob("*.j2"))
+    return cache_key(*(p.read_bytes() for p in files))
+
+
+def generate(protocol: Any, target: str, nranks: int, params: Mapping[str, int], *,
+             debug: bool = False, force: bool = False) -> Generated:
+    """The cached generated files of `protocol` for `nranks` ranks (module docstring).
+    A protocol the checker refuses raises DiagnosticError (on a cache miss) unless
+    `force` (to see a debug build report the wait that hangs, as `ccogen run --force`)."""
+    source = read_source(protocol)
+    items = sorted((str(k), int(v)) for k, v in params.items())
+    key = cache_key(GENERATOR_VERSION, generator_fingerprint(), source.name, source.text,
+                    target, str(nranks), json.dumps(items), str(bool(debug)),
+                    "force" if force else "")
+
+    def build(tmp: Path) -> dict[str, object]:
+        _generate_into(tmp, source, target, nranks, dict(items), debug, force)
+        return {"protocol": source.name, "target": target, "nranks": nranks,
+                "params": dict(items), "debug": debug}
+
+    marker = cached_build("torch-op", key, "binding.json", build)
+    directory = marker.parent
+    outputs = tuple(json.loads(marker.read_text(encoding="utf-8"))["outputs"])
+    return Generated(directory, load_manifest(directory), outputs, key)
+
+
+def _generate_into(tmp: Path, source: Source, target: str, nranks: int,
+                   params: dict[str, int], debug: bool, force: bool) -> None:
+    """Generate into the cache entry (`tmp`'s parent, under the entry's lock); binding.json,
+    written into `tmp`, is published last, so a reader never sees a partial entry."""
+    from ccogen.rt.api import compile_for_run
+    from ccogen.syntax import parse_ir
+
+    ir = source.ir if source.ir is not None else parse_ir(source.text, source.name)
+    instance = compile_for_run(ir, source.name, target, nranks, params, tmp.parent,
+                               debug=debug, force=force, epoch_from_heap=True)
+    written = sorted({op.dst.window for ops in instance.ranks for op in ops
+                      if op.dst is not None})
+    (tmp / "binding.json").write_text(json.dumps(
+        {"outputs": written or [name for name, _ in instance.window_sizes]}, indent=2) + "\n",
+        encoding="utf-8")
+
+
+__all__ = ["GENERATOR_VERSION", "LAUNCH_BARRIER", "Generated", "generate",
+           "generator_fingerprint",
+           "read_source"]

@@ -1,0 +1,55 @@
+"""Build, in parallel, everything the PyTorch binding's GPU runs will load, so that their
+ranks find it all in the cache (run once on the GPU machine before torchrun):
+
+    python3 scripts/torch_prebuild.py --target nvshmem --ranks 2,4
+
+the generated files and cubins of the example's alltoall (block 4096), the launch barrier
+and the debug-build hang of tests/runtime/data/hang_generated.cco, and the engine shim.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from ccogen.rt.build import build_cubin
+from ccogen.rt.engines import build_engine
+from ccogen.torch.device import device_arch
+from ccogen.torch.loader import LAUNCH_BARRIER, generate
+
+HANG = Path(__file__).resolve().parent.parent / "tests" / "runtime" / "data" / "hang_generated.cco"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--target", default="nvshmem")
+    ap.add_argument("--ranks", default="2,4")
+    ap.add_argument("--block", type=int, default=4096)
+    args = ap.parse_args()
+    arch = device_arch(0)
+    jobs: list[tuple[Any, int, dict[str, int], bool, bool]] = []
+    for n in (int(r) for r in args.ranks.split(",")):
+        jobs += [("alltoall.cco", n, {"block": args.block}, False, False),
+                 (LAUNCH_BARRIER, n, {}, False, False)]
+    jobs.append((HANG, 2, {}, True, True))
+    t0 = time.monotonic()
+
+    def one(job: tuple[Any, int, dict[str, int], bool, bool]) -> str:
+        protocol, n, params, debug, force = job
+        g = generate(protocol, args.target, n, params, debug=debug, force=force)
+        build_cubin(g.manifest.directory, args.target, arch, debug)
+        return f"{g.manifest.protocol} x{n}{' debug' if debug else ''}"
+
+    with ThreadPoolExecutor(len(jobs) + 1) as pool:
+        shim = pool.submit(build_engine, args.target, arch)
+        for done in pool.map(one, jobs):
+            print(f"built {done} ({time.monotonic() - t0:.0f} s)", flush=True)
+        print(f"built the {args.target} shim ({shim.result()[1].describe()}, "
+              f"{time.monotonic() - t0:.0f} s)", flush=True)
+
+
+if __name__ == "__main__":
+    main()

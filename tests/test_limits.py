@@ -1,0 +1,298 @@
+"""Bounded resources (`ccogen.limits`): every limit is a coded diagnostic naming the limit
+and the flag, found before the work that would exhaust the machine; and the classes of
+input that used to end in a traceback."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ccogen import cli
+from ccogen.diag import error
+from ccogen.diag.merge import FindingSet, capped, ranks_note
+from ccogen.driver import CheckOptions, check_protocol, check_text
+from ccogen.errors import DiagnosticError
+from ccogen.limits import MAX_DEPTH, Limits
+from ccogen.syntax import parse_ir
+
+ROOT = Path(__file__).resolve().parent.parent
+GOOD = ROOT / "protocols" / "alltoall.cco"
+HEAD = """protocol r(block: bytes = 64 B):
+    team lsa
+    window send: nranks * block
+    window recv: nranks * block
+
+    kernel k(threads=64):
+"""
+SHIFT = """protocol shift(block: bytes = 64 B):
+    team lsa
+    queues 1
+    window send: block
+    window recv: block
+
+    kernel k(threads=64):
+        put((me + 1) % nranks, dst=recv[0:block], src=send[0:block], queue=0, signal="remote")
+        quiet()
+        wait_signal((me + nranks - 1) % nranks, queue=0)
+"""
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def codes(text: str, **options: object) -> list[str]:
+    return [d.code for d in check_text(text, "t.cco", CheckOptions(**options)).diagnostics]
+
+
+# ----------------------------------------------------------------------------- recursion
+
+
+@pytest.mark.parametrize("text", ids=["terms", "signs", "ifs"], argvalues=[
+    HEAD + "        for i in range(" + "+".join(["1"] * 400) + "):\n            quiet()\n",
+    HEAD + "        for i in range(" + "-" * 600 + "1):\n            quiet()\n",
+    HEAD + "".join("    " * (2 + d) + "if me == 0:\n" for d in range(300))
+    + "    " * 302 + "quiet()\n",
+])
+def test_deep_source_is_e006_not_a_recursion_error(text: str) -> None:
+    from ccogen.syntax.format import format_text
+
+    for stage in (lambda: parse_ir(text, "t.cco"), lambda: format_text(text, "t.cco")):
+        with pytest.raises(DiagnosticError) as caught:
+            stage()
+        d = caught.value.diagnostics[0]
+        assert d.code == "E006" and f"more than {MAX_DEPTH} levels" in d.message
+
+
+def test_deep_ir_built_in_python_is_e006() -> None:
+    import dataclasses
+
+    import ccogen
+    from ccogen.ir import nodes as ir
+    from ccogen.syntax import to_source
+
+    protocol = parse_ir(GOOD.read_text(), "a.cco")
+    e: ir.Expr = ir.Const(value=1)
+    for _ in range(3000):
+        e = ir.BinOp(op="+", left=e, right=ir.Const(value=1))
+    deep = dataclasses.replace(protocol, windows=(
+        dataclasses.replace(protocol.windows[0], size=e), *protocol.windows[1:]))
+    assert [d.code for d in check_protocol(deep).diagnostics] == ["E006"]
+    assert [d.code for d in ccogen.simulate(deep, ranks=2, seeds=1).diagnostics] == ["E006"]
+    with pytest.raises(DiagnosticError):
+        to_source(deep)
+
+
+def test_nesting_under_the_limit_still_works() -> None:
+    text = HEAD + "        for i in range(" + "+".join(["1"] * 100) + "):\n            quiet()\n"
+    text += "".join("    " * (2 + d) + "if me == 0:\n" for d in range(50))
+    text += "    " * 52 + "quiet()\n"
+    result = check_protocol(parse_ir(text, "t.cco"), CheckOptions(ranks=(2,)))
+    assert not result.has_errors
+
+
+# ----------------------------------------------------------------------------- limits
+
+
+def test_team_of_tens_of_thousands_is_refused_up_front() -> None:
+    start = time.monotonic()
+    result = check_text(SHIFT, "t.cco", CheckOptions(ranks=(50_000,)))
+    assert [d.code for d in result.diagnostics] == ["E006"]
+    assert "--limit ranks=50000" in (result.diagnostics[0].help or "")
+    assert time.monotonic() - start < 5
+
+
+def test_compile_takes_limit(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    source = tmp_path / "shift.cco"
+    source.write_text(SHIFT)
+    code, out, _ = run(capsys, "compile", str(source), "--target", "mori-sdma", "--ranks",
+                       "40", "--limit", "ranks=32", "-o", str(tmp_path / "out"))
+    assert code == 1 and "error[E006]" in out and "--limit ranks=40" in out
+    code, out, _ = run(capsys, "compile", str(source), "--target", "mori-sdma", "--ranks",
+                       "40", "--limit", "ranks=64", "-o", str(tmp_path / "out"))
+    assert code == 0
+
+
+def test_window_of_2_62_bytes_does_not_compile() -> None:
+    from ccogen.compiler import compile_protocol
+    from ccogen.errors import DiagnosticError
+
+    protocol = parse_ir(SHIFT.replace("window send: block", "window send: block * 2**56"), "t.cco")
+    with pytest.raises(DiagnosticError) as caught:
+        compile_protocol(protocol, "mori-sdma", source="t.cco", ranks=2, params={})
+    assert [d.code for d in caught.value.diagnostics] == ["E006"]
+
+
+def test_simulate_refuses_windows_past_its_limit(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "simulate", str(GOOD), "--param", "block=1GiB", "--ranks", "8")
+    # alltoall at 1 GiB x 8 ranks moves 7/8 of its 128 GiB of windows: too much even sparse
+    assert code == 1 and "error[E006]: simulating would hold 120,259,084,288 bytes that ops" in out
+    assert "--limit sim-bytes=120259084288" in out
+    code, out, _ = run(capsys, "simulate", str(GOOD), "--param", "block=64KiB", "--ranks", "2",
+                       "--seeds", "1", "--limit", "sim-bytes=64KiB")
+    assert code == 1 and "E006" in out
+
+
+def test_large_windows_are_backed_sparsely_with_the_same_results(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """8 GiB windows of which 64 KiB move: simulated in full, the summary says how."""
+    import ccogen
+
+    text = (SHIFT.replace("block: bytes = 64 B", "block: bytes = 64 KiB, big: bytes = 8 GiB")
+            .replace("window send: block", "window send: big")
+            .replace("window recv: block", "window recv: big")
+            .replace("dst=recv[0:block]", "dst=recv[big - block : big]"))
+    good = text + ("\n    ensure:\n        recv[big - block : big] == "
+                   "init(send@((me + nranks - 1) % nranks))[0:block]\n")
+    report = ccogen.simulate(good, ranks=3, seeds=2)
+    assert report.passed and "windows backed sparsely" in report.summary()
+    assert "393,216 of 51,539,607,552 bytes" in report.summary()
+    bad = text + "\n    ensure:\n        recv[big - block : big] == init(send@me)[0:block]\n"
+    report = ccogen.simulate(bad, ranks=3, seeds=1)
+    (d,) = report.diagnostics
+    assert d.code == "E033" and any("came from `init(send@2)[0:64]`" in n for n in d.notes)
+    small = ccogen.simulate(bad.replace("8 GiB", "1 MiB"), ranks=3, seeds=1)
+    assert [x.code for x in small.diagnostics] == ["E033"]  # the dense run finds it too
+    assert "sparsely" not in small.summary()
+
+
+def test_sparse_windows_need_no_address_space_either() -> None:
+    """256 GiB windows under a 3 GiB address-space cap: only the touched bytes exist."""
+    import subprocess
+    import sys
+
+    script = (
+        "import resource; resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))\n"
+        "import ccogen\n"
+        f"text = {SHIFT!r}.replace('block: bytes = 64 B', 'block: bytes = 64 KiB, "
+        "big: bytes = 256 GiB').replace('window send: block', 'window send: big')"
+        ".replace('window recv: block', 'window recv: big')\n"
+        "r = ccogen.simulate(text, ranks=2, seeds=1)\n"
+        "print(r.passed, r.summary())\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.startswith("True ") and "262,144 of 1,099,511,627,776 bytes" in out.stdout
+
+
+def test_analysis_memory_is_bounded() -> None:
+    result = check_protocol(parse_ir(GOOD.read_text(), "a.cco"),
+                            CheckOptions(ranks=(8,), limits=Limits(analysis_bytes=1 << 10)))
+    d = result.diagnostics[0]
+    assert d.code == "E006" and "happens-before analysis would need" in d.message
+    assert "--limit analysis-bytes=" in (d.help or "")
+
+
+def test_findings_per_rule_are_capped_and_counted() -> None:
+    text = (ROOT / "tests" / "lint" / "E005-bad-thread-count.cco").read_text()
+    assert codes(text) == ["E005"] * 3
+    few = check_text(text, "t.cco", CheckOptions(limits=Limits(findings=1))).diagnostics
+    assert [d.code for d in few] == ["E005"]
+    assert few[0].notes[-1] == ("2 more E005 findings not shown: at most 1 per rule "
+                                "(`--limit findings=N` shows more)")
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--limit", "nope=3"], "--limit takes NAME=N"),
+    (["--limit", "ranks=0"], "at least 1"),
+    (["--limit", "ranks=2k"], "--limit ranks=2k"),
+    (["--max-schedules", "0", "--exhaustive"], "exploring nothing is not passing"),
+    (["--time-limit", "0", "--exhaustive"], "--time-limit must be"),
+    (["--time-limit", "nan", "--exhaustive"], "--time-limit must be"),
+    (["--target", "nope"], "unknown target"),
+    (["--epochs", "99999999999999999999"], "--epochs at most 1,000"),
+    (["--seeds", "99999999999999999999"], "--seeds is at most 1,000,000"),
+])
+def test_simulate_misuse_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str],
+                                                argv: list[str], message: str) -> None:
+    code, _, err = run(capsys, "simulate", str(GOOD), *argv)
+    assert code == 2 and message in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_time_limit_that_allows_no_schedule_does_not_pass(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "simulate", str(GOOD), "--exhaustive", "--ranks", "2",
+                       "--time-limit", "1e-12")
+    assert code == 1 and "explored no schedule" in out
+
+
+@pytest.mark.parametrize("command", ["lint", "simulate", "compile", "build"])
+def test_unknown_target_is_a_usage_error_everywhere(capsys: pytest.CaptureFixture[str],
+                                                    command: str) -> None:
+    code, _, err = run(capsys, command, str(GOOD), "--target", "nope")
+    assert code == 2 and err.startswith("error: --target: unknown target `nope`")
+
+
+# ----------------------------------------------------------------------------- merging
+
+
+def test_finding_set_merges_in_linear_time() -> None:
+    found: FindingSet[int] = FindingSet()
+    d = error("E031", "race", None)
+    start = time.monotonic()
+    for rank in range(200_000):
+        found.add(d, rank)
+    assert time.monotonic() - start < 2  # a list scan per add took minutes
+    (entry,) = list(found)
+    assert entry.where[:3] == [0, 1, 2] and len(entry.where) == 200_000
+
+
+def test_ranks_note_is_short_for_large_teams() -> None:
+    assert ranks_note(list(range(0, 2000, 2)), 2000).endswith("and 984 more")
+    assert ranks_note([3], 8) == "on rank 3" and ranks_note([0, 1], 2) == "on every rank"
+
+
+def test_capped_keeps_order_and_counts_the_rest() -> None:
+    ds = [error("E031", f"m{i}", None) for i in range(5)] + [error("E021", "w", None)]
+    out = capped(ds, 2)
+    assert [d.message for d in out] == ["m0", "m1", "w"]
+    assert "3 more E031 findings not shown" in out[1].notes[-1]
+
+
+def test_analysis_cache_is_safe_under_threads() -> None:
+    from ccogen.analysis import analyse
+    from ccogen.instantiate import instantiate
+
+    protocol = parse_ir(SHIFT, "t.cco")
+    instances = [instantiate(protocol, n)[0] for n in range(2, 30)]
+    errors: list[BaseException] = []
+
+    def work(k: int) -> None:
+        try:
+            for i in range(60):
+                analyse(instances[(i * 7 + k) % len(instances)])  # type: ignore[arg-type]
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+@pytest.mark.parametrize("argv", [
+    [], ["nope"], ["lint"], ["simulate", str(GOOD), "--seeds", "x"],
+    ["simulate", str(GOOD), "--seed", "1", "--exhaustive"], ["compile", str(GOOD)], ["fmt"],
+    ["lint", str(GOOD), "--format", "xml"]])
+def test_argparse_misuse_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str],
+                                                argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert info.value.code == 2
+    assert err.startswith("error: ccogen") and len(err.strip().splitlines()) == 1
+
+
+def test_api_check_takes_limits() -> None:
+    import ccogen
+
+    result = ccogen.check(ccogen.load(GOOD), ranks=(3,), limits=Limits(ranks=2))
+    assert [d.code for d in result.diagnostics] == ["E006"]

@@ -1,0 +1,84 @@
+"""Protocol → cached generated files (no torch, no GPU): a hit runs no compiler."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ccogen
+import ccogen.rt.api as api
+from ccogen._resources import protocols_dir
+from ccogen.torch import loader
+
+
+@pytest.fixture
+def compiles(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    calls: list[Any] = []
+    real = api.compile_for_run
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append((args, kwargs))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(api, "compile_for_run", counting)
+    return calls
+
+
+def test_second_generate_runs_no_compiler(compiles: list[Any]) -> None:
+    first = loader.generate("alltoall.cco", "nvshmem", 2, {"block": 768})
+    assert len(compiles) == 1 and compiles[0][1]["epoch_from_heap"] is True
+    again = loader.generate("alltoall.cco", "nvshmem", 2, {"block": 768})
+    assert len(compiles) == 1
+    assert again.directory == first.directory and again.outputs == ("recv",)
+    assert {p.name for p in first.directory.iterdir()} >= {"manifest.json", "kernels.cu",
+                                                             "binding.json"}
+    assert first.manifest.nranks == 2 and first.manifest.window("send").size == 1536
+
+
+@pytest.mark.parametrize("change", [
+    {"params": {"block": 1024}}, {"nranks": 4}, {"debug": True}, {"target": "nccl-lsa"},
+    {"force": True}])
+def test_every_input_is_in_the_key(compiles: list[Any], change: dict[str, Any]) -> None:
+    base: dict[str, Any] = {"protocol": "alltoall.cco", "target": "nvshmem", "nranks": 2,
+                            "params": {"block": 512}}
+    a = loader.generate(base.pop("protocol"), **base)
+    before = len(compiles)
+    args = {**base, **change}
+    b = loader.generate("alltoall.cco", args.pop("target"), args.pop("nranks"),
+                        args.pop("params"), **args)
+    assert a.key != b.key and len(compiles) == before + 1
+
+
+def test_text_path_and_protocol_forms(tmp_path: Path) -> None:
+    text = (protocols_dir() / "pingpong.cco").read_text()
+    local = tmp_path / "mine.cco"
+    local.write_text(text)
+    by_name = loader.generate("pingpong.cco", "nvshmem", 2, {})  # the library's copy
+    by_path = loader.generate(local, "nvshmem", 2, {})
+    by_text = loader.generate(text, "nvshmem", 2, {})
+    by_object = loader.generate(ccogen.parse(text, "pingpong.cco"), "nvshmem", 2, {})
+    assert by_name.manifest.protocol == by_object.manifest.protocol == "pingpong"
+    assert by_name.key != by_path.key  # the file name is reported: it is part of the key
+    assert by_text.manifest.source == "<string>" and by_path.manifest.source == "mine.cco"
+
+
+def test_refused_protocol_and_missing_file() -> None:
+    from ccogen.errors import DiagnosticError
+    from ccogen.rt.errors import RunError
+
+    with pytest.raises(DiagnosticError):
+        loader.generate("pingpong.cco", "nvshmem", 3, {})  # team lsa(2)
+    hang = Path(__file__).parent.parent / "runtime" / "data" / "hang_generated.cco"
+    with pytest.raises(DiagnosticError):
+        loader.generate(hang, "nvshmem", 2, {}, debug=True)
+    forced = loader.generate(hang, "nvshmem", 2, {}, debug=True, force=True)
+    assert forced.manifest.debug
+    with pytest.raises(RunError, match=r"cannot read nowhere/x\.cco"):
+        loader.generate("nowhere/x.cco", "nvshmem", 2, {})
+
+
+def test_fingerprint_is_stable() -> None:
+    assert loader.generator_fingerprint() == loader.generator_fingerprint()
+    assert len(loader.generator_fingerprint()) == 40
