@@ -376,8 +376,8 @@ class _Needed:
         if len(self.groups) == 1 and not loose:
             return self._one_chain(expected, cuts[0])
         out = []
-        for g, cut in zip(self.groups, cuts, strict=True):
-            k = prefix_len(g[:cut], lambda s: self.others_before(s, cuts, total) < expected)
+        for g, upto in zip(self.groups, cuts, strict=True):
+            k = prefix_len(g[:upto], lambda s: self.others_before(s, cuts, total) < expected)
             if k:
                 out.append(g[k - 1])
         out += [e for e in loose if total - self.weight[e] < expected]
