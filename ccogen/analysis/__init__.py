@@ -22,12 +22,14 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+from ccogen.analysis.events import EventKind
 from ccogen.analysis.hb_graph import HBGraph
 from ccogen.analysis.launches import back_to_back, launch_matching
 from ccogen.analysis.matching import ExpectedValues, Matching, match
 from ccogen.analysis.races import Conflict, ConflictKind, conflicts
-from ccogen.ir.instance import Instance
+from ccogen.ir.instance import Instance, OpInst
 from ccogen.ir.nodes import Mode
+from ccogen.ir.opkind import OpKind
 
 if TYPE_CHECKING:
     from ccogen.passes.base import PassContext
@@ -71,6 +73,26 @@ class Analysis:
 
     def conflicts_of(self, kind: ConflictKind) -> list[Conflict]:
         return [c for c in self.conflicts if c.kind is kind]
+
+    def after_reset(self, rank: int, index: int) -> tuple[OpInst, int] | None:
+        """For `wait_count` `index` of `rank` (first launch) behind a `reset_count` of its
+        counter: the last such reset, and the bytes counted to the key that it does not
+        erase (those not surely counted before it).  None without a reset."""
+        g = self.graph
+        w = self.matching.waits.get((rank, index))
+        op = self.instance.ranks[rank][index]
+        if w is None or op.kind is not OpKind.WAIT_COUNT:
+            return None
+        issue = g.issue(rank, index)
+        resets = [r for r in self.launches.ranks[rank][:index]
+                  if r.kind is OpKind.RESET_COUNT and r.counter == op.counter
+                  and g.hb(g.issue(r.rank, r.index), issue)]
+        if not resets:
+            return None
+        last = g.issue(resets[-1].rank, resets[-1].index)
+        counts = [(c.nbytes, g.event(EventKind.COUNT, c.sender, c.op))
+                  for c in self.matching.writes(w)]
+        return resets[-1], sum(n for n, e in counts if e is None or not g.hb(e, last))
 
 
 _cache: dict[int, Analysis] = {}

@@ -56,7 +56,7 @@ def block_unsatisfiable(sk: Skeleton) -> None:
             sk.blocked.add(sk.ids[(EventKind.DONE, rank, index)])
 
 
-# ============================================================================= plain ops behind a batch
+# ======================================================================= plain ops behind a batch
 
 
 def block_behind_batch(sk: Skeleton, hb: HB) -> int:
@@ -103,13 +103,25 @@ def _uncommitted_before(sk: Skeleton, rank: int, qo: QueueOps, aggs: dict[Issuer
         ig = _issue(sk, rank, g)
         committed = False
         for commits in qo.ringers.values():
-            j = prefix_len(commits, lambda c: not hb(ig, _issue(sk, rank, c)))
-            if j < len(commits) and hb(_issue(sk, rank, commits[j]), ip):
+            c = _first_after(sk, rank, commits, ig, hb)
+            if c is not None and hb(_issue(sk, rank, c), ip):
                 committed = True
                 break
         if not committed:
             return g
     return None
+
+
+def block_unrung(sk: Skeleton, hb: HB) -> int:
+    """An aggregate op that no `commit` on its queue follows is never rung: it never starts."""
+    found = 0
+    for (rank, _, _), qo in sk.queues.items():
+        for seq in qo.transfers.values():
+            for i in seq:
+                if sk.op(rank, i).aggregate and not sure_ringers(sk, rank, qo, i, hb):
+                    sk.blocked.add(sk.ids[(EventKind.READ, rank, i)])
+                    found += 1
+    return found
 
 
 # ============================================================================= rings
@@ -157,12 +169,19 @@ def first_ringer(sk: Skeleton, rank: int, qo: QueueOps, index: int, hb: HB) -> i
 def sure_ringers(sk: Skeleton, rank: int, qo: QueueOps, index: int, hb: HB) -> list[int]:
     """Per issuer, the first commit on the queue issued after op `index`."""
     a = _issue(sk, rank, index)
-    found = []
-    for seq in qo.ringers.values():
-        k = prefix_len(seq, lambda c: not hb(a, _issue(sk, rank, c)))
-        if k < len(seq):
-            found.append(seq[k])
-    return found
+    return [c for seq in qo.ringers.values()
+            if (c := _first_after(sk, rank, seq, a, hb)) is not None]
+
+
+def _first_after(sk: Skeleton, rank: int, seq: list[int], event: int, hb: HB) -> int | None:
+    """The first of one issuer's ops `seq` issued surely after `event`.  Those issued
+    before it are a prefix (one that never happens ends it: `not hb(event, c)` is no
+    prefix, as a later launch's op may never happen); after them, another issuer's op
+    may be unordered with `event` before one is surely after it."""
+    for c in seq[prefix_len(seq, lambda c: hb(_issue(sk, rank, c), event)):]:
+        if hb(event, _issue(sk, rank, c)):
+            return c
+    return None
 
 
 def rung_before(sk: Skeleton, rank: int, qo: QueueOps, index: int, event: int, hb: HB) -> bool:
@@ -349,14 +368,16 @@ class _Needed:
         total = sum(suf[0] - suf[c] for suf, c in zip(self.suffix, cuts, strict=True))
         if total >= expected:
             loose = []  # increments that never happen cannot be among the first ones
-        total += sum(self.weight[e] for e in loose)
+        elif loose:  # it needs one that never happens: it never returns (one edge says so;
+            # the earliest made, its own launch's, so no cycle through a later one appears)
+            return [g[c - 1] for g, c in zip(self.groups, cuts, strict=True) if c] + loose[:1]
         if expected >= total:
             return [g[c - 1] for g, c in zip(self.groups, cuts, strict=True) if c] + loose
         if len(self.groups) == 1 and not loose:
             return self._one_chain(expected, cuts[0])
         out = []
-        for g, cut in zip(self.groups, cuts, strict=True):
-            k = prefix_len(g[:cut], lambda s: self.others_before(s, cuts, total) < expected)
+        for g, upto in zip(self.groups, cuts, strict=True):
+            k = prefix_len(g[:upto], lambda s: self.others_before(s, cuts, total) < expected)
             if k:
                 out.append(g[k - 1])
         out += [e for e in loose if total - self.weight[e] < expected]
@@ -410,6 +431,6 @@ def _cross_queue(sk: Skeleton, rank: int, qo: QueueOps, hb: HB) -> int:
     return added
 
 
-__all__ = ["block_behind_batch", "block_unsatisfiable", "cross_queue_edges", "drained", "first_ringer", "needed",
-           "oracle", "prefix_len", "quiet_edges", "ring_edges", "rung_before", "sure_ringers",
-           "wait_edges"]
+__all__ = ["block_behind_batch", "block_unrung", "block_unsatisfiable", "cross_queue_edges",
+           "drained", "first_ringer", "needed", "oracle", "prefix_len", "quiet_edges",
+           "ring_edges", "rung_before", "sure_ringers", "wait_edges"]

@@ -27,7 +27,8 @@ it reads and writes at its `issue`.
   one.  A plain transfer posted on a queue behind an aggregate op with no commit
   between never returns (MORI's in-order commit chain: it spins until the committed
   pointer reaches its slot, which only `commit` moves past the batch): its issue is
-  blocked (`behind`);
+  blocked (`behind`); an aggregate op that no commit follows never starts: its `read`
+  is blocked;
 - quiet(p[, q]) returns after the `read` of the last surely-rung op per issuer
   issued before it toward p [on q].  Sender-side only: a quiet does not order any
   `land` (the MORI seed: completion says the engine consumed the command, not that
@@ -76,6 +77,9 @@ class Edge:
     kind: EdgeKind
 
 
+_WAITED = (EdgeKind.SIGNAL, EdgeKind.COUNT)
+
+
 class HBGraph:
     """The happens-before graph of one instance (see the module docstring)."""
 
@@ -96,7 +100,9 @@ class HBGraph:
                 "analysis-bytes", need)
         derive.block_unsatisfiable(self._sk)
         self.clock0 = self._structural = self._sweep()
-        if derive.block_behind_batch(self._sk, self.clock0.hb):
+        blocked = derive.block_behind_batch(self._sk, self.clock0.hb)
+        blocked += derive.block_unrung(self._sk, self.clock0.hb)
+        if blocked:
             self.clock0 = self._sweep()
         self.clock = self._fixpoint()
 
@@ -260,17 +266,39 @@ class HBGraph:
         return derive.drained(self._sk, rank, quiet, self.hb)
 
     # ------------------------------------------------------------------ cycles
-    def cycles(self) -> list[list[Edge]]:
-        """One cycle per strongly connected group of events that never happen."""
-        return self._cycles
+    def late_ring(self, cycle: list[Edge]) -> Edge | None:
+        """The ring edge of a cycle that makes it an aggregate op committed too late (E020):
+        a commit of the op's own kernel and launch, after a wait that needs the op.  A
+        cycle through a later kernel's or launch's commit is a deadlock (E030); that the
+        batch goes uncommitted in its own kernel is E020 of its own."""
+        for e in cycle:
+            if e.kind is EdgeKind.RING:
+                commit, op = self.op(e.src), self.op(e.dst)
+                if (commit is not None and op is not None and commit.kernel == op.kernel
+                        and commit.epoch == op.epoch):
+                    return e
+        return None
+
+    def cycles(self, unwaited: frozenset[int] = frozenset()) -> list[list[Edge]]:
+        """One cycle per strongly connected group of events that never happen; with
+        `unwaited`, the cycles left when those waits' returns wait for nothing (a wait
+        reported of its own, whose removal would not remove the deadlock)."""
+        if not unwaited:
+            return self._cycles
+        return self._find_cycles(unwaited)
 
     @cached_property
     def _cycles(self) -> list[list[Edge]]:
+        return self._find_cycles(frozenset())
+
+    def _find_cycles(self, unwaited: frozenset[int]) -> list[list[Edge]]:
         stuck = set(self.stuck)
         if not stuck:
             return []
+        kinds = self._sk.edge_kind
         sub = nx.DiGraph()
-        sub.add_edges_from((u, v) for v in stuck for u in self._sk.preds[v] if u in stuck)
+        sub.add_edges_from((u, v) for v in stuck for u in self._sk.preds[v] if u in stuck
+                           and not (v in unwaited and kinds[(u, v)] in _WAITED))
         found = []
         for comp in sorted(nx.strongly_connected_components(sub), key=min):
             if len(comp) > 1:

@@ -14,7 +14,10 @@ other rank waits for it, unless the protocol declares `between_launches: host_sy
 
 `launch_matching` gives the waits of the second launch their values: the generated
 code waits for `expected + epoch * total` (slots and counters are never reset), or
-`expected` for a counter the protocol resets.
+`expected` for a counter the protocol resets.  A wait never returns when it expects
+more than every launch of the instance sends to its key together: a wait of launch 1
+expecting more than one launch sends returns on launch 2's increments (E021 reports
+the value, the graph what happens).
 """
 
 from __future__ import annotations
@@ -59,7 +62,9 @@ def launch_matching(instance: Instance, single: Matching) -> Matching:
             reset = w.kind == "count" and w.key in resets
             expected = None if w.expected is None else (
                 w.expected if reset else w.expected + e * w.total)
-            total = w.total if reset else (e + 1) * w.total
+            # what the key can receive at all: a wait for more than one launch sends can
+            # still return, on the next launch's increments (E021 says it is wrong)
+            total = w.total if reset else instance.launches * w.total
             waits[(rank, op.index)] = replace(w, op=op.index, expected=expected, total=total)
     return Matching(increments=increments, counted=counted_writes(instance), waits=waits,
                     expected=single.expected, modes=single.modes, signal_of=signal_of)

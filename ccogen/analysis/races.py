@@ -246,26 +246,38 @@ def _is_chain(graph: HBGraph, g: _Group) -> bool:
 def _reads_against(graph: HBGraph, reads: _Group, writes: _Group) -> list[Conflict]:
     overlap = _overlap(reads.region, writes.region)
     items = writes.items
-    if not _is_chain(graph, writes):
-        items = items[:MAX_PAIRWISE]
-        return [c for r in reads.items for w in items
-                if (c := _classify(graph, r, w, overlap)) is not None][:1]
+    if not _is_chain(graph, writes):  # writes racing each other (E031): each read's first
+        items = items[:MAX_PAIRWISE]  # conflict of every kind, not only the first one
+        found: dict[tuple[int, ConflictKind], Conflict] = {}
+        for r in reads.items:
+            for w in items:
+                c = _classify(graph, r, w, overlap)
+                if c is not None:
+                    found.setdefault((r.event, c.kind), c)
+        return list(found.values())
     out = []
     for r in reads.items:
-        c = _read_in_chain(graph, r, items, overlap)
-        if c is not None:
-            out.append(c)
+        out += _read_in_chain(graph, r, items, overlap)
     return out
 
 
 def _read_in_chain(graph: HBGraph, r: Access, chain: list[Access],
-                   overlap: RegionInst) -> Conflict | None:
+                   overlap: RegionInst) -> list[Conflict]:
+    """The read against a chain of writes: the writes neither before nor after it are a
+    run `chain[k:j]`; the first is classified, and the last too when it belongs to
+    another launch (a different mistake: the next launch overwriting, say)."""
     k = prefix_len(chain, lambda w: graph.hb(w.event, r.event))
     if k and r.issue != r.event and graph.hb(r.issue, chain[k - 1].event):
-        return Conflict(ConflictKind.SOURCE_REUSE, r, chain[k - 1], overlap)
-    if k < len(chain):
-        return _classify(graph, r, chain[k], overlap)
-    return None
+        return [Conflict(ConflictKind.SOURCE_REUSE, r, chain[k - 1], overlap)]
+    if k == len(chain):
+        return []
+    out = [c for c in [_classify(graph, r, chain[k], overlap)] if c is not None]
+    j = prefix_len(chain, lambda w: not graph.hb(r.event, w.event))
+    if j - 1 > k and chain[j - 1].launch != chain[k].launch:
+        last = _classify(graph, r, chain[j - 1], overlap)
+        if last is not None:
+            out.append(last)
+    return out
 
 
 def _classify(graph: HBGraph, r: Access, w: Access, overlap: RegionInst) -> Conflict | None:

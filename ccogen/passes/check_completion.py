@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ccogen.analysis import Analysis, ConflictKind, analysis_of
-from ccogen.analysis.events import EdgeKind, EventKind
+from ccogen.analysis.events import EventKind
 from ccogen.analysis.hb_graph import Edge
 from ccogen.analysis.races import Conflict
 from ccogen.ir.instance import OpInst
@@ -50,21 +50,23 @@ class CheckCompletion(Pass):
     def run(self, ctx: PassContext) -> None:
         a = analysis_of(ctx)
         out = Findings(ctx)
-        late: set[Span | None] = set()  # aggregate ops E020 reports: not also E025
+        late: dict[Span | None, bool] = {}  # aggregate ops E020 reports (never rung?)
         for ops in a.launches.ranks:
             quiets = [q for q in ops if q.kind is OpKind.QUIET]
             for op in ops:
                 if op.aggregate and a.graph.executes(a.graph.issue(op.rank, op.index)):
-                    if _aggregate(a, op, quiets, out):
-                        late.add(op.span)
+                    never = _aggregate(a, op, quiets, out)
+                    if never is not None:
+                        late[op.span] = late.get(op.span, False) or never
         for rank, plain, agg in a.graph.behind_batch:
             _behind_batch(a, rank, plain, agg, out)
         for cycle in a.graph.cycles():
             _ring_cycle(a, cycle, out)
         _shared_doorbell(a, out)
         for c in a.conflicts_of(ConflictKind.SOURCE_REUSE):
-            if c.second.op is None and c.first.op is not None and c.first.op.span in late:
-                continue  # the caller refills a batch never rung: E020 is the cause
+            if c.first.op is not None and (late.get(c.first.op.span) or (
+                    c.second.op is None and c.first.op.span in late)):
+                continue  # a batch never rung, or refilled by the caller: E020 is the cause
             _source_reuse(c, out)
         out.flush()
 
@@ -76,11 +78,12 @@ def _commit_hint(op: OpInst) -> str:
     return f"commit({op.peer}{queue_arg(op)})"
 
 
-def _aggregate(a: Analysis, op: OpInst, quiets: list[OpInst], out: Findings) -> bool:
-    """E020 for an aggregate op not committed in time; whether it was reported."""
+def _aggregate(a: Analysis, op: OpInst, quiets: list[OpInst], out: Findings) -> bool | None:
+    """E020 for an aggregate op not committed in time: None when it is, else whether it
+    is never committed (it then reads nothing)."""
     g = a.graph
     ringers = [a.launches.ranks[op.rank][c] for c in g.sure_ringers(op.rank, op.index)]
-    ringers = [c for c in ringers if c.kernel == op.kernel]
+    ringers = [c for c in ringers if c.kernel == op.kernel and c.epoch == op.epoch]
     early = _early_quiets(a, op, quiets, ringers)
     if not ringers:
         out.error("E020", f"aggregate {name(op)} is never committed", op.span,
@@ -99,8 +102,8 @@ def _aggregate(a: Analysis, op: OpInst, quiets: list[OpInst], out: Findings) -> 
                   notes=["`quiet` returns with the aggregate op not even started: its source "
                          "is not free and its data has not left"],
                   help=f"move `{_commit_hint(op)}` before the `quiet`")
-        return True
-    return False
+        return False
+    return None
 
 
 def _covers(q: OpInst, op: OpInst) -> bool:
@@ -126,7 +129,7 @@ def _early_quiets(a: Analysis, op: OpInst, quiets: list[OpInst],
 def _ring_cycle(a: Analysis, cycle: list[Edge], out: Findings) -> None:
     """A wait that needs an aggregate op whose commit comes only after the wait."""
     g = a.graph
-    ring = next((e for e in cycle if e.kind is EdgeKind.RING), None)
+    ring = g.late_ring(cycle)
     if ring is None:
         return
     commit, op = g.op(ring.src), g.op(ring.dst)
@@ -204,7 +207,8 @@ def _report_shared(op: OpInst, other: OpInst, out: Findings) -> None:
                   f"aggregate {name(other)}" if other.aggregate else name(other))
     out.error("E028", f"{what} shares its queue with another issuer's ops in no fixed order",
               op.span, f"{op.issuer} on queue {op.queue} toward rank {op.peer}", rank=op.rank,
-              secondary=[(other.span, f"{other.issuer} posts on the same queue meanwhile")],
+              secondary=[(other.span, f"{other.issuer} posts {other_what} on the same "
+                                      "queue meanwhile")],
               notes=["a `commit` rings everything reserved on the queue, including another "
                      "issuer's slot that is reserved but not yet written, and moves the "
                      "committed pointer past it: that issuer's op then waits forever (or the "

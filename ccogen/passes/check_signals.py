@@ -256,19 +256,14 @@ def _count_wait(a: Analysis, w: WaitMatch, out: Findings) -> None:
 
 def _after_reset(a: Analysis, w: WaitMatch, op: OpInst, out: Findings) -> None:
     """A wait after a `reset_count` that erased bytes it counts on (E026)."""
-    g = a.graph
-    issue = g.issue(w.rank, w.op)
-    resets = [r for r in a.launches.ranks[w.rank][: w.op] if r.kind is OpKind.RESET_COUNT
-              and r.counter == op.counter and g.hb(g.issue(r.rank, r.index), issue)]
-    if not resets or w.expected is None:
+    after = a.after_reset(w.rank, w.op)
+    if after is None or w.expected is None:
         return
-    last = g.issue(resets[-1].rank, resets[-1].index)
-    counts = [(c.nbytes, g.event(EventKind.COUNT, c.sender, c.op)) for c in a.matching.writes(w)]
-    left = sum(n for n, e in counts if e is None or not g.hb(e, last))
+    reset, left = after
     if w.expected > left:
         out.error("E026", "`wait_count` expects more bytes than are ever counted", op.span,
                   f"waits for {w.expected} bytes; {left} reach `{op.counter}` after the reset",
-                  rank=w.rank, secondary=[(resets[-1].span, "the counter restarts from zero here")],
+                  rank=w.rank, secondary=[(reset.span, "the counter restarts from zero here")],
                   notes=["with `reset_count` an omitted `expected` still means every byte of "
                          "the epoch; the bytes counted before the reset are gone"],
                   help=f"wait for `expected={left}` (bytes), or remove the `reset_count`")

@@ -85,7 +85,7 @@ class HB:
         self.slot: dict[object, Clock] = {}
         self.counter: dict[object, Clock] = {}
         self.consumed: dict[int, Clock] = {}
-        self.barrier: dict[tuple[int, int, int], Clock] = {}  # (launch, kernel, gen)
+        self.barrier: dict[tuple[int, int, int], Clock] = {}  # (launch, kernel, generation)
         self.done: dict[tuple[int, int], Clock] = {}  # (rank, op) -> clock at its completion
         self.land: dict[int, Clock] = {}  # a fenced-on transfer's clock when its last byte landed
         self.host: dict[tuple[int, int], Clock] = {}  # (rank, launch) -> its end step

@@ -78,7 +78,8 @@ class State:
     queues: list[QState]
     slots: dict[SlotKey, int] = field(default_factory=dict)
     counters: dict[CounterKey, int] = field(default_factory=dict)
-    barrier: dict[tuple[int, int, int], int] = field(default_factory=dict)  # (launch, kernel, gen) -> arrivals
+    # (launch, kernel, generation) -> arrivals
+    barrier: dict[tuple[int, int, int], int] = field(default_factory=dict)
     xfers: list[Xfer] = field(default_factory=list)
     landed: dict[object, list[tuple[int, int]]] = field(default_factory=dict)  # (value, xid)
     finished: list[int] = field(default_factory=list)  # per rank: issuers at the end of its launch

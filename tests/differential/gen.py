@@ -106,7 +106,7 @@ def _push(rng: random.Random, ranks: int, mut: str) -> _Draft:
     signal = rng.choice(["remote", "both"]) if not stage else "remote"
     d.windows = {"src": "nranks * b", "dst": "nranks * b", "tmp": "nranks * b",
                  "out": "nranks * b"}
-    head, kind = _issuer(rng, d, targets)
+    head, _ = _issuer(rng, d, targets)
     d.body.append(head)
     if stage:
         d.body.append("    copy(dst=tmp[p*b : (p+1)*b], src=src[p*b : (p+1)*b])")
@@ -432,10 +432,109 @@ def _counted_flag(rng: random.Random, ranks: int, mut: str) -> _Draft:
     return d
 
 
+@_mutations("expected_one", "drop_wait", "reuse_before_wait")
+def _local(rng: random.Random, ranks: int, mut: str) -> _Draft:
+    """Lanes send to every peer with a local signal; the sender waits for all of them
+    before reusing its source (one local increment per peer the group targets)."""
+    d = _Draft("local", ranks)
+    d.windows = {"src": "b", "stage": "b", "dst": "nranks * b"}
+    d.body += ["lanes p in peers():",
+               "    put(p, dst=dst[me*b : (me+1)*b], src=src, queue=0, signal=\"both\")"]
+    exp = ", expected=1" if mut == "expected_one" else ""
+    wait = f"wait_signal(me, queue=0{exp})"
+    copy = "copy(dst=src, src=stage)"
+    if mut == "drop_wait":
+        d.body.append(copy)
+    elif mut == "reuse_before_wait":
+        d.body += [copy, wait]
+    else:
+        d.body += [wait, copy]
+    d.body += ["lanes s in peers():", "    wait_signal(s, queue=0)"]
+    d.features += ["local-signal", "lanes"]
+    return d
+
+
+@_mutations("drop_credit", "credit_early", "one_slot")
+def _credit(rng: random.Random, ranks: int, mut: str) -> _Draft:
+    """A ring through two landing slots: the receiver copies each chunk out and returns a
+    credit on queue 1 once its slot is free; the sender waits for the credit before it
+    reuses the slot two steps later."""
+    d = _Draft("credit", ranks)
+    d.queues = 2
+    n = rng.choice([3, 4])
+    slots = 1 if mut == "one_slot" else 2
+    d.windows = {"src": f"{n} * b", "slot": f"{slots} * b", "out": f"{n} * b",
+                 "tok": "16", "sink": "16"}
+    d.body += [f"for s in range({n}):"]
+    if mut != "drop_credit":
+        d.body += [f"    if s >= {slots}:",
+                   "        wait_signal((me + 1) % nranks, queue=1)"]
+    d.body += [f"    put((me + 1) % nranks, dst=slot[(s % {slots})*b : (s % {slots} + 1)*b], "
+               "src=src[s*b : (s+1)*b], queue=0, signal=\"remote\")",
+               "    wait_signal((me - 1) % nranks, queue=0)"]
+    copy = f"    copy(dst=out[s*b : (s+1)*b], src=slot[(s % {slots})*b : (s % {slots} + 1)*b])"
+    credit = "    put((me - 1) % nranks, dst=sink, src=tok, queue=1, signal=\"remote\")"
+    d.body += [credit, copy] if mut == "credit_early" else [copy, credit]
+    if mut != "drop_credit":
+        d.body += [f"for s in range(min({slots}, {n})):",
+                   "    wait_signal((me + 1) % nranks, queue=1)"]
+    d.body.append("quiet()")
+    d.ensure = [f"for s in range({n}):",
+                "    out[s*b : (s+1)*b] == init(src@((me - 1) % nranks))[s*b : (s+1)*b]"]
+    d.features += ["credit", f"slots:{slots}"]
+    return d
+
+
+@_mutations()
+def _soup(rng: random.Random, ranks: int, mut: str) -> _Draft:
+    """Each of two ranks runs a short random sequence of ops over a few blocks of three
+    windows: mostly broken, which is the point (the judges must agree on what breaks)."""
+    d = _Draft("soup", 2)
+    d.queues = rng.choice([1, 2])
+    d.windows = {"a": "4 * b", "c": "4 * b", "e": "4 * b"}
+    region = lambda: f"{rng.choice('ace')}[{(k := rng.randrange(4))}*b : {k + 1}*b]"  # noqa: E731
+    lines: dict[int, list[str]] = {0: [], 1: []}
+    for r in (0, 1):
+        for _ in range(rng.randint(2, 8)):
+            q = rng.randrange(d.queues)
+            op = rng.choice(["put", "put", "put", "get", "copy", "quiet", "wait", "wait",
+                             "commit", "fence", "barrier"])
+            sig = rng.choice(["none", "remote", "remote", "local", "both"])
+            agg = ", aggregate=True" if rng.random() < 0.15 else ""
+            if op in ("put", "get"):
+                lines[r].append(f"{op}({1 - r}, dst={region()}, src={region()}, queue={q}, "
+                                f"signal=\"{sig}\"{agg})")
+            elif op == "copy":
+                lines[r].append(f"copy(dst={region()}, src={region()})")
+            elif op == "quiet":
+                lines[r].append(f"quiet({1 - r})")
+            elif op == "wait":
+                src = rng.choice([1 - r, 1 - r, r])
+                exp = f", expected={rng.randint(1, 3)}" if rng.random() < 0.3 else ""
+                lines[r].append(f"wait_signal({src}, queue={q}{exp})")
+            elif op == "commit":
+                lines[r].append(f"commit({1 - r}, queue={q})")
+            else:
+                lines[r].append(f"{op}()")
+    both = [line for line in lines[0] if line == "barrier()"]
+    if len(both) != len([line for line in lines[1] if line == "barrier()"]) and \
+            rng.random() < 0.7:  # mostly matched barriers, or every test is an E030
+        lines = {r: [ln for ln in lines[r] if ln != "barrier()"] for r in (0, 1)}
+    d.body += ["if me == 0:", *("    " + ln for ln in lines[0]), "else:",
+               *("    " + ln for ln in lines[1])]
+    if not lines[0]:
+        d.body.insert(1, "    pass")
+    if not lines[1]:
+        d.body.append("    pass")
+    d.features.append("soup")
+    return d
+
+
 SHAPES = {"push": _push, "counted": _counted, "pull": _pull, "batch": _batch, "warps": _warps,
           "lanes": _lanes, "rounds": _rounds, "fetch": _fetch, "kernels": _kernels,
-          "blocks": _blocks, "counted_flag": _counted_flag}
-TWO_RANKS = frozenset({"batch", "lanes", "fetch", "blocks", "counted_flag"})
+          "blocks": _blocks, "counted_flag": _counted_flag, "local": _local,
+          "credit": _credit, "soup": _soup}
+TWO_RANKS = frozenset({"batch", "lanes", "fetch", "blocks", "counted_flag", "soup"})
 
 
 def generate(rng: random.Random, mutate: float = 0.6) -> Protocol:
@@ -445,7 +544,8 @@ def generate(rng: random.Random, mutate: float = 0.6) -> Protocol:
     muts = MUTATIONS[shape]
     mut = rng.choice(muts[1:]) if rng.random() < mutate else "none"
     d = SHAPES[shape](rng, ranks, mut)
-    d.sync = "none" if mut == "no_sync" else rng.choice(["barrier", "host_sync"])
+    d.sync = "none" if mut == "no_sync" else rng.choice(["barrier", "barrier", "host_sync",
+                                                          "host_sync", "none"])
     d.features.append(f"sync:{d.sync}")
     size = rng.choice([16, 64, 256])
     text = d.text().replace("{size}", f"{size} B")

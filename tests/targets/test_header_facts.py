@@ -198,7 +198,8 @@ def test_nvshmem_counted_data_comes_through_the_fabric_proxy() -> None:
     receiver = text[text.index("_r1_b0(const ccogen_ctx& c)"):]
     receiver = receiver[:receiver.index("\n}\n")]
     wait = receiver.index("ccogen_wait_group(")
-    assert wait < receiver.index("ccogen_fabacquire_group(c);") < receiver.index("ccogen_copy_group(")
+    acquire = receiver.index("ccogen_fabacquire_group(c);")
+    assert wait < acquire < receiver.index("ccogen_copy_group(")
     assert "fabacquire" not in _generated(COUNTED_THEN_SIGNAL, "nvshmem")  # sm_90: emulated
 
 
