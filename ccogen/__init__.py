@@ -11,6 +11,7 @@ before anything runs, simulates it, and generates kernels for each vendor API.
 
 from __future__ import annotations
 
+import builtins
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -67,8 +68,8 @@ def load(path: str | Path) -> Protocol:
     return parse(read_source(path), str(path))
 
 
-def check(protocol: Protocol | str, *, ranks: tuple[int, ...] | None = None,
-          params: dict[str, int] | None = None, target: str | None = None,
+def check(protocol: Protocol | str, *, ranks: tuple[builtins.int, ...] | None = None,
+          params: dict[str, builtins.int] | None = None, target: str | None = None,
           limits: Limits | None = None) -> CheckResult:
     """Run every check on every instance (`ccogen lint`); returns the findings.
 

@@ -12,7 +12,8 @@ NAMES = st.sampled_from(["a", "b", "n", "size", "chunk", "k2", "x_y"])
 SMALL = st.integers(min_value=-3, max_value=1 << 20)
 
 
-def exprs(params: tuple[str, ...], loop_vars: tuple[str, ...], depth: int = 3) -> st.SearchStrategy[ir.Expr]:
+def exprs(params: tuple[str, ...], loop_vars: tuple[str, ...],
+          depth: int = 3) -> st.SearchStrategy[ir.Expr]:
     leaves: list[st.SearchStrategy[ir.Expr]] = [
         SMALL.map(lambda v: ir.Const(value=v)),
         st.booleans().map(lambda v: ir.Const(value=v)),
@@ -31,23 +32,27 @@ def exprs(params: tuple[str, ...], loop_vars: tuple[str, ...], depth: int = 3) -
         leaf,
         st.builds(lambda op, a, b: ir.BinOp(op=op, left=a, right=b),
                   st.sampled_from(["+", "-", "*", "//", "%", "**"]), sub, sub),
-        st.builds(lambda op, a: ir.UnaryOp(op=op, operand=a), st.sampled_from(["-", "+", "not"]), sub)
+        st.builds(lambda op, a: ir.UnaryOp(op=op, operand=a),
+                  st.sampled_from(["-", "+", "not"]), sub)
         .filter(lambda u: not (u.op == "-" and isinstance(u.operand, ir.Const))),  # `-1` is a Const
         st.builds(lambda ops, xs: ir.Compare(ops=tuple(ops), operands=tuple(xs)),
-                  st.lists(st.sampled_from(["<", "<=", "==", "!=", ">", ">="]), min_size=1, max_size=2),
+                  st.lists(st.sampled_from(["<", "<=", "==", "!=", ">", ">="]),
+                           min_size=1, max_size=2),
                   st.lists(sub, min_size=3, max_size=3)).map(
             lambda c: ir.Compare(ops=c.ops, operands=c.operands[: len(c.ops) + 1])),
         st.builds(lambda op, xs: ir.BoolOp(op=op, values=tuple(xs)), st.sampled_from(["and", "or"]),
                   st.lists(sub, min_size=2, max_size=3)),
         st.builds(lambda c, t, o: ir.IfExp(cond=c, then=t, orelse=o), sub, sub, sub),
-        st.builds(lambda f, a: ir.Call(func=f, args=(a,)), st.sampled_from(["len", "abs", "range"]), sub),
+        st.builds(lambda f, a: ir.Call(func=f, args=(a,)),
+                  st.sampled_from(["len", "abs", "range"]), sub),
         st.builds(lambda a, b: ir.Call(func="min", args=(a, b)), sub, sub),
         st.just(ir.Call(func="peers", args=())),
         st.lists(sub, max_size=3).map(lambda xs: ir.ListExpr(items=tuple(xs))),
     )
 
 
-def regions(windows: tuple[str, ...], e: st.SearchStrategy[ir.Expr]) -> st.SearchStrategy[ir.Region]:
+def regions(windows: tuple[str, ...],
+            e: st.SearchStrategy[ir.Expr]) -> st.SearchStrategy[ir.Region]:
     return st.builds(lambda w, a, b: ir.Region(window=w, start=a, stop=b),
                      st.sampled_from(windows), st.none() | e, st.none() | e)
 
@@ -155,14 +160,16 @@ def statements(draw: st.DrawFn, params: tuple[str, ...], windows: tuple[str, ...
     if kind == "assign":  # a fresh name, unused afterwards
         return ir.Assign(var=fresh("a"), value=draw(e))
     var = f"v{len(loop_vars)}"
-    inner = loop_vars + (var,)
-    body = tuple(draw(st.lists(statements(params, windows, counters, inner if kind != "if" else loop_vars,
+    inner = (*loop_vars, var)
+    scope = inner if kind != "if" else loop_vars
+    body = tuple(draw(st.lists(statements(params, windows, counters, scope,
                                           depth - 1, in_issuer or kind == "issuer", fresh),
                                min_size=1, max_size=3)))
     if kind == "for":
         return ir.For(var=var, iter=draw(e), body=body)
     if kind == "issuer":
-        return ir.IssuerBlock(kind=draw(st.sampled_from(list(ir.IssuerKind))), var=var, iter=draw(e), body=body)
+        return ir.IssuerBlock(kind=draw(st.sampled_from(list(ir.IssuerKind))), var=var,
+                              iter=draw(e), body=body)
     orelse = tuple(draw(st.lists(statements(params, windows, counters, loop_vars, depth - 1,
                                             fresh=fresh), max_size=2)))
     return ir.If(cond=draw(e), body=body, orelse=orelse)
@@ -219,7 +226,8 @@ def protocols(draw: st.DrawFn) -> ir.Protocol:
     ensure = tuple(draw(st.lists(checks(pnames, windows + buffers, fresh), max_size=2)))
     return ir.Protocol(
         name=draw(st.sampled_from(["p", "alltoall", "x1"])), params=params,
-        doc=draw(st.none() | st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20)),
+        doc=draw(st.none() | st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)),
+                                     max_size=20)),
         team=ir.Team(kind=draw(st.sampled_from(list(ir.TeamKind))), size=draw(st.none() | e)),
         queues=draw(st.none() | e),
         windows=tuple(ir.Window(name=w, size=draw(e), align=draw(st.none() | e), dtype=draw(dtypes))

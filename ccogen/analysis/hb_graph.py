@@ -296,7 +296,7 @@ class HBGraph:
         if not stuck:
             return []
         kinds = self._sk.edge_kind
-        sub = nx.DiGraph()
+        sub: nx.DiGraph[int] = nx.DiGraph()
         sub.add_edges_from((u, v) for v in stuck for u in self._sk.preds[v] if u in stuck
                            and not (v in unwaited and kinds[(u, v)] in _WAITED))
         found = []
@@ -310,7 +310,7 @@ class HBGraph:
     @cached_property
     def nx(self) -> nx.DiGraph:
         """The graph as a networkx DiGraph: nodes are `Event`s, edges carry `kind` and `spans`."""
-        g = nx.DiGraph()
+        g: nx.DiGraph[Event] = nx.DiGraph()
         evs = [self._sk.event(e) for e in range(len(self._sk))]
         for e, ev in enumerate(evs):
             g.add_node(ev, id=e, span=self.span(e), executes=self.executes(e))

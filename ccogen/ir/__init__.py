@@ -1,6 +1,14 @@
 """The IR: op kinds (`opkind`), protocol nodes (`nodes`) and unrolled instances (`instance`)."""
 
-from ccogen.ir.instance import CheckInst, Instance, Issuer, IssuerLevel, KernelInst, OpInst, RegionInst
+from ccogen.ir.instance import (
+                                CheckInst,
+                                Instance,
+                                Issuer,
+                                IssuerLevel,
+                                KernelInst,
+                                OpInst,
+                                RegionInst,
+)
 from ccogen.ir.nodes import *  # noqa: F403
 from ccogen.ir.nodes import OP_KINDS, Expr, Op, Protocol, Stmt
 from ccogen.ir.opkind import TRAITS, OpKind, OpTraits

@@ -194,7 +194,8 @@ class ListExpr:
     span: Span | None = _span()
 
 
-Expr: TypeAlias = Const | Var | ParamRef | Me | NRanks | BinOp | UnaryOp | Compare | BoolOp | IfExp | Call | ListExpr
+Expr: TypeAlias = (Const | Var | ParamRef | Me | NRanks | BinOp | UnaryOp | Compare | BoolOp
+                   | IfExp | Call | ListExpr)
 
 BUILTIN_FUNCS: tuple[str, ...] = ("peers", "ranks", "range", "len", "min", "max", "abs")
 

@@ -54,9 +54,9 @@ _TRANSFER = (
 )
 
 SIGNATURES: dict[OpKind, tuple[ParamSpec, ...]] = {
-    OpKind.PUT: _TRANSFER + (_p("signal_per_copy", "bool"), _p("mode", "mode"),
-                             _p("count", "counter")),
-    OpKind.GET: _TRANSFER + (_p("mode", "mode"),),
+    OpKind.PUT: (*_TRANSFER, _p("signal_per_copy", "bool"), _p("mode", "mode"),
+                 _p("count", "counter")),
+    OpKind.GET: (*_TRANSFER, _p("mode", "mode")),
     OpKind.COPY: (_p("dst", "region", required=True), _p("src", "region", required=True)),
     OpKind.COMMIT: (_p("peer", "rank", required=True, positional=True),
                     _p("queue", "queue", positional=True)),

@@ -64,10 +64,8 @@ def decode(raw: np.ndarray, dtype: DType) -> np.ndarray:
 
 def encode(values: np.ndarray, dtype: DType) -> np.ndarray:
     """Elements (accumulation type) stored as the element type: raw bytes."""
-    if dtype is DType.BF16:
-        out = f32_to_bf16(values)
-    else:
-        out = np.asarray(values).astype(storage(dtype))
+    out = (f32_to_bf16(values) if dtype is DType.BF16
+           else np.asarray(values).astype(storage(dtype)))
     return out.view(np.uint8)
 
 

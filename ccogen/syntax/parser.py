@@ -28,8 +28,8 @@ from ccogen.syntax.to_ast import ToAst
 
 class _Layout(Indenter):
     NL_type = "_NL"
-    OPEN_PAREN_types = ["LPAR", "LSQB"]
-    CLOSE_PAREN_types = ["RPAR", "RSQB"]
+    OPEN_PAREN_types = ["LPAR", "LSQB"]  # noqa: RUF012 - lark's Indenter reads these names
+    CLOSE_PAREN_types = ["RPAR", "RSQB"]  # noqa: RUF012
     INDENT_type = "_INDENT"
     DEDENT_type = "_DEDENT"
     tab_len = 8
@@ -97,7 +97,7 @@ def _syntax_error(file: SourceFile, exc: UnexpectedInput) -> Diagnostic:
         msg = f"unexpected {_found(tok)}"
         label = f"expected {expected}" if expected else "not expected here"
     elif isinstance(exc, UnexpectedCharacters):
-        start = exc.pos_in_stream
+        start = exc.pos_in_stream or 0
         end = start + 1
         char = file.text[start : start + 1]
         msg = f"unexpected character `{char}`" if char.strip() else "unexpected whitespace"

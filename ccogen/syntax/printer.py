@@ -100,7 +100,7 @@ def _expr(e: ir.Expr) -> str:
             return f"{op}{expr(x, 8)}"
         case ir.Compare(ops=ops, operands=xs):
             parts = [expr(xs[0], 6)]
-            for op, x in zip(ops, xs[1:]):
+            for op, x in zip(ops, xs[1:], strict=True):
                 parts += [op, expr(x, 6)]
             return " ".join(parts)
         case ir.BoolOp(op=op, values=xs):
@@ -265,7 +265,8 @@ class Printer:
             for text in self.comments.before(span.line):
                 yield INDENT * depth + text
 
-    def _trail(self, lines: list[str], span: Span | None, last_line: int | None = None) -> list[str]:
+    def _trail(self, lines: list[str], span: Span | None,
+               last_line: int | None = None) -> list[str]:
         if self.comments is not None and span is not None and lines:
             text = self.comments.inline(span.line, last_line or span.end_line)
             if text:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast as pyast
+import builtins
 from typing import Any
 
 from lark import Token, Transformer, v_args
@@ -268,5 +269,5 @@ class ToAst(Transformer[Token, A.ProtocolDecl]):
     def list(self, meta: Meta, c: list[Any]) -> A.List:
         return A.List(items=tuple(x for x in c if x is not None), span=self._span(meta))
 
-    def remote(self, meta: Meta, c: list[Any]) -> A.Remote:
+    def remote(self, meta: Meta, c: builtins.list[Any]) -> A.Remote:
         return A.Remote(window=self._name(c[0]), rank=c[1], span=self._span(meta))

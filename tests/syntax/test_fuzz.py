@@ -67,7 +67,8 @@ def _mutate(draw: st.DrawFn, text: str) -> str:
         return draw(st.sampled_from(TOKENS))
     i = draw(st.integers(0, len(text) - 1))
     j = draw(st.integers(i, min(len(text), i + 12)))
-    kind = draw(st.sampled_from(["delete", "insert", "duplicate", "swap", "line", "indent", "char"]))
+    kind = draw(st.sampled_from(["delete", "insert", "duplicate", "swap", "line", "indent",
+                                 "char"]))
     if kind == "delete":
         return text[:i] + text[j:]
     if kind == "insert":
@@ -83,7 +84,8 @@ def _mutate(draw: st.DrawFn, text: str) -> str:
     elif kind == "indent":
         lines[k] = draw(st.sampled_from(["", " ", "  ", "        "])) + lines[k].lstrip()
     else:
-        return text[:i] + draw(st.characters(codec="utf-8", exclude_categories=("Cs",))) + text[i + 1:]
+        char = draw(st.characters(codec="utf-8", exclude_categories=("Cs",)))
+        return text[:i] + char + text[i + 1:]
     return "\n".join(lines)
 
 
@@ -94,13 +96,15 @@ def test_mutated_protocols_give_only_diagnostics(text: str) -> None:
     _front_end(text)
 
 
-@settings(max_examples=2000, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=2000, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.sampled_from(TOKENS), max_size=40).map(" ".join))
 def test_token_soup_gives_only_diagnostics(text: str) -> None:
     _front_end("protocol p():\n    " + text)
 
 
-@settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(mutated())
 def test_the_whole_checker_survives_mutations(text: str) -> None:
     result = check_text(text, "fuzz.cco", OPTIONS)
@@ -108,7 +112,8 @@ def test_the_whole_checker_survives_mutations(text: str) -> None:
         assert d.code in RULES
 
 
-@settings(max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(protocols())
 def test_random_ir_checks_without_exceptions(p: ir.Protocol) -> None:
     parsed = parse_ir(to_source(p), "gen.cco")

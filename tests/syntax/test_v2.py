@@ -28,7 +28,8 @@ def _error(text: str) -> tuple[str, str]:
 
 
 def test_typed_windows_dtype_parameters_and_buffers() -> None:
-    p = _parse("        pass\n", "    window x: T[n]\n    window raw: 64\n    buffer out: f32[2 * n]\n")
+    p = _parse("        pass\n",
+               "    window x: T[n]\n    window raw: 64\n    buffer out: f32[2 * n]\n")
     assert p.param("T") == ir.Param(name="T", type=ir.ParamType.DTYPE, default=DType.BF16)
     x, raw = p.windows
     assert x.dtype == ir.ParamRef(name="T") and x.size == ir.ParamRef(name="n")
