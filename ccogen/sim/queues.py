@@ -1,10 +1,10 @@
 """Posting, doorbells and the engine queues.
 
 What `put`/`get` (posting), `commit` (ringing), `fence` (landing order) and
-`quiet` (draining) do to the engine queues, and each step of a queue's process: read the source piece by piece,
-write the destination piece by piece, then finish (signal, count, free the queue for
-the next transfer).  Also the footprints of posting and ringing, for partial-order
-reduction.  The functions act on a `Machine` (`ccogen.sim.engine`).
+`quiet` (draining) do to the engine queues, and each step of a queue's process:
+read the source piece by piece, write the destination piece by piece, then finish
+(signal, count, free the queue for the next transfer).  Also the footprints of
+posting and ringing, for partial-order reduction.  The functions act on a `Machine` (`ccogen.sim.engine`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 
 from ccogen.ir.instance import OpInst, RegionInst
 from ccogen.sim import explain
-from ccogen.sim.footprint import Key, Keys, rd, wr
+from ccogen.sim.footprint import Key, Keys, wr
 from ccogen.sim.plan import QueueKey, TransferSpec
 from ccogen.sim.race import HB, Who
 from ccogen.sim.record import RecordKind, StepRecord
