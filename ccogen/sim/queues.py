@@ -4,7 +4,8 @@ What `put`/`get` (posting), `commit` (ringing), `fence` (landing order) and
 `quiet` (draining) do to the engine queues, and each step of a queue's process:
 read the source piece by piece, write the destination piece by piece, then finish
 (signal, count, free the queue for the next transfer).  Also the footprints of
-posting and ringing, for partial-order reduction.  The functions act on a `Machine` (`ccogen.sim.engine`).
+posting and ringing, for partial-order reduction.  The functions act on a `Machine`
+(`ccogen.sim.engine`).
 """
 
 from __future__ import annotations
