@@ -33,7 +33,7 @@ def test_mori_waves_are_64_lanes_and_a_block_has_at_most_1024_threads() -> None:
     """`CCO_WAVE32` is set for gfx1250 only: gfx942/gfx950 warps are 64-lane waves."""
     cited = cite(mori(), r"#if defined\(__gfx1250__\)\s*\n#define CCO_WAVE32 1", span=2)
     assert "CCO_WAVE32" in str(cited)
-    caps = get_target("mori-sdma")
+    caps = get_target("mori-sdma").capabilities
     assert caps.warp_threads == 64 and caps.max_block_threads == 1024
     # 32 IR warps are 32 waves: 2048 threads, never clamped to 1024
     assert codes(LINT / "E005-waves-over-the-block.cco", target="mori-sdma") == {"E005"}
@@ -138,7 +138,7 @@ def test_cft_a_failed_fabric_operation_is_reported() -> None:
     text = _generated(GET_AFTER_COPY, "nccl-cft")
     assert "cft.flush(coop);" not in text
     assert "cft.flush(coop, &failed, &report);\n" \
-           "  if (failed && coop.thread_rank() == 0) ccogen_report(c, 0, peer, -1, 5, 0, report);" \
+           "  if (failed && coop.thread_rank() == 0) ccogen_report(c, 0, peer, -1, 6, 0, report);" \
            in text
     from ccogen.rt.debug import KIND_FABRIC_REPORT, DebugRecord, describe_wait
     record = DebugRecord(1, 0, 0, 1, -1, KIND_FABRIC_REPORT, 0, 3, 2)

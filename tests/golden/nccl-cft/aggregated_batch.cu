@@ -39,7 +39,7 @@ __device__ __forceinline__ void ccogen_le(const ccogen_ctx& c, int peer, ncclCft
 }
 
 // Wait for the CFT ops a coop issued; `fabric.try_*` ops report through the mbarrier, and a
-// failed one is an error (debug record kind 5, then a trap), never data that silently
+// failed one is an error (debug record kind 6, then a trap), never data that silently
 // never arrives.
 template <typename Coop, typename OpCoop>
 __device__ __forceinline__ void ccogen_cft_flush(const ccogen_ctx& c, ncclCft<Coop>& cft, OpCoop coop,
@@ -47,7 +47,7 @@ __device__ __forceinline__ void ccogen_cft_flush(const ccogen_ctx& c, ncclCft<Co
   bool failed = false;
   uint32_t report = 0;
   cft.flush(coop, &failed, &report);
-  if (failed && coop.thread_rank() == 0) ccogen_report(c, 0, peer, -1, 5, 0, report);
+  if (failed && coop.thread_rank() == 0) ccogen_report(c, 0, peer, -1, 6, 0, report);
 }
 
 // put: stage each chunk in shared memory, fence Generic -> Fabric, cft.put (or putCounted

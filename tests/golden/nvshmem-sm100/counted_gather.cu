@@ -218,7 +218,7 @@ __device__ __forceinline__ void ccogen_putcounted_group(const ccogen_ctx& c, int
   const int status = nvshmemx_putmem_signal_counted_nbi_block(c.heap + doff + lo, c.heap + soff + lo,
                                                               hi - lo, ccogen_word(c, counter), dp);
   if (status != NVSHMEMX_SUCCESS && threadIdx.x == 0)  // counted writes never fall back: fail loudly
-    ccogen_report(c, 0, dp, -1, 4, hi - lo, static_cast<uint64_t>(status));
+    ccogen_report(c, 0, dp, -1, 5, hi - lo, static_cast<uint64_t>(status));
   // The payload went through the fabric proxy: order it before this CTA's later generic
   // signals (a receiver may wait on one of those instead of the counter).
   asm volatile("fence.proxy.generic::fabric.alias.release.sys;" ::: "memory");
