@@ -83,7 +83,7 @@ def stages(text: str) -> list[tuple[str, float]]:
     protocol = step("parse", lambda: parse_ir(text, "bench.cco"))
     instance, _ = step("instantiate", lambda: instantiate(protocol, 8))  # type: ignore[misc]
     ctx = PassContext(instance=instance)
-    step("happens-before graph", lambda: analysis_of(ctx))
+    step("happens-before graph", lambda: analysis_of(ctx).graph)
     step("memory conflicts", lambda: analysis_of(ctx).conflicts)
     for check in PIPELINE:
         step(check.name or check.__name__, lambda c=check: c().run(ctx))  # type: ignore[misc]

@@ -30,6 +30,7 @@ HEAD = """protocol r(block: bytes = 64 B):
 SHIFT = """protocol shift(block: bytes = 64 B):
     team lsa
     queues 1
+    between_launches: host_sync
     window send: block
     window recv: block
 

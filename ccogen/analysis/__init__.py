@@ -1,12 +1,15 @@
 """Analyses of an instance, shared by the checks and the code generators.
 
-`analyse(instance)` returns the `Analysis`: the happens-before graph
-(`hb_graph.HBGraph`), the signal/counter matching with the expected values the
-generated code waits for (`matching.Matching`, `matching.ExpectedValues`) and the
-inferred thread mode of every posting group of lanes.  Results are cached per
-instance (a few recent instances), and checks get them through
-`analysis_of(ctx)`, which caches in `PassContext.cache`.  `Analysis.conflicts`
-lists the memory conflicts (`races.conflicts`) behind E024, E025, E031 and E032.
+`analyse(instance)` returns the `Analysis`: the signal/counter matching with the
+expected values the generated code waits for (`matching.Matching`,
+`matching.ExpectedValues`), the inferred thread mode of every posting group of lanes,
+and -- built on first use, the code generators never need it -- the happens-before
+graph (`hb_graph.HBGraph`) of two launches back to back (`launches.back_to_back`:
+`Analysis.launches` is that instance; the graph's op indices and events refer to it,
+and its first launch has the indices of `instance`).  Results are cached per
+instance (a few recent instances), and checks get them through `analysis_of(ctx)`,
+which caches in `PassContext.cache`.  `Analysis.conflicts` lists the memory
+conflicts (`races.conflicts`) behind E024, E025, E031 and E032.
 """
 
 from __future__ import annotations
@@ -19,11 +22,14 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+from ccogen.analysis.events import EventKind
 from ccogen.analysis.hb_graph import HBGraph
+from ccogen.analysis.launches import back_to_back, launch_matching
 from ccogen.analysis.matching import ExpectedValues, Matching, match
 from ccogen.analysis.races import Conflict, ConflictKind, conflicts
-from ccogen.ir.instance import Instance
+from ccogen.ir.instance import Instance, OpInst
 from ccogen.ir.nodes import Mode
+from ccogen.ir.opkind import OpKind
 
 if TYPE_CHECKING:
     from ccogen.passes.base import PassContext
@@ -37,7 +43,18 @@ class Analysis:
 
     instance: Instance
     matching: Matching
-    graph: HBGraph
+    max_bytes: int | None = None  # the graph's clocks may take at most this (None: no limit)
+
+    @cached_property
+    def launches(self) -> Instance:
+        """The instance launched twice back to back: what the graph describes."""
+        return back_to_back(self.instance)
+
+    @cached_property
+    def graph(self) -> HBGraph:
+        with gc_paused():
+            return HBGraph(self.launches, launch_matching(self.launches, self.matching),
+                           self.max_bytes)
 
     @property
     def expected(self) -> ExpectedValues:
@@ -56,6 +73,26 @@ class Analysis:
 
     def conflicts_of(self, kind: ConflictKind) -> list[Conflict]:
         return [c for c in self.conflicts if c.kind is kind]
+
+    def after_reset(self, rank: int, index: int) -> tuple[OpInst, int] | None:
+        """For `wait_count` `index` of `rank` (first launch) behind a `reset_count` of its
+        counter: the last such reset, and the bytes counted to the key that it does not
+        erase (those not surely counted before it).  None without a reset."""
+        g = self.graph
+        w = self.matching.waits.get((rank, index))
+        op = self.instance.ranks[rank][index]
+        if w is None or op.kind is not OpKind.WAIT_COUNT:
+            return None
+        issue = g.issue(rank, index)
+        resets = [r for r in self.launches.ranks[rank][:index]
+                  if r.kind is OpKind.RESET_COUNT and r.counter == op.counter
+                  and g.hb(g.issue(r.rank, r.index), issue)]
+        if not resets:
+            return None
+        last = g.issue(resets[-1].rank, resets[-1].index)
+        counts = [(c.nbytes, g.event(EventKind.COUNT, c.sender, c.op))
+                  for c in self.matching.writes(w)]
+        return resets[-1], sum(n for n, e in counts if e is None or not g.hb(e, last))
 
 
 _cache: dict[int, Analysis] = {}
@@ -89,9 +126,9 @@ def analyse(instance: Instance, max_bytes: int | None = None) -> Analysis:
     if found is not None and found.instance is instance:
         return found
     with gc_paused():
-        matching = match(instance)
-        result = Analysis(instance=instance, matching=matching,
-                          graph=HBGraph(instance, matching, max_bytes))
+        result = Analysis(instance=instance, matching=match(instance), max_bytes=max_bytes)
+    if max_bytes is not None:
+        result.graph  # noqa: B018 -- over the limit: raise here, as documented
     with _cache_lock:
         while len(_cache) >= _RECENT:
             _cache.pop(next(iter(_cache)))

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from ccogen.analysis.events import EdgeKind, Event, EventKind
 from ccogen.analysis.matching import Matching
 from ccogen.ir.instance import Instance, Issuer, OpInst
+from ccogen.ir.nodes import LaunchOrder
 from ccogen.ir.opkind import OpKind
 
 QueueKey = tuple[int, int, int]  # (rank, peer, queue)
@@ -26,7 +27,7 @@ class QueueOps:
     """The ops of one rank on one `(peer, queue)`, per issuer, in program order."""
 
     transfers: dict[Issuer, list[int]] = field(default_factory=dict)
-    ringers: dict[Issuer, list[int]] = field(default_factory=dict)  # commits, plain transfers
+    ringers: dict[Issuer, list[int]] = field(default_factory=dict)  # commits: the only doorbell
 
 
 @dataclass(slots=True)
@@ -55,6 +56,8 @@ class Skeleton:
     succs: list[list[int]] = field(default_factory=list)
     edge_kind: dict[tuple[int, int], EdgeKind] = field(default_factory=dict)
     blocked: set[int] = field(default_factory=set)
+    # (rank, plain op, aggregate op): a plain op posted behind an uncommitted batch spins
+    behind: list[tuple[int, int, int]] = field(default_factory=list)
     queues: dict[QueueKey, QueueOps] = field(default_factory=dict)
     mismatches: list[BarrierMismatch] = field(default_factory=list)
     _by_rank: dict[int, list[tuple[QueueKey, QueueOps]]] | None = None
@@ -103,6 +106,12 @@ class Skeleton:
     def op(self, rank: int, index: int) -> OpInst:
         return self.instance.ranks[rank][index]
 
+    def launch_end(self, rank: int, epoch: int) -> int:
+        """Where launch `epoch` of `rank` ends: its boundary event, or the program's end."""
+        if epoch < self.instance.launches - 1:
+            return self.ids[(EventKind.BOUNDARY, rank, -1 - epoch)]
+        return self.ids[(EventKind.END, rank, -1)]
+
     def completion(self, rank: int, index: int) -> int:
         """The event after which program order continues: `done` of a blocking op, else `issue`."""
         blocking = self.op(rank, index).kind.traits.blocking
@@ -130,6 +139,8 @@ def build_skeleton(instance: Instance, matching: Matching) -> Skeleton:
         who: dict[Issuer, int] = {}
         for op in ops:
             _op_events(sk, op, who.setdefault(op.issuer, len(who)))
+        for e in range(instance.launches - 1):
+            sk.add_event(EventKind.BOUNDARY, rank, -1 - e, rank, ("end", rank))
         sk.add_event(EventKind.END, rank, -1, rank, ("end", rank))
     for rank, ops in enumerate(instance.ranks):
         _program_edges(sk, rank, ops)
@@ -138,6 +149,7 @@ def build_skeleton(instance: Instance, matching: Matching) -> Skeleton:
                 _transfer_edges(sk, op)
         _queue_edges(sk, rank, ops)
         _fence_edges(sk, rank, ops)
+    _host_sync(sk)
     _barriers(sk)
     return sk
 
@@ -174,18 +186,45 @@ def _op_events(sk: Skeleton, op: OpInst, who: int) -> None:
 
 
 def _program_edges(sk: Skeleton, rank: int, ops: tuple[OpInst, ...]) -> None:
+    """Program order; a launch's last ops precede its end, which precedes the next launch."""
     has_succ = [False] * len(ops)
     for op in ops:
         issue = sk.ids[(EventKind.ISSUE, rank, op.index)]
         for p in op.preds:
             has_succ[p] = True
             sk.add_edge(sk.completion(rank, p), issue, EdgeKind.PROGRAM)
+        if not op.preds and op.epoch > 0:
+            sk.add_edge(sk.launch_end(rank, op.epoch - 1), issue, EdgeKind.LAUNCH)
         if op.kind.traits.blocking:
             sk.add_edge(issue, sk.ids[(EventKind.DONE, rank, op.index)], EdgeKind.PROGRAM)
-    end = sk.ids[(EventKind.END, rank, -1)]
     for op in ops:
         if not has_succ[op.index]:
-            sk.add_edge(sk.completion(rank, op.index), end, EdgeKind.PROGRAM)
+            sk.add_edge(sk.completion(rank, op.index), sk.launch_end(rank, op.epoch),
+                        EdgeKind.PROGRAM)
+    for e in range(sk.instance.launches - 1):
+        sk.add_edge(sk.launch_end(rank, e), sk.launch_end(rank, e + 1), EdgeKind.LAUNCH)
+
+
+def _host_sync(sk: Skeleton) -> None:
+    """`between_launches: host_sync`: a host barrier after every rank's launch, then every
+    rank's caller step, then a host barrier before any next launch (what `ccogen run`
+    does around its callers)."""
+    inst = sk.instance
+    if inst.launches == 1 or inst.protocol.between_launches is not LaunchOrder.HOST_SYNC:
+        return
+    for e in range(inst.launches - 1):
+        ended = sk.add_event(EventKind.JOIN, -1, -2 - 2 * e, -1, ("host", e, 0))
+        start = sk.add_event(EventKind.JOIN, -1, -3 - 2 * e, -1, ("host", e, 1))
+        for rank, ops in enumerate(inst.ranks):
+            has_succ = {p for op in ops for p in op.preds}
+            for op in ops:
+                if op.epoch == e and op.index not in has_succ:
+                    sk.add_edge(sk.completion(rank, op.index), ended, EdgeKind.LAUNCH)
+                if op.epoch == e + 1 and not op.preds:
+                    sk.add_edge(start, sk.ids[(EventKind.ISSUE, rank, op.index)],
+                                EdgeKind.LAUNCH)
+            sk.add_edge(ended, sk.launch_end(rank, e), EdgeKind.LAUNCH)
+            sk.add_edge(sk.launch_end(rank, e), start, EdgeKind.LAUNCH)
 
 
 def _transfer_edges(sk: Skeleton, op: OpInst) -> None:
@@ -209,7 +248,7 @@ def _queue_edges(sk: Skeleton, rank: int, ops: tuple[OpInst, ...]) -> None:
         if op.peer is None or op.queue is None or not op.kind.traits.rings:
             continue
         q = sk.queues.setdefault((rank, op.peer, op.queue), QueueOps())
-        if not op.kind.traits.queued or not op.aggregate:
+        if op.kind is OpKind.COMMIT:
             q.ringers.setdefault(op.issuer, []).append(op.index)
         if not op.kind.traits.queued:
             continue
@@ -254,7 +293,8 @@ def _fence_issuer(sk: Skeleton, rank: int, seq: list[OpInst]) -> None:
 # ============================================================================= barriers
 
 
-def _barrier_ops(instance: Instance, kernel: int) -> dict[tuple[int, int], list[int]]:
+def _barrier_ops(instance: Instance, epoch: int, kernel: int
+                 ) -> dict[tuple[int, int], list[int]]:
     # the blocks the protocol names: with `blocks=B` and no `blocks` statement the top
     # level is one program run by every CTA together (`KernelInst.logical_blocks`)
     grid = instance.kernels[kernel].logical_blocks if kernel < len(instance.kernels) else 1
@@ -262,16 +302,17 @@ def _barrier_ops(instance: Instance, kernel: int) -> dict[tuple[int, int], list[
         (r, b): [] for r in range(instance.nranks) for b in range(grid)}
     for rank, ops in enumerate(instance.ranks):
         for op in ops:
-            if op.kind is OpKind.BARRIER and op.kernel == kernel:
+            if op.kind is OpKind.BARRIER and op.kernel == kernel and op.epoch == epoch:
                 found.setdefault((rank, op.issuer.block), []).append(op.index)
     return found
 
 
 def _barriers(sk: Skeleton) -> None:
-    """The k-th barrier of every (rank, block) of a kernel joins; extra ones never return."""
+    """The k-th barrier of every (rank, block) of a kernel's launch joins; extra ones never
+    return."""
     serial = 0
-    for kernel in _kernels_with_barriers(sk.instance):
-        found = _barrier_ops(sk.instance, kernel)
+    for epoch, kernel in _kernels_with_barriers(sk.instance):
+        found = _barrier_ops(sk.instance, epoch, kernel)
         common = min(len(v) for v in found.values())
         for k in range(common):
             join = sk.add_event(EventKind.JOIN, -1, serial, -1, ("barrier",))
@@ -282,13 +323,14 @@ def _barriers(sk: Skeleton) -> None:
         extra = [(rank, i) for (rank, _), idx in found.items() for i in idx[common:]]
         for rank, i in extra:
             sk.blocked.add(sk.ids[(EventKind.DONE, rank, i)])
-        if extra:
+        if extra and epoch == 0:  # every launch has the same mismatch: report one
             counts = {k: len(v) for k, v in found.items()}
             sk.mismatches.append(BarrierMismatch(kernel, counts, extra))
 
 
-def _kernels_with_barriers(instance: Instance) -> Iterator[int]:
-    kernels = {op.kernel for ops in instance.ranks for op in ops if op.kind is OpKind.BARRIER}
+def _kernels_with_barriers(instance: Instance) -> Iterator[tuple[int, int]]:
+    kernels = {(op.epoch, op.kernel) for ops in instance.ranks for op in ops
+               if op.kind is OpKind.BARRIER}
     yield from sorted(kernels)
 
 

@@ -56,6 +56,74 @@ def block_unsatisfiable(sk: Skeleton) -> None:
             sk.blocked.add(sk.ids[(EventKind.DONE, rank, index)])
 
 
+# ======================================================================= plain ops behind a batch
+
+
+def block_behind_batch(sk: Skeleton, hb: HB) -> int:
+    """A plain transfer posted after an aggregate op of its queue, no commit between, spins.
+
+    MORI (mori/cco/cco.hpp, `submitPacket`): a plain op reserves its slot, then spins
+    until the queue's committed pointer reaches it; only `commit` moves that pointer
+    past reserved aggregate ops, so a plain op behind an uncommitted batch never
+    returns (and a commit after it would move the pointer past it: it still spins).
+    Its issue never completes: it is blocked.  Judged on the structural order.
+    """
+    found = 0
+    for (rank, _, _), qo in sk.queues.items():
+        aggs = {who: [i for i in seq if sk.op(rank, i).aggregate]
+                for who, seq in qo.transfers.items()}
+        if not any(aggs.values()):
+            continue
+        for seq in qo.transfers.values():
+            for p in seq:
+                if sk.op(rank, p).aggregate:
+                    continue
+                g = _uncommitted_before(sk, rank, qo, aggs, p, hb)
+                if g is not None:
+                    sk.behind.append((rank, p, g))
+                    sk.blocked.add(_issue(sk, rank, p))
+                    found += 1
+    return found
+
+
+def _uncommitted_before(sk: Skeleton, rank: int, qo: QueueOps, aggs: dict[Issuer, list[int]],
+                        p: int, hb: HB) -> int | None:
+    """An aggregate op issued before `p` with no commit between them, if any.
+
+    Per issuer only its last aggregate op before `p` matters (a commit after it is
+    after the earlier ones too), and per committing issuer only its first commit
+    after that op (later ones are after it).
+    """
+    ip = _issue(sk, rank, p)
+    for seq in aggs.values():
+        k = prefix_len(seq, lambda a: hb(_issue(sk, rank, a), ip))
+        if k == 0:
+            continue
+        g = seq[k - 1]
+        ig = _issue(sk, rank, g)
+        committed = False
+        for commits in qo.ringers.values():
+            c = _first_after(sk, rank, commits, ig, hb)
+            if c is not None and hb(_issue(sk, rank, c), ip):
+                committed = True
+                break
+        if not committed:
+            return g
+    return None
+
+
+def block_unrung(sk: Skeleton, hb: HB) -> int:
+    """An aggregate op that no `commit` on its queue follows is never rung: it never starts."""
+    found = 0
+    for (rank, _, _), qo in sk.queues.items():
+        for seq in qo.transfers.values():
+            for i in seq:
+                if sk.op(rank, i).aggregate and not sure_ringers(sk, rank, qo, i, hb):
+                    sk.blocked.add(sk.ids[(EventKind.READ, rank, i)])
+                    found += 1
+    return found
+
+
 # ============================================================================= rings
 
 
@@ -81,8 +149,9 @@ def first_ringer(sk: Skeleton, rank: int, qo: QueueOps, index: int, hb: HB) -> i
     """The doorbell that every possible ringer of op `index` follows, if there is one.
 
     A doorbell rings every packet posted before it; the possible ringers of an
-    aggregate op are the commits and plain transfers on its queue not issued before
-    it.  Only when one of them comes first in every schedule is there an edge.
+    aggregate op are the commits on its queue not issued before it (a plain op does
+    not ring it: it spins behind it, `block_behind_batch`).  Only when one of them
+    comes first in every schedule is there an edge.
     """
     a = _issue(sk, rank, index)
     firsts = []
@@ -98,14 +167,21 @@ def first_ringer(sk: Skeleton, rank: int, qo: QueueOps, index: int, hb: HB) -> i
 
 
 def sure_ringers(sk: Skeleton, rank: int, qo: QueueOps, index: int, hb: HB) -> list[int]:
-    """Per issuer, the first doorbell on the queue issued after op `index`."""
+    """Per issuer, the first commit on the queue issued after op `index`."""
     a = _issue(sk, rank, index)
-    found = []
-    for seq in qo.ringers.values():
-        k = prefix_len(seq, lambda c: not hb(a, _issue(sk, rank, c)))
-        if k < len(seq):
-            found.append(seq[k])
-    return found
+    return [c for seq in qo.ringers.values()
+            if (c := _first_after(sk, rank, seq, a, hb)) is not None]
+
+
+def _first_after(sk: Skeleton, rank: int, seq: list[int], event: int, hb: HB) -> int | None:
+    """The first of one issuer's ops `seq` issued surely after `event`.  Those issued
+    before it are a prefix (one that never happens ends it: `not hb(event, c)` is no
+    prefix, as a later launch's op may never happen); after them, another issuer's op
+    may be unordered with `event` before one is surely after it."""
+    for c in seq[prefix_len(seq, lambda c: hb(_issue(sk, rank, c), event)):]:
+        if hb(event, _issue(sk, rank, c)):
+            return c
+    return None
 
 
 def rung_before(sk: Skeleton, rank: int, qo: QueueOps, index: int, event: int, hb: HB) -> bool:
@@ -171,17 +247,47 @@ def wait_edges(sk: Skeleton, clock: Clock, clock0: Clock, again: bool = False) -
     for (_, index), w in sk.matching.waits.items():
         if w.expected is not None and 0 < w.expected <= w.total:
             by_key.setdefault(w.key, []).append((index, w.expected))
+    resets = _resets(sk)
     for key, waits in by_key.items():
         events, weights, kind = _key_events(sk, key)
-        if again and _one_chain(events, clock0):
+        if again and _one_chain(events, clock0) and key not in resets:
             continue
         finder = _Needed(events, weights, clock, clock0)
         rank = key[0]
         for index, expected in waits:
             done = sk.ids[(EventKind.DONE, rank, index)]
-            for e in finder.lasts(expected):
+            found = finder
+            if key in resets:
+                found = _after_resets(sk, events, weights, rank, resets[key], index, clock,
+                                      clock0)
+            for e in found.lasts(expected, done):
                 added += sk.add_edge(e, done, kind)
     return added
+
+
+def _resets(sk: Skeleton) -> dict[CounterKey, list[int]]:
+    """The `reset_count` ops of each `(rank, counter)`, by op index."""
+    out: dict[CounterKey, list[int]] = {}
+    for ops in sk.instance.ranks:
+        for op in ops:
+            if op.kind is OpKind.RESET_COUNT and op.counter is not None:
+                out.setdefault((op.rank, op.counter), []).append(op.index)
+    return out
+
+
+def _after_resets(sk: Skeleton, events: list[int], weights: list[int], rank: int,
+                  resets: list[int], wait: int, clock: Clock, clock0: Clock) -> _Needed:
+    """The counted writes a wait after a `reset_count` can still see.
+
+    A write whose count happens before a reset that happens before the wait was erased
+    by it: the wait's bytes come from the others only.
+    """
+    hb = oracle(clock, clock0)
+    issue = sk.ids[(EventKind.ISSUE, rank, wait)]
+    before = [ri for r in resets if hb(ri := sk.ids[(EventKind.ISSUE, rank, r)], issue)]
+    kept = [(e, w) for e, w in zip(events, weights, strict=True)
+            if not any(hb(e, ri) for ri in before)]
+    return _Needed([e for e, _ in kept], [w for _, w in kept], clock, clock0)
 
 
 def _one_chain(events: list[int], clock: Clock) -> bool:
@@ -235,29 +341,52 @@ class _Needed:
         self.groups = [sorted(g, key=lambda e: clock.pos[e]) for g in groups.values()]
         self.suffix = [_suffix_sums([self.weight[e] for e in g]) for g in self.groups]
 
-    def others_before(self, s: int) -> int:
+    def others_before(self, s: int, cuts: list[int], total: int) -> int:
         after = 0
-        for g, suf in zip(self.groups, self.suffix, strict=True):
-            after += suf[prefix_len(g, lambda t: not self.clock.hb(s, t))]
-        return self.total - self.weight[s] - after
+        for g, suf, cut in zip(self.groups, self.suffix, cuts, strict=True):
+            start = prefix_len(g, lambda t: not self.clock.hb(s, t))
+            after += suf[start] - suf[cut] if start < cut else 0
+        return total - self.weight[s] - after
 
-    def lasts(self, expected: int) -> list[int]:
-        if expected >= self.total:
-            return [g[-1] for g in self.groups] + self.loose
-        if len(self.groups) == 1 and not self.loose:
-            return self._one_chain(expected)
+    def lasts(self, expected: int, horizon: int | None = None) -> list[int]:
+        """The needed increments' last per chain, for a wait for `expected`.
+
+        `horizon`: the wait's return; increments that surely come after it cannot be
+        among those it waits for (a later launch's, say).  When too few remain, the
+        wait cannot return before them: all are kept (the cycle is a deadlock).  So are
+        increments that never happen (behind a deadlock) when the others are too few:
+        the wait then never returns either.
+        """
+        cuts = [len(g) for g in self.groups]
+        loose = self.loose
+        if horizon is not None and self.clock.executes(horizon):
+            cut = [prefix_len(g, lambda t: not self.clock.hb(horizon, t)) for g in self.groups]
+            kept = sum(suf[0] - suf[c] for suf, c in zip(self.suffix, cut, strict=True))
+            kept += sum(self.weight[e] for e in loose)
+            if kept >= expected:
+                cuts = cut
+        total = sum(suf[0] - suf[c] for suf, c in zip(self.suffix, cuts, strict=True))
+        if total >= expected:
+            loose = []  # increments that never happen cannot be among the first ones
+        elif loose:  # it needs one that never happens: it never returns (one edge says so;
+            # the earliest made, its own launch's, so no cycle through a later one appears)
+            return [g[c - 1] for g, c in zip(self.groups, cuts, strict=True) if c] + loose[:1]
+        if expected >= total:
+            return [g[c - 1] for g, c in zip(self.groups, cuts, strict=True) if c] + loose
+        if len(self.groups) == 1 and not loose:
+            return self._one_chain(expected, cuts[0])
         out = []
-        for g in self.groups:
-            k = prefix_len(g, lambda s: self.others_before(s) < expected)
+        for g, upto in zip(self.groups, cuts, strict=True):
+            k = prefix_len(g[:upto], lambda s: self.others_before(s, cuts, total) < expected)
             if k:
                 out.append(g[k - 1])
-        out += [e for e in self.loose if self.total - self.weight[e] < expected]
+        out += [e for e in loose if total - self.weight[e] < expected]
         return out
 
-    def _one_chain(self, expected: int) -> list[int]:
+    def _one_chain(self, expected: int, cut: int) -> list[int]:
         """One chain: what may precede the k-th increment is exactly the k-1 before it."""
         g, suf = self.groups[0], self.suffix[0]
-        k = prefix_len(range(len(g)), lambda i: self.total - suf[i] < expected)
+        k = prefix_len(range(cut), lambda i: suf[0] - suf[i] < expected)
         return [g[k - 1]] if k else []
 
 
@@ -302,6 +431,6 @@ def _cross_queue(sk: Skeleton, rank: int, qo: QueueOps, hb: HB) -> int:
     return added
 
 
-__all__ = ["block_unsatisfiable", "cross_queue_edges", "drained", "first_ringer", "needed",
-           "oracle", "prefix_len", "quiet_edges", "ring_edges", "rung_before", "sure_ringers",
-           "wait_edges"]
+__all__ = ["block_behind_batch", "block_unrung", "block_unsatisfiable", "cross_queue_edges",
+           "drained", "first_ringer", "needed", "oracle", "prefix_len", "quiet_edges",
+           "ring_edges", "rung_before", "sure_ringers", "wait_edges"]

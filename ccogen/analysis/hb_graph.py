@@ -22,9 +22,13 @@ it reads and writes at its `issue`.
   complete in that order: the next transfer's `read` follows the previous one's
   signals (or `land`).  Same issuer: always; different issuers: once their issues
   are known to be ordered;
-- rings: an aggregate op is read only after a doorbell, a `commit(peer, queue)` or
-  a plain transfer on its queue posted after it; the edge comes from the doorbell
-  that every possible ringer follows, when there is one;
+- rings: an aggregate op is read only after a `commit(peer, queue)` posted after it;
+  the edge comes from the commit that every possible ringer follows, when there is
+  one.  A plain transfer posted on a queue behind an aggregate op with no commit
+  between never returns (MORI's in-order commit chain: it spins until the committed
+  pointer reaches its slot, which only `commit` moves past the batch): its issue is
+  blocked (`behind`); an aggregate op that no commit follows never starts: its `read`
+  is blocked;
 - quiet(p[, q]) returns after the `read` of the last surely-rung op per issuer
   issued before it toward p [on q].  Sender-side only: a quiet does not order any
   `land` (the MORI seed: completion says the engine consumed the command, not that
@@ -73,6 +77,9 @@ class Edge:
     kind: EdgeKind
 
 
+_WAITED = (EdgeKind.SIGNAL, EdgeKind.COUNT)
+
+
 class HBGraph:
     """The happens-before graph of one instance (see the module docstring)."""
 
@@ -92,7 +99,11 @@ class HBGraph:
                 f"events by {keys:,} issuers), over the limit of {max_bytes:,} bytes",
                 "analysis-bytes", need)
         derive.block_unsatisfiable(self._sk)
-        self.clock0 = self._sweep()
+        self.clock0 = self._structural = self._sweep()
+        blocked = derive.block_behind_batch(self._sk, self.clock0.hb)
+        blocked += derive.block_unrung(self._sk, self.clock0.hb)
+        if blocked:
+            self.clock0 = self._sweep()
         self.clock = self._fixpoint()
 
     # ------------------------------------------------------------------ construction
@@ -149,6 +160,10 @@ class HBGraph:
     def end(self, rank: int) -> int:
         return self._sk.ids[(EventKind.END, rank, -1)]
 
+    def launch_end(self, rank: int, epoch: int) -> int:
+        """Where launch `epoch` of `rank` ends (its caller's step; the end for the last)."""
+        return self._sk.launch_end(rank, epoch)
+
     def completion(self, rank: int, op: int) -> int:
         return self._sk.completion(rank, op)
 
@@ -201,6 +216,11 @@ class HBGraph:
         return self.clock.stuck
 
     @property
+    def behind_batch(self) -> list[tuple[int, int, int]]:
+        """(rank, plain op, aggregate op): plain ops that spin behind an uncommitted batch."""
+        return self._sk.behind
+
+    @property
     def barrier_mismatches(self) -> list[BarrierMismatch]:
         return self._sk.mismatches
 
@@ -231,31 +251,54 @@ class HBGraph:
     def sure_ringers(self, rank: int, op: int) -> list[int]:
         """Per issuer, the first doorbell (commit or plain op) issued after aggregate `op`.
 
-        Judged on the structural order (`clock0`: no waits), so a doorbell behind a
-        deadlock still counts as issued after the op.
+        Judged on the structural order (no waits, no plain op spinning behind a
+        batch), so a doorbell behind a deadlock or a spinning op still counts as issued
+        after the op.
         """
         o = self.instance.ranks[rank][op]
         qo = self._sk.queues.get((rank, o.peer, o.queue))  # type: ignore[arg-type]
         if qo is None:
             return []
-        return derive.sure_ringers(self._sk, rank, qo, op, self.clock0.hb)
+        return derive.sure_ringers(self._sk, rank, qo, op, self._structural.hb)
 
     def drained(self, rank: int, quiet: int) -> list[int]:
         """The `read` events that quiet `quiet` of `rank` waits for."""
         return derive.drained(self._sk, rank, quiet, self.hb)
 
     # ------------------------------------------------------------------ cycles
-    def cycles(self) -> list[list[Edge]]:
-        """One cycle per strongly connected group of events that never happen."""
-        return self._cycles
+    def late_ring(self, cycle: list[Edge]) -> Edge | None:
+        """The ring edge of a cycle that makes it an aggregate op committed too late (E020):
+        a commit of the op's own kernel and launch, after a wait that needs the op.  A
+        cycle through a later kernel's or launch's commit is a deadlock (E030); that the
+        batch goes uncommitted in its own kernel is E020 of its own."""
+        for e in cycle:
+            if e.kind is EdgeKind.RING:
+                commit, op = self.op(e.src), self.op(e.dst)
+                if (commit is not None and op is not None and commit.kernel == op.kernel
+                        and commit.epoch == op.epoch):
+                    return e
+        return None
+
+    def cycles(self, unwaited: frozenset[int] = frozenset()) -> list[list[Edge]]:
+        """One cycle per strongly connected group of events that never happen; with
+        `unwaited`, the cycles left when those waits' returns wait for nothing (a wait
+        reported of its own, whose removal would not remove the deadlock)."""
+        if not unwaited:
+            return self._cycles
+        return self._find_cycles(unwaited)
 
     @cached_property
     def _cycles(self) -> list[list[Edge]]:
+        return self._find_cycles(frozenset())
+
+    def _find_cycles(self, unwaited: frozenset[int]) -> list[list[Edge]]:
         stuck = set(self.stuck)
         if not stuck:
             return []
+        kinds = self._sk.edge_kind
         sub: nx.DiGraph[int] = nx.DiGraph()
-        sub.add_edges_from((u, v) for v in stuck for u in self._sk.preds[v] if u in stuck)
+        sub.add_edges_from((u, v) for v in stuck for u in self._sk.preds[v] if u in stuck
+                           and not (v in unwaited and kinds[(u, v)] in _WAITED))
         found = []
         for comp in sorted(nx.strongly_connected_components(sub), key=min):
             if len(comp) > 1:

@@ -8,7 +8,9 @@ the code generators (no ordering is needed to compute them):
 `signal="local"` (or `"both"`) to the issuer's own slot `[me, queue]`.  Lanes of one
 posting group (`OpInst.group`) signal once per `put` call and per `(peer, queue)`
 they target (MORI: lanes that share a queue are grouped, one signal after all of
-their copies), unless `signal_per_copy=True`, which signals once per lane.  A
+their copies), unless `signal_per_copy=True`, which signals once per lane.  The
+local slot `[me, queue]` is one per queue, so lanes of a group sending to k peers
+with `signal="local"` add k to it.  A
 counted put (`count=C`) adds its payload bytes to the peer's counter `C`.
 
 *Expected values* (docs/reference/language.md §6).  Waits of one rank on one key (slot or
@@ -170,8 +172,8 @@ class Matching:
 
 def match(instance: Instance) -> Matching:
     """Compute the increments, counted writes, expected values and modes of `instance`."""
-    increments, signal_of = _increments(instance)
-    counted = _counted(instance)
+    increments, signal_of = increments_of(instance)
+    counted = counted_writes(instance)
     waits = _waits(instance, increments, counted)
     totals = {slot: len(incs) for slot, incs in increments.items()}
     bytes_ = {key: sum(w.nbytes for w in ws) for key, ws in counted.items()}
@@ -195,8 +197,9 @@ def _grouped(op: OpInst) -> bool:
             and not op.signal_per_copy)
 
 
-def _increments(instance: Instance) -> tuple[dict[SlotKey, tuple[Increment, ...]],
-                                             dict[tuple[int, int, bool], Increment]]:
+def increments_of(instance: Instance) -> tuple[dict[SlotKey, tuple[Increment, ...]],
+                                                dict[tuple[int, int, bool], Increment]]:
+    """Every signal increment per slot, and the increment each signalling op is part of."""
     members: dict[tuple[object, ...], list[int]] = {}
     flags: dict[tuple[object, ...], tuple[SlotKey, int, bool, bool, int]] = {}
     for rank, ops in enumerate(instance.ranks):
@@ -204,8 +207,11 @@ def _increments(instance: Instance) -> tuple[dict[SlotKey, tuple[Increment, ...]
             if not op.kind.traits.signals or op.peer is None or op.queue is None:
                 continue
             for slot, local in _signal_targets(op):
-                key: tuple[object, ...] = ((rank, op.group, slot, local) if _grouped(op)
-                                           else (rank, op.index, slot, local))
+                # a group signals once per `(peer, queue)` it targets, for the local
+                # slot too: MORI groups lanes by queue key `peer * n + queue`
+                # (mori/cco/cco.hpp, ccoSdmaDispatchPut), whatever the signal's slot
+                key: tuple[object, ...] = ((rank, op.group, op.peer, slot, local)
+                                           if _grouped(op) else (rank, op.index, slot, local))
                 members.setdefault(key, []).append(op.index)
                 flags[key] = (slot, rank, local, op.signal_per_copy, op.group)
     by_slot: dict[SlotKey, list[Increment]] = {}
@@ -221,7 +227,8 @@ def _increments(instance: Instance) -> tuple[dict[SlotKey, tuple[Increment, ...]
     return ordered, signal_of
 
 
-def _counted(instance: Instance) -> dict[CounterKey, tuple[CountedWrite, ...]]:
+def counted_writes(instance: Instance) -> dict[CounterKey, tuple[CountedWrite, ...]]:
+    """The counted writes to every `(rank, counter)`."""
     found: dict[CounterKey, list[CountedWrite]] = {}
     for rank, ops in enumerate(instance.ranks):
         for op in ops:
@@ -292,4 +299,4 @@ def _modes(instance: Instance) -> dict[tuple[int, int], Mode]:
 
 
 __all__ = ["CountedWrite", "CounterKey", "ExpectedValues", "Increment", "Matching", "OpKey",
-           "SlotKey", "WaitMatch", "match"]
+           "SlotKey", "WaitMatch", "counted_writes", "increments_of", "match"]

@@ -15,12 +15,14 @@ checked against it with two binary searches.
 A `Conflict` is one of:
 
 - `write-write`: two writes of overlapping bytes with no order between them (E031);
-- `read-before-arrival`: a read of bytes that a transfer writes, neither ordered
-  before nor after the write (E032);
+- `read-before-arrival`: a read of bytes that a transfer or a copy writes, neither
+  ordered before nor after the write (E032): a peer's `get` of my window and my
+  `copy` into it race like two transfers;
 - `other-queue`: the same, where the reading rank waits for a signal that the writer
   sent after the data but on another queue (E024);
-- `source-reuse`: a transfer's source is written after the transfer was issued but
-  not surely after it read its source (no quiet or local-signal wait between) (E025);
+- `source-reuse`: a transfer's source is written (by a transfer or a copy, on any
+  rank) after the transfer was issued but not surely after it read its source (no
+  quiet or local-signal wait between) (E025);
 - `remote-read`: a `reduce` reads a peer's bytes (`x@p`) that an op of that peer
   (a `copy` or a `reduce`) writes, with no order between them (E031: the peer may
   overwrite them while they are read, or before).
@@ -39,7 +41,7 @@ from itertools import pairwise
 
 from ccogen.analysis._hb_derive import prefix_len
 from ccogen.analysis.hb_graph import HBGraph
-from ccogen.ir.instance import CheckInst, OpInst, RegionInst
+from ccogen.ir.instance import CheckInst, Instance, OpInst, RegionInst
 from ccogen.ir.opkind import OpKind
 
 MAX_PAIRWISE = 64
@@ -55,13 +57,25 @@ class ConflictKind(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Access:
-    """Bytes `region` read or written at event `event` by `op` (or by postcondition `check`)."""
+    """Bytes `region` read or written at event `event` by `op`, or by the caller of
+    `region.rank` at the end of launch `epoch`: reading an output (postcondition
+    `check`), or writing an input (`check` None) for the next launch."""
 
     region: RegionInst
     event: int
     issue: int
     op: OpInst | None
     check: CheckInst | None = None
+    epoch: int = 0
+
+    @property
+    def caller(self) -> bool:
+        return self.op is None
+
+    @property
+    def launch(self) -> int:
+        """The launch the access belongs to (a caller's: the one that just ended)."""
+        return self.op.epoch if self.op is not None else self.epoch
 
     @property
     def by_transfer(self) -> bool:
@@ -103,13 +117,30 @@ def accesses(graph: HBGraph) -> tuple[list[Access], list[Access]]:
             issue = graph.issue(op.rank, op.index)
             reads += [Access(src, issue, issue, op) for src in op.srcs]
             writes.append(Access(op.dst, issue, issue, op))
-    for check in graph.instance.checks:
-        end = graph.end(check.rank)
+    inst = graph.instance
+    for check in inst.checks:
         for region, init in check_regions(check):
             if not init:
-                reads.append(Access(region, end, end, None, check))
+                for e in range(inst.launches):
+                    end = graph.launch_end(region.rank, e)
+                    reads.append(Access(region, end, end, None, check, e))
+    for rank, window in sorted(input_windows(inst)):
+        whole = RegionInst(window, 0, inst.window_size(window), rank)
+        for e in range(inst.launches - 1):
+            end = graph.launch_end(rank, e)
+            writes.append(Access(whole, end, end, None, None, e))
     return ([a for a in reads if graph.executes(a.event)],
             [a for a in writes if graph.executes(a.event)])
+
+
+def input_windows(instance: Instance) -> set[tuple[int, str]]:
+    """`(rank, window)` of every input: a window `ensure` reads through `init(...)`.
+
+    Between two launches each rank's caller writes its inputs (and reads its outputs)
+    on the launch's stream: a peer's next launch must not touch them before that.
+    """
+    return {(r.rank, r.window) for c in instance.checks
+            for r, init in check_regions(c) if init}
 
 
 def check_regions(check: CheckInst) -> list[tuple[RegionInst, bool]]:
@@ -215,40 +246,51 @@ def _is_chain(graph: HBGraph, g: _Group) -> bool:
 def _reads_against(graph: HBGraph, reads: _Group, writes: _Group) -> list[Conflict]:
     overlap = _overlap(reads.region, writes.region)
     items = writes.items
-    if not _is_chain(graph, writes):
-        items = items[:MAX_PAIRWISE]
-        return [c for r in reads.items for w in items
-                if (c := _classify(graph, r, w, overlap)) is not None][:1]
+    if not _is_chain(graph, writes):  # writes racing each other (E031): each read's first
+        items = items[:MAX_PAIRWISE]  # conflict of every kind, not only the first one
+        found: dict[tuple[int, ConflictKind], Conflict] = {}
+        for r in reads.items:
+            for w in items:
+                c = _classify(graph, r, w, overlap)
+                if c is not None:
+                    found.setdefault((r.event, c.kind), c)
+        return list(found.values())
     out = []
     for r in reads.items:
-        c = _read_in_chain(graph, r, items, overlap)
-        if c is not None:
-            out.append(c)
+        out += _read_in_chain(graph, r, items, overlap)
     return out
 
 
 def _read_in_chain(graph: HBGraph, r: Access, chain: list[Access],
-                   overlap: RegionInst) -> Conflict | None:
+                   overlap: RegionInst) -> list[Conflict]:
+    """The read against a chain of writes: the writes neither before nor after it are a
+    run `chain[k:j]`; the first is classified, and the last too when it belongs to
+    another launch (a different mistake: the next launch overwriting, say)."""
     k = prefix_len(chain, lambda w: graph.hb(w.event, r.event))
     if k and r.issue != r.event and graph.hb(r.issue, chain[k - 1].event):
-        return Conflict(ConflictKind.SOURCE_REUSE, r, chain[k - 1], overlap)
-    if k < len(chain):
-        return _classify(graph, r, chain[k], overlap)
-    return None
+        return [Conflict(ConflictKind.SOURCE_REUSE, r, chain[k - 1], overlap)]
+    if k == len(chain):
+        return []
+    out = [c for c in [_classify(graph, r, chain[k], overlap)] if c is not None]
+    j = prefix_len(chain, lambda w: not graph.hb(r.event, w.event))
+    if j - 1 > k and chain[j - 1].launch != chain[k].launch:
+        last = _classify(graph, r, chain[j - 1], overlap)
+        if last is not None:
+            out.append(last)
+    return out
 
 
 def _classify(graph: HBGraph, r: Access, w: Access, overlap: RegionInst) -> Conflict | None:
     """The conflict between read `r` and write `w`, if they are not safely ordered."""
-    if w.op is r.op and r.op is not None:
+    if w.op is r.op:  # one op reading what it writes, or the caller's read and write
         return None
     reused = r.issue != r.event and graph.hb(r.issue, w.event)
     if reused and not graph.hb(r.event, w.event):
         return Conflict(ConflictKind.SOURCE_REUSE, r, w, overlap)
     if graph.ordered(r.event, w.event):
         return None
-    if not w.by_transfer:
-        if remote(r) and w.op is not None:
-            return Conflict(ConflictKind.REMOTE_READ, r, w, overlap)
+    if not w.by_transfer and remote(r) and w.op is not None:
+        return Conflict(ConflictKind.REMOTE_READ, r, w, overlap)
         return None
     announced = _other_queue(graph, r, w)
     if announced is not None:
@@ -269,13 +311,16 @@ def _other_queue(graph: HBGraph, r: Access, w: Access) -> tuple[OpInst, OpInst] 
         if (op.kind is not OpKind.WAIT_SIGNAL or op.peer != put.rank
                 or op.queue in (None, put.queue)):
             continue
-        if not graph.hb(graph.done(reader, op.index), r.event):
+        done = graph.done(reader, op.index)
+        if not graph.hb(done, r.event):
             continue
         for inc in m.increments.get((reader, put.rank, op.queue), ()):
-            if graph.hb(issue_put, graph.issue(inc.sender, inc.first)):
+            sig = graph.signal_event(inc.sender, inc.first, inc.local)
+            if (graph.hb(issue_put, graph.issue(inc.sender, inc.first))
+                    and sig is not None and graph.hb(sig, done)):
                 return op, graph.instance.ranks[inc.sender][inc.first]
     return None
 
 
 __all__ = ["Access", "Conflict", "ConflictKind", "accesses", "check_regions", "conflicts",
-           "overlapping", "remote"]
+           "input_windows", "overlapping", "remote"]

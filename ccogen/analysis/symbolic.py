@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from ccogen.analysis.events import EventKind
 from ccogen.analysis.hb_graph import HBGraph
+from ccogen.analysis.races import check_regions, input_windows
 from ccogen.ir.dtype import DType
 from ccogen.ir.instance import CheckInst, Instance, OpInst, ReductionInst, RegionInst
 from ccogen.ir.nodes import ReduceOp
@@ -117,10 +118,15 @@ class _Window:
 
 @dataclass
 class Memory:
-    """The symbolic memory of every rank (windows are created on first touch)."""
+    """The symbolic memory of every rank (windows are created on first touch).
+
+    `seen[(launch, region)]`: what the caller of `region.rank` read there when that
+    launch ended, for every region a postcondition reads.
+    """
 
     instance: Instance
     windows: dict[tuple[int, str], _Window] = field(default_factory=dict)
+    seen: dict[tuple[int, RegionInst], list[Piece]] = field(default_factory=dict)
     reduced: list[tuple[OpInst, Piece]] = field(default_factory=list)  # what reduces wrote
 
     def _window(self, rank: int, window: str) -> _Window:
@@ -143,14 +149,34 @@ def initial(r: RegionInst) -> list[Piece]:
 
 
 _MOVES = frozenset({EventKind.READ, EventKind.LAND, EventKind.ISSUE})
+_ENDS = frozenset({EventKind.BOUNDARY, EventKind.END})
 
 
 def execute(graph: HBGraph) -> Memory:
-    """Apply every copy and transfer in topological order; return the final memory."""
-    mem = Memory(graph.instance)
+    """Apply every copy and transfer in topological order; return the final memory.
+
+    At the end of each launch of a rank its caller reads the regions postconditions
+    read (`Memory.seen`) and, when another launch follows, writes its inputs: they
+    hold their initial bytes again (the next launch's `init`).
+    """
+    inst = graph.instance
+    mem = Memory(inst)
     taken: dict[tuple[int, int], list[Piece]] = {}
+    outputs = _outputs(inst)
+    inputs = input_windows(inst)
     for e in graph.order:
         kind = graph.kind(e)
+        if kind in _ENDS:
+            ev = graph.event_at(e)
+            launch = inst.launches - 1 if kind is EventKind.END else -1 - ev.op
+            for r in outputs.get(ev.rank, ()):
+                mem.seen[(launch, r)] = mem.read(r)
+            if kind is EventKind.BOUNDARY:
+                for rank, window in inputs:
+                    if rank == ev.rank:
+                        whole = RegionInst(window, 0, inst.window_size(window), rank)
+                        mem.write(whole, initial(whole), None)
+            continue
         if kind not in _MOVES:
             continue
         op = graph.op(e)
@@ -166,6 +192,16 @@ def execute(graph: HBGraph) -> Memory:
         elif op.kind is OpKind.COPY:
             mem.write(op.dst, mem.read(op.src), op)
     return mem
+
+
+def _outputs(instance: Instance) -> dict[int, list[RegionInst]]:
+    """Per rank, the regions of it that postconditions read (not through `init`)."""
+    out: dict[int, list[RegionInst]] = {}
+    for c in instance.checks:
+        for r, init in check_regions(c):
+            if not init and r not in out.get(r.rank, []):
+                out.setdefault(r.rank, []).append(r)
+    return out
 
 
 def _reduce(mem: Memory, op: OpInst) -> None:
@@ -275,24 +311,31 @@ class Mismatch:
     extra: tuple[tuple[Piece, int | float], ...] = ()
 
 
-def side(mem: Memory, r: RegionInst, init: bool) -> list[Piece]:
-    return initial(r) if init else mem.read(r)
+def side(mem: Memory, r: RegionInst, init: bool, launch: int | None = None) -> list[Piece]:
+    """A postcondition's side: the initial bytes, what the caller read after `launch`,
+    or (None) the memory as it is."""
+    if init:
+        return initial(r)
+    if launch is not None and (launch, r) in mem.seen:
+        return mem.seen[(launch, r)]
+    return mem.read(r)
 
 
-def expected(mem: Memory, r: ReductionInst) -> list[Piece]:
-    """The pieces a reduction in `ensure` states."""
-    sources = [side(mem, t, init) for t, init in zip(r.terms, r.init, strict=True)]
+def expected(mem: Memory, r: ReductionInst, launch: int | None = None) -> list[Piece]:
+    """The pieces a reduction in `ensure` states (after `launch`, as `side`)."""
+    sources = [side(mem, t, init, launch) for t, init in zip(r.terms, r.init, strict=True)]
     return combine(r.op, r.dtype, sources, r.weights or (1,) * len(sources), None)
 
 
-def evaluate(mem: Memory, check: CheckInst) -> Mismatch | None:
-    """Why `check` fails on the final memory `mem`, or None when it holds."""
-    left = side(mem, check.left, check.left_init)
+def evaluate(mem: Memory, check: CheckInst, launch: int | None = None) -> Mismatch | None:
+    """Why `check` fails after `launch` (None: on the memory as it is), or None when it
+    holds."""
+    left = side(mem, check.left, check.left_init, launch)
     if check.reduction is not None:
-        right = expected(mem, check.reduction)
+        right = expected(mem, check.reduction, launch)
     else:
         assert check.right is not None
-        right = side(mem, check.right, check.right_init)
+        right = side(mem, check.right, check.right_init, launch)
     diff = first_difference(left, right)
     if check.op == "!=":
         if diff is not None or not left:

@@ -32,6 +32,7 @@ Protocol and declarations (text form on the right)
   The type may also be `"bytes"`/`"int"` or Python's `bytes`/`int`; `ccogen.builder.int`
   is `int_` (served by a module `__getattr__` so that `int` stays the builtin here).
 - `p.queues(n)` / `p.queues("auto")`                `queues n` / `queues auto` (default 1)
+- `p.between_launches("host_sync")`                 `between_launches: host_sync`
 - `p.window(name, size, align=None)`                `window name: size, align=A`; a `Window`
 - `p.counter(name)`                                  `counter name`; a `Counter`
 - `p.kernel(name, threads=T, blocks=None)`          `kernel name(threads=T, blocks=B):`

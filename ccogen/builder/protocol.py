@@ -80,6 +80,8 @@ class Protocol:
         self._team = nodes.Team()
         self._queues: nodes.Expr | None = nodes.Const(value=1)
         self._queues_span: Span | None = None
+        self._launches = nodes.LaunchOrder.BACK_TO_BACK
+        self._launches_span: Span | None = None
         self._params: list[nodes.Param] = []
         self._windows: list[nodes.Window] = []
         self._buffers: list[nodes.Buffer] = []
@@ -102,6 +104,8 @@ class Protocol:
         self._setup(protocol.name, protocol.span, protocol.doc)
         self._team = protocol.team
         self._queues, self._queues_span = protocol.queues, protocol.queues_span
+        self._launches = protocol.between_launches
+        self._launches_span = protocol.between_launches_span
         for p in protocol.params:
             ref = nodes.ParamRef(name=p.name, span=p.span)
             handle: Value | ElementType = (ElementType(ref, self) if p.type is
@@ -204,7 +208,8 @@ class Protocol:
             queues=self._queues, windows=tuple(self._windows), counters=tuple(self._counters),
             buffers=tuple(self._buffers), kernels=tuple(self._kernels),
             ensure=self._ensure or (), require=self._require or (), span=self._span,
-            queues_span=self._queues_span)
+            queues_span=self._queues_span, between_launches=self._launches,
+            between_launches_span=self._launches_span)
 
     # -- declarations
     def param(self, name: str, type: object, *, default: object = _MISSING,
@@ -228,6 +233,19 @@ class Protocol:
         handle = Value(nodes.ParamRef(name=name, span=span))
         self._register(name, "parameter", span, handle)
         return handle
+
+    def between_launches(self, order: str, *, src_loc_at: int = 0) -> None:
+        """`between_launches: host_sync` (or `back_to_back`, the default when not called)."""
+        span = span_at(src_loc_at)
+        self._top_level("between_launches", span)
+        if self._launches_span is not None:
+            fail("E002", "`between_launches` declared twice", span, "declared again",
+                 secondary=[(self._launches_span, "first declared here")])
+        orders = {o.value: o for o in nodes.LaunchOrder}
+        if not isinstance(order, str) or order not in orders:
+            fail("E002", f"unknown launch order {order!r}", span,
+                 "expected \"host_sync\" or \"back_to_back\"")
+        self._launches, self._launches_span = orders[order], span
 
     def queues(self, count: ExprLike | str, *, src_loc_at: int = 0) -> None:
         """`queues count` or `queues auto` (`count="auto"`); 1 when not called."""

@@ -24,7 +24,8 @@ class Step:
     `putcounted` (a copy to `dst_peer` whose `nbytes` the engine itself adds to the
     peer's counter at `off` after the data: NCCL CFT `putCounted`, NVSHMEM
     `putmem_signal_counted`), `waitcounted` (a `wait` through the engine's counted or
-    fabric-aware wait, with the fields of `wait`).
+    fabric-aware wait, with the fields of `wait`), `fabacquire` (after a wait on a signal
+    slot where counted data comes through the fabric proxy: the fabric -> generic acquire).
 
     Split over the CTAs of a group (codegen.ctasplit; `value` of a wait stays the
     checker's count, the word is compared with it times `scale`): `ctasync` (this CTA's

@@ -105,6 +105,11 @@ _RULES: tuple[Rule, ...] = tuple(
             "counter-reset-in-flight",
             "counter reset while counted writes of the same epoch may be in flight",
         ),
+        (
+            "E028",
+            "shared-queue-doorbell",
+            "aggregate op or commit on a queue that another issuer posts to concurrently",
+        ),
         ("E030", "deadlock", "a cycle of waits across ranks, or barriers reached unequally"),
         (
             "E031",

@@ -128,6 +128,7 @@ class OpInst:
     counter: str | None = None
     expected: int | None = None
     lanes_in_group: int = 1
+    epoch: int = 0  # the launch it belongs to in a back-to-back instance (`launches`)
     srcs: tuple[RegionInst, ...] = ()
     reduce_op: ReduceOp | None = None
     weights: tuple[int | float, ...] = ()
@@ -209,6 +210,11 @@ class Instance:
     kernels: tuple[KernelInst, ...]
     ranks: tuple[tuple[OpInst, ...], ...] = field(repr=False)
     checks: tuple[CheckInst, ...] = field(repr=False)
+    launches: int = 1  # >1: every rank's ops of that many back-to-back launches, in order
+
+    def launch_len(self, rank: int) -> int:
+        """How many op instances one launch has on `rank`."""
+        return len(self.ranks[rank]) // self.launches
     dtypes: tuple[tuple[str, DType], ...] = ()
     buffer_sizes: tuple[tuple[str, int], ...] = ()
     dtype_params: tuple[tuple[str, DType], ...] = ()

@@ -47,6 +47,13 @@ class TeamKind(str, Enum):
     WORLD = "world"
 
 
+class LaunchOrder(str, Enum):
+    """What a protocol assumes between two of its launches (`between_launches:`)."""
+
+    BACK_TO_BACK = "back_to_back"  # nothing: a rank may start launch N+1 while peers run N
+    HOST_SYNC = "host_sync"  # a host barrier of every rank between launches
+
+
 class ParamType(str, Enum):
     BYTES = "bytes"
     INT = "int"
@@ -543,7 +550,8 @@ class Kernel:
 
 @_node
 class Protocol:
-    """A whole protocol.  `queues` is `None` for `queues auto`."""
+    """A whole protocol.  `queues` is `None` for `queues auto`; `between_launches` is
+    what it assumes between two launches (language reference section 4)."""
 
     name: str
     params: tuple[Param, ...] = ()
@@ -558,6 +566,8 @@ class Protocol:
     require: tuple[Stmt, ...] = ()
     span: Span | None = _span()
     queues_span: Span | None = _span()
+    between_launches: LaunchOrder = LaunchOrder.BACK_TO_BACK
+    between_launches_span: Span | None = _span()
 
     def window(self, name: str) -> Window | None:
         return next((w for w in self.windows if w.name == name), None)

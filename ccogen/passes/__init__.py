@@ -15,7 +15,6 @@ from ccogen.passes.base import Pass, PassContext
 from ccogen.passes.check_capabilities import CheckCapabilities
 from ccogen.passes.check_completion import CheckCompletion
 from ccogen.passes.check_deadlock import CheckDeadlock
-from ccogen.passes.check_launches import CheckLaunches
 from ccogen.passes.check_postcondition import CheckPostcondition
 from ccogen.passes.check_queues import CheckQueues
 from ccogen.passes.check_races import CheckRaces
@@ -45,7 +44,6 @@ PIPELINE: tuple[type[Pass], ...] = (
     CheckRuntimeTotals,  # E034: run-time `expected=` of `wait_count`
     CheckDeadlock,  # E030
     CheckRaces,  # E031, E032
-    CheckLaunches,  # E031, E032 across two launches: loads of a peer's window
     CheckPostcondition,  # E033
     # performance warnings (W100-W107): the target's figures, MORI SDMA's without one;
     # W108 (rank-dependent summation order) last

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
+from ccogen.analysis.races import Access
 from ccogen.diag import Diagnostic, error
 from ccogen.diag.merge import FindingSet, ranks_note
 from ccogen.ir.instance import OpInst, RegionInst
@@ -90,3 +91,42 @@ def queue_arg(op: OpInst) -> str:
 
 
 __all__ = ["Findings", "at", "line", "name", "queue_arg", "ranks_note", "region", "times"]
+
+
+# ============================================================================= launches
+
+
+def access_span(access: Access) -> Span | None:
+    """Where an access is written: its op, or the postcondition a caller's read serves."""
+    if access.op is not None:
+        return access.op.span
+    return access.check.span if access.check is not None else None
+
+
+def caller_text(access: Access) -> str:
+    """What the caller of a rank does between two launches."""
+    rank = access.region.rank
+    if access.check is not None:
+        return (f"rank {rank}'s caller reads {region(access.region)} after launch "
+                f"{access.epoch + 1}")
+    return (f"rank {rank}'s caller writes its input `{access.region.window}` before launch "
+            f"{access.epoch + 2}")
+
+
+def across_launches(*accesses: Access) -> bool:
+    """The accesses belong to different launches, or one is a caller's step between them."""
+    return any(a.caller for a in accesses) or len({a.launch for a in accesses}) > 1
+
+
+LAUNCHES_NOTE = ("launches run back to back: a rank may start its next launch while its peers "
+                 "are still in this one, and each rank's caller reads its outputs and writes "
+                 "its inputs between its own launches only; order the next launch after it "
+                 "(a leading `barrier()`, or a credit the peer returns), or declare "
+                 "`between_launches: host_sync`")
+
+
+def launches_note(*accesses: Access) -> list[str]:
+    """The note a finding across launches carries (none within one launch)."""
+    if not across_launches(*accesses):
+        return []
+    return [f"the two span consecutive launches: {LAUNCHES_NOTE}"]

@@ -39,13 +39,16 @@ class CheckCapabilities(Pass):
     counted put); the window base is its `align=` or the target's `window_align`.
     Counters cannot be misaligned: ccogen lays them out (`targets.base.counter_offsets`).
     E041 where one block issues `barrier()` from more concurrent issuers than the
-    target's barrier slots per block.  E042 for a feature the target lacks
+    target's barrier slots per block.  E005 where the target's warps are wider than 32
+    threads (`warp_threads`: MORI's waves are 64) and a kernel's warps then need
+    more threads than a block can have (never clamped: the warps past it would not
+    run, and whatever waits for them would hang).  E042 for a feature the target lacks
     (`team world`, counted writes, `get`, a `reduce` reading a peer's window,
     `signal`), naming the targets that have it and the alternative.
     """
 
     name: ClassVar[str] = "check-capabilities"
-    codes: ClassVar[tuple[str, ...]] = ("E040", "E041", "E042")
+    codes: ClassVar[tuple[str, ...]] = ("E005", "E040", "E041", "E042")
 
     def run(self, ctx: PassContext) -> None:
         caps = target_caps(ctx)
@@ -53,6 +56,7 @@ class CheckCapabilities(Pass):
             return
         findings = Findings(ctx)
         _features(ctx.instance, caps, findings)
+        _block_threads(ctx.instance, caps, findings)
         aligns = _window_aligns(ctx.instance, caps)
         sites: dict[Span | None, list[_Misfit]] = defaultdict(list)
         for ops in ctx.instance.ranks:
@@ -64,6 +68,35 @@ class CheckCapabilities(Pass):
         for misfits in sites.values():
             _report_alignment(misfits, caps, findings)
         findings.flush()
+
+
+# ----------------------------------------------------------------------------- E005
+
+
+def _block_threads(instance: Instance, caps: Capabilities, findings: Findings) -> None:
+    """Warps mapped onto the target's hardware warps fit in one block."""
+    worst: dict[int, tuple[int, OpInst]] = {}
+    for ops in instance.ranks:
+        for op in ops:
+            need = caps.threads_needed(op.issuer)
+            if need > caps.max_block_threads and need > worst.get(op.kernel, (0, op))[0]:
+                worst[op.kernel] = (need, op)
+    for kernel, (need, op) in sorted(worst.items()):
+        k = instance.kernels[kernel]
+        who = f"warp {op.issuer.warp}" if op.issuer.warp is not None else f"lane {op.issuer.lane}"
+        first = caps.hw_thread(op.issuer)
+        findings.add(error(
+            "E005", f"kernel `{k.name}` needs {need} threads per block on `{caps.name}`, "
+            f"over the {caps.max_block_threads} a block can have",
+            op.span, f"{who} runs on hardware thread {first}",
+            secondary=[(k.span, "the kernel")],
+            notes=[f"on `{caps.name}` an IR warp is a hardware warp of {caps.warp_threads} "
+                   f"threads: warp w runs on threads {caps.warp_threads}w .. "
+                   f"{caps.warp_threads}w+{caps.warp_threads - 1}",
+                   "a block of fewer threads would not run this issuer, and every wait on "
+                   "what it sends would hang"],
+            help=f"use at most {caps.max_block_threads // caps.warp_threads} warps per block "
+                 "on this target, or spread them over `blocks`"))
 
 
 # ----------------------------------------------------------------------------- E042

@@ -35,15 +35,36 @@ class CheckDeadlock(Pass):
     def run(self, ctx: PassContext) -> None:
         a = analysis_of(ctx)
         out = Findings(ctx)
-        for cycle in a.graph.cycles():
-            if not any(e.kind is EdgeKind.RING for e in cycle):
-                _cycle(a, cycle, out)
+        for cycle in a.graph.cycles(_over_one_launch(a)):
+            if a.graph.late_ring(cycle) is None:
+                _cycle(a, cycle, out)  # else E020 (check_completion)
         for mismatch in a.graph.barrier_mismatches:
             _barriers(a, mismatch, out)
         out.flush()
 
 
 # ============================================================================= cycles
+
+
+def _over_one_launch(a: Analysis) -> frozenset[int]:
+    """The returns of waits that expect more than one launch sends to their key (or
+    than the bytes counted after a reset): E021, E022, E023 or E026 names that value
+    (such a wait returns on the next launch's increments, if ever, and a cycle through
+    it runs through them).  The cycles left when they wait for nothing are deadlocks of
+    their own."""
+    g = a.graph
+    out = set()
+    for ops in a.launches.ranks:
+        for op in ops:
+            first = op.index % a.launches.launch_len(op.rank)
+            w = a.matching.waits.get((op.rank, first))
+            if w is None:
+                continue
+            after = a.after_reset(op.rank, first) if w.expected is not None else None
+            if (w.expected is None or w.expected > w.total
+                    or (after is not None and w.expected > after[1])):
+                out.add(g.done(op.rank, op.index))
+    return frozenset(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,9 +83,12 @@ def _blocking(a: Analysis, e: int) -> OpInst | None:
 
 
 def hops(a: Analysis, cycle: list[Edge]) -> list[_Hop]:
-    """The cycle as waits: each waits for an op that follows the previous wait."""
+    """The cycle as waits: each waits for an op that follows the previous wait (a wait
+    the cycle passes through by program order only, one that `cycles` was told waits
+    for nothing, is no hop)."""
     events = [e.src for e in cycle]
-    waits = [i for i, e in enumerate(events) if _blocking(a, e) is not None]
+    waits = [i for i, e in enumerate(events) if _blocking(a, e) is not None
+             and cycle[i - 1].kind is not EdgeKind.PROGRAM]
     out = []
     for j, i in enumerate(waits):
         prev = waits[j - 1]
@@ -124,7 +148,7 @@ def _bare_cycle(a: Analysis, cycle: list[Edge], out: Findings) -> None:
 
 def _barriers(a: Analysis, m: BarrierMismatch, out: Findings) -> None:
     rank, index = m.extra[0]
-    op = a.instance.ranks[rank][index]
+    op = a.launches.ranks[rank][index]
     kernel = a.instance.kernels[m.kernel].name
     mine = m.counts[(rank, op.issuer.block)]
     out.error("E030", "`barrier()` is reached a different number of times on different ranks "

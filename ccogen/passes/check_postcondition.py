@@ -46,9 +46,11 @@ class CheckPostcondition(Pass):
             for check in a.instance.checks:
                 if check.runtime:  # run-time values: compared by the simulator on drawn contents
                     continue
-                m = evaluate(mem, check)
-                if m is not None:
-                    failed.setdefault(check.span, []).append(m)
+                for launch in range(a.launches.launches):
+                    m = evaluate(mem, check, launch)
+                    if m is not None:
+                        failed.setdefault(check.span, []).append(m)
+                        break
         out = Findings(ctx)
         for ms in failed.values():
             _report(ms, out, a.instance)

@@ -27,7 +27,14 @@ from ccogen.analysis import Analysis, ConflictKind, analysis_of
 from ccogen.analysis.races import Access, Conflict
 from ccogen.ir.instance import OpInst
 from ccogen.ir.opkind import OpKind
-from ccogen.passes._report import Findings, name, region
+from ccogen.passes._report import (
+    Findings,
+    access_span,
+    caller_text,
+    launches_note,
+    name,
+    region,
+)
 from ccogen.passes.base import Pass, PassContext
 from ccogen.source import Span
 
@@ -66,9 +73,7 @@ def _remote_overwrite(c: Conflict, out: Findings) -> None:
 
 
 def _span(x: Access) -> Span | None:
-    if x.op is not None:
-        return x.op.span
-    return x.check.span if x.check is not None else None
+    return access_span(x)
 
 
 def _what(op: OpInst, bytes_rank: int) -> str:
@@ -82,7 +87,9 @@ def _what(op: OpInst, bytes_rank: int) -> str:
 
 def _race(c: Conflict, out: Findings) -> None:
     x, y = c.first.op, c.second.op
-    assert x is not None and y is not None
+    if x is None or y is None:
+        _caller_race(c, out)
+        return
     where = c.overlap.rank
     if x.span == y.span and x.kind is y.kind:
         label = (f"the {name(y)}s of ranks {min(x.rank, y.rank)} and {max(x.rank, y.rank)} "
@@ -92,8 +99,22 @@ def _race(c: Conflict, out: Findings) -> None:
     out.error("E031", "data race: two writes to the same bytes in no fixed order", y.span,
               label, rank=where,
               secondary=[(x.span, f"{_what(x, where)} also writes {region(c.overlap)}")],
-              notes=[_missing_order(x, y)],
+              notes=[_missing_order(x, y), *launches_note(c.first, c.second)],
               help=_race_help(x, y))
+
+
+def _caller_race(c: Conflict, out: Findings) -> None:
+    """A transfer writes an input window while its rank's caller writes it between launches."""
+    caller, other = (c.first, c.second) if c.first.op is None else (c.second, c.first)
+    op = other.op
+    assert op is not None
+    out.error("E031", "data race: two writes to the same bytes in no fixed order", op.span,
+              f"{_what(op, c.overlap.rank)} writes {region(c.overlap)}", rank=c.overlap.rank,
+              secondary=[(access_span(caller), caller_text(caller))],
+              notes=launches_note(c.first, c.second),
+              help=f"order rank {op.rank}'s {name(op)} after rank {c.overlap.rank}'s previous "
+                   "launch ended (a leading `barrier()`), or write into a window that is not "
+                   "an input")
 
 
 def _missing_order(x: OpInst, y: OpInst) -> str:
@@ -140,24 +161,65 @@ def _miscounted(a: Analysis, c: Conflict) -> bool:
 
 
 def _early_read(c: Conflict, out: Findings) -> None:
-    reader, put = c.first, c.second.op
-    assert put is not None
-    rank = reader.op.rank if reader.op is not None else reader.check.rank  # type: ignore[union-attr]
+    reader, writer = c.first, c.second
+    put = writer.op
+    if put is None:  # the caller writes an input between launches while a transfer reads it
+        _read_across_caller(c, out)
+        return
+    rank = reader.op.rank if reader.op is not None else reader.region.rank
+    notes = launches_note(reader, writer)
     if reader.op is None:
         label = f"`ensure` reads {region(c.overlap)} on rank {rank}"
-        notes = [f"`ensure` sees the state at the end of rank {rank}'s program; a transfer "
-                 "still in flight then is not ordered by the end of the kernel"]
+        if put.epoch > reader.epoch:
+            label = caller_text(reader)
+            notes = [f"rank {put.rank}'s next launch may write these bytes before rank {rank}'s "
+                     "caller has read them", *notes]
+        else:
+            notes = [f"`ensure` sees the state at the end of rank {rank}'s launch; a transfer "
+                     "still in flight then is not ordered by the end of the kernel", *notes]
     else:
         label = f"{name(reader.op)} reads {region(c.overlap)}"
-        notes = []
     out.error("E032", "read before arrival: nothing orders the write of these bytes before "
               "this read", _span(reader), label, rank=rank,
               secondary=[(put.span, f"{_what(put, c.overlap.rank)} writes them")],
-              notes=notes, help=_wait_hint(put, rank))
+              notes=notes, help=_launch_hint(reader, writer) or _wait_hint(put, rank))
+
+
+def _read_across_caller(c: Conflict, out: Findings) -> None:
+    reader, caller = c.first, c.second
+    op = reader.op
+    assert op is not None
+    out.error("E032", "read before arrival: nothing orders the write of these bytes before "
+              "this read", op.span, f"{name(op)} reads {region(c.overlap)}", rank=op.rank,
+              secondary=[(access_span(caller), caller_text(caller))],
+              notes=[f"rank {op.rank}'s {name(op)} may read these bytes while rank "
+                     f"{c.overlap.rank}'s caller writes the next launch's input",
+                     *launches_note(reader, caller)],
+              help=f"order the read before rank {c.overlap.rank}'s launch ends (it waits for a "
+                   "signal sent after the read completed), or after the next one starts (a "
+                   "leading `barrier()`)")
+
+
+def _launch_hint(reader: Access, writer: Access) -> str | None:
+    """The fix when the write comes from a later launch than the read."""
+    if writer.launch <= reader.launch:
+        return None
+    w = writer.op
+    assert w is not None
+    return (f"make rank {w.rank}'s next launch wait until rank {reader.region.rank} is done "
+            "with this one: a `barrier()` at the start of the kernel, or declare "
+            "`between_launches: host_sync`")
 
 
 def _wait_hint(put: OpInst, reader: int) -> str:
     q = 0 if put.queue is None else put.queue
+    if put.kind is OpKind.COPY:
+        if put.rank == reader:
+            return ("order the two: run the `copy` and the read in one issuer, or after the "
+                    "block that forks them")
+        return (f"order the read and rank {put.rank}'s `copy`: a signal from rank {put.rank} "
+                f"after the copy and a wait for it before the read (or the reverse, with the "
+                f"read complete first)")
     if put.kind is OpKind.GET:
         return (f"give the `get` `signal=\"local\"` and `wait_signal({put.rank}, queue={q})` "
                 "before the read")

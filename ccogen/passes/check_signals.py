@@ -3,7 +3,7 @@
 Requires an instance; uses the signal/counter matching and the happens-before
 graph (`ccogen.analysis`).  Guarantees, when it reports nothing: every
 `wait_signal` and `wait_count` expects at most what its slot or counter receives in
-one epoch; hand-written `expected` values grow along each `(src, queue)` pair, count
+one epoch; hand-written `expected` values grow strictly along each `(src, queue)` pair, count
 that pair only and count a group of lanes once per `put` (or per lane with
 `signal_per_copy`); data read after a wait arrived on the queue of its signal;
 counters are not reset while counted writes are in flight.
@@ -25,7 +25,7 @@ from ccogen.analysis.matching import Increment, SlotKey, WaitMatch
 from ccogen.analysis.races import Conflict
 from ccogen.ir.instance import OpInst
 from ccogen.ir.opkind import OpKind
-from ccogen.passes._report import Findings, region, times
+from ccogen.passes._report import LAUNCHES_NOTE, Findings, region, times
 from ccogen.passes.base import Pass, PassContext
 from ccogen.source import Span
 
@@ -55,7 +55,7 @@ class CheckSignals(Pass):
 
 
 def _op(a: Analysis, rank: int, index: int) -> OpInst:
-    return a.instance.ranks[rank][index]
+    return a.launches.ranks[rank][index]
 
 
 # ============================================================================= E021-E023
@@ -141,7 +141,7 @@ def _earlier_waits_other_queue(a: Analysis, w: WaitMatch) -> list[OpInst]:
     g = a.graph
     me, src, q = w.key  # type: ignore[misc]
     issue = g.issue(w.rank, w.op)
-    return [op for op in a.instance.ranks[me][: w.op]
+    return [op for op in a.launches.ranks[me][: w.op]
             if op.kind is OpKind.WAIT_SIGNAL and op.peer == src and op.queue != q
             and g.hb(g.issue(me, op.index), issue)]
 
@@ -181,7 +181,7 @@ def _per_group(a: Analysis, w: WaitMatch, out: Findings) -> None:
 
 
 def _decreasing(a: Analysis, out: Findings) -> None:
-    """Successive waits on one pair whose hand-written values go down (E022)."""
+    """Successive waits on one pair whose hand-written values do not go up (E022)."""
     g = a.graph
     last: dict[object, WaitMatch] = {}
     for w in sorted(a.matching.waits.values(), key=lambda x: (x.rank, x.op)):
@@ -191,12 +191,15 @@ def _decreasing(a: Analysis, out: Findings) -> None:
         last[w.key] = w
         if prev is None or prev.expected is None or not (prev.handwritten or w.handwritten):
             continue
-        if w.expected < prev.expected and g.hb(g.done(prev.rank, prev.op), g.issue(w.rank, w.op)):
+        if w.expected <= prev.expected and g.hb(g.done(prev.rank, prev.op),
+                                                g.issue(w.rank, w.op)):
             op, before = _op(a, w.rank, w.op), _op(a, prev.rank, prev.op)
-            out.error("E022", "`expected` decreases over successive waits on one `(src, queue)`",
+            how = "decreases" if w.expected < prev.expected else "does not grow"
+            what = "a smaller" if w.expected < prev.expected else "the same"
+            out.error("E022", f"`expected` {how} over successive waits on one `(src, queue)`",
                       op.span, f"expects {w.expected} after a wait for {prev.expected}",
                       rank=w.rank, secondary=[(before.span, f"waited for {prev.expected} here")],
-                      notes=["a slot only grows: a smaller value is met already and orders "
+                      notes=[f"a slot only grows: {what} value is met already and orders "
                              "nothing"],
                       help=_decrease_fix(prev, w))
 
@@ -253,19 +256,14 @@ def _count_wait(a: Analysis, w: WaitMatch, out: Findings) -> None:
 
 def _after_reset(a: Analysis, w: WaitMatch, op: OpInst, out: Findings) -> None:
     """A wait after a `reset_count` that erased bytes it counts on (E026)."""
-    g = a.graph
-    issue = g.issue(w.rank, w.op)
-    resets = [r for r in a.instance.ranks[w.rank][: w.op] if r.kind is OpKind.RESET_COUNT
-              and r.counter == op.counter and g.hb(g.issue(r.rank, r.index), issue)]
-    if not resets or w.expected is None:
+    after = a.after_reset(w.rank, w.op)
+    if after is None or w.expected is None:
         return
-    last = g.issue(resets[-1].rank, resets[-1].index)
-    counts = [(c.nbytes, g.event(EventKind.COUNT, c.sender, c.op)) for c in a.matching.writes(w)]
-    left = sum(n for n, e in counts if e is None or not g.hb(e, last))
+    reset, left = after
     if w.expected > left:
         out.error("E026", "`wait_count` expects more bytes than are ever counted", op.span,
                   f"waits for {w.expected} bytes; {left} reach `{op.counter}` after the reset",
-                  rank=w.rank, secondary=[(resets[-1].span, "the counter restarts from zero here")],
+                  rank=w.rank, secondary=[(reset.span, "the counter restarts from zero here")],
                   notes=["with `reset_count` an omitted `expected` still means every byte of "
                          "the epoch; the bytes counted before the reset are gone"],
                   help=f"wait for `expected={left}` (bytes), or remove the `reset_count`")
@@ -273,25 +271,28 @@ def _after_reset(a: Analysis, w: WaitMatch, op: OpInst, out: Findings) -> None:
 
 def _resets(a: Analysis, out: Findings) -> None:
     g = a.graph
-    for ops in a.instance.ranks:
+    for ops in a.launches.ranks:
         for op in ops:
             if op.kind is not OpKind.RESET_COUNT or not g.executes(g.issue(op.rank, op.index)):
                 continue
             reset = g.issue(op.rank, op.index)
-            for c in a.matching.counted.get((op.rank, op.counter or ""), ()):
+            for c in g.matching.counted.get((op.rank, op.counter or ""), ()):
                 count = g.event(EventKind.COUNT, c.sender, c.op)
                 if count is not None and g.executes(count) and not g.ordered(count, reset):
                     put = _op(a, c.sender, c.op)
-                    _reset_error(op, put, out)
+                    _reset_error(op, put, out, across=put.epoch != op.epoch)
                     break
 
 
-def _reset_error(op: OpInst, put: OpInst, out: Findings) -> None:
+def _reset_error(op: OpInst, put: OpInst, out: Findings, across: bool = False) -> None:
+    notes = ["a reset does not synchronise with producers: a write that lands after it "
+             "counts toward the next wait, which then returns early"]
+    if across:
+        notes.append(f"the write is of the other launch: {LAUNCHES_NOTE}")
     out.error("E027", "counter reset while counted writes may be in flight", op.span,
               f"resets `{op.counter}` on rank {op.rank}", rank=op.rank,
               secondary=[(put.span, "may add its bytes before or after the reset")],
-              notes=["a reset does not synchronise with producers: a write that lands after it "
-                     "counts toward the next wait, which then returns early"],
+              notes=notes,
               help="remove `reset_count`: expected values advance across epochs by themselves; "
                    "or reset only after a `wait_count` that covers every write")
 

@@ -10,6 +10,7 @@ from typing import ClassVar
 
 from ccogen.diag import error
 from ccogen.ir.instance import OpInst
+from ccogen.ir.opkind import OpKind
 from ccogen.passes._shared import Findings, ProgramOrder, cost_caps, first_spans, number_list
 from ccogen.passes._transfers import PerfIssuer, perf_issuer
 from ccogen.passes.base import Pass, PassContext
@@ -27,7 +28,8 @@ class WarnSharedQueue(Pass):
     Emits: W102 when, in one kernel on one rank, puts/gets of two or more perf issuers
     (hardware warps or block leaders) on one `(peer, queue)` are unordered by program
     order (`ProgramOrder.concurrent`), e.g. the warps of one `warps` block.  Only on
-    targets with hardware queues and a measured slowdown (MORI SDMA).
+    targets with hardware queues and a measured slowdown (MORI SDMA).  Queues with
+    aggregate ops or commits are left to E028: shared, they hang rather than slow down.
     """
 
     name: ClassVar[str] = "warn-shared-queue"
@@ -40,7 +42,11 @@ class WarnSharedQueue(Pass):
         findings = Findings(ctx)
         for ops in ctx.instance.ranks:
             order = ProgramOrder(ops)
-            for bucket in _buckets(ops).values():
+            batched = {(op.kernel, op.peer, op.queue) for op in ops
+                       if op.aggregate or op.kind is OpKind.COMMIT}
+            for key, bucket in _buckets(ops).items():
+                if key in batched:
+                    continue  # batches on a shared queue hang: E028 (an error) says so
                 sharing = _concurrent_issuers(bucket, order)
                 if len(sharing) > 1:
                     _report(ctx, sharing, bucket, caps, findings)

@@ -12,6 +12,8 @@ _FORMAT = struct.Struct("<IiiiiiQQQ16x")  # hit rank line src queue kind expecte
 assert _FORMAT.size == RECORD_SIZE
 
 KIND_WAIT_SIGNAL, KIND_WAIT_COUNT, KIND_BARRIER, KIND_REQUIRE = 1, 2, 3, 4
+KIND_COUNTED_REFUSED = 5  # nvshmem: the counted put returned `observed` (not NVSHMEMX_SUCCESS)
+KIND_FABRIC_REPORT = 6  # nccl-cft: a fabric.try_* op reported failure (`observed`: the report)
 
 
 @dataclass(frozen=True)
@@ -36,8 +38,16 @@ class DebugRecord:
 
 
 def describe_wait(record: DebugRecord, source: str, counters: Sequence[str] = ()) -> str:
-    """`rank R: wait at file.cco:LINE for (src S, queue Q) expected E, observed O`."""
+    """`rank R: wait at file.cco:LINE for (src S, queue Q) expected E, observed O`, or the
+    failure a transfer reported."""
     where = f"{source}:{record.line}" if record.line > 0 else source
+    if record.kind == KIND_COUNTED_REFUSED:
+        return (f"rank {record.rank}: a counted put to rank {record.src} of {record.expected} "
+                f"bytes was refused by NVSHMEM (status {record.observed}; counted writes never "
+                f"fall back) (epoch {record.epoch})")
+    if record.kind == KIND_FABRIC_REPORT:
+        return (f"rank {record.rank}: a fabric operation toward rank {record.src} failed "
+                f"(CFT report {record.observed:#x}) (epoch {record.epoch})")
     if record.kind == KIND_REQUIRE:  # language v2: a `require` checked on the device
         value = record.observed - (1 << 64) if record.observed >= 1 << 63 else record.observed
         element = f"element {record.src}" if record.src >= 0 else "a value"
@@ -56,6 +66,5 @@ def describe_wait(record: DebugRecord, source: str, counters: Sequence[str] = ()
             f"observed {record.observed} (epoch {record.epoch})")
 
 
-__all__ = ["KIND_BARRIER", "KIND_REQUIRE", "KIND_WAIT_COUNT", "KIND_WAIT_SIGNAL", "RECORD_SIZE",
-           "DebugRecord",
-           "describe_wait"]
+__all__ = ["KIND_BARRIER", "KIND_COUNTED_REFUSED", "KIND_FABRIC_REPORT", "KIND_REQUIRE",
+           "KIND_WAIT_COUNT", "KIND_WAIT_SIGNAL", "RECORD_SIZE", "DebugRecord", "describe_wait"]

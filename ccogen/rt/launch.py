@@ -53,6 +53,7 @@ from ccogen.rt.errors import (
 from ccogen.rt.manifest import Manifest, load_manifest
 from ccogen.rt.placement import Placement, check_residency, place
 from ccogen.rt.report import RankResult, RunReport
+from ccogen.rt.requirements import read as read_requirements
 from ccogen.rt.session import (
     RankSession,
     Stop,
@@ -383,6 +384,8 @@ class _Rank:
     def run(self) -> None:
         s, m = self.session, self.manifest
         s.open_context()
+        # the target's engine environment and heap alignment (before the engine starts)
+        s.requirements = read_requirements(self.config.manifest_dir, m.target)
         devcomm = any("devcomm" in k.params for k in m.kernels)
         s.open_engine(m.heap_size, m.lsa_barrier_count if devcomm else None, self.result)
         rt, engine = s.rt, s.engine

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ccogen.rt import native
 from ccogen.rt.errors import RunError
+from ccogen.rt.requirements import EngineRequirements, apply_env, check_heap
 
 if TYPE_CHECKING:
     from ccogen.rt.engines import Engine, Heap
@@ -59,6 +60,9 @@ class RankSession:
         self.init_timeout_s = init_timeout_s
         self.heap_size = 0
         self.devcomm = b""
+        # the manifest's engine environment and heap alignment (`ccogen.rt.requirements`);
+        # None: the engine's defaults, any heap base
+        self.requirements: EngineRequirements | None = None
 
     def phase(self, what: str) -> None:
         """Where this rank is, for the launcher's message if it has to stop the rank."""
@@ -81,6 +85,8 @@ class RankSession:
         self.engine = engine = self._bootstrap(report)
         self.phase("heap allocation")
         self.heap: Heap = engine.heap_alloc(heap_size)
+        if self.requirements is not None:
+            check_heap(self.requirements, self.heap.pointer)
         self.zero_heap()
         engine.barrier(self.init_timeout_s)
         if devcomm_barriers is not None:
@@ -95,6 +101,8 @@ class RankSession:
         from ccogen.rt.engines import Engine
         from ccogen.rt.toolchain import engine_spec, find_library
 
+        if self.requirements is not None:
+            apply_env(self.requirements)  # before the engine reads its environment
         for key, value in engine_spec(self.target).heap.environment(self.heap_size).items():
             os.environ.setdefault(key, value)
         engine = Engine(self.target, Path(self.engine_path), find_library(self.target))

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 def explain_deadlock(m: Machine) -> None:
     """No process can move and the launches are not over: say why."""
+    if m.spinning:  # a post spins behind a batch: E020 or E028 said so when it began
+        return
     blocked = _blocked(m)
     epoch = m.state.epoch
     unrung = queues.unrung(m)
@@ -49,13 +51,19 @@ def _blocked(m: Machine) -> list[Blocked]:
         w = m.plan.waits.get((op.rank, op.index))
         seen = waits.value(m, w.kind, w.key) if w is not None else 0
         out.append(Blocked(op, _why(m, p, op), w, seen,
-                           w.expected(m.state.epoch) if w else None,
+                           w.expected(m.state.epochs[op.rank]) if w else None,
                            op.kind is OpKind.BARRIER))
     out.sort(key=lambda b: (b.op.rank, b.op.index))
     return out
 
 
 def _why(m: Machine, p: int, op: OpInst) -> str:
+    st = m.state
+    if m.plan.host_sync and st.epochs[op.rank] > min(st.epochs):
+        late = [r for r, e in enumerate(st.epochs) if e < st.epochs[op.rank]]
+        return (f"waits at the host barrier before launch {st.epochs[op.rank] + 1} "
+                f"(`between_launches: host_sync`) for rank{'s' if len(late) > 1 else ''} "
+                f"{', '.join(map(str, late))}")
     if not m.preds_done(op):
         return f"waits for the other issuers of rank {op.rank} to get here"
     if m.plan.members.get((op.rank, op.index)) is None:
@@ -64,9 +72,12 @@ def _why(m: Machine, p: int, op: OpInst) -> str:
 
 
 def _barrier_note(m: Machine) -> str:
-    counts = {(r, str(i)): n for r, i, n in m.plan.barrier_parties}
-    if len(set(counts.values())) <= 1:
-        return ""
-    parts = [f"rank {r} ({who}) {n} time{'s' if n != 1 else ''}"
-             for (r, who), n in sorted(counts.items())]
-    return "`barrier()` is called per launch by " + ", ".join(parts)
+    for kernel, parties in sorted(m.plan.barrier_parties.items()):
+        counts = {(r, str(i)): n for r, i, n in parties}
+        if len(set(counts.values())) <= 1:
+            continue
+        parts = [f"rank {r} ({who}) {n} time{'s' if n != 1 else ''}"
+                 for (r, who), n in sorted(counts.items())]
+        name = m.plan.instance.kernels[kernel].name
+        return f"`barrier()` is called per launch in kernel `{name}` by " + ", ".join(parts)
+    return ""

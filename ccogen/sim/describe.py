@@ -2,8 +2,9 @@
 
 An issuer's step touches what its op touches (`ops.IMPLS[kind].footprint`) plus the
 program order it reads and completes; an engine queue's step reads or writes a piece
-of memory, or adds to slots and counters when it finishes; the host reads every
-issuer's end and `ensure`'s regions.  The functions act on a `Machine`
+of memory, or adds to slots and counters when it finishes; a rank's host reads the
+end of every issuer of the rank (of every rank with `host_sync`) and the rank's
+`ensure` regions, and writes its inputs and buffers.  The functions act on a `Machine`
 (`ccogen.sim.engine`).
 """
 
@@ -28,16 +29,19 @@ def describe_step(m: Machine, p: int) -> StepDesc | None:
         return _describe_issuer(m, p)
     if p < plan.host:
         return _describe_queue(m, p - plan.nissuers)
-    st = m.state
-    if st.over:
+    st, rank = m.state, p - plan.host
+    e = st.epochs[rank]
+    if e >= m.epochs:
         return None
+    sizes = dict(plan.windows)
     mems = tuple(m.mem_key(r, False) for c in plan.instance.checks
-                 for r, init in check_sides(c) if not init)
-    mems += tuple(((rank, w), 0, dict(plan.windows)[w], False)
-                  for rank, w in plan.init_windows)
-    mems += tuple(((rank, b), 0, dict(plan.windows)[b], True)
-                  for rank in range(plan.instance.nranks) for b in sorted(plan.buffers))
-    return StepDesc(("h", st.epoch), m.is_ready(p), (rd(("fin",)), wr(("epoch",))), mems)
+                 for r, init in check_sides(c) if not init and r.rank == rank)
+    if e + 1 < m.epochs:
+        mems += tuple(((r, w), 0, sizes[w], True) for r, w in plan.init_windows if r == rank)
+        mems += tuple(((rank, b), 0, sizes[b], True) for b in sorted(plan.buffers))
+    ranks = range(plan.instance.nranks) if plan.host_sync else (rank,)
+    return StepDesc(("h", rank, e), m.is_ready(p),
+                    (*(rd(("fin", r, e)) for r in ranks), wr(("epoch", rank, e))), mems)
 
 
 def _describe_issuer(m: Machine, p: int) -> StepDesc | None:
@@ -51,8 +55,8 @@ def _describe_issuer(m: Machine, p: int) -> StepDesc | None:
     keys, mems = IMPLS[op.kind].footprint(m, p, op)
     keys += _order_keys(m, p, op, members)
     also = tuple(plan.proc_of_op[(op.rank, i)][0] for i in members[1:])
-    return StepDesc(("i", p, st.epoch, st.pcs[p], st.phase[p]), m.is_ready(p), keys,
-                    mems, also)
+    return StepDesc(("i", p, st.epochs[op.rank], st.pcs[p], st.phase[p], op.rank),
+                    m.is_ready(p), keys, mems, also)
 
 
 def _order_keys(m: Machine, p: int, op: OpInst, members: tuple[int, ...]) -> Keys:
@@ -62,8 +66,10 @@ def _order_keys(m: Machine, p: int, op: OpInst, members: tuple[int, ...]) -> Key
         for pred in plan.op((op.rank, index)).preds:
             if plan.proc_of_op[(op.rank, pred)][0] != p:
                 keys.append(rd(("done", op.rank, pred)))
-    if st.pcs[p] == 0 and st.phase[p] == 0 and st.epoch > 0:
-        keys.append(rd(("epoch",)))
+    epoch = st.epochs[op.rank]
+    if st.pcs[p] == 0 and st.phase[p] == 0 and epoch > 0:
+        ranks = range(plan.instance.nranks) if plan.host_sync else (op.rank,)
+        keys += [rd(("epoch", r, epoch - 1)) for r in ranks]
     pos = st.pcs[p]
     ops = plan.issuers[p].ops
     if pos > 0 and plan.leader_of[(op.rank, ops[pos - 1])] != ops[pos - 1]:
@@ -71,7 +77,7 @@ def _order_keys(m: Machine, p: int, op: OpInst, members: tuple[int, ...]) -> Key
     if st.phase[p] == IMPLS[op.kind].steps - 1:  # the step completes the op
         keys += [wr(("done", op.rank, i)) for i in members]
         if pos == len(ops) - 1:
-            keys.append(add(("fin",)))
+            keys.append(add(("fin", op.rank, epoch)))
     return tuple(keys)
 
 
@@ -92,11 +98,16 @@ def _describe_queue(m: Machine, qi: int) -> StepDesc | None:
     elif phase < 2 * n:
         assert spec.dst is not None
         mems = (m.mem_key(sub(spec.dst, *x.pieces[phase - n]), True),)
+        if phase == n:  # a fence: waits for earlier transfers to land
+            keys = tuple(rd(("land", d)) for d in x.after)
+        if phase == 2 * n - 1 and x.id in m.fence_targets:
+            keys += (wr(("land", x.id)),)
     else:
         keys = tuple(add(("slot", s), st.slots.get(s, 0))
                      for s in (spec.remote_slot, spec.local_slot) if s)
-        if n == 0:  # a signal without data: its only step follows its post
-            keys += (rd(("qi", qi, qs.head)), wr(("cons", qi, qs.head)))
+        if n == 0:  # a signal without data: its only step follows its post (and a fence)
+            keys += (rd(("qi", qi, qs.head)), wr(("cons", qi, qs.head)),
+                     *(rd(("land", d)) for d in x.after))
         if spec.counter:
             keys += (add(("counter", spec.counter), st.counters.get(spec.counter, 0)),)
     ident = ("x", spec.op.rank, spec.op.index, x.epoch, phase)

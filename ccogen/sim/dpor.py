@@ -280,8 +280,9 @@ class Explorer:
         if cp[q] >= i + 1:
             return False
         step = self.stack[i].nexts[self.stack[i].chosen]
-        if desc.id[0] == "h" and step.id[0] == "i" and step.id[2] == desc.id[1]:
-            return False  # the end of a launch needs every issuer step of that launch
+        if (desc.id[0] == "h" and step.id[0] == "i" and step.id[5] == desc.id[1]
+                and step.id[2] == desc.id[2]):
+            return False  # the end of a rank's launch needs every issuer step of it
         return not self._needed(step, desc)
 
     def _needed(self, step: StepDesc, t: StepDesc) -> bool:

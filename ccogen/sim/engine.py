@@ -9,9 +9,14 @@ process `p`, which must be in `Machine.enabled`.  Processes:
   other, each in steps: read the source piece by piece, write the destination
   piece by piece (a reader in between sees a mix of old and new bytes), then
   finish: signal, count and free the queue for the next transfer (`queues`);
-* the host ends a launch when every issuer has finished it (`host`): it checks for
-  aggregate ops never rung, evaluates `ensure`, and starts the next launch.  It
-  does not wait for the engines: transfers in flight carry over.
+* one host per rank ends that rank's launch when every issuer of the rank has
+  finished it (its caller between two launches, `host`): it checks for aggregate
+  ops never rung, reads the rank's outputs for `ensure`, writes its inputs and
+  starts the rank's next launch.  It waits for no other rank (a rank may run launch
+  N+1 while its peers are in launch N; with `between_launches: host_sync` every
+  rank's next launch waits for every host) and not for the engines: transfers in
+  flight carry over.  A postcondition is evaluated once the hosts of the ranks its
+  sides live on have read them.
 
 Without `memory` the machine runs control only (what exhaustive exploration needs);
 with it every byte moves.  `describe(p)` gives the footprint of a process's next
@@ -29,7 +34,7 @@ from ccogen.sim.describe import describe_step
 from ccogen.sim.explain import Finding
 from ccogen.sim.footprint import StepDesc
 from ccogen.sim.ops import IMPLS
-from ccogen.sim.plan import OpKey, Plan
+from ccogen.sim.plan import OpKey, Plan, QueueKey
 from ccogen.sim.race import HB, Access, RaceLog, Who
 from ccogen.sim.record import RecordKind, StepRecord
 from ccogen.sim.state import Memory, State, WindowKey
@@ -50,7 +55,13 @@ class Machine:
         self.findings: list[Finding] = []
         self.memory = memory
         self.image = image
-        self.init_snap = memory.snapshot(plan.init_windows) if memory is not None else {}
+        # launch -> the inputs as each rank's caller left them before it (`init(...)`)
+        self.init_snap: dict[int, dict[WindowKey, np.ndarray]] = {}
+        if memory is not None:
+            self.init_snap[0] = memory.snapshot(plan.init_windows)
+        self.outputs: dict[tuple[int, int, int], np.ndarray] = {}  # (launch, check, side)
+        # (launch, check) -> it held; (launch, -1): every check of the launch evaluated
+        self.evaluated: dict[tuple[int, int], bool] = {}
         self.staged: dict[int, list[np.ndarray]] = {}
         self.enabled: list[int] = []
         self._at: dict[int, int] = {}
@@ -58,6 +69,10 @@ class Machine:
         self.quiet_cache: dict[OpKey, tuple[int, ...]] = {}  # a quiet's queues
         self.barrier_procs = {plan.proc_of_op[key][0] for key in plan.barrier_gen}
         self.boundaries: set[tuple[int, int, int]] = set()  # (rank, kernel, epoch) seen
+        self.spinning: dict[int, int] = {}  # proc -> transfer it posted behind a batch
+        self.last_posted: dict[int, dict[QueueKey, int]] = {}  # proc -> queue -> last xid
+        self.fenced: dict[int, tuple[int, ...]] = {}  # proc -> what its last fence orders
+        self.fence_targets: set[int] = set()  # transfers some later transfer lands after
         for p in range(plan.nprocs):
             self._recheck(p)
 
@@ -68,9 +83,15 @@ class Machine:
         m.state, m.hb, m.races = self.state.copy(), self.hb.copy(), self.races.copy()
         m.findings, m.enabled, m._at = list(self.findings), list(self.enabled), dict(self._at)
         m.touched, m.boundaries = set(), set(self.boundaries)
+        m.spinning = dict(self.spinning)
+        m.last_posted = {p: dict(d) for p, d in self.last_posted.items()}
+        m.fenced, m.fence_targets = dict(self.fenced), set(self.fence_targets)
         if self.memory is not None:
             m.memory = self.memory.copy()
             m.staged = {q: [piece.copy() for piece in pieces] for q, pieces in self.staged.items()}
+            m.init_snap = {e: dict(snap) for e, snap in self.init_snap.items()}
+            m.outputs = dict(self.outputs)
+            m.evaluated = dict(self.evaluated)
         return m
 
     # ------------------------------------------------------------------ scheduling
@@ -85,9 +106,15 @@ class Machine:
             return self._issuer_ready(p)
         if p < plan.host:
             qs = self.state.queues[p - plan.nissuers]
-            return qs.head < qs.rung
-        st = self.state
-        return not st.over and st.finished == plan.nissuers
+            return qs.head < qs.rung and queues.fence_clear(self, qs)
+        st, rank = self.state, p - plan.host
+        if not plan.host_sync:
+            return (st.epochs[rank] < self.epochs
+                    and st.finished[rank] == len(plan.rank_issuers[rank]))
+        e = st.epochs[rank]  # a host barrier: every rank has ended this launch first
+        return e < self.epochs and all(
+            st.epochs[r] > e or st.finished[r] == len(plan.rank_issuers[r])
+            for r in range(plan.instance.nranks))
 
     def _recheck(self, p: int) -> None:
         ready, at = self.is_ready(p), self._at
@@ -106,7 +133,7 @@ class Machine:
         elif p < plan.host:
             record = queues.queue_step(self, p - plan.nissuers)
         else:
-            record = host.host_step(self)
+            record = host.host_step(self, p - plan.host)
         touched, self.touched = self.touched, set()
         touched.add(p)
         for q in touched:
@@ -130,8 +157,10 @@ class Machine:
 
     def _issuer_ready(self, p: int) -> bool:
         op = self.current(p)
-        if op is None or not self.preds_done(op):
+        if op is None or p in self.spinning or not self.preds_done(op):
             return False
+        if self.plan.host_sync and self.state.epochs[op.rank] > min(self.state.epochs):
+            return False  # a host barrier: every rank's caller ends the launch first
         members = self.plan.members.get((op.rank, op.index))
         if members is None or (len(members) > 1 and not self._group_ready(op.rank, members)):
             return False
@@ -149,7 +178,9 @@ class Machine:
         op = self.current(p)
         assert op is not None
         first = st.pcs[p] == 0 and st.phase[p] == 0
-        self.hb.tick(p, self.hb.host if first else None, *self._fork_joins(p, op))
+        epoch = st.epochs[op.rank]
+        start = host.launch_start(self, op.rank, epoch) if first else None
+        self.hb.tick(p, start, *self.fork_joins(p, op))
         if op.kernel > 0:
             queues.kernel_boundary(self, op.rank, op.kernel)
         phase = st.phase[p]
@@ -159,10 +190,10 @@ class Machine:
             self.complete(p, op)
         else:
             st.phase[p] += 1
-        return StepRecord(p, RecordKind.OP, st.epoch, (op.rank, op.index), phase=phase,
-                          complete=complete, source=source)
+        return StepRecord(p, RecordKind.OP, epoch, (op.rank, op.index), phase=phase,
+                          complete=complete, source=source, rank=op.rank)
 
-    def _fork_joins(self, p: int, op: OpInst) -> list[np.ndarray | None]:
+    def fork_joins(self, p: int, op: OpInst) -> list[np.ndarray | None]:
         """Program order from another issuer (an issuer block forks after, and joins
         before, what the block leader runs): the clocks its predecessors completed with."""
         if self.state.phase[p]:
@@ -181,14 +212,16 @@ class Machine:
         self.touched.add(p)
         self.touched.update(self.plan.watchers[p])
         if st.pcs[p] == len(self.plan.issuers[p].ops):
-            st.finished += 1
-            self.touched.add(self.plan.host)
+            st.finished[op.rank] += 1
+            self.touched.add(self.plan.host_of(op.rank))
+            if self.plan.host_sync:
+                self.touched.update(range(self.plan.host, self.plan.nprocs))
 
     # ------------------------------------------------------------------ memory
 
     def copy(self, p: int, op: OpInst) -> None:
         assert op.src is not None and op.dst is not None
-        epoch = self.state.epoch
+        epoch = self.state.epochs[op.rank]
         self.access(op.src, Who("copy-r", op.rank, op.index, epoch, op.src), p)
         self.access(op.dst, Who("copy-w", op.rank, op.index, epoch, op.dst), p)
         if self.memory is not None:
@@ -197,7 +230,7 @@ class Machine:
     def reduce(self, p: int, op: OpInst) -> None:
         """`reduce`: load every source (a peer's over the link), combine, store `dst`."""
         assert op.dst is not None and op.reduce_op is not None and op.dtype is not None
-        epoch = self.state.epoch
+        epoch = self.state.epochs[op.rank]
         for src in op.srcs:
             self.access(src, Who("copy-r", op.rank, op.index, epoch, src), p)
         self.access(op.dst, Who("copy-w", op.rank, op.index, epoch, op.dst), p)

@@ -10,12 +10,13 @@ depends on the seed.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ccogen.diag import Diagnostic, error
 from ccogen.ir.instance import CheckInst, OpInst, RegionInst
+from ccogen.ir.opkind import OpKind
 from ccogen.sim import values
 from ccogen.sim.plan import Plan, TransferSpec, Wait
 from ccogen.sim.race import Access, Who
@@ -65,8 +66,28 @@ class RaceContext:
 
 def race(ctx: RaceContext, a: Access, b: Access) -> Finding:
     """Two conflicting accesses with no order between them; `a` was recorded first."""
+    found = _race(ctx, a, b)
+    if a.who.epoch == b.who.epoch and not {a.who.role, b.who.role} & _CALLER:
+        return found
+    d = found.diagnostic
+    note = (f"the two span consecutive launches (launch {min(a.who.epoch, b.who.epoch) + 1} "
+            f"and {max(a.who.epoch, b.who.epoch) + 1}): {LAUNCHES_NOTE}"
+            if a.who.epoch != b.who.epoch else f"between launches: {LAUNCHES_NOTE}")
+    return Finding(found.key, replace(d, notes=(*d.notes, note)))
+
+
+LAUNCHES_NOTE = ("a rank may start its next launch while its peers are still in this one, and "
+                 "each rank's caller reads its outputs and writes its inputs between its own "
+                 "launches only; order the next launch after it (a leading `barrier()`, or a "
+                 "credit the peer returns), or declare `between_launches: host_sync`")
+_CALLER = frozenset({"ensure", "input"})
+
+
+def _race(ctx: RaceContext, a: Access, b: Access) -> Finding:
     if "reset" in (a.who.role, b.who.role):
         return _reset_race(ctx, a, b)
+    if a.who.role.startswith("queue"):
+        return _shared_queue(ctx, a, b)
     if a.who.write and b.who.write:
         return _write_write(ctx, a, b)
     read, write = (a, b) if b.who.write else (b, a)
@@ -76,7 +97,7 @@ def race(ctx: RaceContext, a: Access, b: Access) -> Finding:
 
 
 def _span_of(ctx: RaceContext, who: Who) -> Span | None:
-    if who.role in ("ensure", "init"):
+    if who.role in _CALLER:
         checks = ctx.plan.instance.checks
         return checks[who.check].span if 0 <= who.check < len(checks) else None
     if who.role == "caller":
@@ -86,8 +107,10 @@ def _span_of(ctx: RaceContext, who: Who) -> Span | None:
 
 
 def _what(ctx: RaceContext, who: Who) -> str:
-    if who.role in ("ensure", "init"):
+    if who.role == "ensure":
         return "`ensure`"
+    if who.role == "input":
+        return f"rank {who.rank}'s caller (writing the next launch's input)"
     if who.role == "caller":
         return f"the caller (refilling buffer `{who.region.window}` for the next launch)"
     return f"`{ctx.plan.op((who.rank, who.op)).kind}`"
@@ -127,6 +150,39 @@ def _reset_race(ctx: RaceContext, a: Access, b: Access) -> Finding:
               help="reset only when no counted write can be in flight: before the producers "
                    "start (behind a barrier) or at a protocol boundary")
     return Finding(_key("E027", reset.who, count.who), d)
+
+
+def _shared_queue(ctx: RaceContext, a: Access, b: Access) -> Finding:
+    """A batch or commit of one issuer and another issuer's post on one engine queue."""
+    batch, other = (a, b) if a.who.role == "queue-w" else (b, a)
+    op, them = ctx.plan.op((batch.who.rank, batch.who.op)), ctx.plan.op((other.who.rank,
+                                                                          other.who.op))
+    what = "`commit`" if op.kind is OpKind.COMMIT else f"aggregate `{op.kind}`"
+    peer, q = batch.who.region.window.removeprefix("queue ").split("/")
+    d = error("E028", f"{what} shares its queue with another issuer's ops in no fixed order",
+              op.span, f"{op.issuer} on queue {q} toward rank {peer}",
+              secondary=[(them.span, f"{them.issuer} posts on the same queue meanwhile")],
+              notes=["nothing orders the two issuers: a `commit` can ring the other's slot "
+                     "while it is reserved but not yet written, and the other then waits "
+                     "forever for a committed pointer that has moved past it"],
+              help="give each issuer its own queue, or order the issuers before the batch")
+    return Finding(_key("E028", a.who, b.who), d)
+
+
+def behind_batch(op: OpInst, ahead: Sequence[Xfer]) -> Finding:
+    """A plain post on a queue holding aggregate ops no commit has rung: it spins."""
+    first = ahead[0]
+    d = error("E020", f"plain `{op.kind}` posted behind uncommitted aggregate ops on its queue "
+              "never returns", op.span, "spins until the batch ahead of it is committed",
+              secondary=[(first.spec.op.span, f"aggregate `{first.spec.op.kind}` reserved "
+                                              "first, not yet committed")],
+              notes=[f"{len(ahead)} aggregate op{'s' if len(ahead) > 1 else ''} sit on queue "
+                     f"{first.spec.queue[2]} toward rank {first.spec.queue[1]} unrung; the "
+                     "plain op waits for the committed pointer to reach its slot, and only a "
+                     "`commit` moves it past them"],
+              help=f"`commit({first.spec.queue[1]}, queue={first.spec.queue[2]})` before the "
+                   "plain op, or make it aggregate too")
+    return Finding(("E020", "behind", op.rank, op.index), d)
 
 
 def _source_race(ctx: RaceContext, read: Access, write: Access) -> Finding:

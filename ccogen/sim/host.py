@@ -1,10 +1,15 @@
-"""The host: it ends a launch when every issuer has finished it.
+"""The hosts: one per rank, its caller between two of its launches.
 
-It reports aggregate ops never rung, evaluates `ensure` (recording its reads for the
-race detector and, with memory, comparing the bytes and searching the initial image
-for where wrong bytes came from), and starts the next launch.  It does not wait for
-the engines: transfers in flight carry over.  The functions act on a `Machine`
-(`ccogen.sim.engine`).
+Rank r's host step runs once every issuer of r has ended the launch: it reports
+aggregate ops never rung, reads the rank's outputs (the postconditions' regions of
+it, recorded for the race detector and, with memory, kept for evaluation), writes
+the rank's inputs and local buffers and starts the rank's next launch.  It waits
+for no other rank (unless the protocol declares `between_launches: host_sync`, where
+every rank's next launch waits for every rank's step) and not for the engines:
+transfers in flight carry over.  A postcondition is evaluated once every side of it
+is known (the outputs read by their ranks' hosts, the inputs written before the
+launch), comparing the bytes and searching the initial image for where wrong bytes
+came from.  The functions act on a `Machine` (`ccogen.sim.engine`).
 """
 
 from __future__ import annotations
@@ -26,60 +31,87 @@ if TYPE_CHECKING:
 ORIGIN_PROBE = 8  # wrong bytes needed in a row to search for where they came from
 
 
-def host_step(m: Machine) -> StepRecord:
+def host_step(m: Machine, rank: int) -> StepRecord:
+    """Rank `rank`'s caller between two of its launches (see the module docstring)."""
     st, hb, plan = m.state, m.hb, m.plan
-    joined = hb.vc[plan.host]
-    for p in range(plan.nissuers):
+    proc = plan.host_of(rank)
+    joined = hb.vc[proc]
+    ranks = range(plan.instance.nranks) if plan.host_sync else (rank,)
+    for p in (p for r in ranks for p in plan.rank_issuers[r]):
         joined = np.maximum(joined, hb.vc[p])
-    hb.host = hb.tick(plan.host, joined)
-    epoch = st.epoch
-    queues.report_unrung(m, [x for x in queues.unrung(m) if x.epoch == epoch], "")
-    _ensure(m, epoch)
-    if not st.in_flight():
-        m.races.prune(hb.host)
-    st.epoch += 1
-    if st.epoch < m.epochs:
-        _next_launch(m)
-    else:
-        st.over = True
-    m.touched.update(range(plan.nissuers))
-    return StepRecord(plan.host, RecordKind.HOST, epoch, complete=True)
+    epoch = st.epochs[rank]
+    hb.host[(rank, epoch)] = hb.tick(proc, joined)
+    queues.report_unrung(m, [x for x in queues.unrung(m) if x.epoch == epoch
+                             and x.spec.op.rank == rank], "")
+    _read_outputs(m, rank, epoch, proc)
+    st.epochs[rank] += 1
+    if st.epochs[rank] < m.epochs:
+        _next_launch(m, rank, proc)
+    st.over = all(e >= m.epochs for e in st.epochs)
+    _evaluate_ready(m)
+    if not st.in_flight() and len(set(st.epochs)) == 1:
+        m.races.prune(_hosts_clock(m, st.epochs[0] - 1))
+    m.touch_rank(rank)
+    if plan.host_sync:
+        m.touched.update(range(plan.nissuers))
+    return StepRecord(proc, RecordKind.HOST, epoch, complete=True, rank=rank)
 
 
-def _next_launch(m: Machine) -> None:
+def _hosts_clock(m: Machine, epoch: int) -> np.ndarray:
+    """What every rank's caller knew at the end of launch `epoch`."""
+    clocks = [m.hb.host[(r, epoch)] for r in range(m.plan.instance.nranks)]
+    return np.minimum.reduce(clocks)
+
+
+def launch_start(m: Machine, rank: int, epoch: int) -> np.ndarray | None:
+    """What the first ops of `rank`'s launch `epoch` know: its caller's step before it
+    (every caller's with `host_sync`)."""
+    if epoch == 0:
+        return None
+    if not m.plan.host_sync:
+        return m.hb.host.get((rank, epoch - 1))
+    clocks = [m.hb.host[(r, epoch - 1)] for r in range(m.plan.instance.nranks)]
+    return np.maximum.reduce(clocks)
+
+
+def _next_launch(m: Machine, rank: int, proc: int) -> None:
     st, plan = m.state, m.plan
-    st.pcs = [0] * plan.nissuers
-    st.phase = [0] * plan.nissuers
-    st.done = [bytearray(len(ops)) for ops in plan.instance.ranks]
-    st.barrier = {}
-    st.finished = sum(1 for ip in plan.issuers if not ip.ops)
+    for p in plan.rank_issuers[rank]:
+        st.pcs[p] = 0
+        st.phase[p] = 0
+    st.done[rank] = bytearray(len(plan.instance.ranks[rank]))
+    st.finished[rank] = sum(1 for p in plan.rank_issuers[rank] if not plan.issuers[p].ops)
     check = _init_check(m)
-    _refill_buffers(m)
-    for rank, window in sorted(plan.init_windows):
-        region = RegionInst(window, 0, dict(plan.windows)[window], rank)
-        m.access(region, Who("init", rank, -1, st.epoch, region, check=check), plan.host)
-    if m.memory is not None:
-        m.init_snap = m.memory.snapshot(plan.init_windows)
-
-
-def _refill_buffers(m: Machine) -> None:
-    """The caller writes every local buffer before a launch (new inputs; outputs are
-    overwritten too): a write by the host, racing with whatever still reads them."""
-    st, plan = m.state, m.plan
+    epoch = st.epochs[rank]
+    _refill_buffers(m, rank, proc)
     sizes = dict(plan.windows)
-    for rank in range(plan.instance.nranks):
-        for name in sorted(plan.buffers):
-            region = RegionInst(name, 0, sizes[name], rank)
-            m.access(region, Who("caller", rank, -1, st.epoch, region), plan.host)
-            if m.memory is not None:
-                rng = np.random.default_rng([st.epoch, rank, _seed_of(m, rank, name)])
-                key = (rank, name)
-                array = m.memory.arrays[key]
-                # run-time values: the instance was built for these inputs; they come again
-                image = m.image if plan.instance.runtime == "concrete" else None
-                for _, where in m.memory.layout.chunks(key, sizes[name]):
-                    array[where] = image[key][where] if image is not None else \
-                        fill(rng, plan, name, where.stop - where.start)
+    for r, window in sorted(plan.init_windows):
+        if r == rank:
+            region = RegionInst(window, 0, sizes[window], rank)
+            m.access(region, Who("input", rank, -1, epoch, region, check=check), proc)
+    if m.memory is not None:
+        mine = frozenset(k for k in plan.init_windows if k[0] == rank)
+        m.init_snap.setdefault(epoch, {}).update(m.memory.snapshot(mine))
+
+
+def _refill_buffers(m: Machine, rank: int, proc: int) -> None:
+    """The caller writes every local buffer of its rank before a launch (new inputs;
+    outputs are overwritten too): a write by its host, racing with whatever still
+    reads them."""
+    epoch, plan = m.state.epochs[rank], m.plan
+    sizes = dict(plan.windows)
+    for name in sorted(plan.buffers):
+        region = RegionInst(name, 0, sizes[name], rank)
+        m.access(region, Who("caller", rank, -1, epoch, region), proc)
+        if m.memory is not None:
+            rng = np.random.default_rng([epoch, rank, _seed_of(m, rank, name)])
+            key = (rank, name)
+            array = m.memory.arrays[key]
+            # run-time values: the instance was built for these inputs; they come again
+            image = m.image if plan.instance.runtime == "concrete" else None
+            for _, where in m.memory.layout.chunks(key, sizes[name]):
+                array[where] = image[key][where] if image is not None else \
+                    fill(rng, plan, name, where.stop - where.start)
 
 
 def _seed_of(m: Machine, rank: int, name: str) -> int:
@@ -94,34 +126,61 @@ def _init_check(m: Machine) -> int:
                  if any(init for _, init in check_sides(c))), -1)
 
 
-def _ensure(m: Machine, epoch: int) -> None:
-    host = m.plan.host
+def _read_outputs(m: Machine, rank: int, epoch: int, proc: int) -> None:
+    """The caller reads every region of `rank` a postcondition reads, as it is now."""
     for index, check in enumerate(m.plan.instance.checks):
-        for region, init in check_sides(check):
-            if not init:
-                who = Who("ensure", check.rank, -1, epoch, region, check=index)
-                m.access(region, who, host)
-    if m.memory is not None:
-        failed = {index for index in range(len(m.plan.instance.checks))
-                  if not _evaluate(m, index, epoch)}
-        _same_bits_across_ranks(m, epoch, failed)
+        for side, (region, init) in enumerate(check_sides(check)):
+            if init or region.rank != rank:
+                continue
+            m.access(region, Who("ensure", rank, -1, epoch, region, check=index), proc)
+            if m.memory is not None:
+                m.outputs[(epoch, index, side)] = m.memory.view(region).copy()
 
 
-def _side(m: Machine, region: RegionInst, init: bool) -> np.ndarray:
+def _side(m: Machine, epoch: int, index: int, side: int) -> np.ndarray | None:
+    """Side `side` of postcondition `index` in launch `epoch` (None: not known yet)."""
     assert m.memory is not None
-    if init:
-        return m.memory.view_in(m.init_snap, region)
-    return m.memory.view(region)
+    region, init = check_sides(m.plan.instance.checks[index])[side]
+    if not init:
+        return m.outputs.get((epoch, index, side))
+    snap = m.init_snap.get(epoch, {})
+    if (region.rank, region.window) not in snap:
+        return None  # that rank's caller has not started this launch yet
+    return m.memory.view_in(snap, region)
 
 
-def _evaluate(m: Machine, index: int, epoch: int) -> bool:
+def _evaluate_ready(m: Machine) -> None:
+    """Evaluate every postcondition of a launch once every side of it is known; once all
+    of a launch's are, compare the bits of ranks checking the same float reduction."""
+    if m.memory is None:
+        return
+    checks = m.plan.instance.checks
+    for epoch in range(min(max(m.state.epochs), m.epochs - 1) + 1):
+        if (epoch, -1) in m.evaluated:
+            continue
+        for index, check in enumerate(checks):
+            if (epoch, index) in m.evaluated:
+                continue
+            sides = [_side(m, epoch, index, i) for i in range(len(check_sides(check)))]
+            if all(side is not None for side in sides):
+                m.evaluated[(epoch, index)] = _evaluate(m, index, epoch, sides)
+        if all((epoch, i) in m.evaluated for i in range(len(checks))):
+            m.evaluated[(epoch, -1)] = True
+            failed = {i for i in range(len(checks)) if not m.evaluated[(epoch, i)]}
+            _same_bits_across_ranks(m, epoch, failed)
+
+
+def _evaluate(m: Machine, index: int, epoch: int, sides: list[np.ndarray | None]) -> bool:
     """Check postcondition `index`; report it and return False when it fails."""
     check = m.plan.instance.checks[index]
-    left = _side(m, check.left, check.left_init)
+    left = sides[0]
+    assert left is not None
     if check.reduction is not None:
-        return _evaluate_reduction(m, index, epoch, left)
-    assert check.right is not None
-    right = _side(m, check.right, check.right_init)
+        r = check.reduction
+        terms = [t for t in sides[len(sides) - len(r.terms):] if t is not None]
+        return _evaluate_reduction(m, index, epoch, left, terms)
+    right = sides[1]
+    assert right is not None
     equal = np.array_equal(left, right)
     if equal == (check.op == "=="):
         return True
@@ -131,11 +190,11 @@ def _evaluate(m: Machine, index: int, epoch: int) -> bool:
     return False
 
 
-def _evaluate_reduction(m: Machine, index: int, epoch: int, left: np.ndarray) -> bool:
+def _evaluate_reduction(m: Machine, index: int, epoch: int, left: np.ndarray,
+                        terms: list[np.ndarray]) -> bool:
     check = m.plan.instance.checks[index]
     r = check.reduction
     assert r is not None
-    terms = [_side(m, t, init) for t, init in zip(r.terms, r.init, strict=True)]
     ok = values.compare(left, r.op, terms, r.weights, r.dtype)
     if bool(ok.all()) == (check.op == "=="):
         return True
@@ -160,12 +219,12 @@ def _same_bits_across_ranks(m: Machine, epoch: int, failed: set[int]) -> None:
         groups.setdefault(key, []).append(index)
     for indices in groups.values():
         first = checks[indices[0]]
-        bits = _side(m, first.left, False)
+        bits = m.outputs[(epoch, indices[0], 0)]
         for other in indices[1:]:
-            c = checks[other]
-            theirs = _side(m, c.left, False)
+            theirs = m.outputs[(epoch, other, 0)]
             if not np.array_equal(bits, theirs):
-                m.report(explain.rank_bits(first, c, bits, theirs, epoch, m.epochs))
+                m.report(explain.rank_bits(first, checks[other], bits, theirs, epoch,
+                                           m.epochs))
                 break
 
 

@@ -3,13 +3,16 @@
 The semantics are the device APIs' (see `docs/simulator.md`):
 
 * `put`/`get` post and return: nothing has moved.  A non-aggregate post rings the
-  doorbell of its queue (which starts everything posted before it there too); an
-  aggregate one waits for a `commit`.  The lanes of a posting group post together.
+  doorbell of its queue; an aggregate one waits for a `commit`.  A plain post on a
+  queue that holds aggregate ops no commit has rung never returns (MORI's in-order
+  commit chain: it waits for a committed pointer only `commit` moves).  The lanes of
+  a posting group post together.
 * `signal` posts a transfer without data on its queue: it signals in queue order.
 * `copy` runs on the compute units of the issuer: its bytes move in the step.
 * `reduce` too: it loads every source (a peer's over the link), combines them in
   list order in the accumulation type and stores `dst` (`values.combine`).
-* `commit` rings what was posted but not yet rung on its `(peer, queue)`.
+* `commit` rings what was posted but not yet rung on its `(peer, queue)` (every
+  issuer's: a commit unordered with another issuer's post there is E028).
 * `quiet` waits until every rung transfer on its queues has been consumed (its
   source fully read): sender-side completion only.
 * `wait_signal`/`wait_count` wait until the slot or counter is `>=` the expected
@@ -17,7 +20,8 @@ The semantics are the device APIs' (see `docs/simulator.md`):
 * `barrier` is two steps, arrive and depart; a departure waits for every party.
 * `reset_count` sets this rank's counter to zero; it orders nothing (NVSHMEM's
   `nvshmemx_signal_counted_reset`).
-* `fence` orders nothing the model does not already order (copies are synchronous).
+* `fence` makes the issuer's transfers posted before it land before the first byte
+  of its transfers posted after it (on other queues: one queue is in order anyway).
 
 Each class answers: may the op run now (`ready`), run it (`run`, returning True
 when the op is complete; an op of `steps` steps completes in its last), what state
@@ -94,6 +98,8 @@ class Post(OpImpl):
 
     @staticmethod
     def blocked(m: Machine, p: int, op: OpInst) -> str:
+        if p in m.spinning:
+            return "spins: posted behind aggregate ops no `commit` has rung"
         return queues.group_why(m, op)
 
     @staticmethod
@@ -142,6 +148,7 @@ class Commit(OpImpl):
     @staticmethod
     def run(m: Machine, p: int, op: OpInst) -> bool:
         assert op.peer is not None and op.queue is not None
+        queues.commit_access(m, p, op)
         queues.ring(m, (op.rank, op.peer, op.queue), p)
         return True
 
@@ -218,7 +225,7 @@ class BarrierOp(OpImpl):
 
     @staticmethod
     def footprint(m: Machine, p: int, op: OpInst) -> tuple[Keys, Mems]:
-        g = m.plan.barrier_gen[(op.rank, op.index)]
+        g = waits.barrier_key(m, op)
         return ((add if m.state.phase[p] == 0 else rd)(("bar", g)),), ()
 
     @staticmethod
@@ -244,6 +251,11 @@ class ResetCount(OpImpl):
 
 @impl(OpKind.FENCE)
 class Fence(OpImpl):
+    @staticmethod
+    def run(m: Machine, p: int, op: OpInst) -> bool:
+        queues.fence(m, p)
+        return True
+
     @staticmethod
     def cost_us(cost: StepCosts, op: OpInst) -> float:
         return 0.0

@@ -1,7 +1,8 @@
 """What the simulator derives once from an instance, before any schedule runs.
 
 * Processes: one per issuer `(rank, Issuer)` (its op instances in order), one per
-  engine queue `(rank, peer, queue)` and one host process that ends each epoch.
+  engine queue `(rank, peer, queue)` and one host process per rank that ends each of
+  that rank's launches (its caller's step between two launches).
 * Posting groups: the lanes of one warp that call one `put`/`get` together post in
   one step; their copies toward one `(peer, queue)` signal once, after the last
   copy, unless `signal_per_copy` (MORI's `SameQueue` grouping, per destination).
@@ -11,8 +12,9 @@
   left to pair never passes.  `wait_count` without `expected` waits for every byte
   counted to `me` in the epoch.  Each launch adds the epoch's total, except on a
   counter its rank resets with `reset_count` (it starts from zero again).
-* Barrier generations: the g-th `barrier()` of every issuer that calls it meets
-  the g-th of every other (every rank takes part).
+* Barrier generations: the g-th `barrier()` of a kernel of every issuer that calls it
+  meets the g-th of every other; every rank and every block of the kernel's grid takes
+  part (a block that never calls it never arrives: the others wait forever).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from ccogen.ir.instance import CheckInst, Instance, Issuer, OpInst, RegionInst
+from ccogen.ir.nodes import LaunchOrder
 from ccogen.ir.opkind import OpKind
 from ccogen.source import Span
 
@@ -112,8 +115,10 @@ class Plan:
     leader_of: dict[OpKey, int]  # member -> leader op index
     posts: dict[OpKey, tuple[TransferSpec, ...]]  # group leader -> what it posts
     waits: dict[OpKey, Wait]
-    barrier_gen: dict[OpKey, int]  # barrier op -> its generation (1-based)
-    barrier_parties: list[tuple[int, Issuer, int]]  # (rank, issuer, barriers per epoch)
+    barrier_gen: dict[OpKey, tuple[int, int]]  # barrier op -> (kernel, generation from 1)
+    # kernel -> (rank, issuer, barriers per launch): every (rank, block) of its grid takes
+    # part, a block that never calls `barrier()` with a count of 0 (it never arrives)
+    barrier_parties: dict[int, list[tuple[int, Issuer, int]]]
     queue_index: dict[QueueKey, int] = field(default_factory=dict)
     rank_issuers: list[list[int]] = field(default_factory=list)
     watchers: list[set[int]] = field(default_factory=list)  # proc -> procs its progress may enable
@@ -127,13 +132,20 @@ class Plan:
     def nissuers(self) -> int:
         return len(self.issuers)
 
+    host_sync: bool = False  # `between_launches: host_sync`: launches end together
+    rank_windows: dict[int, frozenset[str]] = field(default_factory=dict)  # inputs per rank
+
     @property
     def host(self) -> int:
+        """The first host process (rank r's is `host + r`)."""
         return len(self.issuers) + len(self.queues)
+
+    def host_of(self, rank: int) -> int:
+        return self.host + rank
 
     @property
     def nprocs(self) -> int:
-        return self.host + 1
+        return self.host + self.instance.nranks
 
     def queue_proc(self, key: QueueKey) -> int:
         return self.nissuers + self.queue_index[key]
@@ -165,6 +177,7 @@ def build_plan(instance: Instance) -> Plan:
                                   for r, init in check_sides(c) if init)
     plan.counters = tuple(c.name for c in instance.protocol.counters)
     plan.multi_source = _multi_source(posts)
+    plan.host_sync = instance.protocol.between_launches is LaunchOrder.HOST_SYNC
     return plan
 
 
@@ -317,16 +330,22 @@ def _multi_source(posts: dict[OpKey, tuple[TransferSpec, ...]]) -> frozenset[tup
 
 
 def _barriers(instance: Instance, issuers: list[IssuerProc]
-              ) -> tuple[dict[OpKey, int], list[tuple[int, Issuer, int]]]:
-    gens: dict[OpKey, int] = {}
-    parties: list[tuple[int, Issuer, int]] = []
+              ) -> tuple[dict[OpKey, tuple[int, int]], dict[int, list[tuple[int, Issuer, int]]]]:
+    gens: dict[OpKey, tuple[int, int]] = {}
+    parties: dict[int, list[tuple[int, Issuer, int]]] = {}
     for ip in issuers:
-        barriers = [i for i in ip.ops if instance.ranks[ip.rank][i].kind is OpKind.BARRIER]
-        for g, index in enumerate(barriers, start=1):
-            gens[(ip.rank, index)] = g
-        if barriers:
-            parties.append((ip.rank, ip.issuer, len(barriers)))
-    if parties:
-        present = {rank for rank, _, _ in parties}
-        parties += [(r, Issuer(block=0), 0) for r in range(instance.nranks) if r not in present]
+        by_kernel: dict[int, list[int]] = defaultdict(list)
+        for i in ip.ops:
+            op = instance.ranks[ip.rank][i]
+            if op.kind is OpKind.BARRIER:
+                by_kernel[op.kernel].append(i)
+        for kernel, barriers in by_kernel.items():
+            for g, index in enumerate(barriers, start=1):
+                gens[(ip.rank, index)] = (kernel, g)
+            parties.setdefault(kernel, []).append((ip.rank, ip.issuer, len(barriers)))
+    for kernel, found in parties.items():
+        present = {(rank, issuer.block) for rank, issuer, _ in found}
+        grid = instance.kernels[kernel].logical_blocks  # the blocks the protocol names
+        found += [(r, Issuer(block=b), 0) for r in range(instance.nranks) for b in range(grid)
+                  if (r, b) not in present]
     return gens, parties

@@ -1,10 +1,11 @@
 """Posting, doorbells and the engine queues.
 
-What `put`/`get` (posting), `commit` (ringing) and `quiet` (draining) do to the
-engine queues, and each step of a queue's process: read the source piece by piece,
-write the destination piece by piece, then finish (signal, count, free the queue for
-the next transfer).  Also the footprints of posting and ringing, for partial-order
-reduction.  The functions act on a `Machine` (`ccogen.sim.engine`).
+What `put`/`get` (posting), `commit` (ringing), `fence` (landing order) and
+`quiet` (draining) do to the engine queues, and each step of a queue's process:
+read the source piece by piece, write the destination piece by piece, then finish
+(signal, count, free the queue for the next transfer).  Also the footprints of
+posting and ringing, for partial-order reduction.  The functions act on a `Machine`
+(`ccogen.sim.engine`).
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ccogen.ir.instance import OpInst
+from ccogen.ir.instance import OpInst, RegionInst
 from ccogen.sim import explain
 from ccogen.sim.footprint import Key, Keys, wr
-from ccogen.sim.plan import QueueKey
+from ccogen.sim.plan import QueueKey, TransferSpec
 from ccogen.sim.race import HB, Who
 from ccogen.sim.record import RecordKind, StepRecord
 from ccogen.sim.state import QState, Xfer, counter_cell, pieces, sub
@@ -27,26 +28,110 @@ if TYPE_CHECKING:
 # ----------------------------------------------------------------------------- posting
 
 
+def queue_cell(key: QueueKey) -> RegionInst:
+    """An engine queue's reservation as a one-byte region: plain posts read it, aggregate
+    posts and commits write it, so that a commit (or a batch) unordered with another
+    issuer's post on the queue is a race (E028; posts alone commute)."""
+    rank, peer, queue = key
+    return RegionInst(f"queue {peer}/{queue}", 0, 1, rank)
+
+
 def post_group(m: Machine, p: int, op: OpInst) -> None:
-    """The posting group of `op` posts its transfers together; plain ones ring."""
+    """The posting group of `op` posts its transfers together; plain ones ring.
+
+    A plain post on a queue that holds aggregate ops no `commit` has rung spins (MORI's
+    in-order commit chain): the group's issuers stop there for good (E020, or E028 when
+    the batch came from an issuer unordered with this one)."""
     plan, st, hb = m.plan, m.state, m.hb
     members = plan.members[(op.rank, op.index)]
     procs = [plan.proc_of_op[(op.rank, i)][0] for i in members]
+    for index, q in zip(members[1:], procs[1:], strict=True):
+        hb.tick(q, *m.fork_joins(q, plan.op((op.rank, index))))
     together = hb.vc[p]
     for q in procs[1:]:
         together = np.maximum(together, hb.vc[q])
+    behind: list[int] = []
     for q, spec in zip(procs, plan.posts[(op.rank, op.index)], strict=True):
         hb.tick(q, together)
+        qi = plan.queue_index[spec.queue]
+        _reserve(m, q, spec)
+        ahead = _unrung_ahead(m, qi)
         xid = len(st.xfers)
         parts = pieces(spec.size, m.npieces) if spec.src is not None else ()
-        st.xfers.append(Xfer(xid, spec, st.epoch, q, parts))
+        after = tuple(x for x in m.fenced.get(q, ()) if st.xfers[x].spec.queue
+                      != spec.queue)  # one queue lands in order anyway
+        st.xfers.append(Xfer(xid, spec, st.epochs[op.rank], q, parts, after,
+                             len(st.queues[qi].items)))
+        m.last_posted.setdefault(q, {})[spec.queue] = xid
         hb.post[xid] = hb.vc[q]
-        qi = plan.queue_index[spec.queue]
         st.queues[qi].items.append(xid)
-        if not spec.op.aggregate:
+        if spec.op.aggregate:
+            continue
+        if ahead:  # the slot waits for a committed pointer only `commit` moves
+            behind.append(xid)
+            if _ordered_before(m, ahead, q):  # else E028 says why (`_reserve`)
+                m.report(explain.behind_batch(spec.op, [st.xfers[x] for x in ahead]))
+        else:
             ring_queue(m, qi, hb.vc[q])
+    if behind:  # the group's leader spins in `submitPacket`; its wave with it
+        for q in procs:
+            m.spinning[q] = behind[0]
+        return
     for index, q in zip(members[1:], procs[1:], strict=True):
         m.complete(q, plan.op((op.rank, index)))
+
+
+def _ordered_before(m: Machine, xids: list[int], proc: int) -> bool:
+    """Every transfer in `xids` was posted before `proc`'s current step (by its clock)."""
+    vc = m.hb.vc[proc]
+    return all(m.hb.post[x][(p := m.state.xfers[x].poster)] <= vc[p] for x in xids)
+
+
+def _unrung_ahead(m: Machine, qi: int) -> list[int]:
+    """Aggregate transfers reserved on queue `qi` and not yet committed."""
+    qs = m.state.queues[qi]
+    return [x for x in qs.items[qs.rung:] if m.state.xfers[x].spec.op.aggregate]
+
+
+def _reserve(m: Machine, p: int, spec: TransferSpec) -> None:
+    """A post reserves a slot of its queue: with aggregate ops or commits around, other
+    issuers' posts and commits on that queue must be ordered with it (E028)."""
+    op = spec.op
+    cell = queue_cell(spec.queue)
+    role = "queue-w" if op.aggregate else "queue-r"
+    m.access(cell, Who(role, op.rank, op.index, m.state.epochs[op.rank], cell), p)
+
+
+def commit_access(m: Machine, p: int, op: OpInst) -> None:
+    """A `commit` writes its queue's reservation (see `_reserve`)."""
+    assert op.peer is not None and op.queue is not None
+    cell = queue_cell((op.rank, op.peer, op.queue))
+    m.access(cell, Who("queue-w", op.rank, op.index, m.state.epochs[op.rank], cell), p)
+
+
+# ----------------------------------------------------------------------------- fences
+
+
+def fence(m: Machine, p: int) -> None:
+    """`fence()`: what `p` posted so far lands before what it posts from now on."""
+    deps = tuple(m.last_posted.get(p, {}).values())
+    m.fenced[p] = deps
+    m.fence_targets.update(deps)
+
+
+def fence_clear(m: Machine, qs: QState) -> bool:
+    """The head transfer may write: whatever a fence orders before it has landed."""
+    x = m.state.xfers[qs.items[qs.head]]
+    if not x.after or qs.phase != len(x.pieces):
+        return True
+    return all(landed(m, d) for d in x.after)
+
+
+def landed(m: Machine, xid: int) -> bool:
+    """The last byte of transfer `xid` has been written."""
+    x = m.state.xfers[xid]
+    qs = m.state.queues[m.plan.queue_index[x.spec.queue]]
+    return qs.head > x.slot or (qs.head == x.slot and qs.phase >= 2 * len(x.pieces))
 
 
 def group_why(m: Machine, op: OpInst) -> str:
@@ -71,17 +156,21 @@ def ring_queue(m: Machine, qi: int, vc: np.ndarray) -> None:
 
 def kernel_boundary(m: Machine, rank: int, kernel: int) -> None:
     """An op of a later kernel: aggregate ops of earlier kernels must have been rung."""
-    key = (rank, kernel, m.state.epoch)
+    epoch = m.state.epochs[rank]
+    key = (rank, kernel, epoch)
     if key in m.boundaries:
         return
     m.boundaries.add(key)
     stale = [x for x in unrung(m) if x.spec.op.rank == rank
-             and x.spec.op.kernel < kernel and x.epoch == m.state.epoch]
+             and x.spec.op.kernel < kernel and x.epoch == epoch]
     report_unrung(m, stale, "")
 
 
 def unrung(m: Machine) -> list[Xfer]:
-    return [m.state.xfers[x] for x in m.state.unrung()]
+    """Aggregate transfers never rung (a plain one behind them was reported already)."""
+    spun = {m.state.xfers[x].spec.queue for x in m.spinning.values()}
+    return [x for i in m.state.unrung() if (x := m.state.xfers[i]).spec.op.aggregate
+            and x.spec.queue not in spun]
 
 
 def report_unrung(m: Machine, xfers: list[Xfer], waiting: str) -> None:
@@ -131,7 +220,10 @@ def queue_step(m: Machine, qi: int) -> StepRecord:
     x = st.xfers[qs.items[qs.head]]
     proc, n, phase = m.plan.nissuers + qi, len(x.pieces), qs.phase
     if phase == 0:
-        hb.tick(proc, hb.post[x.id], hb.ring.get(x.id))
+        lands = [hb.land.get(d) for d in x.after] if n == 0 else []  # a fenced signal
+        hb.tick(proc, hb.post[x.id], hb.ring.get(x.id), *lands)
+    elif phase == n and x.after:  # the first write: after what a fence put before it
+        hb.tick(proc, *(hb.land.get(d) for d in x.after))
     else:
         hb.tick(proc)
     if phase < n:
@@ -176,6 +268,10 @@ def _write_piece(m: Machine, qi: int, x: Xfer, piece: int, proc: int) -> None:
     m.access(region, Who("dst", spec.op.rank, spec.op.index, x.epoch, spec.dst, x.id), proc)
     if m.memory is not None:
         m.memory.view(region)[:] = m.staged[qi][piece]
+    if piece == len(x.pieces) - 1:
+        m.hb.land[x.id] = m.hb.vc[proc]
+        if x.id in m.fence_targets:  # transfers fenced behind it may write now
+            m.touched.update(range(m.plan.nissuers, m.plan.host))
 
 
 def _finish(m: Machine, x: Xfer, proc: int) -> None:

@@ -7,13 +7,17 @@ device APIs guarantee orders two events:
 * program order across issuers: an issuer block forks after what precedes it and
   joins before what follows it (`OpInst.preds` on another issuer);
 * a post (and, for aggregate ops, the ring) before the transfer's first step;
+* `fence()`: the landing of the issuer's transfers before it before the first write
+  of its transfers after it;
 * a signal or counted add before a wait that needed it: increments from one queue
   land in order, so the wait joins the one that reached its expected value; a slot
   or counter that several queues feed joins every increment that had landed;
 * the last source read of a transfer before a `quiet` that saw it consumed;
 * every arrival at a barrier before every departure from it;
-* the end of every issuer of an epoch before the host's end-of-epoch step, and
-  that step before the next epoch's ops.  The host does *not* wait for engines.
+* the end of every issuer of a rank's launch before that rank's host step (its
+  caller between two launches), and that step before the rank's next launch; with
+  `between_launches: host_sync`, every rank's host step before any next launch.
+  Hosts do *not* wait for engines.
 
 Each memory access is recorded as `Access` on its `(rank, window)`.  Two accesses
 of overlapping bytes, at least one a write, race when the earlier one is not
@@ -36,8 +40,10 @@ Clock = np.ndarray
 @dataclass(frozen=True, slots=True)
 class Who:
     """What made an access: `role` is copy-r / copy-w (a `copy` or a `reduce`) / src /
-    dst / ensure / init / caller (the caller refilling a local buffer before a launch),
-    or count / reset on a counter (`state.counter_cell`)."""
+    dst, or ensure / input (a rank's caller reading its outputs / writing its inputs
+    between launches) / caller (the caller refilling a local buffer before a launch),
+    or count / reset on a counter (`state.counter_cell`), or queue-r / queue-w on an
+    engine queue's reservation (`queues.queue_cell`: plain posts / batches and commits)."""
 
     role: str
     rank: int
@@ -49,7 +55,7 @@ class Who:
 
     @property
     def write(self) -> bool:
-        return self.role in ("dst", "copy-w", "count", "reset", "caller")
+        return self.role in ("dst", "copy-w", "count", "reset", "queue-w", "input", "caller")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +72,8 @@ class Access:
 class HB:
     """The vector clocks (arrays are never mutated in place, so copies can share them)."""
 
-    __slots__ = ("barrier", "consumed", "counter", "done", "fin_vc", "finish", "host", "post",
-                 "ring", "slot", "vc")
+    __slots__ = ("barrier", "consumed", "counter", "done", "fin_vc", "finish", "host", "land",
+                 "post", "ring", "slot", "vc")
 
     def __init__(self, nprocs: int) -> None:
         zero = np.zeros(nprocs, dtype=np.int64)
@@ -79,9 +85,10 @@ class HB:
         self.slot: dict[object, Clock] = {}
         self.counter: dict[object, Clock] = {}
         self.consumed: dict[int, Clock] = {}
-        self.barrier: dict[int, Clock] = {}
+        self.barrier: dict[tuple[int, int, int], Clock] = {}  # (launch, kernel, generation)
         self.done: dict[tuple[int, int], Clock] = {}  # (rank, op) -> clock at its completion
-        self.host: Clock = zero
+        self.land: dict[int, Clock] = {}  # a fenced-on transfer's clock when its last byte landed
+        self.host: dict[tuple[int, int], Clock] = {}  # (rank, launch) -> its end step
 
     def copy(self) -> HB:
         other = HB.__new__(HB)
@@ -90,8 +97,8 @@ class HB:
         other.fin_vc = dict(self.fin_vc)
         other.slot, other.counter = dict(self.slot), dict(self.counter)
         other.consumed, other.barrier = dict(self.consumed), dict(self.barrier)
-        other.done = dict(self.done)
-        other.host = self.host
+        other.done, other.land = dict(self.done), dict(self.land)
+        other.host = dict(self.host)
         return other
 
     def tick(self, proc: int, *joins: Clock | None) -> Clock:

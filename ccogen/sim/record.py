@@ -11,7 +11,7 @@ from ccogen.sim.plan import OpKey
 class RecordKind(StrEnum):
     OP = "op"  # an issuer ran (a step of) an op
     XFER = "xfer"  # an engine queue ran a step of a transfer
-    HOST = "host"  # the host ended a launch
+    HOST = "host"  # a rank's host (its caller) ended one of its launches
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +26,7 @@ class StepRecord:
     phase: int = 0
     complete: bool = False
     source: int = -1  # a wait: the transfer whose increment let it pass
+    rank: int = -1  # an op's or a host's rank
 
 
 __all__ = ["RecordKind", "StepRecord"]

@@ -38,32 +38,32 @@ RETRIES = 50
 DEFAULT_DRAWS = ("low", "high", "mixed-0", "mixed-1", "interior-0")
 
 
-def draw(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None, kind: str,
+def draw(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None, which: str,
          seed: int) -> tuple[Contents | None, str]:
-    """Contents of kind `kind` (see the module doc) and a label; None when no draw of
-    that kind satisfies `require` (the label says why)."""
+    """Contents of the draw `which` (`low`, `high`, `mixed-N`, `interior-N`: the module
+    doc) and a label; None when no such draw satisfies `require` (the label says why)."""
     bounds, memories, bound = preconditions(protocol, nranks, params)
-    rng = np.random.default_rng([seed, nranks, _kind_number(kind)])
+    rng = np.random.default_rng([seed, nranks, _draw_number(which)])
     dtypes = {name: m.dtype for name, m in memories.items()}
-    tries = 1 if kind in ("low", "high") else RETRIES
+    tries = 1 if which in ("low", "high") else RETRIES
     broken: list[str] = []
     for _ in range(tries):
         arrays = {(rank, name): _fill(rng, m.count, m.dtype)
                   for rank in range(nranks) for name, m in memories.items()}
-        contents = Contents(arrays, dtypes, kind)
+        contents = Contents(arrays, dtypes, which)
         for (window, rank, index), (lo, hi) in sorted(bounds.items()):
             if (rank, window) not in arrays:
                 continue
-            contents.set(window, rank, index, _pick(rng, kind, lo, hi, dtypes[window]))
+            contents.set(window, rank, index, _pick(rng, which, lo, hi, dtypes[window]))
         derive(protocol, nranks, bound, memories, contents)
         broken = unsatisfied(protocol, nranks, bound, memories, contents)
         if not broken:
-            return contents, kind
-    return None, f"{kind} (left out: no contents satisfy `require` {', '.join(broken[:2])})"
+            return contents, which
+    return None, f"{which} (left out: no contents satisfy `require` {', '.join(broken[:2])})"
 
 
-def _kind_number(kind: str) -> int:
-    return sum(ord(c) * (i + 1) for i, c in enumerate(kind))
+def _draw_number(which: str) -> int:
+    return sum(ord(c) * (i + 1) for i, c in enumerate(which))
 
 
 def _fill(rng: np.random.Generator, count: int, dtype: DType) -> np.ndarray:
@@ -72,18 +72,18 @@ def _fill(rng: np.random.Generator, count: int, dtype: DType) -> np.ndarray:
     return random_values(rng, count, dtype)
 
 
-def _pick(rng: np.random.Generator, kind: str, lo: int | None, hi: int | None,
+def _pick(rng: np.random.Generator, which: str, lo: int | None, hi: int | None,
           dtype: DType) -> int | float:
     if lo is None and hi is None:
         return 0
     lo = hi if lo is None else lo
     hi = lo if hi is None else hi
     assert lo is not None and hi is not None
-    if kind == "low":
+    if which == "low":
         return lo
-    if kind == "high":
+    if which == "high":
         return hi
-    if kind.startswith("mixed"):
+    if which.startswith("mixed"):
         choice = int(rng.integers(0, 3))
         if choice < 2:
             return lo if choice == 0 else hi
@@ -92,12 +92,12 @@ def _pick(rng: np.random.Generator, kind: str, lo: int | None, hi: int | None,
 
 def concrete_instances(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None,
                        limits: Limits, data_seed: int = 0,
-                       kinds: tuple[str, ...] = DEFAULT_DRAWS
+                       which_draws: tuple[str, ...] = DEFAULT_DRAWS
                        ) -> list[tuple[str, Instance | None, list[Diagnostic], Contents | None]]:
     """(label, instance, errors, contents) per draw."""
     out: list[tuple[str, Instance | None, list[Diagnostic], Contents | None]] = []
-    for kind in kinds:
-        contents, label = draw(protocol, nranks, params, kind, data_seed)
+    for which in which_draws:
+        contents, label = draw(protocol, nranks, params, which, data_seed)
         if contents is None:
             out.append((label, None, [], None))
             continue

@@ -41,6 +41,8 @@ class Xfer:
     epoch: int
     poster: int
     pieces: tuple[tuple[int, int], ...]  # byte offsets [a, b) within the regions
+    after: tuple[int, ...] = ()  # transfers a `fence` makes land before this one lands
+    slot: int = 0  # its position in its queue
 
     @property
     def steps(self) -> int:
@@ -63,35 +65,47 @@ class QState:
 
 @dataclass(slots=True)
 class State:
-    """Control state of one schedule (see the module docstring)."""
+    """Control state of one schedule (see the module docstring).
 
-    epoch: int
+    Launches are per rank (`epochs[r]`): a rank starts its next launch as soon as its own
+    caller's step ran, whatever its peers are doing.
+    """
+
+    epochs: list[int]
     pcs: list[int]
     phase: list[int]
     done: list[bytearray]
     queues: list[QState]
     slots: dict[SlotKey, int] = field(default_factory=dict)
     counters: dict[CounterKey, int] = field(default_factory=dict)
-    barrier: dict[int, int] = field(default_factory=dict)  # generation -> arrivals
+    # (launch, kernel, generation) -> arrivals
+    barrier: dict[tuple[int, int, int], int] = field(default_factory=dict)
     xfers: list[Xfer] = field(default_factory=list)
     landed: dict[object, list[tuple[int, int]]] = field(default_factory=dict)  # (value, xid)
-    finished: int = 0  # issuers at the end of this epoch
-    over: bool = False  # the host ended the last epoch
+    finished: list[int] = field(default_factory=list)  # per rank: issuers at the end of its launch
+    over: bool = False  # every rank's caller ended its last launch
+
+    @property
+    def epoch(self) -> int:
+        """The launch the slowest rank is in."""
+        return min(self.epochs)
 
     @classmethod
     def initial(cls, plan: Plan) -> State:
         n = plan.nissuers
-        return cls(epoch=0, pcs=[0] * n, phase=[0] * n,
+        nranks = plan.instance.nranks
+        return cls(epochs=[0] * nranks, pcs=[0] * n, phase=[0] * n,
                    done=[bytearray(len(ops)) for ops in plan.instance.ranks],
                    queues=[QState() for _ in plan.queues],
-                   finished=sum(1 for ip in plan.issuers if not ip.ops))
+                   finished=[sum(1 for p in plan.rank_issuers[r] if not plan.issuers[p].ops)
+                             for r in range(nranks)])
 
     def copy(self) -> State:
-        return State(self.epoch, list(self.pcs), list(self.phase),
+        return State(list(self.epochs), list(self.pcs), list(self.phase),
                      [bytearray(d) for d in self.done], [q.copy() for q in self.queues],
                      dict(self.slots), dict(self.counters), dict(self.barrier),
                      list(self.xfers), {k: list(v) for k, v in self.landed.items()},
-                     self.finished, self.over)
+                     list(self.finished), self.over)
 
     def in_flight(self) -> bool:
         """Whether some rung transfer has not finished."""

@@ -3,7 +3,8 @@
 `chrome_trace(setup, cost)` runs the timed schedule (`schedule.run_timed`) and
 lays it out in the Trace Event Format's JSON-object form:
 
-* one process per rank (`pid` = rank) plus one for the host (launch boundaries);
+* one process per rank (`pid` = rank) plus one for the hosts (one thread per
+  rank: that rank's launches, which end when its caller steps in);
 * in each rank one thread per issuer (block, warp or lane) and one per engine
   queue (`queue → rank P q Q`), named with `M` metadata events;
 * every op as a complete (`X`) slice on its issuer's thread, from the moment it
@@ -60,7 +61,7 @@ class _Builder:
         self.posted: dict[int, tuple[int, float]] = {}  # xid -> (issuer, post slice start)
         self.landed: dict[int, float] = {}  # xid -> when its signal/count landed
         self.flow = 0
-        self.launch_start = 0.0
+        self.launch_start = [0.0] * self.plan.instance.nranks
 
     # ------------------------------------------------------------------ tracks
 
@@ -72,7 +73,7 @@ class _Builder:
         if proc < plan.host:
             qi = proc - plan.nissuers
             return plan.queues[qi][0], QUEUE_TID + qi
-        return plan.instance.nranks, 1
+        return plan.instance.nranks, 1 + proc - plan.host
 
     def metadata(self) -> list[Event]:
         plan = self.plan
@@ -82,8 +83,9 @@ class _Builder:
                     _meta("process_sort_index", rank, 0, rank, key="sort_index")]
         host = plan.instance.nranks
         out += [_meta("process_name", host, 0, "host"),
-                _meta("process_sort_index", host, 0, host, key="sort_index"),
-                _meta("thread_name", host, 1, "launches")]
+                _meta("process_sort_index", host, 0, host, key="sort_index")]
+        out += [_meta("thread_name", host, 1 + r, f"launches of rank {r}")
+                for r in range(plan.instance.nranks)]
         for proc in range(plan.host):
             pid, tid = self._track(proc)
             out += [_meta("thread_name", pid, tid, self._thread_name(proc)),
@@ -200,12 +202,14 @@ class _Builder:
 
     def _launch(self, t: Timed, r: StepRecord) -> None:
         pid, tid = self._track(r.proc)
+        start = self.launch_start[r.rank]
         self.events.append({"ph": "X", "name": f"launch {r.epoch + 1}", "cat": "launch",
-                            "pid": pid, "tid": tid, "ts": self.launch_start,
-                            "dur": max(t.end - self.launch_start, MIN_DUR),
-                            "args": {"launch": r.epoch + 1}})
-        self.launch_start = t.end
-        self.ready[: self.plan.nissuers] = [t.end] * self.plan.nissuers
+                            "pid": pid, "tid": tid, "ts": start,
+                            "dur": max(t.end - start, MIN_DUR),
+                            "args": {"launch": r.epoch + 1, "rank": r.rank}})
+        self.launch_start[r.rank] = t.end
+        for p in self.plan.rank_issuers[r.rank]:
+            self.ready[p] = t.end
 
 
 def _meta(name: str, pid: int, tid: int, value: object, key: str = "name") -> Event:
@@ -244,5 +248,5 @@ def _describe(machine: Machine, r: StepRecord) -> str:
         return f"launch {r.epoch + 1}: the {spec.op.kind} of rank {spec.op.rank} lands in " \
                f"`{region_text(spec.dst)}`"
     if r.kind is RecordKind.HOST:
-        return f"launch {r.epoch + 1} ends"
+        return f"launch {r.epoch + 1} of rank {r.rank} ends"
     return ""

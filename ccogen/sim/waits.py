@@ -31,7 +31,7 @@ def value(m: Machine, kind: str, key: object) -> int:
 
 def wait_ready(m: Machine, op: OpInst) -> bool:
     w = m.plan.waits[(op.rank, op.index)]
-    expected = w.expected(m.state.epoch)
+    expected = w.expected(m.state.epochs[op.rank])
     return expected is not None and value(m, w.kind, w.key) >= expected
 
 
@@ -59,14 +59,14 @@ def wait(m: Machine, p: int, op: OpInst) -> None:
 
 
 def wait_need(m: Machine, op: OpInst) -> int:
-    expected = m.plan.waits[(op.rank, op.index)].expected(m.state.epoch)
+    expected = m.plan.waits[(op.rank, op.index)].expected(m.state.epochs[op.rank])
     return NEVER if expected is None else expected
 
 
 def source(m: Machine, op: OpInst) -> int:
     """The transfer whose increment let the wait pass (-1: none needed or none yet)."""
     w = m.plan.waits[(op.rank, op.index)]
-    expected = w.expected(m.state.epoch)
+    expected = w.expected(m.state.epochs[op.rank])
     landed = m.state.landed.get((w.kind, w.key), [])
     if not expected:
         return -1
@@ -76,7 +76,7 @@ def source(m: Machine, op: OpInst) -> int:
 def wait_why(m: Machine, op: OpInst) -> str:
     w = m.plan.waits[(op.rank, op.index)]
     seen = value(m, w.kind, w.key)
-    expected = w.expected(m.state.epoch)
+    expected = w.expected(m.state.epochs[op.rank])
     what = w.what()
     if expected is None:
         return f"waits on {what}, but it is the {explain.ordinal(w.ordinal)} of {w.waits} " \
@@ -88,7 +88,7 @@ def wait_why(m: Machine, op: OpInst) -> str:
 def reset_counter(m: Machine, p: int, op: OpInst) -> None:
     assert op.counter is not None
     key = (op.rank, op.counter)
-    m.access(counter_cell(key), Who("reset", op.rank, op.index, m.state.epoch,
+    m.access(counter_cell(key), Who("reset", op.rank, op.index, m.state.epochs[op.rank],
                                     counter_cell(key)), p)
     m.state.counters[key] = 0
     m.state.landed.pop(("counter", key), None)
@@ -98,23 +98,32 @@ def reset_counter(m: Machine, p: int, op: OpInst) -> None:
 # ----------------------------------------------------------------------------- barriers
 
 
+def barrier_key(m: Machine, op: OpInst) -> tuple[int, int, int]:
+    """The barrier an op meets: (launch of its rank, kernel, generation)."""
+    return (m.state.epochs[op.rank], *m.plan.barrier_gen[(op.rank, op.index)])
+
+
+def _parties(m: Machine, op: OpInst) -> int:
+    """Every (rank, block) of the kernel's grid takes part (see `plan._barriers`)."""
+    return len(m.plan.barrier_parties[op.kernel])
+
+
 def barrier_complete(m: Machine, op: OpInst) -> bool:
-    g = m.plan.barrier_gen[(op.rank, op.index)]
-    return m.state.barrier.get(g, 0) >= len(m.plan.barrier_parties)
+    return m.state.barrier.get(barrier_key(m, op), 0) >= _parties(m, op)
 
 
 def arrive(m: Machine, p: int, op: OpInst) -> None:
-    g = m.plan.barrier_gen[(op.rank, op.index)]
+    g = barrier_key(m, op)
     m.state.barrier[g] = m.state.barrier.get(g, 0) + 1
     m.hb.barrier[g] = HB.merge(m.hb.barrier.get(g), m.hb.vc[p])
     m.touched.update(m.barrier_procs)
 
 
 def depart(m: Machine, p: int, op: OpInst) -> None:
-    m.hb.absorb(p, m.hb.barrier.get(m.plan.barrier_gen[(op.rank, op.index)]))
+    m.hb.absorb(p, m.hb.barrier.get(barrier_key(m, op)))
 
 
 def barrier_why(m: Machine, op: OpInst) -> str:
-    g = m.plan.barrier_gen[(op.rank, op.index)]
-    return f"waits in barrier {g}: {m.state.barrier.get(g, 0)} of " \
-           f"{len(m.plan.barrier_parties)} parties arrived"
+    g = barrier_key(m, op)
+    return f"waits in barrier {g[2]}: {m.state.barrier.get(g, 0)} of " \
+           f"{_parties(m, op)} parties arrived"

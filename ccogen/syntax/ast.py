@@ -240,6 +240,15 @@ class QueuesDecl:
 
 
 @_node
+class SettingDecl:
+    """`name: value` (`between_launches: host_sync`)."""
+
+    name: Name
+    value: Name
+    span: Span = _span()
+
+
+@_node
 class WindowDecl:
     name: Name
     size: AExpr
@@ -286,8 +295,8 @@ class RequireDecl:
 
 
 ADecl: TypeAlias = (
-    TeamDecl | QueuesDecl | WindowDecl | BufferDecl | CounterDecl | KernelDecl | EnsureDecl
-    | RequireDecl
+    TeamDecl | QueuesDecl | SettingDecl | WindowDecl | BufferDecl | CounterDecl | KernelDecl
+    | EnsureDecl | RequireDecl
 )
 
 

@@ -102,6 +102,9 @@ class Lowerer:
                     self._once(decl, seen, "queues")
                     out["queues"] = self._queues(decl)
                     out["queues_span"] = decl.span
+                elif isinstance(decl, A.SettingDecl):
+                    out["between_launches"] = self._setting(decl, seen)
+                    out["between_launches_span"] = decl.span
             except _Skip:
                 pass
         kernel_names: dict[str, Span] = {}
@@ -127,6 +130,8 @@ class Lowerer:
             kernels=tuple(kernels),
             ensure=ensure, require=require, span=node.span,
             queues_span=out.get("queues_span"),  # type: ignore[arg-type]
+            between_launches=out.get("between_launches", ir.LaunchOrder.BACK_TO_BACK),  # type: ignore[arg-type]
+            between_launches_span=out.get("between_launches_span"),  # type: ignore[arg-type]
         )
 
     def _once(self, decl: A.ADecl, seen: dict[str, Span], what: str) -> None:
@@ -174,6 +179,19 @@ class Lowerer:
                                   "expected `lsa` or `world`"))
         size = self.expr(decl.size) if decl.size is not None else None
         return ir.Team(kind=kinds[decl.kind.id], size=size, span=decl.span)
+
+    def _setting(self, decl: A.SettingDecl, seen: dict[str, Span]) -> ir.LaunchOrder:
+        if decl.name.id != "between_launches":
+            raise self.fail(error("E002", f"unknown declaration `{decl.name.id}:`",
+                                  decl.name.span, "not a declaration",
+                                  help="the only `name: value` declaration is "
+                                       "`between_launches: host_sync`"))
+        self._once(decl, seen, "between_launches")
+        orders = {o.value: o for o in ir.LaunchOrder}
+        if decl.value.id not in orders:
+            raise self.fail(error("E002", f"unknown launch order `{decl.value.id}`",
+                                  decl.value.span, "expected `host_sync` or `back_to_back`"))
+        return orders[decl.value.id]
 
     def _queues(self, decl: A.QueuesDecl) -> ir.Expr | None:
         if isinstance(decl.count, A.Name) and decl.count.id == "auto":

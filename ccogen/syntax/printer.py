@@ -344,6 +344,10 @@ class Printer:
             yield from self._lead(p.queues_span, 1)
             count = "auto" if p.queues is None else expr(p.queues)
             yield from self._trail([f"{INDENT}queues {count}"], p.queues_span)
+        if p.between_launches is not ir.LaunchOrder.BACK_TO_BACK:
+            yield from self._lead(p.between_launches_span, 1)
+            yield from self._trail([f"{INDENT}between_launches: {p.between_launches.value}"],
+                                   p.between_launches_span)
         for w in p.windows:
             yield from self._lead(w.span, 1)
             align = f", align={expr(w.align)}" if w.align is not None else ""

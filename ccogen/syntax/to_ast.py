@@ -105,6 +105,10 @@ class ToAst(Transformer[Token, A.ProtocolDecl]):
     def queues_decl(self, meta: Meta, c: list[Any]) -> A.QueuesDecl:
         return A.QueuesDecl(count=c[0], span=self._span(meta))
 
+    def setting_decl(self, meta: Meta, c: list[Any]) -> A.SettingDecl:
+        return A.SettingDecl(name=self._name(c[0]), value=self._name(c[1]),
+                             span=self._span(meta))
+
     def window_decl(self, meta: Meta, c: list[Any]) -> A.WindowDecl:
         option = self._name(c[2]) if c[2] is not None else None
         return A.WindowDecl(name=self._name(c[0]), size=c[1], option=option, option_value=c[3],

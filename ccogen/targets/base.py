@@ -13,7 +13,7 @@ import bisect
 from dataclasses import dataclass, field
 from enum import Enum
 
-from ccogen.ir.instance import IssuerLevel
+from ccogen.ir.instance import Issuer, IssuerLevel
 from ccogen.ir.nodes import TeamKind
 
 
@@ -180,6 +180,26 @@ class Capabilities:
     barriers: Barriers
     cost: CostModel
     unsupported: tuple[tuple[Feature, str], ...] = field(default=())  # why a feature is missing
+    # threads: an IR warp is one hardware warp (wave) of `warp_threads` threads; lanes
+    # inside `warps w` run on that warp's first threads; a block has at most
+    # `max_block_threads` (E005 with a target)
+    warp_threads: int = 32
+    max_block_threads: int = 1024
+
+    def hw_thread(self, issuer: Issuer) -> int:
+        """The hardware thread that runs a lane or leads a warp (0 for a block leader)."""
+        if issuer.lane is None:
+            return self.warp_threads * (issuer.warp or 0)
+        if issuer.warp is not None:
+            return self.warp_threads * issuer.warp + (issuer.lane - 32 * issuer.warp)
+        return issuer.lane
+
+    def threads_needed(self, issuer: Issuer) -> int:
+        """Threads a block needs for `issuer` to exist: a whole warp for a warp issuer."""
+        if issuer.level is IssuerLevel.WARP:
+            return self.hw_thread(issuer) + self.warp_threads
+        return self.hw_thread(issuer) + 1
+
     # language v2: loads from a peer's window in `reduce` (`x@p`); a local `reduce` runs on
     # the compute units everywhere.  `signal` (a credit without data)
     peer_reads: Support = Support.NATIVE

@@ -75,6 +75,10 @@ CAPABILITIES = Capabilities(
     barriers=Barriers(lowering="ccoLsaBarrierSession<Coop>(coop, dc, ccoTeamLsa(dc), "
                                "dc->lsaBarrier, index).sync(coop)"),
     cost=COST,
+    # gfx942/gfx950 run wave64 (mori/cco/cco.hpp sets CCO_WAVE32 only for gfx1250): IR warp
+    # w is wave w, threads 64w..64w+63; a workgroup has at most 1024 threads
+    warp_threads=64,
+    max_block_threads=1024,
     peer_reads=Support.NONE,
     peer_reads_lowering="none: the SDMA engines copy, they cannot combine; the compute "
                         "units reach only local windows through ccoSdma",

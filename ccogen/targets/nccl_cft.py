@@ -47,7 +47,9 @@ CAPABILITIES = Capabilities(
     counted_writes=Support.NATIVE,  # cft.putCounted + cft.waitCounted
     counted_writes_lowering="cft.putCounted(coop, leId, dataOffset, counterOffset, smem, bytes); "
                             "receiver cft.waitCounted(coop, acquire, Generic, counter, bytes)",
-    aggregate=Support.NATIVE,  # ops are issued, then one cft.submit: commit = submit
+    # the SM targets' plan: a batch's puts are issued at the commit, each staged and
+    # submitted like a plain put (no CFT batching of its own)
+    aggregate=Support.EMULATED,
     signal_per_copy=Support.EMULATED,
     signal_storage=SignalStorage.SIGNAL_WINDOW,
     signal_after_data=True,  # generated: data, ncclMemFence(release, Fabric->Generic), flag

@@ -44,7 +44,7 @@ CAPABILITIES = Capabilities(
     counted_writes=Support.EMULATED,
     counted_writes_lowering="SM copy, then a release atomicAdd_system of the byte count on "
                             "the peer's counter",
-    aggregate=Support.EMULATED,  # SM stores need no doorbell: commit is only an ordering point
+    aggregate=Support.EMULATED,  # the batch's copies are made at the commit (codegen/plan.py)
     signal_per_copy=Support.EMULATED,
     signal_storage=SignalStorage.SIGNAL_WINDOW,
     signal_after_data=True,  # release ordering at system scope after the copy

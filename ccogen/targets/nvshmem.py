@@ -44,7 +44,7 @@ CAPABILITIES = Capabilities(
     counted_writes_lowering="sm_90: nvshmemx_putmem_signal_nbi_*(dst, src, bytes, counter, "
                             "bytes, NVSHMEM_SIGNAL_ADD, pe) + nvshmem_signal_wait_until(GE); "
                             "sm_100 + CFT: nvshmemx_putmem_signal_counted_nbi_block (native)",
-    aggregate=Support.EMULATED,  # nbi ops are posted at once: commit is only an ordering point
+    aggregate=Support.EMULATED,  # the batch's puts are issued at the commit (codegen/plan.py)
     signal_per_copy=Support.EMULATED,
     signal_storage=SignalStorage.SIGNAL_WINDOW,
     signal_after_data=True,  # put-with-signal: data, __threadfence_system, then the signal op

@@ -115,14 +115,30 @@ def test_an_aggregate_op_is_read_only_after_its_commit() -> None:
     assert g.sure_ringers(0, 0) == [2]
 
 
-def test_a_later_plain_op_on_the_queue_rings_the_doorbell_too() -> None:
+def test_a_later_plain_op_on_the_queue_does_not_ring_it_but_spins_behind_it() -> None:
+    # MORI's submitPacket waits for the committed pointer to reach the plain op's slot;
+    # only commit moves it past reserved aggregate ops (mori/cco/cco.hpp)
     g = graph("""
         if me == 0:
             put(1, dst=recv[0 : 64], src=send[0 : 64], queue=0, aggregate=True)
             put(1, dst=recv[64 : 128], src=send[64 : 128], queue=0)
+            commit(1, queue=0)
     """)
-    assert g.edge_kind(ev(g, EventKind.ISSUE, 0, 1), ev(g, EventKind.READ, 0, 0)) is \
-        EdgeKind.RING
+    plain = ev(g, EventKind.ISSUE, 0, 1)
+    assert g.edge_kind(plain, ev(g, EventKind.READ, 0, 0)) is None
+    assert g.behind_batch == [(0, 1, 0)]
+    assert not g.executes(plain) and not g.executes(ev(g, EventKind.ISSUE, 0, 2))
+
+
+def test_a_plain_op_after_the_commit_of_the_batch_runs() -> None:
+    g = graph("""
+        if me == 0:
+            put(1, dst=recv[0 : 64], src=send[0 : 64], queue=0, aggregate=True)
+            commit(1, queue=0)
+            put(1, dst=recv[64 : 128], src=send[64 : 128], queue=0)
+    """)
+    assert g.behind_batch == []
+    assert g.hb(ev(g, EventKind.LAND, 0, 0), ev(g, EventKind.READ, 0, 2))
 
 
 def test_unordered_signals_are_not_necessarily_first() -> None:
@@ -288,3 +304,21 @@ def test_vector_clocks_agree_with_graph_reachability(path: Path) -> None:
         wrong = [(a, b) for b in range(len(g)) for a in range(len(g))
                  if (a in anc[b]) != g.hb(a, b)]
         assert not wrong, [(g.describe(a), g.describe(b)) for a, b in wrong[:5]]
+
+
+def test_a_wait_after_reset_count_needs_the_bytes_counted_after_the_reset() -> None:
+    # the first put's bytes were counted before the reset: the second wait's 64 bytes
+    # can only be the second put's
+    g = graph("""
+        if me == 0:
+            put(1, dst=recv[64 : 128], src=send[0 : 64], queue=0, count=c)
+            wait_signal(1, queue=0)
+            put(1, dst=recv[0 : 64], src=send[64 : 128], queue=0, count=c)
+        else:
+            wait_count(c, expected=64)
+            reset_count(c)
+            put(0, dst=out[0 : 16], src=out[16 : 32], queue=0, signal="remote")
+            wait_count(c, expected=64)
+    """, head="counter c")
+    assert g.hb(ev(g, EventKind.COUNT, 0, 2), ev(g, EventKind.DONE, 1, 3))
+    assert g.hb(ev(g, EventKind.COUNT, 0, 0), ev(g, EventKind.DONE, 1, 0))

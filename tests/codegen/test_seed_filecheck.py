@@ -25,7 +25,7 @@ CHECK:       #define BUILD_CCO_SDMA 1
 CHECK:       #include "mori/cco/cco.hpp"
 CHECK-LABEL: void ccogen_lane_ship_ship_r0_b0(
 CHECK:       if (ccogen_wave() == 0) {
-CHECK:       lane_ship.cco:13: put (8 lanes)
+CHECK:       lane_ship.cco:14: put (8 lanes)
 CHECK:       switch (threadIdx.x) {
 CHECK-COUNT-8: a.on = true; a.peer = 1; a.queue = 0;
 CHECK:       sdma.put<ccoCoopThread, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadSameQueue>(a.peer, c.win, a.dst, c.win, a.src, a.bytes, a.queue);
@@ -94,12 +94,14 @@ CHECK-NEXT:  set MORI_ENABLE_SDMA=1
 CHECK:       constexpr bool kCountedHeap = true;
 CHECK:       __shared__ alignas(16) unsigned char ccogen_stage[kStageBytes];
 CHECK:       ncclGetCftLeInfo(c.win, 0, peer, c.team, *c.dc, le, base);
+CHECK:       cft.flush(coop, &failed, &report);
+CHECK-NEXT:  if (failed && coop.thread_rank() == 0) ccogen_report(c, 0, peer, -1, 6, 0, report);
 CHECK:       ccogen_copy_range(reinterpret_cast<char*>(stage), c.heap + soff + done, len, true,
 CHECK:       ncclMemFence(coop, cuda::memory_order_release, ncclMemProxyType::Generic, ncclMemProxyType::Fabric,
 CHECK:       cft.putCounted(coop, le, base + doff + done, base + counter, stage, len);
 CHECK:       cft.submit(coop);
 CHECK-NEXT:  cft.flushSmem(coop);
-CHECK:       cft.flush(coop);
+CHECK:       ccogen_cft_flush(c, cft, coop, peer);
 CHECK:       cft.waitCounted(ncclCoopCta(), cuda::memory_order_acquire, ncclMemProxyType::Generic, word, target,
 CHECK-LABEL: void ccogen_counted_gather_gather_r0_b0(
 CHECK:       ccogen_waitcounted_group(c, [[CTR:[0-9]+]]ULL, 1048576ULL, 1048576ULL,

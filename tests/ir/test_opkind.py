@@ -194,6 +194,7 @@ protocol every_op(size: bytes = 4 KiB):
             wait_signal(0, queue=0)
             get(0, dst=e, src=a, queue=0, signal="local")
             wait_signal(1, queue=0)
+        barrier()
 
     ensure:
         if me == 1:

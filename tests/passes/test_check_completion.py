@@ -40,10 +40,42 @@ def test_committed_after_the_quiet() -> None:
                          "queue")
 
 
-def test_a_later_plain_put_rings_the_batch() -> None:
-    body = BATCH.replace("{tail}", "put(1, dst=out, src=send[0 : c], queue=0)\n    quiet(1)")
+def test_a_later_plain_put_does_not_ring_the_batch_it_spins_behind_it() -> None:
+    body = BATCH.replace("{tail}", "put(1, dst=out, src=send[0 : c], queue=0)\n    "
+                         "commit(1, queue=0)\n    quiet(1)")
+    windows = "window send: 1 MiB\nwindow recv: 1 MiB\nwindow out: 256 KiB"
+    [d] = run_pass(CheckCompletion, kernel(body, windows=windows))
+    assert d.code == "E020" and "posted behind uncommitted aggregate ops" in d.message
+
+
+def test_a_plain_put_after_the_commit_is_fine() -> None:
+    body = BATCH.replace("{tail}", "commit(1, queue=0)\n    put(1, dst=out, src=send[0 : c], "
+                         "queue=0)\n    quiet(1)")
     windows = "window send: 1 MiB\nwindow recv: 1 MiB\nwindow out: 256 KiB"
     assert codes(run_pass(CheckCompletion, kernel(body, windows=windows))) == []
+
+
+def test_a_commit_unordered_with_another_issuers_post_on_its_queue() -> None:
+    body = """
+    if me == 0:
+        warps w in range(2):
+            if w == 0:
+                put(1, dst=recv[0 : 64], src=send[0 : 64], queue=0, aggregate=True)
+                commit(1, queue=0)
+            else:
+                put(1, dst=recv[64 : 128], src=send[64 : 128], queue=0)
+        quiet(1)
+    """
+    windows = "window send: 128 B\nwindow recv: 128 B\n"
+    [d] = run_pass(CheckCompletion, kernel(body, windows=windows, threads=64))
+    assert d.code == "E028"
+    one_queue_each = body.replace("recv[64 : 128], src=send[64 : 128], queue=0",
+                                  "recv[64 : 128], src=send[64 : 128], queue=1")
+    assert codes(run_pass(CheckCompletion, kernel(one_queue_each, windows=windows, threads=64,
+                                                  head="queues 2"))) == []
+    ordered = body.replace("        warps w in range(2):\n            if w == 0:\n",
+                           "        for w in range(2):\n            if w == 0:\n")
+    assert codes(run_pass(CheckCompletion, kernel(ordered, windows=windows))) == []
 
 
 def test_commit_in_a_later_kernel_is_too_late() -> None:

@@ -22,7 +22,8 @@ def run(text: str, nranks: int = 3) -> tuple[list[str], PassContext]:
 
 
 def shift(ensure: str) -> str:
-    return kernel(SHIFT, team="lsa(3)") + f"\n    ensure:\n        {ensure}\n"
+    return kernel(SHIFT, team="lsa(3)", head="between_launches: host_sync") + \
+        f"\n    ensure:\n        {ensure}\n"
 
 
 def test_a_true_postcondition_is_really_checked() -> None:

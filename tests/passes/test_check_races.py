@@ -8,9 +8,11 @@ from ccogen.passes.check_races import CheckRaces
 from tests.passes.run_pass import codes, instance_of, kernel, run_pass
 
 W = "window send: 1 KiB\nwindow recv: 4 KiB\nwindow out: 1 KiB"
+ONE = "between_launches: host_sync"  # one launch at a time: the races within one launch
 
 
 def check(body: str, nranks: int = 2, **kw: object) -> list[str]:
+    kw.setdefault("head", ONE)
     text = kernel(body, windows=W, team=f"lsa({nranks})", **kw)  # type: ignore[arg-type]
     return codes(run_pass(CheckRaces, text, nranks=nranks))
 
@@ -69,7 +71,7 @@ def test_copy_before_the_wait_reads_before_arrival() -> None:
     """
     early = body.replace("{a}", "copy(dst=out, src=recv[0 : 1024])").replace(
         "{b}", "wait_signal(0, queue=0)")
-    [d] = run_pass(CheckRaces, kernel(early, windows=W))
+    [d] = run_pass(CheckRaces, kernel(early, windows=W, head=ONE))
     assert (d.code, d.message) == ("E032", "read before arrival: nothing orders the write of "
                                            "these bytes before this read")
     assert d.help == "add `wait_signal(0, queue=0)` on rank 1 before the read"

@@ -169,6 +169,9 @@ def simulator_failures(p: ir.Protocol) -> list[str]:
 
 QUIET = ("a quiet completes only the sender's side (the source may be reused); nothing "
          "after it rewrites a source or depends on it")
+QUIET_HOST = ("the receiver waits for the data, so its source has been read before the host "
+              "barrier between launches (`between_launches: host_sync`), after which the "
+              "caller rewrites it")
 QUIET_EARLY = ("the quiet now runs before its block's transfers are issued (it drains at most "
                "earlier ones); as above, no source is rewritten afterwards")
 
@@ -181,50 +184,54 @@ HARMLESS: dict[str, str] = {
     "alltoallv: move to the start of its block wait_signal (line 29)":
         "the wait on queue 1 moves above the wait on queue 0 of the same peer: both still "
         "end the launch, and nothing in it reads `recv` or `got`",
-    "aggregated_batch: delete quiet (line 19)":
+    "aggregated_batch: delete quiet (line 20)":
         QUIET,
-    "aggregated_batch: move to the start of its block quiet (line 19)":
+    "aggregated_batch: move to the start of its block quiet (line 20)":
         QUIET_EARLY,
-    'alltoall: delete quiet (line 13)':
+    'alltoall: delete quiet (line 14)':
         QUIET,
-    'alltoall: move to the start of its block quiet (line 13)':
+    'alltoall: move to the start of its block quiet (line 14)':
         QUIET_EARLY,
-    'counted_broadcast: delete quiet (line 14)':
+    'counted_broadcast: delete quiet (line 15)':
         QUIET,
-    'counted_broadcast: move to the start of its block quiet (line 14)':
+    'counted_broadcast: move to the start of its block quiet (line 15)':
         QUIET_EARLY,
-    'counted_gather: delete quiet (line 13)':
+    'counted_gather: delete quiet (line 14)':
         QUIET,
-    'counted_gather: move to the start of its block quiet (line 13)':
+    'counted_gather: move to the start of its block quiet (line 14)':
         QUIET_EARLY,
-    'counted_gather: move to the start of its block wait_count (line 16)':
+    'counted_gather: move to the start of its block wait_count (line 17)':
         "rank 0's own `copy` writes `gather[0 : block]`, which no counted put touches: "
         "waiting before the copy is as good",
-    'lane_ship: delete quiet (line 15)':
+    'lane_ship: delete quiet (line 16)':
         QUIET,
-    'lane_ship: move to the start of its block quiet (line 15)':
+    'lane_ship: move to the start of its block quiet (line 16)':
         QUIET_EARLY,
-    'pack_then_send: delete quiet (line 14)':
+    'pack_then_send: delete quiet (line 15)':
         QUIET,
-    'pack_then_send: move to the start of its block quiet (line 14)':
+    'pack_then_send: move to the start of its block quiet (line 15)':
         QUIET_EARLY,
-    'pingpong: delete quiet (line 13)':
+    'pingpong: delete quiet (line 14)':
         QUIET,
-    'pingpong: delete quiet (line 17)':
+    'pingpong: delete quiet (line 18)':
         QUIET,
-    'pingpong: move to the start of its block quiet (line 13)':
+    'pingpong: move to the start of its block quiet (line 14)':
         QUIET_EARLY,
-    'pingpong: move to the start of its block quiet (line 17)':
+    'pingpong: move to the start of its block quiet (line 18)':
         QUIET_EARLY,
-    'ring_allgather: delete quiet (line 14)':
+    'ring_allgather: delete quiet (line 15)':
         QUIET,
-    'ring_allgather: move to the start of its block quiet (line 14)':
+    'ring_allgather: move to the start of its block quiet (line 15)':
         QUIET_EARLY,
-    'two_queue_pipeline: delete quiet (line 17)':
+    'striped_put: delete quiet (line 14)':
+        QUIET_HOST,
+    'striped_put: move to the start of its block quiet (line 14)':
+        QUIET_EARLY,
+    'two_queue_pipeline: delete quiet (line 18)':
         QUIET,
-    'two_queue_pipeline: move to the start of its block quiet (line 17)':
+    'two_queue_pipeline: move to the start of its block quiet (line 18)':
         QUIET_EARLY,
-    'two_queue_pipeline: move to the start of its block wait_signal (line 22)':
+    'two_queue_pipeline: move to the start of its block wait_signal (line 23)':
         "the wait on queue 1 moves above the wait on queue 0 of the same step: both still "
         "precede both copies",
     'allreduce_twoshot: delete quiet (line 19)':

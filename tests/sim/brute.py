@@ -34,22 +34,29 @@ def _arrays(d: dict[object, object]) -> tuple[object, ...]:
 def state_key(m: Machine) -> object:
     st, hb = m.state, m.hb
     assert m.memory is not None
-    control = (st.epoch, tuple(st.pcs), tuple(st.phase), tuple(bytes(d) for d in st.done),
+    control = (tuple(st.epochs), tuple(st.pcs), tuple(st.phase), tuple(bytes(d) for d in st.done),
                tuple((tuple(q.items), q.rung, q.head, q.phase) for q in st.queues),
                tuple(sorted(st.slots.items())), tuple(sorted(st.counters.items())),
-               tuple(sorted(st.barrier.items())), st.finished, st.over,
+               tuple(sorted(st.barrier.items())), tuple(st.finished), st.over,
                tuple((x.spec.op.rank, x.spec.op.index, x.epoch) for x in st.xfers),
                tuple(sorted((repr(k), tuple(v)) for k, v in st.landed.items())))
     memory = (tuple(m.memory.arrays[k].tobytes() for k in sorted(m.memory.written)),
               tuple((q, tuple(p.tobytes() for p in ps)) for q, ps in sorted(m.staged.items())))
     clocks = (tuple(tuple(v) for v in hb.vc), _arrays(hb.post), _arrays(hb.ring),
               tuple(sorted(hb.finish.items())), _arrays(hb.fin_vc), _arrays(hb.slot),
-              _arrays(hb.counter), _arrays(hb.consumed), _arrays(hb.barrier), tuple(hb.host))
+              _arrays(hb.counter), _arrays(hb.consumed), _arrays(hb.barrier), _arrays(hb.host),
+              _arrays(hb.done), _arrays(hb.land))
     accesses = tuple(sorted((repr(k), tuple(sorted((a.start, a.stop, a.proc, a.clock,
                                                     tuple(a.vc), repr(a.who)) for a in v)))
                             for k, v in m.races.records.items()))
     findings = tuple(sorted(repr(f.key) for f in m.findings))
-    return control, memory, clocks, accesses, findings
+    extra = (tuple(sorted(m.spinning.items())), repr(sorted(m.fenced.items())),
+             repr(sorted((p, sorted(d.items())) for p, d in m.last_posted.items())),
+             tuple(sorted(m.evaluated)),
+             tuple((repr(k), v.tobytes()) for k, v in sorted(m.outputs.items())),
+             tuple((e, repr(k), v.tobytes()) for e, snap in sorted(m.init_snap.items())
+                   for k, v in sorted(snap.items())))
+    return control, memory, clocks, accesses, findings, extra
 
 
 def brute_outcomes(setup: Setup, limit: int = 200_000) -> tuple[set[Outcome], int]:

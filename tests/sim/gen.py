@@ -4,7 +4,9 @@
 counted gather, a multi-queue pipeline) with random sizes, issuers and counts, and
 optionally one mutation that usually breaks them (a dropped wait or quiet, a read
 moved before its wait, a signal on another queue, two writers of one region).
-Texts are returned with the team sizes to try.
+Texts are returned with the team sizes to try.  Every shape declares
+`between_launches: host_sync` (they write into peers' outputs without a leading
+barrier); the mutation `back_to_back` drops it, which usually breaks them.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-MUTATIONS = ("none", "drop_wait", "drop_quiet", "read_early", "other_queue", "same_dst")
+MUTATIONS = ("none", "drop_wait", "drop_quiet", "read_early", "other_queue", "same_dst",
+             "back_to_back")
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,7 @@ def _exchange(d: st.DrawFn, mutation: str) -> Gen:
     body = (quiet + wait) if quiet_first else (wait + quiet)
     text = f'''protocol exchange(block: bytes = {block}):
     team lsa
+    between_launches: host_sync
     window send: nranks * block
     window recv: nranks * block
 
@@ -60,6 +64,7 @@ def _shift(d: st.DrawFn, mutation: str) -> Gen:
     text = f'''protocol shift(size: bytes = {size}):
     team lsa
     queues 2
+    between_launches: host_sync
     window send: {rounds} * size
     window recv: {rounds} * size
 
@@ -82,6 +87,7 @@ def _pingpong(d: st.DrawFn, mutation: str) -> Gen:
     quiet = "" if mutation == "drop_quiet" else "                quiet(1)\n"
     text = f'''protocol pingpong(size: bytes = {size}):
     team lsa(2)
+    between_launches: host_sync
     window ping: size
     window pong: size
 
@@ -110,6 +116,7 @@ def _gather(d: st.DrawFn, mutation: str) -> Gen:
     own = (wait + copy) if mutation != "read_early" else (copy + wait)
     text = f'''protocol gather(block: bytes = {block}):
     team lsa
+    between_launches: host_sync
     window send: block
     window gather: nranks * block
     counter landed
@@ -139,6 +146,7 @@ def _pipeline(d: st.DrawFn, mutation: str) -> Gen:
     text = f'''protocol pipeline(chunk: bytes = {chunk}):
     team lsa(2)
     queues 2
+    between_launches: host_sync
     window src: {2 * per} * chunk
     window stage: {2 * per} * chunk
     window out: {2 * per} * chunk
@@ -180,5 +188,9 @@ def _indent(text: str, spaces: int) -> str:
 def protocols(draw: st.DrawFn, mutate: bool = False) -> Gen:
     shape = draw(st.sampled_from(sorted(SHAPES)))
     build, mutations = SHAPES[shape]
-    mutation = draw(st.sampled_from(mutations)) if mutate else "none"
-    return build(draw, mutation)
+    mutation = draw(st.sampled_from((*mutations, "back_to_back"))) if mutate else "none"
+    g = build(draw, mutation)
+    if mutation == "back_to_back":
+        g = Gen(g.text.replace("    between_launches: host_sync\n", ""), g.ranks, g.shape,
+                mutation)
+    return g

@@ -37,7 +37,7 @@ EXPECTED: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "wait_first_deadlock": ("E030", "deadlock: every rank that has not finished waits for "
                             "another",
                             ("rank 0 (block 0) blocks in `wait_signal((me - 1) % nranks, "
-                             "queue=0)` (line 9): waits for slot [from 1, queue 0] to reach 1, "
+                             "queue=0)` (line 10): waits for slot [from 1, queue 0] to reach 1, "
                              "has seen 0",
                              "rank 1 (block 0) blocks in")),
     "uncommitted_aggregate": ("E020", "aggregate `put` is never committed",
@@ -55,9 +55,9 @@ EXPECTED: dict[str, tuple[str, str, tuple[str, ...]]] = {
                          ("waits for 12288 bytes counted to `landed`",
                           "counted puts deliver 8192 bytes to `landed` on rank 0 per launch")),
     "barrier_mismatch": ("E030", "deadlock: `barrier()` is reached a different number of times",
-                         ("`barrier()` is called per launch by rank 0 (block 0) 2 times, "
-                          "rank 1 (block 0) 1 time", "waits in barrier 2: 1 of 2 parties "
-                          "arrived")),
+                         ("`barrier()` is called per launch in kernel `sync` by rank 0 "
+                          "(block 0) 2 times, rank 1 (block 0) 1 time",
+                          "waits in barrier 2: 1 of 2 parties arrived")),
 }
 
 

@@ -28,20 +28,20 @@ RUNTIME = re.compile(r"E0[23]\d")
 
 # fixture -> what the simulator reports instead (empty: the run does no harm)
 EFFECTS: dict[str, set[str]] = {
-    # `quiet` before `commit` waits for nothing, but nothing here depends on it
+    # `quiet` before `commit` waits for nothing, but nothing here depends on it (the host
+    # barrier between launches comes after rank 1's wait for the data)
     "E020-commit-after-quiet": set(),
     # a second hand-written wait that is already met orders nothing, and needs not
     "E022-expected-decreasing": set(),
+    "E022-expected-equal": set(),
     # wrong hand-written expected values: the wait never passes, or passes too early
     "E022-expected-shared-across-queues": {"E021"},
     "E023-expected-counted-per-lane": {"E021"},
     "E023-expected-per-group-with-signal-per-copy": {"E032"},
-    # across two launches (language v2 section 6): the simulator ends every rank's launch
-    # in one host step and its callers refill only local buffers, so a rank never runs
-    # ahead into the next launch while a peer's caller rewrites a window input: the
-    # checker's two-launch order (`check_launches`) has no run to show here yet
-    "E031-reduce-input-overwritten": set(),
-    "E032-reduce-before-caller": set(),
+    # a wait for more bytes than the reset leaves: the run hangs there
+    "E026-expected-after-reset": {"E030"},
+    # the run hangs at the first wait: the wait nothing satisfies behind it is never reached
+    "E030-deadlock-beside-an-extra-wait": {"E030"},
 }
 
 

@@ -20,6 +20,7 @@ from tests.sim.util import (
 ONE_PUT = """
 protocol one(size: bytes = 8):
     team lsa(2)
+    between_launches: host_sync
     window src: size
     window dst: size
 
@@ -148,14 +149,30 @@ def test_an_aggregate_op_moves_nothing_until_commit() -> None:
     assert m.over and not m.findings
 
 
-def test_a_doorbell_rings_what_was_posted_before_it() -> None:
+def test_a_plain_post_behind_an_uncommitted_batch_spins() -> None:
+    # MORI's submitPacket: the plain op waits for the committed pointer to reach its
+    # slot, and only commit moves it past the reserved aggregate op
     s = setup_of(AGGREGATE.replace("{then}", "put(1, dst=dst[size : 2*size], src=b, queue=0, "
                                    "signal=\"remote\")"))
     m = s.machine()
     p, q = issuer(s, 0), queue(s, 0, 1)
     step(m, p)
     assert q not in m.enabled
-    step(m, p)  # a plain put rings the queue: the aggregate op ahead of it starts too
+    step(m, p)  # the plain put does not ring the queue: it spins behind the batch
+    assert m.state.queues[0].rung == 0 and p not in m.enabled
+    drain(m)
+    assert not m.over and codes(m) == ["E020"]
+
+
+def test_a_commit_rings_what_was_posted_before_it() -> None:
+    s = setup_of(AGGREGATE.replace("{then}", "commit(1, queue=0)\n            put(1, "
+                                   "dst=dst[size : 2*size], src=b, queue=0, "
+                                   "signal=\"remote\")"))
+    m = s.machine()
+    p = issuer(s, 0)
+    step(m, p, p)  # post, commit
+    assert m.state.queues[0].rung == 1
+    step(m, p)
     assert m.state.queues[0].rung == 2
     drain(m)
     assert m.over and not m.findings
@@ -223,6 +240,7 @@ def test_a_group_waits_for_all_its_lanes() -> None:
 COUNTED = """
 protocol counted(size: bytes = 16):
     team lsa(2)
+    between_launches: host_sync
     window src: size
     window dst: size
     counter c
@@ -337,6 +355,7 @@ def test_nobody_leaves_a_barrier_before_everyone_arrived() -> None:
 GET = """
 protocol pull(size: bytes = 8):
     team lsa(2)
+    between_launches: host_sync
     window src: size
     window dst: size
 
@@ -441,8 +460,9 @@ protocol push(size: bytes = 8):
 def test_transfers_outlive_their_launch() -> None:
     s = setup_of(QUIET_ONLY)
     m = s.machine()
-    host = s.plan.host
-    run_while(m, lambda en: host if host in en else en[0])  # end the launch as soon as possible
+    hosts = range(s.plan.host, s.plan.nprocs)
+    # end every rank's launch as soon as possible
+    run_while(m, lambda en: next((p for p in en if p in hosts), en[0]))
     # `ensure` read bytes still in flight (quiet is sender-side); the failed postcondition
     # that follows is left out of reports as a consequence
     assert codes(m) == ["E032", "E033"]
@@ -473,3 +493,95 @@ def test_an_aggregate_op_must_be_rung_in_its_own_kernel() -> None:
     drain(m)
     assert m.over
     assert codes(m) == ["E020"]
+
+
+FORK_AFTER = """
+protocol fork(size: bytes = 64):
+    team lsa(2)
+    window a: size
+    window b: size
+    window recv: size
+
+    kernel k(threads=64):
+        {before}
+        lanes p in peers():
+            put(p, dst=recv, src=b, queue=0, signal="remote")
+            quiet(p)
+            wait_signal(p, queue=0)
+"""
+
+
+def test_program_order_holds_across_the_issuers_of_a_fork() -> None:
+    # a block-level op, then a `lanes` block: the lanes start after it (their clocks
+    # know it), so reading what the copy wrote is no race; same after a barrier
+    for before in ("copy(dst=b, src=a)", "barrier()\n        copy(dst=b, src=a)"):
+        s = setup_of(FORK_AFTER.format(before=before))
+        for seed in range(4):
+            m = s.machine()
+            run_while(m, lambda en, k=seed: en[k % len(en)])
+            assert m.over and not m.findings, codes(m)
+
+
+FENCED = """
+protocol fenced(size: bytes = 8):
+    team lsa(2)
+    queues 2
+    window src: size
+    window flag: 16
+    window dst: size
+    window got: 16
+    window out: size
+
+    kernel k(threads=32):
+        if me == 0:
+            put(1, dst=dst, src=src, queue=0)
+            {fence}
+            put(1, dst=got, src=flag, queue=1, signal="remote")
+            quiet(1)
+        else:
+            wait_signal(0, queue=1)
+            copy(dst=out, src=dst)
+
+    ensure:
+        if me == 1:
+            out == init(src@0)
+"""
+
+
+def test_a_fence_lands_earlier_transfers_before_later_ones_on_other_queues() -> None:
+    # as the checker has it (language reference section 8): with the fence, the signal
+    # on queue 1 proves the data on queue 0 landed; without it, it does not (E024)
+    s = setup_of(FENCED.format(fence="fence()"))
+    m = s.machine()
+    q0, q1 = queue(s, 0, 1, 0), queue(s, 0, 1, 1)
+    p = issuer(s, 0)
+    step(m, p, p, p)  # put, fence, put
+    step(m, q1, q1)  # queue 1 reads its source (8 bytes: two pieces)
+    assert q1 not in m.enabled  # its first write waits for queue 0's data to land
+    run_while(m, lambda en: q1 if q1 in en else (q0 if q0 in en else en[0]))
+    assert m.over and not m.findings
+    s = setup_of(FENCED.format(fence="pass"))
+    m = s.machine()
+    run_while(m, lambda en: q1 if q1 in en else en[-1])
+    assert "E024" in codes(m)
+
+
+def test_a_rank_starts_its_next_launch_while_its_peer_is_in_this_one() -> None:
+    # no host barrier between launches: rank 0 ends launch 1 and puts again into rank 1's
+    # `dst` while rank 1 still waits in launch 1 (its caller has not read `dst` yet)
+    s = setup_of(COUNTED.replace("    between_launches: host_sync\n", ""), epochs=2)
+    m = s.machine()
+    p0, q, host0 = issuer(s, 0), queue(s, 0, 1), s.plan.host_of(0)
+    step(m, p0, q, q, q, q, q, p0, host0)  # launch 1 of rank 0: post, transfer, quiet; its end
+    assert m.state.epochs == [1, 0]
+    step(m, p0)  # rank 0 posts launch 2's put; rank 1 has not ended launch 1
+    drain(m)
+    assert m.over and "E032" in codes(m)  # rank 1's caller may read `dst` as it is rewritten
+    s = setup_of(COUNTED, epochs=2)  # with the host barrier, rank 0 waits for rank 1
+    m = s.machine()
+    step(m, p0, q, q, q, q, q, p0)
+    assert host0 not in m.enabled  # rank 1 has not ended launch 1
+    step(m, issuer(s, 1), host0)
+    assert p0 not in m.enabled  # nor has rank 1's caller stepped in
+    drain(m)
+    assert m.over and not m.findings

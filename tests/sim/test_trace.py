@@ -67,8 +67,8 @@ def test_ops_and_transfers_are_slices(trace: dict[str, Any]) -> None:
     kinds = defaultdict(int)
     for e in slices:
         kinds[e["cat"]] += 1
-    # 4 ranks x 3 lanes x 3 ops, 12 transfers each with a signal, 2 launches
-    assert kinds == {"op": 72, "transfer": 24, "signal": 24, "launch": 2}
+    # 4 ranks x 3 lanes x 3 ops, 12 transfers each with a signal, 2 launches of 4 ranks
+    assert kinds == {"op": 72, "transfer": 24, "signal": 24, "launch": 8}
 
 
 def test_slices_on_one_track_nest(trace: dict[str, Any]) -> None:

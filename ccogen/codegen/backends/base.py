@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 from ccogen.codegen.files import GeneratedFiles
 from ccogen.codegen.plan import Unsupported
 from ccogen.ir.instance import Instance
+from ccogen.ir.nodes import LaunchOrder
 from ccogen.source import Span
 
 # The SM budget by default: CTAs per launch of one kernel.  NCCL's default channel count on
@@ -57,8 +58,9 @@ class Options:
 
 def manifest_head(target: str, instance: Instance, source: str, arch: object,
                   debug: bool, heap_size: int, max_ctas: int) -> dict[str, object]:
-    """The fields of manifest.json every target writes first (docs/runtime-abi.md)."""
-    return {
+    """The fields of manifest.json every target writes first (docs/runtime-abi.md);
+    `between_launches` only where the protocol needs a host barrier between launches."""
+    head: dict[str, object] = {
         "abi": 1,
         "target": target,
         "protocol": instance.protocol.name,
@@ -71,6 +73,9 @@ def manifest_head(target: str, instance: Instance, source: str, arch: object,
         "heap_size": heap_size,
         "max_ctas": max_ctas,
     }
+    if instance.protocol.between_launches is LaunchOrder.HOST_SYNC:
+        head["between_launches"] = LaunchOrder.HOST_SYNC.value
+    return head
 
 
 def check_budget(blocks: int, max_ctas: int, kernel: str, span: Span | None) -> None:

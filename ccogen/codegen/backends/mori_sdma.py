@@ -57,9 +57,9 @@ from ccogen.ir.nodes import Mode
 from ccogen.ir.opkind import OpKind
 from ccogen.targets.mori_sdma import CAPABILITIES as CAPS
 
-WAVE = 64
+WAVE = CAPS.warp_threads
 ARCHES = ("gfx942", "gfx950")
-MAX_BLOCK_DIM = 1024
+MAX_BLOCK_DIM = CAPS.max_block_threads
 COOP = {"block": "ccoCoopBlock", "warp": "ccoCoopWarp", "thread": "ccoCoopThread"}
 LEADER = {"block": "threadIdx.x == 0", "warp": "ccogen_lane_id() == 0", "thread": ""}
 SYNC = {"block": "__syncthreads()", "warp": "ccogen_sync_wave()", "thread": ""}
@@ -465,7 +465,11 @@ class MoriSdma(Backend):
         if barrier and k.blocks > 1:
             raise Unsupported("`barrier()` in a kernel with several blocks is not supported by "
                               "`mori-sdma` (one LSA barrier slot)", k.span)
-        block_dim = min(MAX_BLOCK_DIM, -(-max(threads) // WAVE) * WAVE)
+        block_dim = -(-max(threads) // WAVE) * WAVE
+        if block_dim > MAX_BLOCK_DIM:  # never clamp: the waves past it would not run
+            raise Unsupported(f"kernel `{k.name}` needs {block_dim} threads per block "
+                              f"(64-thread waves), over the {MAX_BLOCK_DIM} a block can have",
+                              k.span)
         return Kernel(name=k.name, symbol=c_identifier(instance.protocol.name, k.name),
                       line=k.span.line if k.span else 0, blocks=k.blocks, block_dim=block_dim,
                       programs=tuple(programs), barrier=barrier)

@@ -13,7 +13,14 @@ primitives the template prints are CFT ones:
   block split large transfers in 16-byte-aligned slices, each counting its own bytes.
 - A remote signal is a *fenced flag update*: after the data's `cft.flush` and
   `ncclMemFence(release, Fabric -> Generic, Sys)`, a 16-byte `cft.red` with
-  `ncclCftOpSum<uint64_t>` adds {value, 0} to the peer's signal slot.  Slots are 16 bytes
+  `ncclCftOpSum<uint64_t>` adds {value, 0} to the peer's signal slot.  When the protocol
+  has `get`s, the signal is also preceded by `ncclMemFence(release, Generic -> Fabric,
+  Sys)`: a peer's `get` reads my window through the fabric proxy, and what I wrote there
+  with generic stores (a `copy`, a `get`'s unstaging) must be visible to it once it saw
+  my signal.
+- Every `cft.flush` takes the fabric report of the operations it waits for (`fabric.try_*`
+  report through their mbarrier): a failed one traps with the report in the debug record
+  (kind 6), never a silent hang.  Slots are 16 bytes
   apart (`CftLayout`), so each red is 16-byte aligned and the upper word is padding.
 - Waits (`wait_signal`, `wait_count`) are `cft.waitCounted` at CTA scope (relaxed spin,
   wrap-safe `>=`, `ncclMemFence(acquire, Fabric -> Generic, Sys)`), acquire spins plus
@@ -116,7 +123,10 @@ class NcclCft(SmBackend):
         extra: dict[str, object] = {
             "stage_bytes": STAGE_BYTES, "counted_heap": self._counted,
             "sink": self._layout.sink if self._counted else NO_COUNTER,
-            "nranks": instance.nranks}
+            "nranks": instance.nranks,
+            # a peer's `get` reads my window through the fabric proxy: what I wrote there
+            # with generic stores is released to it before each signal
+            "peers_read": any(op.kind is OpKind.GET for ops in instance.ranks for op in ops)}
         return replace(model, extra=extra), layout
 
     def refine(self, segments: list[Segment], ctas: int) -> list[Segment]:

@@ -17,14 +17,19 @@ take the LL path (codegen.ll; one 16-byte store, or two 8-byte `nvshmem_uint64_p
 Counted writes on sm_100 (`Options.arch` sm_100 or later): a counted put becomes one
 `putcounted` step, `nvshmemx_putmem_signal_counted_nbi_block` (CTA-collective; each CTA
 of a group puts its 16-byte-aligned slice and the counter sums the slices), and a wait
-on a counter `nvshmemx_signal_counted_wait_until`; every CTA of such a kernel donates
+on a counter `nvshmemx_signal_counted_wait_until`.  The payload is loaded by TMA and
+delivered by the fabric proxy, so the put is preceded by `fence.proxy.async.global`
+(this kernel's generic stores to a global source) and followed by a fabric -> generic
+release fence, and every wait on a signal slot by the matching acquire
+(`fabacquire`): a receiver that waits on a signal sent after a counted put, rather
+than on the counter, still sees its bytes; every CTA of such a kernel donates
 `NVSHMEMX_SMEM_MINIMUM` bytes of dynamic shared memory (`nvshmemx_give_smem` /
 `nvshmemx_release_smem`; the manifest's `shared_mem`).  The generated file takes that
 path only where the headers support it: NVSHMEM >= 3.8 compiled with
 `NVSHMEM_CFT_HANDLES_SUPPORT` defined, CUDA >= 13.3 and sm_100 (`CCOGEN_COUNTED_NATIVE`);
 elsewhere the same steps compile to the `NVSHMEM_SIGNAL_ADD` emulation.  A counted
 write the library refuses (not `NVSHMEMX_SUCCESS`) traps with the status in the debug
-record (kind 4): counted writes never fall back at run time.
+record (kind 5): counted writes never fall back at run time.
 """
 
 from __future__ import annotations
@@ -50,6 +55,20 @@ def native_counted(options: Options) -> bool:
 
 
 FUSABLE = {("sync", "signal"): "putsig", ("ctasync", "csignal"): "cputsig"}
+SIGNAL_WAITS = frozenset({"wait", "cwait", "llwait"})
+
+
+def _fabric_acquires(steps: tuple[Step, ...]) -> tuple[Step, ...]:
+    """sm_100: counted data comes through the fabric proxy; a generic signal after it does
+    not make it visible to generic loads by itself.  The sender fences fabric -> generic
+    after each counted put (templates/nvshmem), and every wait on a signal slot is
+    followed by the matching acquire, so data ordered by a signal stays ordered."""
+    out: list[Step] = []
+    for s in steps:
+        out.append(s)
+        if s.kind in SIGNAL_WAITS:
+            out.append(Step("fabacquire"))
+    return tuple(out)
 
 
 def fuse(steps: tuple[Step, ...], ctas: int) -> tuple[Step, ...]:
@@ -123,9 +142,10 @@ class Nvshmem(SmBackend):
         return out
 
     def counted(self, segments: list[Segment]) -> list[Segment]:
-        """sm_100: counted puts and counter waits go through the counted API."""
-        out = map_steps(segments, lambda steps: counted_waits(
-            fuse_counted(steps, self._counters), lambda s: s.wait_kind == 2))
+        """sm_100: counted puts and counter waits go through the counted API; waits on
+        signal slots acquire what the fabric proxy delivered (`fabacquire`)."""
+        out = map_steps(segments, lambda steps: _fabric_acquires(counted_waits(
+            fuse_counted(steps, self._counters), lambda s: s.wait_kind == 2)))
         if any(s.kind == "putcounted" for seg in out for br in seg.branches for s in br.steps):
             raise Unsupported("`nvshmemx_putmem_signal_counted_nbi_block` is CTA-collective: "
                               "issue counted puts at block level on sm_100", None)

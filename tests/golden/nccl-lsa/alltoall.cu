@@ -73,33 +73,33 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 }
 // ---- end of the nccl-lsa primitives ----
 
-// ======== kernel `exchange` (protocols/alltoall.cco:9): 1 logical block(s) x 16 CTA(s) x 512 threads
+// ======== kernel `exchange` (protocols/alltoall.cco:10): 1 logical block(s) x 16 CTA(s) x 512 threads
 
 // rank 0, logical block 0 of kernel `exchange`
 __device__ __forceinline__ void ccogen_alltoall_exchange_r0_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 0;
-  // protocols/alltoall.cco:11: put
+  // protocols/alltoall.cco:12: put
   ccogen_copy_group(c, 1, 2097152ULL, -1, 1048576ULL, 1048576ULL, true);
   ccogen_ctasync_group(c);
   ccogen_csignal_group(c, 1, 4194304ULL, 1ULL);
-  // protocols/alltoall.cco:13: quiet
+  // protocols/alltoall.cco:14: quiet
   ccogen_quiet_group(c);
-  // protocols/alltoall.cco:14: wait_signal
-  ccogen_cwait_group(c, 4194312ULL, 1ULL, 1ULL, 14, 1, 0, 1, 16ULL);
+  // protocols/alltoall.cco:15: wait_signal
+  ccogen_cwait_group(c, 4194312ULL, 1ULL, 1ULL, 15, 1, 0, 1, 16ULL);
   ccogen_ctasync_group(c);
 }
 
 // rank 1, logical block 0 of kernel `exchange`
 __device__ __forceinline__ void ccogen_alltoall_exchange_r1_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 0;
-  // protocols/alltoall.cco:11: put
+  // protocols/alltoall.cco:12: put
   ccogen_copy_group(c, 0, 3145728ULL, -1, 0ULL, 1048576ULL, true);
   ccogen_ctasync_group(c);
   ccogen_csignal_group(c, 0, 4194312ULL, 1ULL);
-  // protocols/alltoall.cco:13: quiet
+  // protocols/alltoall.cco:14: quiet
   ccogen_quiet_group(c);
-  // protocols/alltoall.cco:14: wait_signal
-  ccogen_cwait_group(c, 4194304ULL, 1ULL, 1ULL, 14, 0, 0, 1, 16ULL);
+  // protocols/alltoall.cco:15: wait_signal
+  ccogen_cwait_group(c, 4194304ULL, 1ULL, 1ULL, 15, 0, 0, 1, 16ULL);
   ccogen_ctasync_group(c);
 }
 

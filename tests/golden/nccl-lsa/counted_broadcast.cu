@@ -73,25 +73,25 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 }
 // ---- end of the nccl-lsa primitives ----
 
-// ======== kernel `bcast` (protocols/counted_broadcast.cco:8): 1 logical block(s) x 32 CTA(s) x 512 threads
+// ======== kernel `bcast` (protocols/counted_broadcast.cco:9): 1 logical block(s) x 32 CTA(s) x 512 threads
 
 // rank 0, logical block 0 of kernel `bcast`
 __device__ __forceinline__ void ccogen_counted_broadcast_bcast_r0_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 1;
-  // protocols/counted_broadcast.cco:11: put
-  // protocols/counted_broadcast.cco:13: commit
+  // protocols/counted_broadcast.cco:12: put
+  // protocols/counted_broadcast.cco:14: commit
   ccogen_copy_group(c, 1, 0ULL, -1, 0ULL, 8388608ULL, true);
   ccogen_sync_group(c, 1ULL, kSyncs);
   ccogen_signal_group(c, 1, 8388864ULL, 8388608ULL);
-  // protocols/counted_broadcast.cco:14: quiet
+  // protocols/counted_broadcast.cco:15: quiet
   ccogen_quiet_group(c);
 }
 
 // rank 1, logical block 0 of kernel `bcast`
 __device__ __forceinline__ void ccogen_counted_broadcast_bcast_r1_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 0;
-  // protocols/counted_broadcast.cco:16: wait_count
-  ccogen_cwait_group(c, 8388864ULL, 8388608ULL, 8388608ULL, 16, -1, -1, 2, 1ULL);
+  // protocols/counted_broadcast.cco:17: wait_count
+  ccogen_cwait_group(c, 8388864ULL, 8388608ULL, 8388608ULL, 17, -1, -1, 2, 1ULL);
   ccogen_ctasync_group(c);
 }
 

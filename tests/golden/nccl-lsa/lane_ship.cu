@@ -73,19 +73,19 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 }
 // ---- end of the nccl-lsa primitives ----
 
-// ======== kernel `ship` (protocols/lane_ship.cco:10): 1 logical block(s) x 4 CTA(s) x 512 threads
+// ======== kernel `ship` (protocols/lane_ship.cco:11): 1 logical block(s) x 4 CTA(s) x 512 threads
 
 // rank 0, logical block 0 of kernel `ship`
 __device__ __forceinline__ void ccogen_lane_ship_ship_r0_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 0;
-  // protocols/lane_ship.cco:13: put
-  // protocols/lane_ship.cco:13: put
-  // protocols/lane_ship.cco:13: put
-  // protocols/lane_ship.cco:13: put
-  // protocols/lane_ship.cco:13: put
-  // protocols/lane_ship.cco:13: put
-  // protocols/lane_ship.cco:13: put
-  // protocols/lane_ship.cco:13: put
+  // protocols/lane_ship.cco:14: put
+  // protocols/lane_ship.cco:14: put
+  // protocols/lane_ship.cco:14: put
+  // protocols/lane_ship.cco:14: put
+  // protocols/lane_ship.cco:14: put
+  // protocols/lane_ship.cco:14: put
+  // protocols/lane_ship.cco:14: put
+  // protocols/lane_ship.cco:14: put
   ccogen_copy_group(c, 1, 3932160ULL, -1, 0ULL, 262144ULL, true);
   ccogen_copy_group(c, 1, 3670016ULL, -1, 262144ULL, 262144ULL, true);
   ccogen_copy_group(c, 1, 3407872ULL, -1, 524288ULL, 262144ULL, true);
@@ -96,15 +96,15 @@ __device__ __forceinline__ void ccogen_lane_ship_ship_r0_b0(const ccogen_ctx& c)
   ccogen_copy_group(c, 1, 2097152ULL, -1, 1835008ULL, 262144ULL, true);
   ccogen_ctasync_group(c);
   ccogen_csignal_group(c, 1, 4194304ULL, 1ULL);
-  // protocols/lane_ship.cco:15: quiet
+  // protocols/lane_ship.cco:16: quiet
   ccogen_quiet_group(c);
 }
 
 // rank 1, logical block 0 of kernel `ship`
 __device__ __forceinline__ void ccogen_lane_ship_ship_r1_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 0;
-  // protocols/lane_ship.cco:18: wait_signal
-  ccogen_cwait_group(c, 4194304ULL, 1ULL, 1ULL, 18, 0, 0, 1, 4ULL);
+  // protocols/lane_ship.cco:19: wait_signal
+  ccogen_cwait_group(c, 4194304ULL, 1ULL, 1ULL, 19, 0, 0, 1, 4ULL);
   ccogen_ctasync_group(c);
 }
 

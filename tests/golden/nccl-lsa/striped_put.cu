@@ -73,35 +73,43 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 }
 // ---- end of the nccl-lsa primitives ----
 
-// ======== kernel `push` (protocols/striped_put.cco:8): 1 logical block(s) x 32 CTA(s) x 512 threads
+// ======== kernel `push` (protocols/striped_put.cco:9): 1 logical block(s) x 32 CTA(s) x 512 threads
 
 // rank 0, logical block 0 of kernel `push`
 __device__ __forceinline__ void ccogen_striped_put_push_r0_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 1;
   if (c.cta_in_group == 0) {
     if (ccogen_is_warp(c, 0)) {
-      // protocols/striped_put.cco:11: put
+      // protocols/striped_put.cco:12: put
       ccogen_copy_warp(c, 1, 8388608ULL, -1, 0ULL, 2097152ULL, true);
       ccogen_sync_warp(c, 1ULL, kSyncs);
       ccogen_signal_warp(c, 1, 16777216ULL, 1ULL);
+      // protocols/striped_put.cco:14: quiet
+      ccogen_quiet_warp(c);
     }
     if (ccogen_is_warp(c, 1)) {
-      // protocols/striped_put.cco:11: put
+      // protocols/striped_put.cco:12: put
       ccogen_copy_warp(c, 1, 10485760ULL, -1, 2097152ULL, 2097152ULL, true);
       ccogen_sync_warp(c, 1ULL, kSyncs);
       ccogen_signal_warp(c, 1, 16777224ULL, 1ULL);
+      // protocols/striped_put.cco:14: quiet
+      ccogen_quiet_warp(c);
     }
     if (ccogen_is_warp(c, 2)) {
-      // protocols/striped_put.cco:11: put
+      // protocols/striped_put.cco:12: put
       ccogen_copy_warp(c, 1, 12582912ULL, -1, 4194304ULL, 2097152ULL, true);
       ccogen_sync_warp(c, 1ULL, kSyncs);
       ccogen_signal_warp(c, 1, 16777232ULL, 1ULL);
+      // protocols/striped_put.cco:14: quiet
+      ccogen_quiet_warp(c);
     }
     if (ccogen_is_warp(c, 3)) {
-      // protocols/striped_put.cco:11: put
+      // protocols/striped_put.cco:12: put
       ccogen_copy_warp(c, 1, 14680064ULL, -1, 6291456ULL, 2097152ULL, true);
       ccogen_sync_warp(c, 1ULL, kSyncs);
       ccogen_signal_warp(c, 1, 16777240ULL, 1ULL);
+      // protocols/striped_put.cco:14: quiet
+      ccogen_quiet_warp(c);
     }
   }
   ccogen_sync_group(c, 1ULL, kSyncs);
@@ -110,17 +118,17 @@ __device__ __forceinline__ void ccogen_striped_put_push_r0_b0(const ccogen_ctx& 
 // rank 1, logical block 0 of kernel `push`
 __device__ __forceinline__ void ccogen_striped_put_push_r1_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 0;
-  // protocols/striped_put.cco:15: wait_signal
-  ccogen_cwait_group(c, 16777216ULL, 1ULL, 1ULL, 15, 0, 0, 1, 1ULL);
+  // protocols/striped_put.cco:17: wait_signal
+  ccogen_cwait_group(c, 16777216ULL, 1ULL, 1ULL, 17, 0, 0, 1, 1ULL);
   ccogen_ctasync_group(c);
-  // protocols/striped_put.cco:15: wait_signal
-  ccogen_cwait_group(c, 16777224ULL, 1ULL, 1ULL, 15, 0, 1, 1, 1ULL);
+  // protocols/striped_put.cco:17: wait_signal
+  ccogen_cwait_group(c, 16777224ULL, 1ULL, 1ULL, 17, 0, 1, 1, 1ULL);
   ccogen_ctasync_group(c);
-  // protocols/striped_put.cco:15: wait_signal
-  ccogen_cwait_group(c, 16777232ULL, 1ULL, 1ULL, 15, 0, 2, 1, 1ULL);
+  // protocols/striped_put.cco:17: wait_signal
+  ccogen_cwait_group(c, 16777232ULL, 1ULL, 1ULL, 17, 0, 2, 1, 1ULL);
   ccogen_ctasync_group(c);
-  // protocols/striped_put.cco:15: wait_signal
-  ccogen_cwait_group(c, 16777240ULL, 1ULL, 1ULL, 15, 0, 3, 1, 1ULL);
+  // protocols/striped_put.cco:17: wait_signal
+  ccogen_cwait_group(c, 16777240ULL, 1ULL, 1ULL, 17, 0, 3, 1, 1ULL);
   ccogen_ctasync_group(c);
 }
 

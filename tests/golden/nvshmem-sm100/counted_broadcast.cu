@@ -212,15 +212,31 @@ __device__ __forceinline__ void ccogen_putcounted_group(const ccogen_ctx& c, int
   const uint64_t hi = lo + slice < n ? lo + slice : n;
   if (hi == lo) return;
 #if CCOGEN_COUNTED_NATIVE
+  // NVSHMEM loads a global source with TMA (the async proxy) and fences only shared memory
+  // itself: this kernel's generic stores to the source must be fenced first.
+  asm volatile("fence.proxy.async.global;" ::: "memory");
   const int status = nvshmemx_putmem_signal_counted_nbi_block(c.heap + doff + lo, c.heap + soff + lo,
                                                               hi - lo, ccogen_word(c, counter), dp);
   if (status != NVSHMEMX_SUCCESS && threadIdx.x == 0)  // counted writes never fall back: fail loudly
-    ccogen_report(c, 0, dp, -1, 4, hi - lo, static_cast<uint64_t>(status));
+    ccogen_report(c, 0, dp, -1, 5, hi - lo, static_cast<uint64_t>(status));
+  // The payload went through the fabric proxy: order it before this CTA's later generic
+  // signals (a receiver may wait on one of those instead of the counter).
+  asm volatile("fence.proxy.generic::fabric.alias.release.sys;" ::: "memory");
 #else
   nvshmemx_putmem_signal_nbi_block(c.heap + doff + lo, c.heap + soff + lo, hi - lo, ccogen_word(c, counter),
                                    hi - lo, NVSHMEM_SIGNAL_ADD, dp);
 #endif
 }
+
+// After a wait on a signal slot: the data it announces may have come through the fabric
+// proxy (a counted put before the signal): acquire it for generic loads.
+__device__ __forceinline__ void ccogen_fabacquire_group(const ccogen_ctx&) {
+#if CCOGEN_COUNTED_NATIVE
+  asm volatile("fence.proxy.generic::fabric.alias.acquire.sys;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void ccogen_fabacquire_warp(const ccogen_ctx& c) { ccogen_fabacquire_group(c); }
+__device__ __forceinline__ void ccogen_fabacquire_thread(const ccogen_ctx& c) { ccogen_fabacquire_group(c); }
 
 // Wait until the local counter holds the epoch's bytes (wrap-safe, with the acquire
 // that makes the payload visible; a bounded spin first in debug builds).
@@ -270,24 +286,24 @@ __device__ __forceinline__ void ccogen_release_smem() {
 }
 // ---- end of the nvshmem primitives ----
 
-// ======== kernel `bcast` (protocols/counted_broadcast.cco:8): 1 logical block(s) x 32 CTA(s) x 256 threads
+// ======== kernel `bcast` (protocols/counted_broadcast.cco:9): 1 logical block(s) x 32 CTA(s) x 256 threads
 
 // rank 0, logical block 0 of kernel `bcast`
 __device__ __forceinline__ void ccogen_counted_broadcast_bcast_r0_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 1;
-  // protocols/counted_broadcast.cco:11: put
-  // protocols/counted_broadcast.cco:13: commit
+  // protocols/counted_broadcast.cco:12: put
+  // protocols/counted_broadcast.cco:14: commit
   ccogen_putcounted_group(c, 1, 0ULL, 0ULL, 8388608ULL, 8388864ULL);
   ccogen_sync_group(c, 1ULL, kSyncs);
-  // protocols/counted_broadcast.cco:14: quiet
+  // protocols/counted_broadcast.cco:15: quiet
   ccogen_quiet_group(c);
 }
 
 // rank 1, logical block 0 of kernel `bcast`
 __device__ __forceinline__ void ccogen_counted_broadcast_bcast_r1_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 1;
-  // protocols/counted_broadcast.cco:16: wait_count
-  ccogen_waitcounted_group(c, 8388864ULL, 8388608ULL, 8388608ULL, 16, -1, -1, 2);
+  // protocols/counted_broadcast.cco:17: wait_count
+  ccogen_waitcounted_group(c, 8388864ULL, 8388608ULL, 8388608ULL, 17, -1, -1, 2);
   ccogen_sync_group(c, 1ULL, kSyncs);
 }
 

@@ -192,20 +192,20 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 }
 // ---- end of the nvshmem primitives ----
 
-// ======== kernel `batch` (protocols/aggregated_batch.cco:10): 1 logical block(s) x 4 CTA(s) x 512 threads
+// ======== kernel `batch` (protocols/aggregated_batch.cco:11): 1 logical block(s) x 4 CTA(s) x 512 threads
 
 // rank 0, logical block 0 of kernel `batch`
 __device__ __forceinline__ void ccogen_aggregated_batch_batch_r0_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 0;
-  // protocols/aggregated_batch.cco:13: put
-  // protocols/aggregated_batch.cco:13: put
-  // protocols/aggregated_batch.cco:13: put
-  // protocols/aggregated_batch.cco:13: put
-  // protocols/aggregated_batch.cco:13: put
-  // protocols/aggregated_batch.cco:13: put
-  // protocols/aggregated_batch.cco:13: put
-  // protocols/aggregated_batch.cco:16: put
-  // protocols/aggregated_batch.cco:18: commit
+  // protocols/aggregated_batch.cco:14: put
+  // protocols/aggregated_batch.cco:14: put
+  // protocols/aggregated_batch.cco:14: put
+  // protocols/aggregated_batch.cco:14: put
+  // protocols/aggregated_batch.cco:14: put
+  // protocols/aggregated_batch.cco:14: put
+  // protocols/aggregated_batch.cco:14: put
+  // protocols/aggregated_batch.cco:17: put
+  // protocols/aggregated_batch.cco:19: commit
   ccogen_copy_group(c, 1, 3932160ULL, -1, 0ULL, 262144ULL, true);
   ccogen_copy_group(c, 1, 3670016ULL, -1, 262144ULL, 262144ULL, true);
   ccogen_copy_group(c, 1, 3407872ULL, -1, 524288ULL, 262144ULL, true);
@@ -214,15 +214,15 @@ __device__ __forceinline__ void ccogen_aggregated_batch_batch_r0_b0(const ccogen
   ccogen_copy_group(c, 1, 2621440ULL, -1, 1310720ULL, 262144ULL, true);
   ccogen_copy_group(c, 1, 2359296ULL, -1, 1572864ULL, 262144ULL, true);
   ccogen_cputsig_group(c, 1, 2097152ULL, 1835008ULL, 262144ULL, 4194304ULL, 1ULL);
-  // protocols/aggregated_batch.cco:19: quiet
+  // protocols/aggregated_batch.cco:20: quiet
   ccogen_quiet_group(c);
 }
 
 // rank 1, logical block 0 of kernel `batch`
 __device__ __forceinline__ void ccogen_aggregated_batch_batch_r1_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 0;
-  // protocols/aggregated_batch.cco:21: wait_signal
-  ccogen_cwait_group(c, 4194304ULL, 1ULL, 1ULL, 21, 0, 0, 1, 4ULL);
+  // protocols/aggregated_batch.cco:22: wait_signal
+  ccogen_cwait_group(c, 4194304ULL, 1ULL, 1ULL, 22, 0, 0, 1, 4ULL);
   ccogen_ctasync_group(c);
 }
 

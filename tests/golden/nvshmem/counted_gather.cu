@@ -192,27 +192,27 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 }
 // ---- end of the nvshmem primitives ----
 
-// ======== kernel `gather` (protocols/counted_gather.cco:10): 1 logical block(s) x 16 CTA(s) x 512 threads
+// ======== kernel `gather` (protocols/counted_gather.cco:11): 1 logical block(s) x 16 CTA(s) x 512 threads
 
 // rank 0, logical block 0 of kernel `gather`
 __device__ __forceinline__ void ccogen_counted_gather_gather_r0_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 0;
-  // protocols/counted_gather.cco:15: copy
+  // protocols/counted_gather.cco:16: copy
   ccogen_copy_group(c, -1, 1048576ULL, -1, 0ULL, 1048576ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/counted_gather.cco:16: wait_count
-  ccogen_cwait_group(c, 3145984ULL, 1048576ULL, 1048576ULL, 16, -1, -1, 2, 1ULL);
+  // protocols/counted_gather.cco:17: wait_count
+  ccogen_cwait_group(c, 3145984ULL, 1048576ULL, 1048576ULL, 17, -1, -1, 2, 1ULL);
   ccogen_ctasync_group(c);
 }
 
 // rank 1, logical block 0 of kernel `gather`
 __device__ __forceinline__ void ccogen_counted_gather_gather_r1_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 1;
-  // protocols/counted_gather.cco:12: put
+  // protocols/counted_gather.cco:13: put
   ccogen_copy_group(c, 0, 2097152ULL, -1, 0ULL, 1048576ULL, true);
   ccogen_sync_group(c, 1ULL, kSyncs);
   ccogen_signal_group(c, 0, 3145984ULL, 1048576ULL);
-  // protocols/counted_gather.cco:13: quiet
+  // protocols/counted_gather.cco:14: quiet
   ccogen_quiet_group(c);
 }
 

@@ -1,0 +1,73 @@
+"""Two launches back to back: the instance the checker proves things about.
+
+Protocols run in loops, often replayed in a CUDA graph with no host synchronisation
+between launches (language reference section 4, `between_launches:`): a rank may
+start launch N+1 while its peers are still in launch N.  `back_to_back(instance)`
+returns the instance with every rank's op instances repeated for a second launch,
+`OpInst.epoch` 1, indices and preds shifted by the rank's launch length, posting
+groups renumbered.  The happens-before graph of it (`hb_graph.HBGraph`) adds one
+`boundary` event per rank between the launches: the rank's caller reading every
+output (`ensure`) and writing every input (`init(...)`) on the launch's stream, after
+that rank's launch ended and before its next one starts -- and nothing else: no
+other rank waits for it, unless the protocol declares `between_launches: host_sync`
+(then every rank's boundary is joined before any next launch starts).
+
+`launch_matching` gives the waits of the second launch their values: the generated
+code waits for `expected + epoch * total` (slots and counters are never reset), or
+`expected` for a counter the protocol resets.  A wait never returns when it expects
+more than every launch of the instance sends to its key together: a wait of launch 1
+expecting more than one launch sends returns on launch 2's increments (E021 reports
+the value, the graph what happens).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ccogen.analysis.matching import Matching, WaitMatch, counted_writes, increments_of
+from ccogen.ir.instance import Instance, OpInst
+
+LAUNCHES = 2
+
+
+def back_to_back(instance: Instance, launches: int = LAUNCHES) -> Instance:
+    """`instance` launched `launches` times in a row on every rank (see the module docstring)."""
+    if launches == 1 or instance.launches != 1:
+        return instance
+    ranks = []
+    for ops in instance.ranks:
+        n = len(ops)
+        out: list[OpInst] = list(ops)
+        for e in range(1, launches):
+            out += [replace(op, index=op.index + e * n, preds=tuple(p + e * n for p in op.preds),
+                            group=op.group + e * n, epoch=e) for op in ops]
+        ranks.append(tuple(out))
+    return replace(instance, ranks=tuple(ranks), launches=launches)
+
+
+def launch_matching(instance: Instance, single: Matching) -> Matching:
+    """The matching of a back-to-back `instance` from the matching of one launch."""
+    if instance.launches == 1:
+        return single
+    increments, signal_of = increments_of(instance)
+    waits: dict[tuple[int, int], WaitMatch] = {}
+    resets = single.expected.reset_counters
+    for rank, ops in enumerate(instance.ranks):
+        n = instance.launch_len(rank)
+        for op in ops:
+            w = single.waits.get((rank, op.index % n))
+            if w is None:
+                continue
+            e = op.epoch
+            reset = w.kind == "count" and w.key in resets
+            expected = None if w.expected is None else (
+                w.expected if reset else w.expected + e * w.total)
+            # what the key can receive at all: a wait for more than one launch sends can
+            # still return, on the next launch's increments (E021 says it is wrong)
+            total = w.total if reset else instance.launches * w.total
+            waits[(rank, op.index)] = replace(w, op=op.index, expected=expected, total=total)
+    return Matching(increments=increments, counted=counted_writes(instance), waits=waits,
+                    expected=single.expected, modes=single.modes, signal_of=signal_of)
+
+
+__all__ = ["LAUNCHES", "back_to_back", "launch_matching"]

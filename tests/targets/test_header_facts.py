@@ -1,0 +1,258 @@
+"""The target facts the checker and the code generators rely on, each with its header line.
+
+Every test cites the line of the installed vendor header (MORI `cco.hpp`, NCCL
+`nccl_device`, NVSHMEM 3.8) that states the behaviour, then shows that ccogen acts on
+it: a protocol that would hang or corrupt data on that hardware is rejected, or the
+generated code does what the header requires.  A missing toolchain skips the test with
+what to install (see `tests.targets.headers`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import ccogen as cg
+from ccogen.targets import get_target
+from tests.helpers import REPO_ROOT
+from tests.targets.headers import cite, mori, nccl, nvshmem
+
+LINT = REPO_ROOT / "tests" / "lint"
+
+
+def codes(path: Path, **options: object) -> set[str]:
+    result = cg.check(path.read_text(encoding="utf-8"), **options)  # type: ignore[arg-type]
+    return {d.code for d in result.diagnostics if d.is_error}
+
+
+# ============================================================================= MORI
+
+
+def test_mori_waves_are_64_lanes_and_a_block_has_at_most_1024_threads() -> None:
+    """`CCO_WAVE32` is set for gfx1250 only: gfx942/gfx950 warps are 64-lane waves."""
+    cited = cite(mori(), r"#if defined\(__gfx1250__\)\s*\n#define CCO_WAVE32 1", span=2)
+    assert "CCO_WAVE32" in str(cited)
+    caps = get_target("mori-sdma").capabilities
+    assert caps.warp_threads == 64 and caps.max_block_threads == 1024
+    # 32 IR warps are 32 waves: 2048 threads, never clamped to 1024
+    assert codes(LINT / "E005-waves-over-the-block.cco", target="mori-sdma") == {"E005"}
+    assert codes(LINT / "E005-waves-over-the-block.cco", target="nccl-lsa") == set()
+    assert codes(LINT / "E005-waves-over-the-block-ok.cco", target="mori-sdma") == set()
+
+
+def test_mori_lanes_group_per_peer_and_queue_so_local_signals_count_per_group() -> None:
+    """Thread-scope lanes are grouped by `queueKey = peer * n + queueId`; each group
+    signals once, into the sender's slot `[myLsaRank * n + q]` for a local signal."""
+    cite(mori(), r"queueKey = static_cast<uint32_t>\(peer\) \* n \+ static_cast<uint32_t>"
+                 r"\(queueId\)")
+    cite(mori(), r"if constexpr \(localSignal\) localTarget = s\.signalBuf \+ slot;")
+    cite(mori(), r"One signal for the group, after every copy in it\.")
+    assert codes(LINT / "E025-local-signal-per-peer.cco", ranks=(3,)) == {"E025"}
+    assert codes(LINT / "E025-local-signal-per-peer-ok.cco", ranks=(3,)) == set()
+
+
+def test_mori_a_plain_op_waits_behind_uncommitted_aggregate_ops() -> None:
+    """`submitPacket` spins until the committed pointer equals the op's own slot, and only
+    `commit` (`ccoSdmaRingQueueDbr`) moves it past reserved aggregate ops."""
+    cite(mori(), r"while \(__hip_atomic_load\(impl::global\(committedWptr\), __ATOMIC_RELAXED,"
+                 r"\s*\n\s*__HIP_MEMORY_SCOPE_AGENT\) != base\)", span=2)
+    cite(mori(), r"constexpr bool kRing = !\(optFlags & ccoSdmaOptFlagsAggregate\);")
+    assert codes(LINT / "E020-plain-behind-batch.cco") == {"E020"}
+    assert codes(LINT / "E020-plain-behind-batch-ok.cco") == set()
+
+
+def test_mori_commit_rings_everything_reserved_on_the_queue() -> None:
+    """`ccoSdmaRingQueueDbr` rings from the committed pointer to the reservation pointer
+    (`cachedWptr`): every issuer's reserved slot, written or not."""
+    cite(mori(), r"// Ring the doorbell for everything placed-but-not-rung on this queue\.")
+    cite(mori(), r"uint64_t pending = __hip_atomic_load\(impl::global\(handle\.cachedWptr\)")
+    cite(mori(), r"if \(pending != base\) handle\.submitPacket\(base, pending\);")
+    assert codes(LINT / "E028-shared-queue-doorbell.cco") == {"E028"}
+    assert codes(LINT / "E028-shared-queue-doorbell-ok.cco") == set()
+
+
+# ============================================================================= NCCL CFT
+
+GET_AFTER_COPY = """
+protocol fetch(size: bytes = 4 KiB):
+    team lsa(2)
+    window x: size
+    window fresh: size
+    window out: size
+    window note: 16
+
+    kernel k(threads=64):
+        if me == 1:
+            copy(dst=x, src=fresh)
+            put(0, dst=note, src=note, queue=0, signal="remote")
+            quiet(0)
+        else:
+            wait_signal(1, queue=0)
+            get(1, dst=out, src=x, queue=0, signal="local")
+            wait_signal(0, queue=0)
+        barrier()
+
+    ensure:
+        if me == 0:
+            out == init(fresh@1)
+"""
+
+
+def _generated(text: str, target: str, arch: str | None = None) -> str:
+    from ccogen.compiler import compile_protocol
+    from ccogen.syntax import parse_ir
+
+    return compile_protocol(parse_ir(text, "p.cco"), target, source="p.cco", ranks=2,
+                            arch=arch).files["kernels.cu"]
+
+
+def test_cft_a_peer_get_of_generic_stores_needs_the_generic_to_fabric_fence() -> None:
+    """`ncclMemFence(release, Generic, Fabric, Sys)` is the `fence.proxy.fabric::generic`
+    release: what a `copy` stored must be released to the fabric proxy before the signal
+    after which the peer's `cft.get` reads it."""
+    cite(nccl("nccl_device/impl/cft__funcs.h"),
+         r"if \(producer == ncclMemProxyType::Generic && consumer == ncclMemProxyType::Fabric\)")
+    cite(nccl("nccl_device/impl/cft__funcs.h"),
+         r'asm volatile\("fence\.proxy\.fabric::generic\.alias\.release\.sys;"')
+    assert not [d for d in cg.check(GET_AFTER_COPY).diagnostics if d.is_error]
+    text = _generated(GET_AFTER_COPY, "nccl-cft")
+    assert "constexpr bool kPeersRead = true;" in text
+    flag = text[text.index("void ccogen_flag("):]
+    fence = flag.index("if (kPeersRead)")
+    assert flag.index("ncclMemProxyType::Generic, ncclMemProxyType::Fabric,\n"
+                      "                 ncclMemFenceScope::Sys)", fence) < flag.index("cft.red")
+    no_get = GET_AFTER_COPY.replace('            get(1, dst=out, src=x, queue=0, signal="local")\n'
+                                    '            wait_signal(0, queue=0)\n', "")
+    no_get = no_get[:no_get.index("    ensure:")]
+    assert "constexpr bool kPeersRead = false;" in _generated(no_get, "nccl-cft")
+
+
+def test_cft_a_failed_fabric_operation_is_reported() -> None:
+    """`fabric.try_*` ops complete through their mbarrier with a report; `flush` returns it
+    (`hasReport`, `report`): dropping it would turn a failed put into a silent hang."""
+    cite(nccl("nccl_device/cft.h"),
+         r"void flush\(OpCoop coop, bool\* hasReport = nullptr, uint32_t\* report = nullptr\);")
+    cite(nccl("nccl_device/impl/cft__funcs.h"), r'"fabric\.try_put\.async\.shared::cta\.mbarrier::'
+                                                r'complete_tx::16B\.mbarrier::report::fabric')
+    text = _generated(GET_AFTER_COPY, "nccl-cft")
+    assert "cft.flush(coop);" not in text
+    assert "cft.flush(coop, &failed, &report);\n" \
+           "  if (failed && coop.thread_rank() == 0) ccogen_report(c, 0, peer, -1, 6, 0, report);" \
+           in text
+    from ccogen.rt.debug import KIND_FABRIC_REPORT, DebugRecord, describe_wait
+    record = DebugRecord(1, 0, 0, 1, -1, KIND_FABRIC_REPORT, 0, 3, 2)
+    assert describe_wait(record, "p.cco") == ("rank 0: a fabric operation toward rank 1 failed "
+                                              "(CFT report 0x3) (epoch 2)")
+
+
+# ============================================================================= NVSHMEM
+
+COUNTED_THEN_SIGNAL = """
+protocol counted_then_flag(size: bytes = 4 KiB):
+    team lsa(2)
+    between_launches: host_sync
+    counter landed
+    window src: size
+    window stage: size
+    window dst: size
+    window note: 16
+    window out: size
+
+    kernel k(threads=256):
+        if me == 0:
+            copy(dst=stage, src=src)
+            put(1, dst=dst, src=stage, queue=0, count=landed)
+            put(1, dst=note, src=note, queue=0, signal="remote")
+            quiet(1)
+        else:
+            wait_signal(0, queue=0)
+            copy(dst=out, src=dst)
+            wait_count(landed)
+
+    ensure:
+        if me == 1:
+            out == init(src@0)
+"""
+
+
+def test_nvshmem_counted_data_comes_through_the_fabric_proxy() -> None:
+    """On sm_100 the counted put is a fabric operation (`fabric_try_put_counted_async`), and
+    NVSHMEM's own put-with-signal fences fabric and generic operations before its signal:
+    a generic signal after a counted put orders nothing by itself.  The generated code
+    releases fabric -> generic after every counted put and acquires after every wait on a
+    signal slot, so a receiver that waits on the signal (not the counter) sees the data."""
+    cite(nvshmem("non_abi/device/pt-to-pt/counted_device.cuh"),
+         r"fabric_try_put_counted_async\(endpoint, data_off, count_off,")
+    cite(nvshmem("non_abi/device/common/nvshmemi_common_device.cuh"),
+         r"// Ensure that signal operation is ordered with respect\s*\n\s*"
+         r"// to earlier fabric / generic operations", span=2)
+    cite(nvshmem("device/logical_endpoint_device.cuh"),
+         r'asm volatile\("fence\.proxy\.generic::fabric\.alias\.release\.sys;\\n"')
+    assert not [d for d in cg.check(COUNTED_THEN_SIGNAL).diagnostics if d.is_error]
+    text = _generated(COUNTED_THEN_SIGNAL, "nvshmem", "sm_100")
+    put = text[text.index("void ccogen_putcounted_group("):]
+    call = put.index("nvshmemx_putmem_signal_counted_nbi_block(")
+    assert put.index('asm volatile("fence.proxy.async.global;"') < call < put.index(
+        'asm volatile("fence.proxy.generic::fabric.alias.release.sys;"')
+    receiver = text[text.index("_r1_b0(const ccogen_ctx& c)"):]
+    receiver = receiver[:receiver.index("\n}\n")]
+    wait = receiver.index("ccogen_wait_group(")
+    acquire = receiver.index("ccogen_fabacquire_group(c);")
+    assert wait < acquire < receiver.index("ccogen_copy_group(")
+    assert "fabacquire" not in _generated(COUNTED_THEN_SIGNAL, "nvshmem")  # sm_90: emulated
+
+
+def test_nvshmem_a_global_counted_source_is_loaded_by_tma_after_generic_stores() -> None:
+    """A global-memory source is staged by TMA (`nvshmemi_tma_g2s_copy_thread`), the async
+    proxy; NVSHMEM fences only shared memory (`fence.proxy.async.shared::cta`).  The
+    `copy` into `stage` above is a generic store: `fence.proxy.async.global` first."""
+    cite(nvshmem("non_abi/device/pt-to-pt/counted_device.cuh"),
+         r"nvshmemi_tma_g2s_copy_thread\(0, staging\[slot\], staging_barrier, src \+ transferred")
+    cite(nvshmem("non_abi/device/common/nvshmemi_common_device.cuh"),
+         r'asm volatile\("fence\.proxy\.async\.shared::cta;\\n" ::: "memory"\);')
+    text = _generated(COUNTED_THEN_SIGNAL, "nvshmem", "sm_100")
+    assert text.count('asm volatile("fence.proxy.async.global;" ::: "memory");') == 1
+
+
+@pytest.mark.toolchain
+@pytest.mark.parametrize(("target", "arch", "text", "wanted"), [
+    ("nvshmem", "sm_100", COUNTED_THEN_SIGNAL,
+     ("fence.proxy.async.global", "fence.proxy.generic::fabric.alias.release.sys",
+      "fence.proxy.generic::fabric.alias.acquire.sys", "counted::bytes")),
+    ("nccl-cft", None, GET_AFTER_COPY, ("fence.proxy.fabric::generic.alias.release.sys",
+                                        "fabric.try_get")),
+], ids=["nvshmem-sm100", "nccl-cft"])
+def test_the_fences_reach_the_ptx(target: str, arch: str | None, text: str,
+                                  wanted: tuple[str, ...], tmp_path: Path) -> None:
+    from ccogen.codegen.files import GeneratedFiles
+    from ccogen.compiler import compile_protocol
+    from ccogen.rt.errors import ToolchainError
+    from ccogen.syntax import parse_ir
+    from ccogen.toolchains import build_dir
+
+    files = compile_protocol(parse_ir(text, "p.cco"), target, source="p.cco", ranks=2,
+                             arch=arch).files
+    GeneratedFiles(files).write(tmp_path)
+    try:
+        build_dir(tmp_path)
+    except ToolchainError as exc:
+        pytest.skip(f"toolchain missing: {exc}")
+    ptx = (tmp_path / "kernels.ptx").read_text()
+    assert all(w in ptx for w in wanted), [w for w in wanted if w not in ptx]
+
+
+def test_nvshmem_counted_writes_need_the_tma_policy_which_the_runtime_sets(tmp_path: Path) -> None:
+    """Counted writes return NVSHMEMX_ERROR_NOT_SUPPORTED unless the TMA policy is ENABLE;
+    the manifest asks for it and the runtime sets it before the engine starts (or refuses
+    a process whose environment says otherwise: tests/runtime/test_requirements.py)."""
+    cite(nvshmem("non_abi/device/pt-to-pt/counted_device.cuh"),
+         r"nvshmemi_device_state_d\.tma_policy != NVSHMEMX_TMA_ENABLE \|\|")
+    from ccogen.compiler import compile_protocol
+    from ccogen.rt.requirements import read
+    from ccogen.syntax import parse_ir
+
+    files = compile_protocol(parse_ir(COUNTED_THEN_SIGNAL, "p.cco"), "nvshmem", source="p.cco",
+                             ranks=2, arch="sm_100").files
+    (tmp_path / "manifest.json").write_text(files["manifest.json"])
+    assert dict(read(tmp_path, "nvshmem").env) == {"NVSHMEM_TMA_POLICY": "ENABLE"}
