@@ -342,6 +342,11 @@ def walk_names(node: object) -> Iterator[nodes.Var | nodes.ParamRef]:
         return
     if isinstance(node, nodes.Var | nodes.ParamRef):
         yield node
+    elif isinstance(node, nodes.GenExpr):  # its variable is bound inside it
+        yield from walk_names(node.iter)
+        for part in (node.elt, node.cond):
+            yield from (v for v in walk_names(part)
+                        if not (isinstance(v, nodes.Var) and v.name == node.var))
     elif isinstance(node, tuple):
         for item in node:
             yield from walk_names(item)

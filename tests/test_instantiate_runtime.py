@@ -1,0 +1,55 @@
+"""Instantiating run-time values (ccogen/instantiate/runtime.py): symbolic footprints,
+what a `load` reads, bounds from `require`, and concrete instances for given contents."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ccogen.instantiate import instantiate, preconditions, uses_runtime
+from ccogen.ir.opkind import OpKind
+from ccogen.ir.runtime import Rt
+from ccogen.sim.runtime import contents_with
+from ccogen.syntax import load_ir
+
+ROOT = Path(__file__).resolve().parent.parent
+A2AV = load_ir(ROOT / "protocols" / "alltoallv.cco")
+
+
+def test_only_run_time_protocols_are_run_time() -> None:
+    assert uses_runtime(A2AV)
+    assert not uses_runtime(load_ir(ROOT / "protocols" / "alltoall.cco"))
+
+
+def test_require_bounds_every_named_element() -> None:
+    bounds, memories, params = preconditions(A2AV, 3, {"cap": 8})
+    assert bounds[("counts", 1, 2)] == (0, 8)
+    assert len(bounds) == 9 and params["cap"] == 8 and memories["recv"].count == 24
+
+
+def test_a_symbolic_instance_holds_footprints_and_exact_forms() -> None:
+    inst, diags = instantiate(A2AV, 3, {"cap": 8})
+    assert inst is not None and not [d for d in diags if d.is_error]
+    assert inst.runtime == "symbolic"
+    puts = [op for op in inst.ranks[0] if op.kind is OpKind.PUT and op.queue == 1]
+    assert [(op.peer, op.dst.start, op.dst.stop) for op in puts] == [(1, 0, 16), (2, 0, 16)]  # type: ignore[union-attr]
+    start, stop = puts[0].dst.runtime  # type: ignore[misc, union-attr]
+    assert start == 0 and isinstance(stop, Rt) and stop.text() == "2 * counts@0[1]"
+    # `got[p]` in `ensure` is the count its sender put there: followed back to `counts`
+    assert inst.unchecked == 3 * 3 and any(c.runtime for c in inst.checks)
+
+
+def test_a_concrete_instance_takes_the_contents_lengths() -> None:
+    counts = [np.array([0, 3, 8]), np.array([1, 0, 2]), np.array([5, 5, 0])]
+    contents = contents_with(A2AV, 3, {"cap": 8}, {"counts": counts})
+    inst, diags = instantiate(A2AV, 3, {"cap": 8}, contents=contents)
+    assert inst is not None and not [d for d in diags if d.is_error]
+    assert inst.runtime == "concrete" and inst.unchecked == 0
+    sizes = {(op.rank, op.peer): op.dst.size for ops in inst.ranks for op in ops  # type: ignore[union-attr]
+             if op.kind is OpKind.PUT and op.queue == 1}
+    assert sizes == {(0, 1): 6, (0, 2): 16, (1, 0): 2, (1, 2): 4, (2, 0): 10, (2, 1): 10}
+    # the ensure line of rank 1 about rank 2 compares got[2] = counts@2[1] = 5 elements
+    lengths = {c.left.size for c in inst.checks if c.rank == 1 and c.left.window == "recv"
+               and c.left.start >= 2 * 16}
+    assert lengths == {10}
