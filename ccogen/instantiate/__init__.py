@@ -82,10 +82,20 @@ different messages of one code are shown, then a count of the rest.  The instanc
 is None only when declarations fail (parameters, team, windows, queue count,
 launch sizes) or a limit is hit; a bad op is skipped and the rest still built.
 
+*Run-time values* (language v2 §3, §4; `runtime`).  A protocol that reads run-time
+values (`load`, `require`) is instantiated symbolically by default: `require` bounds
+initial elements, a `load` is an `ccogen.ir.runtime.Rt`, a region with run-time bounds
+is its footprint over the bounded range (`RegionInst.runtime` keeps the exact forms),
+a run-time `expected=` of `wait_count` is `OpInst.expected_rt`, and `ensure` lines with
+run-time bounds or weights are `CheckInst.runtime` (their values are the simulator's).
+With `contents=`, every `load` reads those contents and the instance is concrete (a
+run-time length may then be 0).  Unbounded bounds and run-time control flow are E004;
+a footprint outside its window, or lengths that may differ, E003.
+
 Modules: `params` (`--param` values), `findings` (merged diagnostics), `declarations`,
 `evaluating` (per-rank evaluation, limits, ranks and regions), `unroll` (kernel
 bodies into pending op instances), `ensure`, `finalize` (queues `auto`, groups,
-`OpInst`s), `limits`.
+`OpInst`s), `limits`, `runtime` (`require`, what loads read, contents).
 """
 
 from __future__ import annotations
