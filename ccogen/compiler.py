@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ccogen.diag import Diagnostic, error
+from ccogen.diag import error
 from ccogen.errors import DiagnosticError
 from ccogen.ir.instance import Instance
 from ccogen.ir.nodes import Protocol
