@@ -46,7 +46,13 @@ from dataclasses import dataclass
 
 from ccogen import __version__
 from ccogen.analysis import Analysis, analyse
-from ccogen.codegen.backends.base import Backend, Options, check_budget, manifest_head
+from ccogen.codegen.backends.base import (
+    Backend,
+    Options,
+    check_budget,
+    manifest_head,
+    refuse_buffers,
+)
 from ccogen.codegen.files import GeneratedFiles, banner, options_hash
 from ccogen.codegen.jinja import render
 from ccogen.codegen.layout import HeapLayout, plan_heap
@@ -209,6 +215,10 @@ class _Lowering:
                 raise Unsupported("`barrier()` inside `warps` or `lanes` is not supported by "
                                   "`mori-sdma`", op.span)
             out.append(Stmt("call", func="ccogen_barrier_block", args=("c",)))
+        elif kind.traits.reduces:
+            raise Unsupported("a local `reduce` is not generated on `mori-sdma` yet (it would "
+                              "run on the compute units of the HIP kernel); generate it for "
+                              "`nccl-lsa` or `nvshmem`", op.span)
         else:
             raise Unsupported(f"`{kind}` has no lowering on `mori-sdma`", op.span)
         return out
@@ -421,6 +431,7 @@ class MoriSdma(Backend):
         if options.epoch_from_heap:
             raise Unsupported("Options.epoch_from_heap is implemented for nccl-lsa and nvshmem "
                               "only", None)
+        refuse_buffers(instance, self.name)
         model, layout = self.model(instance, source, options)
         files = {
             "kernels.hip": render("mori_sdma/kernels.hip.j2", model=model),

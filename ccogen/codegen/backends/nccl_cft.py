@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ccogen.codegen.backends.base import Options
+from ccogen.codegen.backends.base import Options, refuse_buffers
 from ccogen.codegen.backends.counted import counted_waits, fuse_counted, map_steps
 from ccogen.codegen.backends.sm import SmBackend
 from ccogen.codegen.files import GeneratedFiles
@@ -104,6 +104,13 @@ class NcclCft(SmBackend):
             raise Unsupported("`get` in a protocol with counted puts: the heap is then a "
                               "counted window, whose logical endpoints take counted writes "
                               "only", first.span)
+        refuse_buffers(instance, self.name)
+        reduce = next((op for ops in instance.ranks for op in ops if op.kind.traits.reduces),
+                      None)
+        if reduce is not None:
+            raise Unsupported("`reduce` is not generated on `nccl-cft` yet (a local combine "
+                              "on the SMs; a peer's source would need `cft.get` staging): "
+                              "generate it for `nccl-lsa` or `nvshmem`", reduce.span)
         return super().generate(instance, source, replace(options, arch=effective_arch(options)))
 
     def plan_layout(self, instance: Instance, scratch: int) -> HeapLayout:
