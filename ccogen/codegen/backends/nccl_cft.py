@@ -28,13 +28,19 @@ primitives the template prints are CFT ones:
 
 Transfers at thread scope (lanes whose op sequences differ) are refused: staging needs a
 CTA or a warp.
+
+Language v2: a `reduce` of local operands (windows of this rank, local buffers) runs on the
+SMs as on nccl-lsa (the shared device header's `ccogen_reduce_*`); a peer's source is E042
+from the capability table (CFT gives the SMs no pointer into a peer's window).  `signal`
+is the fenced flag update of a signalled put, without data.  Local buffers are kernel
+parameters `buffer:NAME` (staged puts read from them, local copies and gets write them).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ccogen.codegen.backends.base import Options, refuse_buffers
+from ccogen.codegen.backends.base import Options
 from ccogen.codegen.backends.counted import counted_waits, fuse_counted, map_steps
 from ccogen.codegen.backends.sm import SmBackend
 from ccogen.codegen.files import GeneratedFiles
@@ -79,7 +85,7 @@ def cft_layout(instance: Instance, scratch_words: int) -> CftLayout:
     scratch = Placed("<scratch>", offset, base.scratch.size)
     size = _round_up(offset + scratch.size, 4096)
     return CftLayout(base.windows, signals, tuple(counters), scratch, size, instance.queues,
-                     sink=sink)
+                     base.buffers, sink=sink)
 
 
 def effective_arch(options: Options) -> str:
@@ -104,13 +110,6 @@ class NcclCft(SmBackend):
             raise Unsupported("`get` in a protocol with counted puts: the heap is then a "
                               "counted window, whose logical endpoints take counted writes "
                               "only", first.span)
-        refuse_buffers(instance, self.name)
-        reduce = next((op for ops in instance.ranks for op in ops if op.kind.traits.reduces),
-                      None)
-        if reduce is not None:
-            raise Unsupported("`reduce` is not generated on `nccl-cft` yet (a local combine "
-                              "on the SMs; a peer's source would need `cft.get` staging): "
-                              "generate it for `nccl-lsa` or `nvshmem`", reduce.span)
         return super().generate(instance, source, replace(options, arch=effective_arch(options)))
 
     def plan_layout(self, instance: Instance, scratch: int) -> HeapLayout:

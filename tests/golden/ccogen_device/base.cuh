@@ -363,6 +363,44 @@ __device__ __forceinline__ void ccogen_rank_sync(const ccogen_ctx& c, uint64_t s
                      seq, c.rank_syncs);
 }
 
+// The target defines it after including this file.  The address of an operand for loads and stores: the heap (peer -1), a peer's heap
+// (`line` names the protocol op, for a peer the target cannot load from) or a local
+// buffer (peer -2 - i).
+__device__ __forceinline__ char* ccogen_ptr(const ccogen_ctx& c, uint64_t off, int peer, int line);
+
+// `reduce` at group (each CTA its 16-byte-aligned slice), warp and thread scope.
+template <typename T, typename A, int OP, int N, bool W>
+__device__ __forceinline__ void ccogen_reduce_at(const ccogen_ctx& c, int dp, uint64_t doff,
+                                                 const ccogen_addr (&s)[N], const A* w, uint64_t lo,
+                                                 uint64_t hi, bool vec, int line, uint64_t t, uint64_t nt) {
+  if (hi <= lo) return;
+  const char* src[N];
+#pragma unroll
+  for (int k = 0; k < N; ++k) src[k] = ccogen_ptr(c, s[k].off + lo, s[k].peer, line);
+  ccogen_reduce_range<T, A, OP, N, W>(ccogen_ptr(c, doff + lo, dp, line), src, w, hi - lo, vec, t, nt);
+}
+template <typename T, typename A, int OP, int N, bool W>
+__device__ __forceinline__ void ccogen_reduce_group(const ccogen_ctx& c, int dp, uint64_t doff,
+                                                    const ccogen_addr (&s)[N], const A* w, uint64_t n,
+                                                    bool vec, int line) {
+  uint64_t lo, hi;
+  ccogen_cta_slice(c, n, &lo, &hi);
+  ccogen_reduce_at<T, A, OP, N, W>(c, dp, doff, s, w, lo, hi, vec, line, threadIdx.x, blockDim.x);
+}
+template <typename T, typename A, int OP, int N, bool W>
+__device__ __forceinline__ void ccogen_reduce_warp(const ccogen_ctx& c, int dp, uint64_t doff,
+                                                   const ccogen_addr (&s)[N], const A* w, uint64_t n,
+                                                   bool vec, int line) {
+  ccogen_reduce_at<T, A, OP, N, W>(c, dp, doff, s, w, 0, n, vec, line, threadIdx.x % 32, 32);
+  __syncwarp();
+}
+template <typename T, typename A, int OP, int N, bool W>
+__device__ __forceinline__ void ccogen_reduce_thread(const ccogen_ctx& c, int dp, uint64_t doff,
+                                                     const ccogen_addr (&s)[N], const A* w, uint64_t n,
+                                                     bool vec, int line) {
+  ccogen_reduce_at<T, A, OP, N, W>(c, dp, doff, s, w, 0, n, vec, line, 0, 1);
+}
+
 __device__ __forceinline__ void ccogen_fill_ctx(ccogen_ctx& c, char* heap, uint64_t epoch,
                                                 ccogen_debug_record* dbg, int rank, unsigned ctas,
                                                 uint64_t group_scratch, uint64_t rank_scratch,
