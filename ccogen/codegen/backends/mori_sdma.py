@@ -56,8 +56,11 @@ from ccogen.codegen.backends.base import (
 from ccogen.codegen.files import GeneratedFiles, banner, options_hash
 from ccogen.codegen.jinja import render
 from ccogen.codegen.layout import HeapLayout, plan_heap
+from ccogen.codegen.model import LOCAL, Reduction
 from ccogen.codegen.naming import c_identifier
 from ccogen.codegen.plan import Unsupported, block_ops, segments_of
+from ccogen.codegen.reduce import CTYPES, reduction
+from ccogen.ir.dtype import DType
 from ccogen.ir.instance import Instance, IssuerLevel, OpInst
 from ccogen.ir.nodes import Mode
 from ccogen.ir.opkind import OpKind
@@ -66,6 +69,8 @@ from ccogen.targets.mori_sdma import CAPABILITIES as CAPS
 WAVE = 64
 ARCHES = ("gfx942", "gfx950")
 MAX_BLOCK_DIM = 1024
+# HIP spellings of the half-precision element types (the kernels define `ccogen_bf16`).
+HIP_CTYPES = {**CTYPES, DType.F16: "_Float16", DType.BF16: "ccogen_bf16"}
 COOP = {"block": "ccoCoopBlock", "warp": "ccoCoopWarp", "thread": "ccoCoopThread"}
 LEADER = {"block": "threadIdx.x == 0", "warp": "ccogen_lane_id() == 0", "thread": ""}
 SYNC = {"block": "__syncthreads()", "warp": "ccogen_sync_wave()", "thread": ""}
@@ -81,7 +86,8 @@ class Stmt:
     kinds: `comment` (text); `call` (`func<targs>(args)`, under `guard` when set);
     `wait` (`func(args)` then the acquire fence, under `guard`); `sync` (text is the
     statement); `lanes` (a per-lane table: `rows` of (thread, ((field, value), ...)),
-    then `func<targs>(args)` by the lanes of the table, `acquire` after it for waits).
+    then `func<targs>(args)` by the lanes of the table, `acquire` after it for waits);
+    `reduce` (`func<reduction's types>(c, args...)` over the sources of `reduction`).
     """
 
     kind: str
@@ -92,6 +98,7 @@ class Stmt:
     guard: str = ""
     rows: tuple[tuple[int, tuple[tuple[str, str], ...]], ...] = ()
     acquire: bool = False
+    reduction: Reduction | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +150,7 @@ class MoriModel:
     entry: str  # prefix of the host entry's C functions
     lsa_barrier_count: int
     wave: int = WAVE
+    reduces: bool = False  # print the `reduce` primitives
 
 
 # ============================================================================= lowering
@@ -216,12 +224,21 @@ class _Lowering:
                                   "`mori-sdma`", op.span)
             out.append(Stmt("call", func="ccogen_barrier_block", args=("c",)))
         elif kind.traits.reduces:
-            raise Unsupported("a local `reduce` is not generated on `mori-sdma` yet (it would "
-                              "run on the compute units of the HIP kernel); generate it for "
-                              "`nccl-lsa` or `nvshmem`", op.span)
+            out.append(self.reduce(op, scope))
         else:
             raise Unsupported(f"`{kind}` has no lowering on `mori-sdma`", op.span)
         return out
+
+    def reduce(self, op: OpInst, scope: str) -> Stmt:
+        """A local `reduce` on the compute units (a peer's source is E042 before this)."""
+        assert op.dst is not None
+        (peer, dst), spec = reduction(op, self.layout, HIP_CTYPES)
+        if peer != LOCAL or any(p != LOCAL for p, _ in spec.srcs):
+            raise Unsupported("a `reduce` on `mori-sdma` reads and writes local windows only",
+                              op.span)
+        return Stmt("reduce", func=f"ccogen_reduce_{scope}",
+                    args=(f"{dst}ULL", f"{op.dst.size}ULL", _cbool(spec.vector > 1)),
+                    reduction=spec)
 
     def copy_args(self, op: OpInst) -> tuple[str, ...]:
         assert op.dst is not None and op.src is not None
@@ -457,7 +474,8 @@ class MoriSdma(Backend):
             banner=banner(source, __version__, options_hash(opts)), nranks=instance.nranks,
             queues=instance.queues, heap_size=layout.size, debug=options.debug,
             kernels=kernels, entry=c_identifier(instance.protocol.name),
-            lsa_barrier_count=1 if any(k.barrier for k in kernels) else 0)
+            lsa_barrier_count=1 if any(k.barrier for k in kernels) else 0,
+            reduces=any(op.kind.traits.reduces for ops in instance.ranks for op in ops))
         return model, layout
 
     def kernel(self, instance: Instance, index: int, low: _Lowering) -> Kernel:
