@@ -87,3 +87,22 @@ def test_buffer_is_a_kernel_parameter_in_the_manifest() -> None:
     assert manifest["windows"][0]["dtype"] == "f32"
     assert "char* buf_out" in files["kernels.cu"]
     assert "ccogen_reduce_group<float, float, CCOGEN_MAX, 2, false>" in files["kernels.cu"]
+
+
+def test_unaligned_chunks_take_the_element_path() -> None:
+    # two-shot with 1001 f32 per chunk: rank 1's chunk starts 4004 bytes in, not 16-aligned
+    from pathlib import Path
+
+    from ccogen.codegen.backends import Options, get_backend
+    from ccogen.syntax import load_ir
+
+    path = Path(__file__).resolve().parents[2] / "protocols" / "allreduce_twoshot.cco"
+    instance, diags = instantiate(load_ir(path), 2, {"chunk": 1001, "T": DType.F32})
+    assert instance is not None, diags
+    model, _ = get_backend("nccl-lsa").model(instance, "t.cco", Options())  # type: ignore[attr-defined]
+    steps = {p.rank: s for k in model.kernels for p in k.programs for seg in p.segments
+             for s in seg.steps if s.kind == "reduce"}
+    r0, r1 = steps[0].reduction, steps[1].reduction
+    assert r0 is not None and r1 is not None
+    assert r0.vector == VECTOR and steps[0].vec  # chunk 0 starts at the window's start
+    assert r1.vector == 4 and not steps[1].vec  # 4004 bytes in: one f32 at a time

@@ -59,7 +59,7 @@ from ccogen.codegen.layout import HeapLayout, plan_heap
 from ccogen.codegen.model import LOCAL, Reduction
 from ccogen.codegen.naming import c_identifier
 from ccogen.codegen.plan import Unsupported, block_ops, segments_of
-from ccogen.codegen.reduce import CTYPES, reduction
+from ccogen.codegen.reduce import CTYPES, VECTOR, reduction
 from ccogen.ir.dtype import DType
 from ccogen.ir.instance import Instance, IssuerLevel, OpInst
 from ccogen.ir.nodes import Mode
@@ -237,7 +237,7 @@ class _Lowering:
             raise Unsupported("a `reduce` on `mori-sdma` reads and writes local windows only",
                               op.span)
         return Stmt("reduce", func=f"ccogen_reduce_{scope}",
-                    args=(f"{dst}ULL", f"{op.dst.size}ULL", _cbool(spec.vector > 1)),
+                    args=(f"{dst}ULL", f"{op.dst.size}ULL", _cbool(spec.vector == VECTOR)),
                     reduction=spec)
 
     def copy_args(self, op: OpInst) -> tuple[str, ...]:
