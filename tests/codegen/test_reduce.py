@@ -106,3 +106,14 @@ def test_unaligned_chunks_take_the_element_path() -> None:
     assert r0 is not None and r1 is not None
     assert r0.vector == VECTOR and steps[0].vec  # chunk 0 starts at the window's start
     assert r1.vector == 4 and not steps[1].vec  # 4004 bytes in: one f32 at a time
+
+
+def test_peer_loads_in_a_world_team_are_refused_on_nvshmem() -> None:
+    from ccogen.errors import DiagnosticError
+
+    source = SOURCE.format(n=64, dtype="f32", op="sum", weights="").replace(
+        "team lsa", "team world")
+    with pytest.raises(DiagnosticError) as info:
+        compile_protocol(parse_ir(source, "r.cco"), "nvshmem", source="r.cco", ranks=2)
+    (d,) = info.value.diagnostics
+    assert d.code == "E042" and "needs `team lsa`" in d.message

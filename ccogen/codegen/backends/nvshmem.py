@@ -40,6 +40,7 @@ from ccogen.codegen.ll import LLPlan
 from ccogen.codegen.model import LOCAL, Branch, KernelModel, ProtocolModel, Segment, Step
 from ccogen.codegen.plan import Unsupported
 from ccogen.ir.instance import Instance
+from ccogen.ir.nodes import TeamKind
 
 COUNTED_ARCH = 100  # sm_100: CFT, the hardware path of counted writes
 DONATED_SMEM = 32768  # NVSHMEMX_SMEM_MINIMUM: the payload comes from global memory
@@ -88,6 +89,15 @@ class Nvshmem(SmBackend):
     add_primitives = True
 
     def generate(self, instance: Instance, source: str, options: Options) -> GeneratedFiles:
+        if instance.protocol.team.kind is TeamKind.WORLD:
+            loads = next((op for ops in instance.ranks for op in ops if op.kind.traits.reduces
+                          and any(s.rank != op.rank for s in op.srcs)), None)
+            if loads is not None:
+                raise Unsupported(
+                    "a `reduce` that loads a peer's window needs `team lsa` on `nvshmem`: a "
+                    "`team world` may span nodes, where `nvshmem_ptr` gives no pointer; "
+                    "bring the peer's region over with a `put` or `get` first and reduce "
+                    "locally, or write `team lsa` if every rank is on one node", loads.span)
         self._native = native_counted(options)
         # sm_100's counted path: NVSHMEM's put needs more than the 128 registers a
         # 512-thread CTA leaves, and its counted wait runs on the leader alone.
