@@ -21,8 +21,6 @@ constexpr bool kCountedHeap = false;  // NCCL_WIN_CFT_COUNTED window
 constexpr uint64_t kNoCounter = ~0ULL;
 // On a counted window every fabric write is counted; uncounted ones count into this word.
 constexpr uint64_t kSink = 18446744073709551615ULL;
-// Peers `get` from this heap through the fabric proxy: signals release generic stores to it.
-constexpr bool kPeersRead = false;
 
 __shared__ alignas(16) unsigned char ccogen_stage[kStageBytes];
 __shared__ ncclCftSmem ccogen_cft_bar[33];                 // [0] the CTA, [1 + w] warp w
@@ -33,21 +31,21 @@ __device__ __forceinline__ uint32_t ccogen_warp_stage() {
   return (kStageBytes / (blockDim.x / 32)) & ~15u;
 }
 
+// A local address: my heap (-1) or a local buffer (-2 - i).
+__device__ __forceinline__ char* ccogen_local(const ccogen_ctx& c, uint64_t off, int where) {
+  (void)where;
+  return c.heap + off;
+}
+// `reduce` loads its operands: local ones only (a peer's source is refused at compile time,
+// E042: the SMs have no pointer into a peer's window here).
+__device__ __forceinline__ char* ccogen_ptr(const ccogen_ctx& c, uint64_t off, int peer, int line) {
+  if (peer >= 0) ccogen_report(c, line, peer, -1, 5, 0, 0);
+  return ccogen_local(c, off, peer);
+}
+
 // Logical endpoint of `peer` for the heap, and the LE offset of heap byte 0.
 __device__ __forceinline__ void ccogen_le(const ccogen_ctx& c, int peer, ncclCftLeId* le, size_t* base) {
   ncclGetCftLeInfo(c.win, 0, peer, c.team, *c.dc, le, base);
-}
-
-// Wait for the CFT ops a coop issued; `fabric.try_*` ops report through the mbarrier, and a
-// failed one is an error (debug record kind 6, then a trap), never data that silently
-// never arrives.
-template <typename Coop, typename OpCoop>
-__device__ __forceinline__ void ccogen_cft_flush(const ccogen_ctx& c, ncclCft<Coop>& cft, OpCoop coop,
-                                                 int peer) {
-  bool failed = false;
-  uint32_t report = 0;
-  cft.flush(coop, &failed, &report);
-  if (failed && coop.thread_rank() == 0) ccogen_report(c, 0, peer, -1, 6, 0, report);
 }
 
 // put: stage each chunk in shared memory, fence Generic -> Fabric, cft.put (or putCounted
@@ -55,7 +53,7 @@ __device__ __forceinline__ void ccogen_cft_flush(const ccogen_ctx& c, ncclCft<Co
 template <typename Coop>
 __device__ __forceinline__ void ccogen_cft_write(const ccogen_ctx& c, Coop coop, ncclCftSmem& bar,
                                                  unsigned char* stage, uint32_t stage_bytes, int peer,
-                                                 uint64_t doff, uint64_t soff, uint64_t n, uint64_t counter) {
+                                                 uint64_t doff, const char* src, uint64_t n, uint64_t counter) {
   if (n == 0) return;
   ncclCft<Coop> cft{coop, bar};
   ncclCftLeId le;
@@ -63,7 +61,7 @@ __device__ __forceinline__ void ccogen_cft_write(const ccogen_ctx& c, Coop coop,
   ccogen_le(c, peer, &le, &base);
   for (uint64_t done = 0; done < n; done += stage_bytes) {
     const uint32_t len = static_cast<uint32_t>(n - done < stage_bytes ? n - done : stage_bytes);
-    ccogen_copy_range(reinterpret_cast<char*>(stage), c.heap + soff + done, len, true,
+    ccogen_copy_range(reinterpret_cast<char*>(stage), src + done, len, true,
                       coop.thread_rank(), coop.size());
     ncclMemFence(coop, cuda::memory_order_release, ncclMemProxyType::Generic, ncclMemProxyType::Fabric,
                  ncclMemFenceScope::Cta);
@@ -75,14 +73,14 @@ __device__ __forceinline__ void ccogen_cft_write(const ccogen_ctx& c, Coop coop,
     cft.submit(coop);
     cft.flushSmem(coop);
   }
-  ccogen_cft_flush(c, cft, coop, peer);
+  cft.flush(coop);
 }
 
 // get: cft.get a chunk into shared memory, submit, flush, then store it out.
 template <typename Coop>
 __device__ __forceinline__ void ccogen_cft_read(const ccogen_ctx& c, Coop coop, ncclCftSmem& bar,
                                                 unsigned char* stage, uint32_t stage_bytes, int peer,
-                                                uint64_t doff, uint64_t soff, uint64_t n) {
+                                                char* dst, uint64_t soff, uint64_t n) {
   if (n == 0) return;
   ncclCft<Coop> cft{coop, bar};
   ncclCftLeId le;
@@ -94,8 +92,8 @@ __device__ __forceinline__ void ccogen_cft_read(const ccogen_ctx& c, Coop coop, 
                  ncclMemFenceScope::Cta);
     cft.get(coop, le, base + soff + done, stage, len);
     cft.submit(coop);
-    ccogen_cft_flush(c, cft, coop, peer);
-    ccogen_copy_range(c.heap + doff + done, reinterpret_cast<const char*>(stage), len, true,
+    cft.flush(coop);
+    ccogen_copy_range(dst + done, reinterpret_cast<const char*>(stage), len, true,
                       coop.thread_rank(), coop.size());
     coop.sync();
   }
@@ -108,11 +106,12 @@ __device__ __forceinline__ void ccogen_move(const ccogen_ctx& c, Coop coop, nccl
                                             uint64_t doff, int sp, uint64_t soff, uint64_t n,
                                             bool vec, uint64_t counter) {
   if (dp >= 0) {
-    ccogen_cft_write(c, coop, bar, stage, stage_bytes, dp, doff, soff, n, counter);
+    ccogen_cft_write(c, coop, bar, stage, stage_bytes, dp, doff, ccogen_local(c, soff, sp), n, counter);
   } else if (sp >= 0) {
-    ccogen_cft_read(c, coop, bar, stage, stage_bytes, sp, doff, soff, n);
+    ccogen_cft_read(c, coop, bar, stage, stage_bytes, sp, ccogen_local(c, doff, dp), soff, n);
   } else {
-    ccogen_copy_range(c.heap + doff, c.heap + soff, n, vec, coop.thread_rank(), coop.size());
+    ccogen_copy_range(ccogen_local(c, doff, dp), ccogen_local(c, soff, sp), n, vec, coop.thread_rank(),
+                      coop.size());
     coop.sync();
   }
 }
@@ -147,9 +146,9 @@ __device__ __forceinline__ void ccogen_copy_warp(const ccogen_ctx& c, int dp, ui
   ccogen_warp_move(c, dp, doff, sp, soff, n, vec, ccogen_plain_counter());
 }
 // Only local copies run at thread scope (the code generator refuses remote ones).
-__device__ __forceinline__ void ccogen_copy_thread(const ccogen_ctx& c, int, uint64_t doff, int,
+__device__ __forceinline__ void ccogen_copy_thread(const ccogen_ctx& c, int dp, uint64_t doff, int sp,
                                                    uint64_t soff, uint64_t n, bool vec) {
-  ccogen_copy_range(c.heap + doff, c.heap + soff, n, vec, 0, 1);
+  ccogen_copy_range(ccogen_local(c, doff, dp), ccogen_local(c, soff, sp), n, vec, 0, 1);
 }
 
 // Counted put: cft.putCounted, the engine adds the bytes to the peer's counter after the data.
@@ -162,19 +161,14 @@ __device__ __forceinline__ void ccogen_putcounted_warp(const ccogen_ctx& c, int 
   ccogen_warp_move(c, dp, doff, -1, soff, n, true, counter);
 }
 
-// A signal: the data before it is flushed; fence Fabric -> Generic (release, system), and
-// Generic -> Fabric (release, system) when peers `get` from this heap; then add {value, 0}
-// to the peer's 16-byte slot with a 16-byte cft.red (a local signal is a plain release add
-// on my own slot).
+// A signal: the data before it is flushed; fence Fabric -> Generic (release, system) and
+// add {value, 0} to the peer's 16-byte slot with a 16-byte cft.red (a local signal is a
+// plain release add on my own slot).
 template <typename Coop>
 __device__ __forceinline__ void ccogen_flag(const ccogen_ctx& c, Coop coop, unsigned slot, int peer,
                                            uint64_t off, uint64_t v) {
   ncclMemFence(coop, cuda::memory_order_release, ncclMemProxyType::Fabric, ncclMemProxyType::Generic,
                ncclMemFenceScope::Sys);
-  if (kPeersRead) {  // a peer that saw this signal may `get` what generic stores wrote here
-    ncclMemFence(coop, cuda::memory_order_release, ncclMemProxyType::Generic, ncclMemProxyType::Fabric,
-                 ncclMemFenceScope::Sys);
-  }
   if (peer < 0) {
     if (coop.thread_rank() == 0) {
       cuda::atomic_ref<uint64_t, cuda::thread_scope_system> word(
@@ -200,7 +194,7 @@ __device__ __forceinline__ void ccogen_flag(const ccogen_ctx& c, Coop coop, unsi
     cft.red(coop, le, base + off, ncclCftOpSum<uint64_t>(), ccogen_cft_flag[slot], 16);
   }
   cft.submit(coop);
-  ccogen_cft_flush(c, cft, coop, peer);
+  cft.flush(coop);
 }
 __device__ __forceinline__ void ccogen_signal_group(const ccogen_ctx& c, int peer, uint64_t off, uint64_t v) {
   if (c.cta_in_group == 0) ccogen_flag(c, ncclCoopCta(), 0, peer, off, v);
@@ -255,20 +249,20 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 }
 // ---- end of the nccl-cft primitives ----
 
-// ======== kernel `batch` (protocols/aggregated_batch.cco:11): 1 logical block(s) x 4 CTA(s) x 512 threads
+// ======== kernel `batch` (protocols/aggregated_batch.cco:10): 1 logical block(s) x 4 CTA(s) x 512 threads
 
 // rank 0, logical block 0 of kernel `batch`
 __device__ __forceinline__ void ccogen_aggregated_batch_batch_r0_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 1;
-  // protocols/aggregated_batch.cco:14: put
-  // protocols/aggregated_batch.cco:14: put
-  // protocols/aggregated_batch.cco:14: put
-  // protocols/aggregated_batch.cco:14: put
-  // protocols/aggregated_batch.cco:14: put
-  // protocols/aggregated_batch.cco:14: put
-  // protocols/aggregated_batch.cco:14: put
-  // protocols/aggregated_batch.cco:17: put
-  // protocols/aggregated_batch.cco:19: commit
+  // protocols/aggregated_batch.cco:13: put
+  // protocols/aggregated_batch.cco:13: put
+  // protocols/aggregated_batch.cco:13: put
+  // protocols/aggregated_batch.cco:13: put
+  // protocols/aggregated_batch.cco:13: put
+  // protocols/aggregated_batch.cco:13: put
+  // protocols/aggregated_batch.cco:13: put
+  // protocols/aggregated_batch.cco:16: put
+  // protocols/aggregated_batch.cco:18: commit
   ccogen_copy_group(c, 1, 3932160ULL, -1, 0ULL, 262144ULL, true);
   ccogen_copy_group(c, 1, 3670016ULL, -1, 262144ULL, 262144ULL, true);
   ccogen_copy_group(c, 1, 3407872ULL, -1, 524288ULL, 262144ULL, true);
@@ -279,15 +273,15 @@ __device__ __forceinline__ void ccogen_aggregated_batch_batch_r0_b0(const ccogen
   ccogen_copy_group(c, 1, 2097152ULL, -1, 1835008ULL, 262144ULL, true);
   ccogen_sync_group(c, 1ULL, kSyncs);
   ccogen_signal_group(c, 1, 4194304ULL, 1ULL);
-  // protocols/aggregated_batch.cco:20: quiet
+  // protocols/aggregated_batch.cco:19: quiet
   ccogen_quiet_group(c);
 }
 
 // rank 1, logical block 0 of kernel `batch`
 __device__ __forceinline__ void ccogen_aggregated_batch_batch_r1_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 1;
-  // protocols/aggregated_batch.cco:22: wait_signal
-  ccogen_waitcounted_group(c, 4194304ULL, 1ULL, 1ULL, 22, 0, 0, 1);
+  // protocols/aggregated_batch.cco:21: wait_signal
+  ccogen_waitcounted_group(c, 4194304ULL, 1ULL, 1ULL, 21, 0, 0, 1);
   ccogen_sync_group(c, 1ULL, kSyncs);
 }
 
