@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ccogen.diag import Diagnostic, error
+from ccogen.diag import error
 from ccogen.errors import DiagnosticError
 from ccogen.ir.instance import Instance
 from ccogen.ir.nodes import Protocol
@@ -68,9 +68,6 @@ def compile_protocol(protocol: Protocol, target: str, *, source: str, ranks: int
     if not result.instances or (errors and not force):
         raise DiagnosticError(errors or result.diagnostics)
     instance = result.instances[0]
-    pending = _not_generated_yet(instance)
-    if pending is not None:
-        raise DiagnosticError([pending])
     try:
         options = Options(debug=debug, epoch_from_heap=epoch_from_heap)
         if arch:
@@ -82,29 +79,6 @@ def compile_protocol(protocol: Protocol, target: str, *, source: str, ranks: int
         raise DiagnosticError([error("E042", str(exc), exc.span, "not supported here",
                                      help=f"`{target}` cannot lower this shape yet")]) from None
     return Compiled(instance, target, files.files)
-
-
-def _not_generated_yet(instance: Instance) -> Diagnostic | None:
-    """Language v2 ops and local buffers: checked and simulated, not yet generated.
-
-    The code generation of `reduce`, `signal` and `buffer` is the follow-up of issue 15;
-    until it lands, compiling such a protocol is E042 instead of an internal error.
-    """
-    from ccogen.ir.opkind import OpKind
-
-    for ops in instance.ranks:
-        for op in ops:
-            if op.kind is OpKind.REDUCE or op.kind is OpKind.SIGNAL:
-                return error("E042", f"code generation for `{op.kind}` is not implemented yet",
-                             op.span, "checked and simulated, not generated",
-                             help="`ccogen lint` and `ccogen simulate` accept it; code "
-                                  "generation for language v2 ops is under way")
-    buffer = next(iter(instance.protocol.buffers), None)
-    if buffer is not None:
-        return error("E042", "code generation for local buffers is not implemented yet",
-                     buffer.span, "checked and simulated, not generated",
-                     help="declare a `window` to compile it today")
-    return None
 
 
 def compile_file(path: str, target: str, *, ranks: int | None, params_text: Sequence[str],

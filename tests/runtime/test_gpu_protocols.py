@@ -26,10 +26,7 @@ def _fits_two(path: Path) -> bool:
     return 2 in team_sizes(load_ir(path), None) or load_ir(path).team.size is None
 
 
-V2_PENDING = frozenset({"allreduce_oneshot", "allreduce_twoshot", "reduce_scatter_ring",
-                        "broadcast_pipelined"})  # code generation: the follow-up of issue 15
-PROTOCOLS = [p for p in sorted((ROOT / "protocols").glob("*.cco"))
-             if _fits_two(p) and p.stem not in V2_PENDING]
+PROTOCOLS = [p for p in sorted((ROOT / "protocols").glob("*.cco")) if _fits_two(p)]
 
 
 @pytest.fixture(autouse=True)

@@ -475,7 +475,7 @@ class MoriSdma(Backend):
         return {
             **manifest_head(self.name, instance, model.source, list(ARCHES), options.debug,
                             layout.size, options.max_ctas),
-            "windows": layout.windows_manifest(),
+            "windows": layout.windows_manifest(instance),
             "kernel_file": "kernels.hip",
             "kernels": [
                 {"name": k.name, "symbol": k.symbol, "grid": k.blocks, "block": k.block_dim,

@@ -36,7 +36,7 @@ from ccogen.codegen.backends.counted import counted_waits, fuse_counted, map_ste
 from ccogen.codegen.backends.sm import SmBackend
 from ccogen.codegen.files import GeneratedFiles
 from ccogen.codegen.layout import HeapLayout
-from ccogen.codegen.model import Branch, ProtocolModel, Segment, Step
+from ccogen.codegen.model import LOCAL, Branch, ProtocolModel, Segment, Step
 from ccogen.codegen.plan import Unsupported
 from ccogen.ir.instance import Instance
 
@@ -64,6 +64,7 @@ def fuse(steps: tuple[Step, ...], ctas: int) -> tuple[Step, ...]:
         if fused == "putsig" and ctas != 1:
             fused = None  # a leader's signal after the group's copies (a counter): not fusable
         if (fused is not None and window[0].kind == "copy" and window[0].dst_peer >= 0
+                and window[0].src_peer == LOCAL
                 and window[2].peer == window[0].dst_peer
                 and (len(window) == 3 or window[3].kind not in ("signal", "csignal"))):
             c, s = window[0], window[2]
