@@ -200,6 +200,7 @@ struct Args {
   bool info = false;
   std::string gen_cubin, gen_symbol, gen_params;
   int gen_grid = 0, gen_block = 0;
+  bool gen_cooperative = false;
   uint64_t gen_heap = 0;
 };
 
@@ -224,6 +225,7 @@ static Args parse(int argc, char** argv) {
     else if (key == "--gen-params") a.gen_params = next();
     else if (key == "--gen-grid") a.gen_grid = std::atoi(next().c_str());
     else if (key == "--gen-block") a.gen_block = std::atoi(next().c_str());
+    else if (key == "--gen-cooperative") a.gen_cooperative = true;
     else if (key == "--gen-heap") a.gen_heap = std::strtoull(next().c_str(), nullptr, 10);
     else {
       std::fprintf(stderr, "unknown argument %s (see benchmarks/reduce/README.md)\n", key.c_str());
@@ -318,8 +320,12 @@ int main(int argc, char** argv) {
     CHECK(cudaMemset(dst, 0, n * 2));
     const double ms = median_ms([&](int launch_index) {
       if (epoch_index < kinds.size()) values[epoch_index] = static_cast<uint64_t>(launch_index);
-      CHECK_CU(cuLaunchKernel(function, a.gen_grid, 1, 1, a.gen_block, 1, 1, 0, stream,
-                              params.data(), nullptr));
+      if (a.gen_cooperative)
+        CHECK_CU(cuLaunchCooperativeKernel(function, a.gen_grid, 1, 1, a.gen_block, 1, 1, 0,
+                                           stream, params.data()));
+      else
+        CHECK_CU(cuLaunchKernel(function, a.gen_grid, 1, 1, a.gen_block, 1, 1, 0, stream,
+                                params.data(), nullptr));
     }, a.warmup, a.iters, stream);
     report("generated", a.k, n, reduce_bytes, ms, mismatches(dst, expected), a.gen_grid,
            a.gen_block);
