@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from ccogen.codegen.layout import HeapLayout
 from ccogen.codegen.ll import NONE, LLEntry, LLPlan
 from ccogen.codegen.model import LOCAL, Branch, Segment, Step
-from ccogen.codegen.reduce import reduction
+from ccogen.codegen.reduce import VECTOR, reduction
 from ccogen.errors import InternalError
 from ccogen.ir.instance import Instance, IssuerLevel, OpInst
 from ccogen.ir.opkind import OpKind
@@ -145,7 +145,7 @@ class _Builder:
     def reduce(self, o: OpInst) -> Step:
         (dst_peer, dst), spec = reduction(o, self.layout)
         return Step("reduce", dst_peer=dst_peer, dst_off=dst, nbytes=o.dst.size if o.dst else 0,
-                    vec=spec.vector > 1, reduction=spec,
+                    vec=spec.vector == VECTOR, reduction=spec,
                     line=o.span.line if o.span is not None else 0)
 
     def copy(self, o: OpInst) -> Step:

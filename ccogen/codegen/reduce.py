@@ -51,8 +51,10 @@ def weight_literal(w: int | float, acc: str) -> str:
     return f"static_cast<{acc}>({int(w)}LL)"
 
 
-def reduction(op: OpInst, layout: HeapLayout) -> tuple[tuple[int, int], Reduction]:
-    """(dst address, the Reduction) of one `reduce` instance."""
+def reduction(op: OpInst, layout: HeapLayout,
+              ctypes: dict[DType, str] = CTYPES) -> tuple[tuple[int, int], Reduction]:
+    """(dst address, the Reduction) of one `reduce` instance; `ctypes`: the target
+    language's element types (CUDA's by default)."""
     if op.dst is None or op.reduce_op is None or op.dtype is None or not op.srcs:
         raise InternalError(f"reduce without dst, srcs, op or dtype: {op}")
     if op.dst.rank != op.rank and op.dst.window not in layout.buffers:
@@ -64,7 +66,7 @@ def reduction(op: OpInst, layout: HeapLayout) -> tuple[tuple[int, int], Reductio
     heap = [off for peer, off in (dst, *srcs) if peer >= -1]
     aligned = all(off % VECTOR == 0 for off in heap)
     return dst, Reduction(
-        op=kind, dtype=op.dtype.value, ctype=CTYPES[op.dtype], acc=acc, srcs=srcs,
+        op=kind, dtype=op.dtype.value, ctype=ctypes[op.dtype], acc=acc, srcs=srcs,
         weights=tuple(weight_literal(w, acc) for w in op.weights),
         vector=VECTOR if aligned else op.dtype.size, elements=op.dst.size // op.dtype.size)
 

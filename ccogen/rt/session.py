@@ -132,6 +132,11 @@ class RankSession:
         }
         for name, pointer in (buffers or {}).items():
             values[f"buffer:{name}"] = struct.pack("<Q", pointer)
+        missing = [kind for kind in spec.params if kind not in values]
+        if missing:
+            raise RunError(f"kernel `{spec.name}` takes {', '.join(missing)}, which this launcher "
+                           "does not provide (local buffers: `ccogen run` and the PyTorch "
+                           "binding allocate them; `ccogen bench` does not yet)")
         return [(kind, values[kind]) for kind in spec.params]
 
     # -- teardown ----------------------------------------------------------------------------

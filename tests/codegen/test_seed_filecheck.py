@@ -94,7 +94,7 @@ CHECK-NEXT:  set MORI_ENABLE_SDMA=1
 CHECK:       constexpr bool kCountedHeap = true;
 CHECK:       __shared__ alignas(16) unsigned char ccogen_stage[kStageBytes];
 CHECK:       ncclGetCftLeInfo(c.win, 0, peer, c.team, *c.dc, le, base);
-CHECK:       ccogen_copy_range(reinterpret_cast<char*>(stage), c.heap + soff + done, len, true,
+CHECK:       ccogen_copy_range(reinterpret_cast<char*>(stage), src + done, len, true,
 CHECK:       ncclMemFence(coop, cuda::memory_order_release, ncclMemProxyType::Generic, ncclMemProxyType::Fabric,
 CHECK:       cft.putCounted(coop, le, base + doff + done, base + counter, stage, len);
 CHECK:       cft.submit(coop);

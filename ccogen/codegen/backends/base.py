@@ -93,6 +93,15 @@ def buffers_manifest(instance: Instance) -> list[dict[str, object]]:
     return out
 
 
+def refuse_buffers(instance: Instance, target: str) -> None:
+    """Targets whose kernels take no `buffer:NAME` parameters refuse a local buffer."""
+    buffer = next(iter(instance.protocol.buffers), None)
+    if buffer is not None:
+        raise Unsupported(f"local buffers (`buffer {buffer.name}`) are not generated on "
+                          f"`{target}` yet: declare it a `window` (the caller copies its "
+                          "tensor in), or generate for `nccl-lsa` or `nvshmem`", buffer.span)
+
+
 def check_budget(blocks: int, max_ctas: int, kernel: str, span: Span | None) -> None:
     """A kernel needs one CTA per logical block: refuse one the budget cannot hold."""
     if blocks > max_ctas:
