@@ -21,6 +21,8 @@ constexpr bool kCountedHeap = false;  // NCCL_WIN_CFT_COUNTED window
 constexpr uint64_t kNoCounter = ~0ULL;
 // On a counted window every fabric write is counted; uncounted ones count into this word.
 constexpr uint64_t kSink = 18446744073709551615ULL;
+// Peers `get` from this heap through the fabric proxy: signals release generic stores to it.
+constexpr bool kPeersRead = false;
 
 __shared__ alignas(16) unsigned char ccogen_stage[kStageBytes];
 __shared__ ncclCftSmem ccogen_cft_bar[33];                 // [0] the CTA, [1 + w] warp w
@@ -39,13 +41,25 @@ __device__ __forceinline__ char* ccogen_local(const ccogen_ctx& c, uint64_t off,
 // `reduce` loads its operands: local ones only (a peer's source is refused at compile time,
 // E042: the SMs have no pointer into a peer's window here).
 __device__ __forceinline__ char* ccogen_ptr(const ccogen_ctx& c, uint64_t off, int peer, int line) {
-  if (peer >= 0) ccogen_report(c, line, peer, -1, 5, 0, 0);
+  if (peer >= 0) ccogen_report(c, line, peer, -1, 7, 0, 0);
   return ccogen_local(c, off, peer);
 }
 
 // Logical endpoint of `peer` for the heap, and the LE offset of heap byte 0.
 __device__ __forceinline__ void ccogen_le(const ccogen_ctx& c, int peer, ncclCftLeId* le, size_t* base) {
   ncclGetCftLeInfo(c.win, 0, peer, c.team, *c.dc, le, base);
+}
+
+// Wait for the CFT ops a coop issued; `fabric.try_*` ops report through the mbarrier, and a
+// failed one is an error (debug record kind 6, then a trap), never data that silently
+// never arrives.
+template <typename Coop, typename OpCoop>
+__device__ __forceinline__ void ccogen_cft_flush(const ccogen_ctx& c, ncclCft<Coop>& cft, OpCoop coop,
+                                                 int peer) {
+  bool failed = false;
+  uint32_t report = 0;
+  cft.flush(coop, &failed, &report);
+  if (failed && coop.thread_rank() == 0) ccogen_report(c, 0, peer, -1, 6, 0, report);
 }
 
 // put: stage each chunk in shared memory, fence Generic -> Fabric, cft.put (or putCounted
@@ -73,7 +87,7 @@ __device__ __forceinline__ void ccogen_cft_write(const ccogen_ctx& c, Coop coop,
     cft.submit(coop);
     cft.flushSmem(coop);
   }
-  cft.flush(coop);
+  ccogen_cft_flush(c, cft, coop, peer);
 }
 
 // get: cft.get a chunk into shared memory, submit, flush, then store it out.
@@ -92,7 +106,7 @@ __device__ __forceinline__ void ccogen_cft_read(const ccogen_ctx& c, Coop coop, 
                  ncclMemFenceScope::Cta);
     cft.get(coop, le, base + soff + done, stage, len);
     cft.submit(coop);
-    cft.flush(coop);
+    ccogen_cft_flush(c, cft, coop, peer);
     ccogen_copy_range(dst + done, reinterpret_cast<const char*>(stage), len, true,
                       coop.thread_rank(), coop.size());
     coop.sync();
@@ -161,14 +175,19 @@ __device__ __forceinline__ void ccogen_putcounted_warp(const ccogen_ctx& c, int 
   ccogen_warp_move(c, dp, doff, -1, soff, n, true, counter);
 }
 
-// A signal: the data before it is flushed; fence Fabric -> Generic (release, system) and
-// add {value, 0} to the peer's 16-byte slot with a 16-byte cft.red (a local signal is a
-// plain release add on my own slot).
+// A signal: the data before it is flushed; fence Fabric -> Generic (release, system), and
+// Generic -> Fabric (release, system) when peers `get` from this heap; then add {value, 0}
+// to the peer's 16-byte slot with a 16-byte cft.red (a local signal is a plain release add
+// on my own slot).
 template <typename Coop>
 __device__ __forceinline__ void ccogen_flag(const ccogen_ctx& c, Coop coop, unsigned slot, int peer,
                                            uint64_t off, uint64_t v) {
   ncclMemFence(coop, cuda::memory_order_release, ncclMemProxyType::Fabric, ncclMemProxyType::Generic,
                ncclMemFenceScope::Sys);
+  if (kPeersRead) {  // a peer that saw this signal may `get` what generic stores wrote here
+    ncclMemFence(coop, cuda::memory_order_release, ncclMemProxyType::Generic, ncclMemProxyType::Fabric,
+                 ncclMemFenceScope::Sys);
+  }
   if (peer < 0) {
     if (coop.thread_rank() == 0) {
       cuda::atomic_ref<uint64_t, cuda::thread_scope_system> word(
@@ -194,7 +213,7 @@ __device__ __forceinline__ void ccogen_flag(const ccogen_ctx& c, Coop coop, unsi
     cft.red(coop, le, base + off, ncclCftOpSum<uint64_t>(), ccogen_cft_flag[slot], 16);
   }
   cft.submit(coop);
-  cft.flush(coop);
+  ccogen_cft_flush(c, cft, coop, peer);
 }
 __device__ __forceinline__ void ccogen_signal_group(const ccogen_ctx& c, int peer, uint64_t off, uint64_t v) {
   if (c.cta_in_group == 0) ccogen_flag(c, ncclCoopCta(), 0, peer, off, v);
@@ -249,50 +268,50 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 }
 // ---- end of the nccl-cft primitives ----
 
-// ======== kernel `stream` (protocols/two_queue_pipeline.cco:11): 1 logical block(s) x 16 CTA(s) x 512 threads
+// ======== kernel `stream` (protocols/two_queue_pipeline.cco:12): 1 logical block(s) x 16 CTA(s) x 512 threads
 
 // rank 0, logical block 0 of kernel `stream`
 __device__ __forceinline__ void ccogen_two_queue_pipeline_stream_r0_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 1;
   if (c.cta_in_group == 0) {
     if (ccogen_is_warp(c, 0)) {
-      // protocols/two_queue_pipeline.cco:15: put
+      // protocols/two_queue_pipeline.cco:16: put
       ccogen_copy_warp(c, 1, 8388608ULL, -1, 0ULL, 1048576ULL, true);
       ccogen_sync_warp(c, 1ULL, kSyncs);
       ccogen_signal_warp(c, 1, 25165824ULL, 1ULL);
-      // protocols/two_queue_pipeline.cco:15: put
+      // protocols/two_queue_pipeline.cco:16: put
       ccogen_copy_warp(c, 1, 10485760ULL, -1, 2097152ULL, 1048576ULL, true);
       ccogen_sync_warp(c, 2ULL, kSyncs);
       ccogen_signal_warp(c, 1, 25165824ULL, 1ULL);
-      // protocols/two_queue_pipeline.cco:15: put
+      // protocols/two_queue_pipeline.cco:16: put
       ccogen_copy_warp(c, 1, 12582912ULL, -1, 4194304ULL, 1048576ULL, true);
       ccogen_sync_warp(c, 3ULL, kSyncs);
       ccogen_signal_warp(c, 1, 25165824ULL, 1ULL);
-      // protocols/two_queue_pipeline.cco:15: put
+      // protocols/two_queue_pipeline.cco:16: put
       ccogen_copy_warp(c, 1, 14680064ULL, -1, 6291456ULL, 1048576ULL, true);
       ccogen_sync_warp(c, 4ULL, kSyncs);
       ccogen_signal_warp(c, 1, 25165824ULL, 1ULL);
-      // protocols/two_queue_pipeline.cco:17: quiet
+      // protocols/two_queue_pipeline.cco:18: quiet
       ccogen_quiet_warp(c);
     }
     if (ccogen_is_warp(c, 1)) {
-      // protocols/two_queue_pipeline.cco:15: put
+      // protocols/two_queue_pipeline.cco:16: put
       ccogen_copy_warp(c, 1, 9437184ULL, -1, 1048576ULL, 1048576ULL, true);
       ccogen_sync_warp(c, 1ULL, kSyncs);
       ccogen_signal_warp(c, 1, 25165840ULL, 1ULL);
-      // protocols/two_queue_pipeline.cco:15: put
+      // protocols/two_queue_pipeline.cco:16: put
       ccogen_copy_warp(c, 1, 11534336ULL, -1, 3145728ULL, 1048576ULL, true);
       ccogen_sync_warp(c, 2ULL, kSyncs);
       ccogen_signal_warp(c, 1, 25165840ULL, 1ULL);
-      // protocols/two_queue_pipeline.cco:15: put
+      // protocols/two_queue_pipeline.cco:16: put
       ccogen_copy_warp(c, 1, 13631488ULL, -1, 5242880ULL, 1048576ULL, true);
       ccogen_sync_warp(c, 3ULL, kSyncs);
       ccogen_signal_warp(c, 1, 25165840ULL, 1ULL);
-      // protocols/two_queue_pipeline.cco:15: put
+      // protocols/two_queue_pipeline.cco:16: put
       ccogen_copy_warp(c, 1, 15728640ULL, -1, 7340032ULL, 1048576ULL, true);
       ccogen_sync_warp(c, 4ULL, kSyncs);
       ccogen_signal_warp(c, 1, 25165840ULL, 1ULL);
-      // protocols/two_queue_pipeline.cco:17: quiet
+      // protocols/two_queue_pipeline.cco:18: quiet
       ccogen_quiet_warp(c);
     }
   }
@@ -302,52 +321,52 @@ __device__ __forceinline__ void ccogen_two_queue_pipeline_stream_r0_b0(const cco
 // rank 1, logical block 0 of kernel `stream`
 __device__ __forceinline__ void ccogen_two_queue_pipeline_stream_r1_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 16;
-  // protocols/two_queue_pipeline.cco:20: wait_signal
-  ccogen_waitcounted_group(c, 25165824ULL, 1ULL, 4ULL, 20, 0, 0, 1);
+  // protocols/two_queue_pipeline.cco:21: wait_signal
+  ccogen_waitcounted_group(c, 25165824ULL, 1ULL, 4ULL, 21, 0, 0, 1);
   ccogen_sync_group(c, 1ULL, kSyncs);
-  // protocols/two_queue_pipeline.cco:21: copy
+  // protocols/two_queue_pipeline.cco:22: copy
   ccogen_copy_group(c, -1, 16777216ULL, -1, 8388608ULL, 1048576ULL, true);
   ccogen_sync_group(c, 2ULL, kSyncs);
-  // protocols/two_queue_pipeline.cco:22: wait_signal
-  ccogen_waitcounted_group(c, 25165840ULL, 1ULL, 4ULL, 22, 0, 1, 1);
+  // protocols/two_queue_pipeline.cco:23: wait_signal
+  ccogen_waitcounted_group(c, 25165840ULL, 1ULL, 4ULL, 23, 0, 1, 1);
   ccogen_sync_group(c, 3ULL, kSyncs);
-  // protocols/two_queue_pipeline.cco:23: copy
+  // protocols/two_queue_pipeline.cco:24: copy
   ccogen_copy_group(c, -1, 17825792ULL, -1, 9437184ULL, 1048576ULL, true);
   ccogen_sync_group(c, 4ULL, kSyncs);
-  // protocols/two_queue_pipeline.cco:20: wait_signal
-  ccogen_waitcounted_group(c, 25165824ULL, 2ULL, 4ULL, 20, 0, 0, 1);
+  // protocols/two_queue_pipeline.cco:21: wait_signal
+  ccogen_waitcounted_group(c, 25165824ULL, 2ULL, 4ULL, 21, 0, 0, 1);
   ccogen_sync_group(c, 5ULL, kSyncs);
-  // protocols/two_queue_pipeline.cco:21: copy
+  // protocols/two_queue_pipeline.cco:22: copy
   ccogen_copy_group(c, -1, 18874368ULL, -1, 10485760ULL, 1048576ULL, true);
   ccogen_sync_group(c, 6ULL, kSyncs);
-  // protocols/two_queue_pipeline.cco:22: wait_signal
-  ccogen_waitcounted_group(c, 25165840ULL, 2ULL, 4ULL, 22, 0, 1, 1);
+  // protocols/two_queue_pipeline.cco:23: wait_signal
+  ccogen_waitcounted_group(c, 25165840ULL, 2ULL, 4ULL, 23, 0, 1, 1);
   ccogen_sync_group(c, 7ULL, kSyncs);
-  // protocols/two_queue_pipeline.cco:23: copy
+  // protocols/two_queue_pipeline.cco:24: copy
   ccogen_copy_group(c, -1, 19922944ULL, -1, 11534336ULL, 1048576ULL, true);
   ccogen_sync_group(c, 8ULL, kSyncs);
-  // protocols/two_queue_pipeline.cco:20: wait_signal
-  ccogen_waitcounted_group(c, 25165824ULL, 3ULL, 4ULL, 20, 0, 0, 1);
+  // protocols/two_queue_pipeline.cco:21: wait_signal
+  ccogen_waitcounted_group(c, 25165824ULL, 3ULL, 4ULL, 21, 0, 0, 1);
   ccogen_sync_group(c, 9ULL, kSyncs);
-  // protocols/two_queue_pipeline.cco:21: copy
+  // protocols/two_queue_pipeline.cco:22: copy
   ccogen_copy_group(c, -1, 20971520ULL, -1, 12582912ULL, 1048576ULL, true);
   ccogen_sync_group(c, 10ULL, kSyncs);
-  // protocols/two_queue_pipeline.cco:22: wait_signal
-  ccogen_waitcounted_group(c, 25165840ULL, 3ULL, 4ULL, 22, 0, 1, 1);
+  // protocols/two_queue_pipeline.cco:23: wait_signal
+  ccogen_waitcounted_group(c, 25165840ULL, 3ULL, 4ULL, 23, 0, 1, 1);
   ccogen_sync_group(c, 11ULL, kSyncs);
-  // protocols/two_queue_pipeline.cco:23: copy
+  // protocols/two_queue_pipeline.cco:24: copy
   ccogen_copy_group(c, -1, 22020096ULL, -1, 13631488ULL, 1048576ULL, true);
   ccogen_sync_group(c, 12ULL, kSyncs);
-  // protocols/two_queue_pipeline.cco:20: wait_signal
-  ccogen_waitcounted_group(c, 25165824ULL, 4ULL, 4ULL, 20, 0, 0, 1);
+  // protocols/two_queue_pipeline.cco:21: wait_signal
+  ccogen_waitcounted_group(c, 25165824ULL, 4ULL, 4ULL, 21, 0, 0, 1);
   ccogen_sync_group(c, 13ULL, kSyncs);
-  // protocols/two_queue_pipeline.cco:21: copy
+  // protocols/two_queue_pipeline.cco:22: copy
   ccogen_copy_group(c, -1, 23068672ULL, -1, 14680064ULL, 1048576ULL, true);
   ccogen_sync_group(c, 14ULL, kSyncs);
-  // protocols/two_queue_pipeline.cco:22: wait_signal
-  ccogen_waitcounted_group(c, 25165840ULL, 4ULL, 4ULL, 22, 0, 1, 1);
+  // protocols/two_queue_pipeline.cco:23: wait_signal
+  ccogen_waitcounted_group(c, 25165840ULL, 4ULL, 4ULL, 23, 0, 1, 1);
   ccogen_sync_group(c, 15ULL, kSyncs);
-  // protocols/two_queue_pipeline.cco:23: copy
+  // protocols/two_queue_pipeline.cco:24: copy
   ccogen_copy_group(c, -1, 24117248ULL, -1, 15728640ULL, 1048576ULL, true);
   ccogen_sync_group(c, 16ULL, kSyncs);
 }

@@ -33,12 +33,12 @@ __device__ __forceinline__ char* ccogen_local(const ccogen_ctx& c, uint64_t off,
 }
 // For `reduce`, which loads from its sources: a peer must have a pointer.  A peer NVSHMEM
 // reaches only through its proxy (another node) cannot be loaded from: the reduce reports
-// it (debug record kind 5: the protocol line and the PE) and traps; move the data with a
+// it (debug record kind 7: the protocol line and the PE) and traps; move the data with a
 // put or get into a local window first (docs/targets.md, "reduce on nvshmem").
 __device__ __forceinline__ char* ccogen_ptr(const ccogen_ctx& c, uint64_t off, int peer, int line) {
   if (peer < 0) return ccogen_local(c, off, peer);
   char* p = ccogen_p2p(c, off, peer);
-  if (p == nullptr) ccogen_report(c, line, peer, -1, 5, 0, 0);
+  if (p == nullptr) ccogen_report(c, line, peer, -1, 7, 0, 0);
   return p;
 }
 // The heap is one symmetric allocation mapped whole on every NVLink peer, so one pointer
