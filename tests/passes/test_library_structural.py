@@ -43,6 +43,12 @@ KNOWN: dict[tuple[str, str | None], set[str]] = {
     # run-time counts travel as one i32 (4 bytes): CFT moves multiples of 16
     ("alltoallv", "nccl-cft"): {"E040"},
     ("moe_dispatch", "nccl-cft"): {"E040"},
+    # nor through CFT's fabric engine (the SMs have no pointer into a peer's window)
+    ("allreduce_oneshot", "nccl-cft"): {"E042"},
+    ("allreduce_twoshot", "nccl-cft"): {"E042"},
+    # `ccoSdma` has no signal-only op: the credits of these two cannot be sent
+    ("reduce_scatter_ring", "mori-sdma"): {"E042"},
+    ("broadcast_pipelined", "mori-sdma"): {"E042"},
 }
 
 
