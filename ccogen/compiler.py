@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ccogen.diag import Diagnostic, error
+from ccogen.diag import error
 from ccogen.errors import DiagnosticError
 from ccogen.ir.instance import Instance
 from ccogen.ir.nodes import Protocol
@@ -68,9 +68,6 @@ def compile_protocol(protocol: Protocol, target: str, *, source: str, ranks: int
     if not result.instances or (errors and not force):
         raise DiagnosticError(errors or result.diagnostics)
     instance = result.instances[0]
-    pending = _runtime_sizes_pending(instance)
-    if pending is not None:
-        raise DiagnosticError([pending])
     try:
         options = Options(debug=debug, epoch_from_heap=epoch_from_heap)
         if arch:
@@ -82,26 +79,6 @@ def compile_protocol(protocol: Protocol, target: str, *, source: str, ranks: int
         raise DiagnosticError([error("E042", str(exc), exc.span, "not supported here",
                                      help=f"`{target}` cannot lower this shape yet")]) from None
     return Compiled(instance, target, files.files)
-
-
-def _runtime_sizes_pending(instance: Instance) -> Diagnostic | None:
-    """Run-time values (language v2 §3, §4): checked and simulated, not yet generated."""
-    if not instance.runtime:
-        return None
-    protocol = instance.protocol
-    span = protocol.span
-    for ops in instance.ranks:
-        for op in ops:
-            if (op.dst is not None and op.dst.runtime is not None) or op.expected_rt is not None:
-                span = op.span
-                break
-        else:
-            continue
-        break
-    return error("E042", "code generation for run-time sizes is not implemented yet", span,
-                 "checked and simulated, not generated",
-                 help="`ccogen lint` and `ccogen simulate` accept run-time values bounded by "
-                      "`require`; code generation for them is pending")
 
 
 def compile_file(path: str, target: str, *, ranks: int | None, params_text: Sequence[str],

@@ -22,7 +22,7 @@ L2 per CTA.  This pass removes the ones the protocol does not need:
       last barrier that was kept; a fork next counts as a conflict;
     * a leader-only step next: a signal to a counter (counted writes add the group's
       byte count once) or a `reset` (no CTA may still be waiting on the word), or a
-      `reset` just before.
+      `reset` or a run-time counted wait (`rtwait`, the leader's alone) just before.
 
 Scales.  A slot counts signals; with per-CTA signals, S(slot) is the least common
 multiple of the CTA counts of the groups that signal it per CTA (1 when none do), every
@@ -161,7 +161,9 @@ def _leader_next(segments: Sequence[Segment], flat: list[Pos], n: int,
 
 
 def _reset_before(segments: Sequence[Segment], flat: list[Pos], n: int) -> bool:
-    return next(iter(_neighbours(segments, flat, n, -1)), Step("comment")).kind == "reset"
+    # a `reset`, or a run-time counted wait (`rtwait`: the leader waits and consumes)
+    return next(iter(_neighbours(segments, flat, n, -1)), Step("comment")).kind \
+        in ("reset", "rtwait")
 
 
 # ----------------------------------------------------------------------------- scales

@@ -86,6 +86,38 @@ class Step:
     wait_kind: int = 0  # 1 wait_signal, 2 wait_count
     scale: int = 1  # a signal slot's word counts signals x scale (codegen.ctasplit)
     reduction: Reduction | None = None  # `reduce`: dst_peer/dst_off/nbytes + this
+    # run-time values (language v2 §3): C expressions that replace the static fields of
+    # the same name (`dst_off`, `src_off`, `nbytes`, `value`, `vec`) where the op's
+    # regions or count are only known on the device; the static fields then hold the
+    # footprint (what the op may touch), for the passes that reason over addresses
+    rt: tuple[tuple[str, str], ...] = ()
+    let: tuple[tuple[str, str], ...] = ()  # (name, C expression) the `rt` texts use
+
+    def _c(self, name: str, static: str) -> str:
+        for key, text in self.rt:
+            if key == name:
+                return text
+        return static
+
+    @property
+    def c_dst_off(self) -> str:
+        return self._c("dst_off", f"{self.dst_off}ULL")
+
+    @property
+    def c_src_off(self) -> str:
+        return self._c("src_off", f"{self.src_off}ULL")
+
+    @property
+    def c_nbytes(self) -> str:
+        return self._c("nbytes", f"{self.nbytes}ULL")
+
+    @property
+    def c_value(self) -> str:
+        return self._c("value", f"{self.value}ULL")
+
+    @property
+    def c_vec(self) -> str:
+        return self._c("vec", "true" if self.vec else "false")
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +205,7 @@ class ProtocolModel:
     buffers: tuple[str, ...] = ()  # local buffers, kernel parameters `buffer:NAME` in order
     epoch_from_heap: bool = False  # kernels read their epoch from a launch counter
     support_header: str = "ccogen_device.cuh"  # the shared device header kernels.cu includes
+    runtime: bool = False  # run-time values: print templates/common/_runtime.j2
 
 
 @dataclass(frozen=True, slots=True)

@@ -285,6 +285,16 @@ class Evaluating:
             return value
         return self._int(e, what, fallback)
 
+    def _weight_value(self, e: ir.Expr) -> object:
+        """A weight as evaluated (an `Rt` where it is a run-time value), for code
+        generation; `_number` has reported what is wrong with it."""
+        if isinstance(e, ir.Const) and isinstance(e.value, float):
+            return e.value
+        try:
+            return self.compiler.value(e)(self.env)
+        except EvalError:
+            return 0
+
     def _weights_fit(self, weights: Sequence[int | float], dtype: DType,
                      span: Span | None) -> bool:
         """A float weight needs a float element type (integer sums stay exact)."""

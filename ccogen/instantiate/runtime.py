@@ -170,7 +170,7 @@ class SymbolicLoader:
                         f"{load.window}@{rank}[{index}] (written by several ops)")
             return Rt({atom: 1}, 0)
         lo, hi = self.bounds.get(cell, (None, None))
-        return Rt({cell_atom(*cell, lo, hi): 1}, 0)
+        return Rt({cell_atom(*cell, lo, hi, read=(load.window, rank, index)): 1}, 0)
 
 
 class ConcreteLoader:

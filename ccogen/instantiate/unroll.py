@@ -28,7 +28,7 @@ class Pending:
 
     __slots__ = ("dst", "dtype", "expected", "expected_rt", "group", "issuer", "kernel", "kind",
                  "op", "peer", "preds", "queue", "reduce_op", "slot", "src", "srcs", "wait_default",
-                 "weights")
+                 "weights", "weights_rt")
 
     def __init__(self, kind: OpKind, op: ir.Op, kernel: int, issuer: Issuer) -> None:
         self.kind = kind
@@ -49,6 +49,7 @@ class Pending:
         self.weights: tuple[int | float, ...] = ()
         self.dtype: DType | None = None
         self.expected_rt: object = None  # a run-time `expected=` (`Rt`)
+        self.weights_rt: tuple[object, ...] = ()  # run-time weights (`Rt`s and numbers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,6 +346,10 @@ class Unroller(Evaluating):
             if not self._weights_fit(weights, p.dtype, op.span):
                 return
             p.weights = tuple(weights)
+            if self.loader is not None:  # run-time weights: kept for code generation
+                raw = self._expand(op.weights, self._weight_value)
+                if raw is not None and any(isinstance(w, Rt) for w in raw):
+                    p.weights_rt = tuple(raw)
 
     def _signal(self, op: ir.Signal, scope: _Scope, p: Pending) -> None:
         p.peer = self._peer(op.peer, op)

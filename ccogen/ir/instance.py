@@ -136,6 +136,9 @@ class OpInst:
     # a run-time `expected=` of `wait_count` (an `ccogen.ir.runtime.Rt`); `expected` is
     # then None
     expected_rt: object = field(default=None, compare=False)
+    # run-time weights of a `reduce` (`Rt`s and numbers; `weights` then holds 1.0 in
+    # their place), for code generation
+    weights_rt: tuple[object, ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True, slots=True)

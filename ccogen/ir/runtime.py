@@ -18,7 +18,7 @@ unless the interval decides it (`0 <= n` when `n >= 0` is known).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import ccogen.ir.evaluate as _ev
 from ccogen.source import Span
@@ -35,6 +35,13 @@ class Atom:
     lo: Bound
     hi: Bound
     text: str
+    # for code generation (not part of the identity): `read` is the (window, rank,
+    # element) a `load` reads on the device (the cell the key names may be where that
+    # element's value came from); `tree` how an opaque atom is computed: ("mul", a, b),
+    # ("mulf", a, x), ("addf", a, x), ("div", a, k), ("mod", a, k), ("cmp", op, a, b),
+    # ("min" | "max", forms), over `Rt` forms `a`, `b` and numbers `x`, `k`
+    read: tuple[str, int, int] | None = field(default=None, compare=False)
+    tree: tuple[object, ...] | None = field(default=None, compare=False)
 
     @property
     def cell(self) -> tuple[str, int, int] | None:
@@ -44,14 +51,18 @@ class Atom:
         return self.key[1], self.key[2], self.key[3]  # type: ignore[return-value]
 
 
-def cell_atom(window: str, rank: int, index: int, lo: Bound, hi: Bound) -> Atom:
-    return Atom(("cell", window, rank, index), lo, hi, f"{window}@{rank}[{index}]")
+def cell_atom(window: str, rank: int, index: int, lo: Bound, hi: Bound,
+              read: tuple[str, int, int] | None = None) -> Atom:
+    return Atom(("cell", window, rank, index), lo, hi, f"{window}@{rank}[{index}]",
+                read=read or (window, rank, index))
 
 
-def _opaque(lo: Bound, hi: Bound, text: str, deps: Iterable[Atom]) -> Rt:
+def _opaque(lo: Bound, hi: Bound, text: str, deps: Iterable[Atom],
+            tree: tuple[object, ...] | None = None) -> Rt:
     """An unknown made of others (a product, a comparison, `min`...): named by its text,
-    so that the same expression of the same elements is the same unknown."""
-    atom = Atom(("op", text), lo, hi, text)
+    so that the same expression of the same elements is the same unknown; `tree` says
+    how it is computed (`Atom.tree`)."""
+    atom = Atom(("op", text), lo, hi, text, tree=tree)
     out = Rt.__new__(Rt)
     out.terms, out.const, out.lo, out.hi = {atom: 1}, 0, lo, hi
     return out
@@ -107,7 +118,8 @@ class Rt:
     # ------------------------------------------------------------------ arithmetic
     def __add__(self, other: object) -> Rt:
         if isinstance(other, float):
-            return _opaque(None, None, f"{self.text()} + {other!r}", self.terms)
+            return _opaque(None, None, f"{self.text()} + {other!r}", self.terms,
+                           ("addf", self, other))
         if not isinstance(other, int | Rt):
             return NotImplemented
         o = lift(other)
@@ -136,7 +148,8 @@ class Rt:
 
     def __mul__(self, other: object) -> Rt:
         if isinstance(other, float):
-            return _opaque(None, None, f"({self.text()}) * {other!r}", self.terms)
+            return _opaque(None, None, f"({self.text()}) * {other!r}", self.terms,
+                           ("mulf", self, other))
         if isinstance(other, bool | int):
             k = int(other)
             return Rt({a: c * k for a, c in self.terms.items()}, self.const * k)
@@ -151,7 +164,7 @@ class Rt:
         lo = min(known) if len(known) == 4 else None
         hi = max(known) if len(known) == 4 else None
         return _opaque(lo, hi, f"({self.text()}) * ({other.text()})",
-                       [*self.terms, *other.terms])
+                       [*self.terms, *other.terms], ("mul", self, other))
 
     __rmul__ = __mul__
 
@@ -159,7 +172,8 @@ class Rt:
         if isinstance(other, int) and other > 0:
             lo = None if self.lo is None else self.lo // other
             hi = None if self.hi is None else self.hi // other
-            return _opaque(lo, hi, f"({self.text()}) // {other}", self.terms)
+            return _opaque(lo, hi, f"({self.text()}) // {other}", self.terms,
+                           ("div", self, other))
         raise _ev.EvalError("a run-time value divided by a run-time or non-positive number",
                         None, code="E004", help="divide by a positive static number")
 
@@ -167,7 +181,8 @@ class Rt:
         if isinstance(other, int) and other > 0:
             if self.lo is not None and self.hi is not None and self.lo >= 0 and self.hi < other:
                 return self
-            return _opaque(0, other - 1, f"({self.text()}) % {other}", self.terms)
+            return _opaque(0, other - 1, f"({self.text()}) % {other}", self.terms,
+                           ("mod", self, other))
         raise _ev.EvalError("a run-time value modulo a run-time or non-positive number",
                         None, code="E004", help="take the modulo of a positive static number")
 
@@ -214,7 +229,7 @@ class Rt:
         if decided is not None:
             return decided
         return _opaque(0, 1, f"{self.text()} {op} {lift(other).text()}",
-                       [*self.terms, *lift(other).terms])
+                       [*self.terms, *lift(other).terms], ("cmp", op, self, lift(other)))
 
     def __lt__(self, other: object) -> bool | Rt:  # type: ignore[override]
         return self._cmp(other, "<")
@@ -270,7 +285,7 @@ def _decide(op: str, lo: Bound, hi: Bound, value: int, atom: Atom, text: str) ->
         decided = op == "=="
     if decided is not None:
         return decided
-    return _opaque(0, 1, text, (atom,))
+    return _opaque(0, 1, text, (atom,), ("cmp", op, Rt({atom: 1}, 0), lift(value)))
 
 
 def lift(v: int | Rt) -> Rt:
@@ -309,7 +324,8 @@ def rt_min_max(func: str, values: Sequence[int | Rt]) -> int | Rt:
         lo = max((x for x in los if x is not None), default=None)
         hi = None if None in his else max(x for x in his if x is not None)
     deps = [a for f in forms for a in f.terms]
-    return _opaque(lo, hi, f"{func}({', '.join(f.text() for f in forms)})", deps)
+    return _opaque(lo, hi, f"{func}({', '.join(f.text() for f in forms)})", deps,
+                   (func, tuple(forms)))
 
 
 def span_of(exc: _ev.EvalError, span: Span | None) -> _ev.EvalError:

@@ -52,6 +52,7 @@ from ccogen.codegen.backends.base import (
     check_budget,
     manifest_head,
     refuse_buffers,
+    refuse_runtime,
 )
 from ccogen.codegen.files import GeneratedFiles, banner, options_hash
 from ccogen.codegen.jinja import render
@@ -449,6 +450,8 @@ class MoriSdma(Backend):
             raise Unsupported("Options.epoch_from_heap is implemented for nccl-lsa and nvshmem "
                               "only", None)
         refuse_buffers(instance, self.name)
+        refuse_runtime(instance, self.name, "the SDMA queues' transfers are sized on the "
+                       "host")
         model, layout = self.model(instance, source, options)
         files = {
             "kernels.hip": render("mori_sdma/kernels.hip.j2", model=model),

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ccogen.codegen.backends.base import Options
+from ccogen.codegen.backends.base import Options, refuse_runtime
 from ccogen.codegen.backends.counted import counted_waits, fuse_counted, map_steps
 from ccogen.codegen.backends.sm import SmBackend
 from ccogen.codegen.files import GeneratedFiles
@@ -110,6 +110,8 @@ class NcclCft(SmBackend):
         if options.epoch_from_heap:
             raise Unsupported("Options.epoch_from_heap is implemented for nccl-lsa and nvshmem "
                               "only", None)
+        refuse_runtime(instance, self.name, "the fabric engine's transfers take lengths "
+                       "fixed when the kernel is built, in multiples of 16 bytes")
         self._counted = any(op.counter is not None and op.kind is OpKind.PUT
                             for ops in instance.ranks for op in ops)
         if self._counted and any(op.kind is OpKind.GET for ops in instance.ranks for op in ops):

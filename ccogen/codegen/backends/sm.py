@@ -159,7 +159,8 @@ class SmBackend(Backend):
             banner=banner(source, __version__, options_hash({**opts, "target": self.name})),
             nranks=instance.nranks, queues=instance.queues, kernels=tuple(kernels),
             heap_size=layout.size, debug=options.debug,
-            epoch_from_heap=options.epoch_from_heap, buffers=layout.buffers)
+            epoch_from_heap=options.epoch_from_heap, buffers=layout.buffers,
+            runtime=bool(instance.runtime))
         return model, layout
 
     def _ll(self, instance: Instance, oracle: Callable[[OpInst], tuple[int, int]],
@@ -190,7 +191,8 @@ class SmBackend(Backend):
         barriers = 0
         for rank in range(instance.nranks):
             for block, bops in sorted(block_ops(instance, index, rank).items()):
-                segments, syncs = lower_block(bops, layout, oracle, source, ll)  # type: ignore[arg-type]
+                segments, syncs = lower_block(bops, layout, oracle, source, ll,  # type: ignore[arg-type]
+                                              instance)
                 segments, n = _number_barriers(segments)
                 barriers = max(barriers, n)
                 if self.splits_ctas() and ctas > 1:

@@ -1,0 +1,116 @@
+"""Run-time values as C expressions (language v2 §3; CUDA SM targets).
+
+A symbolic instance gives every run-time value as an `Rt` (`ccogen.ir.runtime`): a linear
+form over atoms, each an element a `load` reads (`Atom.read`: window, rank, element) or an
+opaque combination of other forms (`Atom.tree`: a product, a comparison, `min`/`max`...).
+`CExpr` prints one as a C++ expression the kernel evaluates where the op runs:
+
+* an element is `ccogen_ld<T>(c, peer, offset)` (templates/common/_runtime.j2), read from
+  my heap, a peer's heap (LSA pointer / `nvshmem_ptr`, else NVSHMEM's get) or a local
+  buffer, converted to `int64_t` (a float element to `double`, for `reduce` weights);
+* sums, products and comparisons are C's, in `int64_t` (or `double` once a float takes
+  part); `//` and `%` by a positive number floor like Python's (`ccogen_floordiv`,
+  `ccogen_floormod`); `min`/`max` are `ccogen_rtmin`/`ccogen_rtmax`.
+
+Reading the element where the op runs is what `load` means: "read by the issuer when it
+gets there".  Every run-time value is read from device memory at every launch, so a
+CUDA graph that captured the launches once replays them with the current contents.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ccogen.codegen.layout import HeapLayout
+from ccogen.codegen.reduce import CTYPES
+from ccogen.ir.dtype import DType
+from ccogen.ir.instance import Instance, RegionInst
+from ccogen.ir.runtime import Atom, Rt
+from ccogen.source import Span
+
+_CMP = {"<", "<=", ">", ">=", "==", "!="}
+
+
+def _unsupported(message: str, span: Span | None) -> Exception:
+    from ccogen.codegen.plan import Unsupported  # plan prints steps with this module
+
+    return Unsupported(message, span)
+
+
+@dataclass(frozen=True)
+class CExpr:
+    """Prints run-time values of `instance` for code running on rank `me`."""
+
+    instance: Instance
+    layout: HeapLayout
+    me: int
+    span: Span | None = None
+
+    def value(self, v: object) -> str:
+        """`v` (an int, a float or an `Rt`) as a C expression."""
+        if isinstance(v, bool):
+            return "1" if v else "0"
+        if isinstance(v, int):
+            return f"{v}LL"
+        if isinstance(v, float):
+            return repr(v)
+        if not isinstance(v, Rt):
+            raise _unsupported(f"a run-time value of an unexpected kind ({v!r})", self.span)
+        parts: list[str] = []
+        for atom, k in sorted(v.terms.items(), key=lambda t: t[0].text):
+            term = self.atom(atom)
+            parts.append(term if k == 1 else f"{k}LL * {term}")
+        if v.const or not parts:
+            parts.append(f"{v.const}LL")
+        return parts[0] if len(parts) == 1 else "(" + " + ".join(parts) + ")"
+
+    def atom(self, atom: Atom) -> str:
+        if atom.tree is not None:
+            return self.tree(atom.tree)
+        if atom.read is None:
+            raise _unsupported(f"the run-time value `{atom.text}` cannot be read on the device "
+                              "(an element several ops write)", self.span)
+        return self.element(*atom.read)
+
+    def element(self, window: str, rank: int, index: int) -> str:
+        dtype = self.instance.dtype(window)
+        if dtype in (DType.F16, DType.BF16):
+            raise _unsupported(f"a run-time value read from a {dtype} element "
+                              f"(`{window}[{index}]`): load integers or f32", self.span)
+        region = RegionInst(window, index * dtype.size, (index + 1) * dtype.size, rank)
+        peer, off = self.layout.address(region, self.me)
+        wide = "double" if dtype.is_float else "int64_t"
+        return f"static_cast<{wide}>(ccogen_ld<{CTYPES[dtype]}>(c, {peer}, {off}ULL))"
+
+    def tree(self, tree: tuple[object, ...]) -> str:
+        head = tree[0]
+        if head == "mul":
+            return f"({self.value(tree[1])} * {self.value(tree[2])})"
+        if head == "mulf":
+            return f"({self.value(tree[1])} * {self.value(tree[2])})"
+        if head == "addf":
+            return f"({self.value(tree[1])} + {self.value(tree[2])})"
+        if head == "div":
+            return f"ccogen_floordiv({self.value(tree[1])}, {self.value(tree[2])})"
+        if head == "mod":
+            return f"ccogen_floormod({self.value(tree[1])}, {self.value(tree[2])})"
+        if head == "cmp":
+            op = tree[1]
+            assert isinstance(op, str) and op in _CMP
+            return f"static_cast<int64_t>({self.value(tree[2])} {op} {self.value(tree[3])})"
+        if head in ("min", "max"):
+            forms = tree[1]
+            assert isinstance(forms, tuple)
+            out = self.value(forms[0])
+            for f in forms[1:]:
+                out = f"ccogen_rt{head}({out}, {self.value(f)})"
+            return out
+        raise _unsupported(f"a run-time value this target cannot compute ({head})", self.span)
+
+
+def runtime_bounds(region: RegionInst) -> tuple[object, object] | None:
+    """(start, stop) in bytes of a region with run-time bounds (None: static)."""
+    return region.runtime
+
+
+__all__ = ["CExpr", "runtime_bounds"]
