@@ -57,9 +57,17 @@ from ccogen.codegen.files import GeneratedFiles, banner, options_hash, support_b
 from ccogen.codegen.jinja import render
 from ccogen.codegen.layout import HeapLayout, plan_heap
 from ccogen.codegen.ll import NONE, LLPlan, plan_ll
-from ccogen.codegen.model import BlockProgram, DeviceSupport, KernelModel, ProtocolModel, Segment
+from ccogen.codegen.model import (
+    BlockProgram,
+    DeviceSupport,
+    KernelModel,
+    ProtocolModel,
+    Segment,
+    Step,
+)
 from ccogen.codegen.naming import c_identifier
 from ccogen.codegen.plan import Unsupported, block_ops, lower_block
+from ccogen.codegen.require import require_steps
 from ccogen.ir.instance import Instance, OpInst
 
 SMALL_COPY = 4 << 10
@@ -108,6 +116,7 @@ class SmBackend(Backend):
     ll_path: ClassVar[bool] = False  # small puts with their signal folded in (codegen.ll)
 
     add_primitives: ClassVar[bool] = False  # defines ccogen_add / ccogen_llput_thread
+    _require: dict[int, list[Step]] = {}  # noqa: RUF012  (set per generate: codegen.require)
 
     def generate(self, instance: Instance, source: str, options: Options) -> GeneratedFiles:
         model, layout = self.model(instance, source, options)
@@ -140,6 +149,8 @@ class SmBackend(Backend):
                       (layout.scratch.offset + 8 * scratch + 15) // 16 * 16)
         if ll.size:
             layout = self.plan_layout(instance, scratch + 1 + ll.size // 8)
+        # debug builds check `require` first in the first kernel (codegen.require)
+        self._require = require_steps(instance, layout) if options.debug else {}
         kernels = []
         word = layout.scratch.offset
         for k in instance.kernels:
@@ -193,6 +204,9 @@ class SmBackend(Backend):
             for block, bops in sorted(block_ops(instance, index, rank).items()):
                 segments, syncs = lower_block(bops, layout, oracle, source, ll,  # type: ignore[arg-type]
                                               instance)
+                checks = self._require.get(rank) if index == 0 and block == 0 else None
+                if checks:
+                    segments.insert(0, Segment(steps=tuple(checks)))
                 segments, n = _number_barriers(segments)
                 barriers = max(barriers, n)
                 if self.splits_ctas() and ctas > 1:
