@@ -102,6 +102,6 @@ def library_params(path: Path | str) -> dict[str, int]:
     """The parameters the tests give library protocol `path` (its defaults: {})."""
     return dict(LIBRARY_TEST_PARAMS.get(Path(path).stem, {}))
 
-# Library protocols with run-time values (language v2 §3, §4): checked and simulated, code
-# generation pending (`ccogen compile` is E042).
-RUNTIME_PENDING = frozenset({"alltoallv", "moe_dispatch", "moe_combine"})
+# Library protocols with run-time values (language v2 §3, §4): their amounts are drawn
+# per epoch (no static traffic to count); generated for nccl-lsa and nvshmem.
+RUNTIME_PROTOCOLS = frozenset({"alltoallv", "moe_dispatch", "moe_combine"})

@@ -99,8 +99,8 @@ def plan_ll(instance: Instance, expected: Expected, base: int,
     for o in ops:
         if o.kind.traits.rings and o.peer is not None and o.queue is not None:
             key = (o.rank, o.peer, o.queue)
-            if _ll_put(o) and not instance.is_buffer(o.src.window) \
-                    and o.dst.runtime is None:  # type: ignore[union-attr]
+            static = o.dst is not None and o.dst.runtime is None  # run-time: no LL
+            if _ll_put(o) and static and not instance.is_buffer(o.src.window):  # type: ignore[union-attr]
                 senders[key].append(o)
             else:
                 others.add(key)

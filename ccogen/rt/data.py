@@ -166,9 +166,12 @@ Reader = Callable[[RegionSpec], "np.ndarray"]
 
 def make_reader(seed: int, epoch: int, sizes: Mapping[str, int],
                 finals: Mapping[tuple[str, int], np.ndarray],
-                dtypes: Mapping[str, str] | None = None) -> Reader:
-    """Region contents: init regions from the generator, final ones from `finals`."""
-    cache: dict[tuple[str, int], np.ndarray] = {}
+                dtypes: Mapping[str, str] | None = None,
+                initial: Mapping[tuple[str, int], np.ndarray] | None = None) -> Reader:
+    """Region contents: init regions from the generator (or `initial`, by (window, rank):
+    the drawn contents of a run-time protocol, ccogen.rt.drawn), final ones from
+    `finals`."""
+    cache: dict[tuple[str, int], np.ndarray] = dict(initial or {})
     types = dtypes or {}
 
     def read(region: RegionSpec) -> np.ndarray:

@@ -43,6 +43,7 @@ from ccogen.rt.data import (
     remote_finals,
 )
 from ccogen.rt.debug import RECORD_SIZE, DebugRecord, describe_wait
+from ccogen.rt.drawn import DrawSpec, EpochDraw, draw_epoch
 from ccogen.rt.errors import (
     EngineError,
     ManifestError,
@@ -89,6 +90,9 @@ class RunConfig:
     init_timeout_s: float = DEFAULT_INIT_TIMEOUT_S
     env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     devices: tuple[int, ...] = ()  # rank r runs on devices[r] (ccogen.rt.placement); () = r
+    # run-time values (language v2 §3): each epoch's contents are drawn to satisfy
+    # `require`, and its checks come from the instance of those contents (ccogen.rt.drawn)
+    drawn: DrawSpec | None = None
 
 
 # ============================================================================ the launcher
@@ -114,7 +118,10 @@ def run(manifest_dir: str | Path, instance: Instance | None = None, *, iters: in
     manifest = load_manifest(manifest_dir)
     if instance is not None:
         _check_instance(manifest, instance)
-    specs = tuple(checks) if checks is not None else tuple(instance_checks(instance))
+    drawn = DrawSpec.of(instance, seed) if instance is not None else None
+    specs: tuple[CheckSpec, ...] = ()  # run-time values: per epoch, from the drawn contents
+    if drawn is None:
+        specs = tuple(checks) if checks is not None else tuple(instance_checks(instance))
     distributed = _distributed_env()
     if distributed is None:
         placement = placement or place(manifest.nranks, manifest.target)
@@ -125,14 +132,15 @@ def run(manifest_dir: str | Path, instance: Instance | None = None, *, iters: in
     if distributed is not None:
         check_residency(manifest, cubin, Placement((distributed[2],), 0))
         return _run_distributed(manifest, specs, iters, seed, debug, watchdog_s, cubin, engine,
-                                library, distributed)
+                                library, distributed, drawn)
     assert placement is not None
     check_residency(manifest, cubin, placement)
     with tempfile.TemporaryDirectory(prefix="ccogen-run-") as shared:
         config = RunConfig(str(manifest.directory), manifest.nranks, iters, seed,
                            debug or manifest.debug, str(cubin), str(engine), specs,
                            rendezvous_dir=shared, shared_dir=shared, watchdog_s=watchdog_s,
-                           init_timeout_s=init_timeout_s, devices=placement.devices)
+                           init_timeout_s=init_timeout_s, devices=placement.devices,
+                           drawn=drawn)
         results = _spawn(config)
     return RunReport(manifest.protocol, manifest.target, manifest.nranks, iters, results,
                      library=library, placement=placement.describe())
@@ -215,7 +223,7 @@ def _distributed_env() -> tuple[int, int, int] | None:
 
 def _run_distributed(manifest: Manifest, specs: tuple[CheckSpec, ...], iters: int, seed: int,
                      debug: bool, watchdog_s: float, cubin: Path, engine: Path, library: str,
-                     where: tuple[int, int, int]) -> RunReport:
+                     where: tuple[int, int, int], drawn: DrawSpec | None = None) -> RunReport:
     from ccogen.rt.rendezvous import FileRendezvous, from_environment, job_id
 
     rank, world, local = where
@@ -230,7 +238,7 @@ def _run_distributed(manifest: Manifest, specs: tuple[CheckSpec, ...], iters: in
     config = RunConfig(str(manifest.directory), manifest.nranks, iters, seed,
                        debug or manifest.debug, str(cubin), str(engine), specs,
                        rendezvous_dir=str(directory), shared_dir=str(shared),
-                       watchdog_s=watchdog_s)
+                       watchdog_s=watchdog_s, drawn=drawn)
     def on_hang(result: RankResult) -> None:
         report = RunReport(manifest.protocol, manifest.target, manifest.nranks, iters, [result],
                            library=library, partial=True)
@@ -387,6 +395,7 @@ class _Rank:
         self.checks = [c for c in config.checks if c.rank == rank]
         self.exports = {w for (w, r) in remote_finals(config.checks) if r == rank}
         self.imports = {(w, r) for (w, r) in remote_finals(self.checks)}
+        self.exchanges = False  # run-time protocols: some rank's checks read another's finals
         result.checks_per_epoch = len(self.checks)
         self.buffers: dict[str, int] = {}  # device address of each local buffer (`run`)
         self.session = RankSession(
@@ -432,11 +441,12 @@ class _Rank:
         s, m, watchdog = self.session, self.manifest, self.config.watchdog_s
         rt, stream = s.rt, s.stream
         s.phase(f"epoch {epoch}: filling windows")
+        drawn = self._draw(epoch)
         for w in m.windows:
-            data = initial_bytes(self.config.seed, epoch, self.rank, w.name, w.size, w.dtype)
+            data = self._initial(drawn, epoch, w.name, w.size, w.dtype)
             rt.memcpy_htod(s.heap.pointer + w.offset, data)
         for b in m.buffers:
-            data = initial_bytes(self.config.seed, epoch, self.rank, b.name, b.size, b.dtype)
+            data = self._initial(drawn, epoch, b.name, b.size, b.dtype)
             rt.memcpy_htod(self.buffers[b.name], data)
         s.ctx.synchronize()  # pageable copies complete before any peer may read them
         self._barrier("before the kernels", epoch)
@@ -461,16 +471,45 @@ class _Rank:
         self._barrier("after the kernels", epoch)
         s.phase(f"epoch {epoch}: checking")
         finals = self._finals()
-        if self.exports or self.imports:
+        if (self.exports or self.imports) if drawn is None else self.exchanges:
             self._exchange(epoch, finals)
         sizes = {w.name: w.size for w in m.windows} | {b.name: b.size for b in m.buffers}
         dtypes = {w.name: w.dtype for w in m.windows} | {b.name: b.dtype for b in m.buffers}
+        initial = None if drawn is None else \
+            {(name, rank): data for (rank, name), data in drawn.arrays.items()}
         failures = evaluate(self.checks,
-                            make_reader(self.config.seed, epoch, sizes, finals, dtypes), epoch)
+                            make_reader(self.config.seed, epoch, sizes, finals, dtypes, initial),
+                            epoch)
         self.result.failure_count += len(failures)
         room = MAX_REPORTED_FAILURES - len(self.result.failures)
         self.result.failures.extend(failures[:max(0, room)])
         self.result.epochs = epoch + 1
+
+    def _draw(self, epoch: int) -> EpochDraw | None:
+        """A run-time protocol's contents and checks for `epoch` (ccogen.rt.drawn); the
+        exchange of final windows is decided over every rank's checks, so that every rank
+        meets at its barriers."""
+        if self.config.drawn is None:
+            return None
+        try:
+            drawn = draw_epoch(self.config.drawn, epoch)
+        except RunError as exc:
+            self.result.error = f"rank {self.rank}: {exc}"
+            raise Stop from None
+        self.checks = [c for c in drawn.checks if c.rank == self.rank]
+        remote = remote_finals(drawn.checks)
+        self.exports = {w for (w, r) in remote if r == self.rank}
+        self.imports = remote_finals(self.checks)
+        self.exchanges = bool(remote)
+        self.result.checks_per_epoch = max(self.result.checks_per_epoch, len(self.checks))
+        self.result.draws.append(drawn.label)
+        return drawn
+
+    def _initial(self, drawn: EpochDraw | None, epoch: int, name: str, size: int,
+                 dtype: str) -> Any:
+        if drawn is None:
+            return initial_bytes(self.config.seed, epoch, self.rank, name, size, dtype)
+        return drawn.arrays[(self.rank, name)]
 
     def _barrier(self, when: str, epoch: int) -> None:
         self.session.phase(f"epoch {epoch}: host barrier {when}")

@@ -20,6 +20,8 @@ class RankResult:
     wait: str | None = None               # a debug-build wait that timed out, described
     error: str | None = None              # anything else that stopped this rank
     library: str = ""
+    # run-time protocols: the draw of each epoch's contents (ccogen.rt.drawn), in order
+    draws: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -80,6 +82,11 @@ class RunReport:
                 lines.append(f"  rank {r.rank} error: {r.error}")
             if r.epochs != self.iters and r.error is None and r.wait is None:
                 lines.append(f"  rank {r.rank} stopped after {r.epochs} of {self.iters} epochs")
+        draws = next((r.draws for r in self.ranks if r.draws), [])
+        if draws:
+            shown = ", ".join(draws[:4]) + (", ..." if len(draws) > 4 else "")
+            lines.append(f"  contents: drawn afresh each epoch to satisfy `require` ({shown}); "
+                         "the checks are those of each epoch's contents")
         for f in self.failures:
             lines.append("  " + f.format())
         total = sum(r.failure_count for r in self.ranks)
@@ -87,8 +94,9 @@ class RunReport:
             lines.append(f"  ... {total - len(self.failures)} more ensure failures")
         checks = sum(r.checks_per_epoch for r in self.ranks)
         if self.ok:
-            lines.append(f"  ensure: {checks} comparisons per epoch held on every rank in "
-                         f"every epoch" if checks else "  ensure: nothing to check")
+            up_to = "up to " if draws else ""
+            lines.append(f"  ensure: {up_to}{checks} comparisons per epoch held on every rank "
+                         f"in every epoch" if checks else "  ensure: nothing to check")
         else:
             lines.append(f"  FAILED: {total} ensure failures"
                          + ("" if all(r.ok for r in self.ranks) else

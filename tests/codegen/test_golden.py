@@ -1,6 +1,7 @@
 """Generated code of every library protocol × CUDA target, against blessed golden files.
 
-Each protocol is generated at 2 ranks (its default parameters) and compared with
+Each protocol is generated at 2 ranks (its default parameters; the MoE protocols at the
+tests' small shape, `tests.helpers.LIBRARY_TEST_PARAMS`) and compared with
 `tests/golden/<target>/<protocol>.cu` and `.json` (the manifest).  The shared device
 header written beside kernels.cu (`ccogen_device.cuh`) is the same text for every
 protocol of one variant: one golden per variant in `tests/golden/ccogen_device/`.
@@ -18,13 +19,11 @@ import pytest
 from ccogen.codegen import Options, generate
 from ccogen.instantiate import instantiate
 from ccogen.syntax import load_ir
-from tests.helpers import RUNTIME_PENDING, assert_golden
+from tests.helpers import assert_golden, library_params
 
 ROOT = Path(__file__).resolve().parents[2]
 PROTOCOLS = sorted((ROOT / "protocols").glob("*.cco"))
 TARGETS = ("nccl-lsa", "nvshmem")
-V2_PENDING = RUNTIME_PENDING
-"""Library protocols with run-time sizes, whose code generation is pending."""
 
 
 HEADER = "ccogen_device.cuh"
@@ -38,7 +37,7 @@ HEADER_VARIANTS = {("nccl-lsa", False): "add-primitives", ("nvshmem", False): "a
 def generated(path: Path, target: str, nranks: int = 2,
               options: Options | None = None) -> dict[str, str]:
     protocol = load_ir(path)
-    instance, diags = instantiate(protocol, nranks, {})
+    instance, diags = instantiate(protocol, nranks, library_params(path))
     assert instance is not None, diags
     return generate(instance, target, source=path.relative_to(ROOT).as_posix(),
                     options=options or Options()).files

@@ -1,0 +1,99 @@
+"""Contents that satisfy `require`, drawn afresh every epoch of `ccogen run` (language v2 §3).
+
+A protocol with run-time values cannot run on random bytes: its counts must stay within
+`require` (a count above `cap` writes past its region), and a routing table must say
+what `require` says it says.  `ccogen run` therefore fills every window and buffer of
+every rank, each epoch, with contents the simulator's drawing code gives
+(`ccogen.sim.runtime.draw`), and checks `ensure` against the instance of *those*
+contents (`instantiate(..., contents=)`: every run-time bound concrete):
+
+* epoch 0 draws `low` (every bounded element at its lower bound: every count 0),
+  epoch 1 `high` (every count at its bound; every token to the highest rank), then
+  even epochs `mixed-E` (per element the lower bound, the upper bound or a value between:
+  skewed routings, ranks that receive nothing) and odd ones `interior-E` (uniform
+  between the bounds).  A draw that no contents satisfy falls back to `mixed-E`.
+* The draw depends only on (seed, epoch, nranks, parameters), so every rank computes
+  the same contents and checks without talking to the others; each fills its own
+  windows and buffers from them and checks its own `ensure` lines.
+
+The kernels themselves are the ones compiled once for the symbolic instance: they read
+the counts on the device, whatever the epoch's draw.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ccogen.rt.data import CheckSpec, check_specs
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ccogen.ir.instance import Instance
+    from ccogen.ir.nodes import Protocol
+
+
+@dataclass(frozen=True)
+class DrawSpec:
+    """What a rank needs to draw an epoch's contents: plain data, pickled to workers."""
+
+    protocol: Protocol
+    nranks: int
+    params: tuple[tuple[str, Any], ...]  # integer and dtype parameters (dtypes as names)
+    seed: int
+
+    @classmethod
+    def of(cls, instance: Instance, seed: int) -> DrawSpec | None:
+        """The spec of a run-time instance (None: no run-time values)."""
+        if not instance.runtime:
+            return None
+        params = (*instance.params, *((k, v.value) for k, v in instance.dtype_params))
+        return cls(instance.protocol, instance.nranks, params, seed)
+
+
+@dataclass(frozen=True)
+class EpochDraw:
+    """One epoch's contents (`(rank, name)` -> raw bytes) and `ensure` comparisons."""
+
+    label: str
+    arrays: dict[tuple[int, str], np.ndarray]
+    checks: tuple[CheckSpec, ...]
+
+
+def which(epoch: int) -> str:
+    """The draw of `epoch` (module doc)."""
+    if epoch == 0:
+        return "low"
+    if epoch == 1:
+        return "high"
+    return f"mixed-{epoch}" if epoch % 2 == 0 else f"interior-{epoch}"
+
+
+def draw_epoch(spec: DrawSpec, epoch: int) -> EpochDraw:
+    """The contents and checks of `epoch`; RunError when no contents can be drawn or the
+    instance of the drawn contents has errors (a bug: the checker accepted the protocol)."""
+    from ccogen.instantiate import instantiate
+    from ccogen.limits import DEFAULT
+    from ccogen.rt.errors import RunError
+    from ccogen.sim.runtime import draw
+
+    params = dict(spec.params)
+    contents, label = draw(spec.protocol, spec.nranks, params, which(epoch), spec.seed)
+    if contents is None:
+        contents, label = draw(spec.protocol, spec.nranks, params, f"mixed-{epoch}", spec.seed)
+    if contents is None:
+        raise RunError(f"no contents satisfy `require` of `{spec.protocol.name}` "
+                       f"(epoch {epoch}: {label})")
+    instance, diags = instantiate(spec.protocol, spec.nranks, params, DEFAULT,
+                                  contents=contents)
+    errors = [d for d in diags if d.is_error]
+    if instance is None or errors:
+        detail = "; ".join(d.message for d in errors[:3])
+        raise RunError(f"epoch {epoch}: the instance of the drawn contents ({label}) has "
+                       f"errors: {detail} (this is a bug in ccogen: `ccogen simulate` "
+                       "the protocol with the same parameters to reproduce it)")
+    return EpochDraw(label, contents.arrays, tuple(check_specs(instance.checks)))
+
+
+__all__ = ["DrawSpec", "EpochDraw", "draw_epoch", "which"]

@@ -1,0 +1,233 @@
+"""Run-time values in generated code (codegen.rtexpr, codegen.plan, codegen.require),
+checked on the model: the C expressions a step carries, evaluated with the contents the
+simulator draws, give the offsets, lengths, counts and weights of the instance of those
+contents (`instantiate(..., contents=)`), op by op.
+
+The expressions are evaluated here by a small reader of the C the templates print
+(`ccogen_ld<T>(c, peer, off)` reads the drawn element), so a change in how they are
+printed shows up as a failure to parse, not as a silent pass.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from ccogen.codegen import Options, generate
+from ccogen.codegen.backends import get_backend
+from ccogen.codegen.backends.sm import SmBackend, expected_oracle
+from ccogen.codegen.layout import plan_heap
+from ccogen.codegen.model import LOCAL, BlockProgram, Step, buffer_peer
+from ccogen.codegen.plan import _Builder
+from ccogen.codegen.require import require_steps
+from ccogen.instantiate import Contents, instantiate
+from ccogen.ir.dtype import DType
+from ccogen.ir.instance import Instance
+from ccogen.ir.opkind import OpKind
+from ccogen.sim.runtime import draw
+from ccogen.sim.values import decode
+from ccogen.syntax import load_ir
+from tests.helpers import library_params
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNTIME = ("alltoallv", "moe_dispatch", "moe_combine")
+_LD = re.compile(r"ccogen_ld<(\w+)>\(c, (-?\d+), (\d+)ULL\)")
+_CTYPE = {"int32_t": DType.I32, "float": DType.F32, "uint32_t": DType.U32,
+          "int64_t": DType.I64, "uint64_t": DType.U64, "uint8_t": DType.U8}
+
+
+class Reader:
+    """Evaluates the C the templates print, reading elements from drawn contents."""
+
+    def __init__(self, instance: Instance, contents: Contents, me: int) -> None:
+        self.layout = plan_heap(instance, 1)
+        self.contents = contents
+        self.me = me
+
+    def element(self, ctype: str, peer: int, off: int) -> float | int:
+        dtype = _CTYPE[ctype]
+        if peer <= buffer_peer(0):
+            name, rank, byte = self.layout.buffers[buffer_peer(0) - peer], self.me, off
+        else:
+            rank = self.me if peer == LOCAL else peer
+            w = next(w for w in self.layout.windows if w.offset <= off < w.offset + w.size)
+            name, byte = w.name, off - w.offset
+        raw = self.contents.arrays[(rank, name)][byte:byte + dtype.size]
+        value = decode(raw, dtype)[0]
+        return float(value) if dtype.is_float else int(value)
+
+    def value(self, text: str) -> float:
+        py = _LD.sub(lambda m: repr(self.element(m[1], int(m[2]), int(m[3]))), text)
+        py = re.sub(r"static_cast<\w+>", "", py)
+        py = re.sub(r"(\d)U?LL\b", r"\1", py)
+        py = py.replace("ccogen_rtmax", "max").replace("ccogen_rtmin", "min")
+        py = py.replace("ccogen_floordiv", "_floordiv").replace("ccogen_floormod", "_floormod")
+        assert "ccogen_" not in py and "<" not in py.replace("<=", "").replace(" < ", ""), py
+        return eval(py, {"_floordiv": lambda a, k: a // k,  # our own C text
+                         "_floormod": lambda a, k: a % k, "max": max, "min": min})
+
+
+def _instances(name: str, nranks: int, which: str, seed: int
+               ) -> tuple[Instance, Instance, Contents]:
+    protocol = load_ir(ROOT / "protocols" / f"{name}.cco")
+    params = library_params(name) or {"cap": 8}
+    symbolic, diags = instantiate(protocol, nranks, params)
+    assert symbolic is not None, diags
+    contents, label = draw(protocol, nranks, params, which, seed)
+    assert contents is not None, label
+    concrete, diags = instantiate(protocol, nranks, params, contents=contents)
+    assert concrete is not None and not [d for d in diags if d.is_error], diags
+    return symbolic, concrete, contents
+
+
+def _builder(instance: Instance) -> _Builder:
+    layout = plan_heap(instance, 1)
+    return _Builder("group", layout, expected_oracle(instance), "p.cco", instance=instance)
+
+
+@pytest.mark.parametrize("which", ["low", "high", "mixed-3", "interior-4"])
+@pytest.mark.parametrize("nranks", [2, 3])
+@pytest.mark.parametrize("name", RUNTIME)
+def test_copy_expressions_give_the_drawn_regions(name: str, nranks: int, which: str) -> None:
+    symbolic, concrete, contents = _instances(name, nranks, which, seed=5)
+    b = _builder(symbolic)
+    checked = 0
+    for rank in range(nranks):
+        reader = Reader(symbolic, contents, rank)
+        ops = symbolic.ranks[rank]
+        assert [o.kind for o in ops] == [o.kind for o in concrete.ranks[rank]]
+        for sym, con in zip(ops, concrete.ranks[rank], strict=True):
+            if not sym.kind.traits.transfer or sym.dst is None or sym.dst.runtime is None:
+                continue
+            step = b.copy(sym)
+            let = {k: reader.value(v) for k, v in step.let}
+            assert let["rt_n"] == con.dst.size  # type: ignore[union-attr]
+            _, dst = b.layout.address(con.dst, rank)  # type: ignore[arg-type]
+            _, src = b.layout.address(con.src, rank)  # type: ignore[arg-type]
+            if con.dst.size:  # type: ignore[union-attr]
+                assert (let["rt_dst"], let["rt_src"]) == (dst, src)
+            assert dict(step.rt)["nbytes"] == "rt_n"
+            checked += 1
+    assert checked
+
+
+@pytest.mark.parametrize("which", ["mixed-1", "interior-2"])
+def test_reduce_weights_are_the_drawn_weights(which: str) -> None:
+    symbolic, concrete, contents = _instances("moe_combine", 2, which, seed=9)
+    b = _builder(symbolic)
+    seen = 0
+    for rank in range(2):
+        reader = Reader(symbolic, contents, rank)
+        for sym, con in zip(symbolic.ranks[rank], concrete.ranks[rank], strict=True):
+            if sym.kind is not OpKind.REDUCE:
+                continue
+            step = b.reduce(sym)
+            assert step.reduction is not None
+            got = [reader.value(w) for w in step.reduction.weights]
+            assert got == pytest.approx([float(w) for w in con.weights], rel=1e-6)
+            seen += 1
+    assert seen == 2 * 8
+
+
+def test_static_protocols_print_no_runtime_support() -> None:
+    path = ROOT / "protocols" / "alltoall.cco"
+    instance, _ = instantiate(load_ir(path), 2, {})
+    assert instance is not None
+    text = generate(instance, "nccl-lsa", source="alltoall.cco", options=Options()).files[
+        "kernels.cu"]
+    assert "ccogen_ld<" not in text and "run-time values" not in text
+
+
+@pytest.mark.parametrize("target", ["nccl-lsa", "nvshmem"])
+def test_runtime_protocol_prints_loads_and_support(target: str) -> None:
+    path = ROOT / "protocols" / "alltoallv.cco"
+    instance, _ = instantiate(load_ir(path), 2, {"cap": 64})
+    assert instance is not None
+    text = generate(instance, target, source="alltoallv.cco", options=Options()).files[
+        "kernels.cu"]
+    assert "ccogen_ld<int32_t>(c, -3, " in text  # counts, local buffer 1
+    assert "const uint64_t rt_n = " in text
+    assert "ccogen_require(c, (" not in text  # release build: no device check
+
+
+def _counts(contents: Contents, rank: int, n: int) -> list[int]:
+    raw = contents.arrays[(rank, "counts")]
+    return [int(v) for v in decode(raw, DType.I32)[:n]]
+
+
+def test_require_steps_hold_on_drawn_contents_and_catch_a_violation() -> None:
+    symbolic, _, contents = _instances("alltoallv", 2, "mixed-2", seed=3)
+    layout = plan_heap(symbolic, 1)
+    steps = require_steps(symbolic, layout)
+    assert set(steps) == {0, 1}
+    for rank, checks in steps.items():
+        reader = Reader(symbolic, contents, rank)
+        assert len(checks) == 2 * 2  # 0 <= counts[p] and counts[p] <= cap, p in ranks()
+        line = next(i for i, text in enumerate(
+            (ROOT / "protocols" / "alltoallv.cco").read_text().splitlines(), 1)
+            if "0 <= counts[p] <= cap" in text)
+        assert all(s.kind == "require" and s.line == line for s in checks)
+        assert all(reader.value(s.text) for s in checks)
+    bad = Contents({k: v.copy() for k, v in contents.arrays.items()}, contents.dtypes)
+    bad.set("counts", 1, 0, 9)  # cap is 8
+    reader = Reader(symbolic, bad, 1)
+    broken = [s for s in steps[1] if not reader.value(s.text)]
+    assert [(s.src, reader.value(dict(s.rt)["value"])) for s in broken] == [(0, 9)]
+    assert _counts(bad, 1, 2)[0] == 9
+
+
+def test_debug_build_checks_require_first() -> None:
+    path = ROOT / "protocols" / "moe_dispatch.cco"
+    instance, _ = instantiate(load_ir(path), 2, library_params("moe_dispatch"))
+    assert instance is not None
+    for debug in (False, True):
+        text = generate(instance, "nvshmem", source="moe_dispatch.cco",
+                        options=Options(debug=debug)).files["kernels.cu"]
+        first = text.index("_r0_b0(const ccogen_ctx& c) {")
+        body = text[first:text.index("\n}\n", first)]
+        assert ("ccogen_require(c, (" in body) is debug
+        if debug:  # before anything else: the barrier, the first transfer
+            assert body.index("ccogen_require(c, (") < body.index("ccogen_barrier_group")
+
+
+def test_a_runtime_counted_wait_consumes_its_bytes() -> None:
+    """`wait_count(C, expected=<run-time>)`: an `rtwait` on the counter, its total
+    computed on the device from the header the waiter holds (docs/reference example)."""
+    text = (ROOT / "docs" / "reference" / "language.md").read_text(encoding="utf-8")
+    block = next(b for b in re.findall(r"```python\n(.*?)```", text, re.S)
+                 if "protocol counted_rows(" in b)
+    from ccogen.syntax import parse_ir
+
+    instance, _ = instantiate(parse_ir(block, "counted_rows.cco"), 2, {})
+    assert instance is not None
+    b = _builder(instance)
+    (wait,) = [o for o in instance.ranks[1] if o.kind is OpKind.WAIT_COUNT]
+    step = b.wait(wait)
+    assert step.kind == "rtwait" and step.c_value == "rt_expected"
+    (name, expr), = step.let
+    assert name == "rt_expected"
+    header = b.layout.window("header").offset
+    assert f"ccogen_ld<int32_t>(c, -1, {header}ULL)" in expr  # read where the waiter is
+    assert f"ccogen_ld<int32_t>(c, -1, {header + 4}ULL)" in expr
+    assert "16LL" in expr
+
+
+def _programs(instance: Instance, target: str) -> list[BlockProgram]:
+    backend = get_backend(target)
+    assert isinstance(backend, SmBackend)
+    model, _ = backend.model(instance, "p.cco", Options())
+    return [p for k in model.kernels for p in k.programs]
+
+
+def test_counts_are_exchanged_once_with_no_host_round_trip() -> None:
+    instance, _ = instantiate(load_ir(ROOT / "protocols" / "alltoallv.cco"), 2, {"cap": 64})
+    assert instance is not None
+    for p in _programs(instance, "nccl-lsa"):
+        steps = [s for seg in p.segments for s in (*seg.steps, *(t for br in seg.branches
+                                                                for t in br.steps))]
+        counted: list[Step] = [s for s in steps if s.kind in ("copy", "putsig")
+                               and s.dst_peer >= 0 and not s.rt]
+        assert len(counted) == 1 and counted[0].nbytes == 4  # got[me] on the one peer
+        assert not [s for s in steps if s.kind == "rtwait"]
