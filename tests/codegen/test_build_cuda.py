@@ -14,12 +14,11 @@ import pytest
 from ccogen.rt.api import compile_for_run
 from ccogen.rt.build import build_cubin
 from ccogen.syntax import load_ir
-from tests.helpers import RUNTIME_PENDING
+from tests.helpers import library_params
 from tests.runtime.conftest import require_toolchain
 
 ROOT = Path(__file__).resolve().parents[2]
 PROTOCOLS = sorted((ROOT / "protocols").glob("*.cco"))
-V2_PENDING = RUNTIME_PENDING  # run-time sizes: generation pending
 
 
 @pytest.mark.toolchain
@@ -31,6 +30,6 @@ def test_library_protocol_builds(path: Path, target: str, tmp_path: Path,
     monkeypatch.setenv("CCOGEN_CACHE_DIR", str(tmp_path / "cache"))
     out = tmp_path / "gen"
     protocol = load_ir(path)
-    compile_for_run(protocol, path.name, target, 2, {}, out, debug=False)
+    compile_for_run(protocol, path.name, target, 2, library_params(path), out, debug=False)
     cubin = build_cubin(out, target, "sm_90", False, extra_flags=("-Werror", "all-warnings"))
     assert Path(cubin).is_file() and Path(cubin).stat().st_size > 0
