@@ -39,7 +39,7 @@ VARIANTS = (MORI, CFT, NVSHMEM_SM100)
 # What each target cannot express among the library protocols, and the rule that says so.
 # Language v2: `mori-sdma` has no `signal` and cannot load a peer's window; `nccl-cft`
 # cannot load a peer's window (docs/targets.md).
-# run-time sizes (issue 16): checked and simulated, generation pending
+# run-time sizes (language v2 §3): generated on nccl-lsa and nvshmem only
 RT = {"alltoallv": "E042", "moe_dispatch": "E042", "moe_combine": "E042"}
 REFUSED = {
     MORI: {"counted_broadcast": "E042", "counted_gather": "E042",
@@ -48,7 +48,8 @@ REFUSED = {
     CFT: {"pingpong": "E040", "allreduce_oneshot": "E042", "allreduce_twoshot": "E042",
           **RT, "alltoallv": "E040", "moe_dispatch": "E040"},
     # threads=512 with puts: NVSHMEM's put needs more registers than 512 threads leave
-    NVSHMEM_SM100: {"allreduce_twoshot": "E042", "reduce_scatter_ring": "E042"},
+    NVSHMEM_SM100: {"allreduce_twoshot": "E042", "reduce_scatter_ring": "E042",
+                    "moe_dispatch": "E042", "moe_combine": "E042"},
 }
 
 

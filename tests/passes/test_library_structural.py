@@ -49,6 +49,8 @@ KNOWN: dict[tuple[str, str | None], set[str]] = {
     # `ccoSdma` has no signal-only op: the credits of these two cannot be sent
     ("reduce_scatter_ring", "mori-sdma"): {"E042"},
     ("broadcast_pipelined", "mori-sdma"): {"E042"},
+    ("moe_dispatch", "mori-sdma"): {"E042"},
+    ("moe_combine", "mori-sdma"): {"E042"},
 }
 
 
