@@ -163,7 +163,7 @@ def _leader_next(segments: Sequence[Segment], flat: list[Pos], n: int,
 def _reset_before(segments: Sequence[Segment], flat: list[Pos], n: int) -> bool:
     # a `reset`, or a run-time counted wait (`rtwait`: the leader waits and consumes)
     return next(iter(_neighbours(segments, flat, n, -1)), Step("comment")).kind \
-        in ("reset", "rtwait")
+        in ("reset", "rtwait", "rtwaitcounted")
 
 
 # ----------------------------------------------------------------------------- scales

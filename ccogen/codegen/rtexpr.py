@@ -7,7 +7,8 @@ opaque combination of other forms (`Atom.tree`: a product, a comparison, `min`/`
 
 * an element is `ccogen_ld<T>(c, peer, offset)` (templates/common/_runtime.j2), read from
   my heap, a peer's heap (LSA pointer / `nvshmem_ptr`, else NVSHMEM's get) or a local
-  buffer, converted to `int64_t` (a float element to `double`, for `reduce` weights);
+  buffer, converted to `int64_t` (a float element to `double`: `reduce` weights, a
+  `require` on a float buffer; f16 and bf16 read through `ccogen_ld_f16`/`_bf16`);
 * sums, products and comparisons are C's, in `int64_t` (or `double` once a float takes
   part); `//` and `%` by a positive number floor like Python's (`ccogen_floordiv`,
   `ccogen_floormod`); `min`/`max` are `ccogen_rtmin`/`ccogen_rtmax`.
@@ -29,6 +30,7 @@ from ccogen.ir.runtime import Atom, Rt
 from ccogen.source import Span
 
 _CMP = {"<", "<=", ">", ">=", "==", "!="}
+_HALF = {DType.BF16: "ccogen_ld_bf16", DType.F16: "ccogen_ld_f16"}
 
 
 def _unsupported(message: str, span: Span | None) -> Exception:
@@ -74,11 +76,10 @@ class CExpr:
 
     def element(self, window: str, rank: int, index: int) -> str:
         dtype = self.instance.dtype(window)
-        if dtype in (DType.F16, DType.BF16):
-            raise _unsupported(f"a run-time value read from a {dtype} element "
-                              f"(`{window}[{index}]`): load integers or f32", self.span)
         region = RegionInst(window, index * dtype.size, (index + 1) * dtype.size, rank)
         peer, off = self.layout.address(region, self.me)
+        if dtype in _HALF:  # read as 16 bits, widened through float
+            return f"static_cast<double>({_HALF[dtype]}(c, {peer}, {off}ULL))"
         wide = "double" if dtype.is_float else "int64_t"
         return f"static_cast<{wide}>(ccogen_ld<{CTYPES[dtype]}>(c, {peer}, {off}ULL))"
 

@@ -14,7 +14,7 @@ import pytest
 from ccogen.rt.api import compile_for_run
 from ccogen.rt.build import build_cubin
 from ccogen.syntax import load_ir
-from tests.helpers import library_params
+from tests.helpers import RUNTIME_PROTOCOLS, library_params
 from tests.runtime.conftest import require_toolchain
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,4 +32,20 @@ def test_library_protocol_builds(path: Path, target: str, tmp_path: Path,
     protocol = load_ir(path)
     compile_for_run(protocol, path.name, target, 2, library_params(path), out, debug=False)
     cubin = build_cubin(out, target, "sm_90", False, extra_flags=("-Werror", "all-warnings"))
+    assert Path(cubin).is_file() and Path(cubin).stat().st_size > 0
+
+
+@pytest.mark.toolchain
+@pytest.mark.parametrize("target", ["nccl-lsa", "nvshmem"])
+@pytest.mark.parametrize("stem", sorted(RUNTIME_PROTOCOLS))
+def test_runtime_protocol_debug_builds(stem: str, target: str, tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Debug builds of the run-time protocols (their `require` checked on the device)."""
+    require_toolchain(target)
+    monkeypatch.setenv("CCOGEN_CACHE_DIR", str(tmp_path / "cache"))
+    path = ROOT / "protocols" / f"{stem}.cco"
+    out = tmp_path / "gen"
+    compile_for_run(load_ir(path), path.name, target, 2, library_params(path), out, debug=True)
+    assert "ccogen_require(c, (" in (out / "kernels.cu").read_text()
+    cubin = build_cubin(out, target, "sm_90", True, extra_flags=("-Werror", "all-warnings"))
     assert Path(cubin).is_file() and Path(cubin).stat().st_size > 0

@@ -33,9 +33,10 @@ from tests.helpers import library_params
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = ("alltoallv", "moe_dispatch", "moe_combine")
-_LD = re.compile(r"ccogen_ld<(\w+)>\(c, (-?\d+), (\d+)ULL\)")
+_LD = re.compile(r"ccogen_ld(?:<(\w+)>|_(bf16|f16))\(c, (-?\d+), (\d+)ULL\)")
 _CTYPE = {"int32_t": DType.I32, "float": DType.F32, "uint32_t": DType.U32,
-          "int64_t": DType.I64, "uint64_t": DType.U64, "uint8_t": DType.U8}
+          "int64_t": DType.I64, "uint64_t": DType.U64, "uint8_t": DType.U8,
+          "bf16": DType.BF16, "f16": DType.F16}
 
 
 class Reader:
@@ -59,7 +60,7 @@ class Reader:
         return float(value) if dtype.is_float else int(value)
 
     def value(self, text: str) -> float:
-        py = _LD.sub(lambda m: repr(self.element(m[1], int(m[2]), int(m[3]))), text)
+        py = _LD.sub(lambda m: repr(self.element(m[1] or m[2], int(m[3]), int(m[4]))), text)
         py = re.sub(r"static_cast<\w+>", "", py)
         py = re.sub(r"(\d)U?LL\b", r"\1", py)
         py = py.replace("ccogen_rtmax", "max").replace("ccogen_rtmin", "min")
@@ -231,3 +232,15 @@ def test_counts_are_exchanged_once_with_no_host_round_trip() -> None:
                                and s.dst_peer >= 0 and not s.rt]
         assert len(counted) == 1 and counted[0].nbytes == 4  # got[me] on the one peer
         assert not [s for s in steps if s.kind == "rtwait"]
+
+
+@pytest.mark.parametrize("which", ["low", "high", "mixed-2"])
+@pytest.mark.parametrize("name", RUNTIME)
+def test_every_require_step_holds_on_drawn_contents(name: str, which: str) -> None:
+    symbolic, _, contents = _instances(name, 2, which, seed=8)
+    steps = require_steps(symbolic, plan_heap(symbolic, 1))
+    assert all(steps.values())
+    for rank, checks in steps.items():
+        reader = Reader(symbolic, contents, rank)
+        assert all(reader.value(s.text) for s in checks), [s.text for s in checks
+                                                            if not reader.value(s.text)][:1]

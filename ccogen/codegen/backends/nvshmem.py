@@ -75,6 +75,11 @@ def _fabric_acquires(steps: tuple[Step, ...]) -> tuple[Step, ...]:
     return tuple(out)
 
 
+def _runtime_counted(steps: tuple[Step, ...]) -> tuple[Step, ...]:
+    """sm_100: a run-time counted wait (`rtwait`) goes through NVSHMEM's counted wait too."""
+    return tuple(replace(s, kind="rtwaitcounted") if s.kind == "rtwait" else s for s in steps)
+
+
 def fuse(steps: tuple[Step, ...], ctas: int) -> tuple[Step, ...]:
     """[copy to peer P, sync, one signal to P] -> [putsig]; split per CTA
     (codegen.ctasplit): [copy to P, ctasync, csignal to P] -> [cputsig] (each CTA puts
@@ -173,8 +178,8 @@ class Nvshmem(SmBackend):
     def counted(self, segments: list[Segment]) -> list[Segment]:
         """sm_100: counted puts and counter waits go through the counted API; waits on
         signal slots acquire what the fabric proxy delivered (`fabacquire`)."""
-        out = map_steps(segments, lambda steps: _fabric_acquires(counted_waits(
-            fuse_counted(steps, self._counters), lambda s: s.wait_kind == 2)))
+        out = map_steps(segments, lambda steps: _fabric_acquires(_runtime_counted(counted_waits(
+            fuse_counted(steps, self._counters), lambda s: s.wait_kind == 2))))
         if any(s.kind == "putcounted" for seg in out for br in seg.branches for s in br.steps):
             raise Unsupported("`nvshmemx_putmem_signal_counted_nbi_block` is CTA-collective: "
                               "issue counted puts at block level on sm_100", None)

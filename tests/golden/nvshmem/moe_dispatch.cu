@@ -220,6 +220,13 @@ __device__ __forceinline__ T ccogen_ld(const ccogen_ctx& c, int peer, uint64_t o
 // ---- run-time values (language v2 §3; codegen/rtexpr.py prints the expressions) ----
 // `ccogen_ld<T>(c, peer, off)` (above, per target) reads one element where the op runs:
 // every launch reads the current contents, so a replayed CUDA graph stays correct.
+// f16 and bf16 elements are read as their 16 bits and widened.
+__device__ __forceinline__ float ccogen_ld_bf16(const ccogen_ctx& c, int peer, uint64_t off) {
+  return __bfloat162float(__ushort_as_bfloat16(ccogen_ld<unsigned short>(c, peer, off)));
+}
+__device__ __forceinline__ float ccogen_ld_f16(const ccogen_ctx& c, int peer, uint64_t off) {
+  return __half2float(__ushort_as_half(ccogen_ld<unsigned short>(c, peer, off)));
+}
 // `//` and `%` by a positive number floor, as the simulator's do.
 __device__ __forceinline__ int64_t ccogen_floordiv(int64_t a, int64_t k) {
   const int64_t q = a / k;
