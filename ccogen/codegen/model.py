@@ -92,6 +92,8 @@ class Step:
     # footprint (what the op may touch), for the passes that reason over addresses
     rt: tuple[tuple[str, str], ...] = ()
     let: tuple[tuple[str, str], ...] = ()  # (name, C expression) the `rt` texts use
+    # `loop` (codegen.reroll): `body` run `value` times, `t` counting from 0
+    body: tuple[Step, ...] = ()
 
     def _c(self, name: str, static: str) -> str:
         for key, text in self.rt:
@@ -114,6 +116,10 @@ class Step:
     @property
     def c_value(self) -> str:
         return self._c("value", f"{self.value}ULL")
+
+    @property
+    def c_seq(self) -> str:
+        return self._c("seq", f"{self.seq}ULL")
 
     @property
     def c_vec(self) -> str:

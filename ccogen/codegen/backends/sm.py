@@ -68,6 +68,7 @@ from ccogen.codegen.model import (
 from ccogen.codegen.naming import c_identifier
 from ccogen.codegen.plan import Unsupported, block_ops, lower_block
 from ccogen.codegen.require import require_steps
+from ccogen.codegen.reroll import reroll_segments
 from ccogen.ir.instance import Instance, OpInst
 
 SMALL_COPY = 4 << 10
@@ -212,6 +213,8 @@ class SmBackend(Backend):
                 if self.splits_ctas() and ctas > 1:
                     segments, syncs = split_segments(segments, counters)
                 segments = self.refine(segments, ctas)
+                if instance.runtime:  # run-time protocols: per-token runs become loops
+                    segments = reroll_segments(segments)
                 programs.append(BlockProgram(rank, block, tuple(segments), syncs,
                                              rank * blocks + block))
         symbol = c_identifier(instance.protocol.name, k.name)

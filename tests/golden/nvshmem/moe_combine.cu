@@ -279,142 +279,34 @@ __device__ __forceinline__ void ccogen_require(const ccogen_ctx& c, bool holds, 
 // ======== kernel `combine` (protocols/moe_combine.cco:27): 1 logical block(s) x 1 CTA(s) x 512 threads
 
 // rank 0, logical block 0 of kernel `combine`
-__device__ __noinline__ void ccogen_moe_combine_combine_r0_b0(const ccogen_ctx& c) {
+__device__ __forceinline__ void ccogen_moe_combine_combine_r0_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 26;
   // protocols/moe_combine.cco:28: barrier
   ccogen_barrier_group(c, 1ULL);
   if (c.cta_in_group == 0) {
     if (ccogen_is_warp(c, 0)) {
-      // protocols/moe_combine.cco:35: copy
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(512LL);
-        const uint64_t rt_src = static_cast<uint64_t>(0LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 256ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 260ULL)) == 0LL)));
-        ccogen_copy_warp(c, -1, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
+      for (int64_t t = 0; t < 8; ++t) {
+        // protocols/moe_combine.cco:35: copy
+        {
+          const uint64_t rt_dst = static_cast<uint64_t>((512LL + 16LL * t));
+          const uint64_t rt_src = static_cast<uint64_t>((0LL + 16LL * t));
+          const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 0LL)));
+          ccogen_copy_warp(c, -1, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
+        }
+        ccogen_sync_warp(c, static_cast<uint64_t>(1LL + 1LL * t), kSyncs);
       }
-      ccogen_sync_warp(c, 1ULL, kSyncs);
-      // protocols/moe_combine.cco:35: copy
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(528LL);
-        const uint64_t rt_src = static_cast<uint64_t>(16LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 264ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 268ULL)) == 0LL)));
-        ccogen_copy_warp(c, -1, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 2ULL, kSyncs);
-      // protocols/moe_combine.cco:35: copy
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(544LL);
-        const uint64_t rt_src = static_cast<uint64_t>(32LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 272ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 276ULL)) == 0LL)));
-        ccogen_copy_warp(c, -1, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 3ULL, kSyncs);
-      // protocols/moe_combine.cco:35: copy
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(560LL);
-        const uint64_t rt_src = static_cast<uint64_t>(48LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 280ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 284ULL)) == 0LL)));
-        ccogen_copy_warp(c, -1, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 4ULL, kSyncs);
-      // protocols/moe_combine.cco:35: copy
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(576LL);
-        const uint64_t rt_src = static_cast<uint64_t>(64LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 288ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 292ULL)) == 0LL)));
-        ccogen_copy_warp(c, -1, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 5ULL, kSyncs);
-      // protocols/moe_combine.cco:35: copy
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(592LL);
-        const uint64_t rt_src = static_cast<uint64_t>(80LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 296ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 300ULL)) == 0LL)));
-        ccogen_copy_warp(c, -1, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 6ULL, kSyncs);
-      // protocols/moe_combine.cco:35: copy
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(608LL);
-        const uint64_t rt_src = static_cast<uint64_t>(96LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 304ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 308ULL)) == 0LL)));
-        ccogen_copy_warp(c, -1, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 7ULL, kSyncs);
-      // protocols/moe_combine.cco:35: copy
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(624LL);
-        const uint64_t rt_src = static_cast<uint64_t>(112LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 312ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 316ULL)) == 0LL)));
-        ccogen_copy_warp(c, -1, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 8ULL, kSyncs);
     }
     if (ccogen_is_warp(c, 1)) {
-      // protocols/moe_combine.cco:38: put
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(512LL);
-        const uint64_t rt_src = static_cast<uint64_t>(128LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 1, 256ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 1, 260ULL)) == 0LL)));
-        ccogen_copy_warp(c, 1, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
+      for (int64_t t = 0; t < 8; ++t) {
+        // protocols/moe_combine.cco:38: put
+        {
+          const uint64_t rt_dst = static_cast<uint64_t>((512LL + 16LL * t));
+          const uint64_t rt_src = static_cast<uint64_t>((128LL + 16LL * t));
+          const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 1, static_cast<uint64_t>(256LL + 8LL * t))) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 1, static_cast<uint64_t>(260LL + 8LL * t))) == 0LL)));
+          ccogen_copy_warp(c, 1, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
+        }
+        ccogen_sync_warp(c, static_cast<uint64_t>(1LL + 1LL * t), kSyncs);
       }
-      ccogen_sync_warp(c, 1ULL, kSyncs);
-      // protocols/moe_combine.cco:38: put
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(528LL);
-        const uint64_t rt_src = static_cast<uint64_t>(144LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 1, 264ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 1, 268ULL)) == 0LL)));
-        ccogen_copy_warp(c, 1, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 2ULL, kSyncs);
-      // protocols/moe_combine.cco:38: put
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(544LL);
-        const uint64_t rt_src = static_cast<uint64_t>(160LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 1, 272ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 1, 276ULL)) == 0LL)));
-        ccogen_copy_warp(c, 1, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 3ULL, kSyncs);
-      // protocols/moe_combine.cco:38: put
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(560LL);
-        const uint64_t rt_src = static_cast<uint64_t>(176LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 1, 280ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 1, 284ULL)) == 0LL)));
-        ccogen_copy_warp(c, 1, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 4ULL, kSyncs);
-      // protocols/moe_combine.cco:38: put
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(576LL);
-        const uint64_t rt_src = static_cast<uint64_t>(192LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 1, 288ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 1, 292ULL)) == 0LL)));
-        ccogen_copy_warp(c, 1, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 5ULL, kSyncs);
-      // protocols/moe_combine.cco:38: put
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(592LL);
-        const uint64_t rt_src = static_cast<uint64_t>(208LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 1, 296ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 1, 300ULL)) == 0LL)));
-        ccogen_copy_warp(c, 1, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 6ULL, kSyncs);
-      // protocols/moe_combine.cco:38: put
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(608LL);
-        const uint64_t rt_src = static_cast<uint64_t>(224LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 1, 304ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 1, 308ULL)) == 0LL)));
-        ccogen_copy_warp(c, 1, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 7ULL, kSyncs);
-      // protocols/moe_combine.cco:38: put
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(624LL);
-        const uint64_t rt_src = static_cast<uint64_t>(240LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 1, 312ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 1, 316ULL)) == 0LL)));
-        ccogen_copy_warp(c, 1, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 8ULL, kSyncs);
       // protocols/moe_combine.cco:41: signal
       ccogen_sync_warp(c, 9ULL, kSyncs);
       ccogen_signal_warp(c, 1, 768ULL, 1ULL);
@@ -423,133 +315,25 @@ __device__ __noinline__ void ccogen_moe_combine_combine_r0_b0(const ccogen_ctx& 
   ccogen_sync_group(c, 1ULL, kSyncs);
   // protocols/moe_combine.cco:43: wait_signal
   ccogen_wait_group(c, 776ULL, 1ULL, 1ULL, 43, 1, 0, 1, 1ULL);
-  ccogen_sync_group(c, 2ULL, kSyncs);
-  // protocols/moe_combine.cco:48: copy
-  {
-    const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 256ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 260ULL)) == 0LL)) + 512LL));
-    const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 256ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 260ULL)) == 0LL)));
-    const uint64_t rt_n = static_cast<uint64_t>((-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 256ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 260ULL)) == 0LL)) + 16LL));
-    ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
+  for (int64_t t = 0; t < 8; ++t) {
+    ccogen_sync_group(c, static_cast<uint64_t>(2LL + 1LL * t), kSyncs);
+    // protocols/moe_combine.cco:48: copy
+    {
+      const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 0LL)) + (512LL + 16LL * t)));
+      const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 0LL)));
+      const uint64_t rt_n = static_cast<uint64_t>((-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 0LL)) + 16LL));
+      ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
+    }
   }
-  ccogen_sync_group(c, 3ULL, kSyncs);
-  // protocols/moe_combine.cco:48: copy
-  {
-    const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 264ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 268ULL)) == 0LL)) + 528LL));
-    const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 264ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 268ULL)) == 0LL)));
-    const uint64_t rt_n = static_cast<uint64_t>((-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 264ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 268ULL)) == 0LL)) + 16LL));
-    ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-  }
-  ccogen_sync_group(c, 4ULL, kSyncs);
-  // protocols/moe_combine.cco:48: copy
-  {
-    const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 272ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 276ULL)) == 0LL)) + 544LL));
-    const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 272ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 276ULL)) == 0LL)));
-    const uint64_t rt_n = static_cast<uint64_t>((-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 272ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 276ULL)) == 0LL)) + 16LL));
-    ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-  }
-  ccogen_sync_group(c, 5ULL, kSyncs);
-  // protocols/moe_combine.cco:48: copy
-  {
-    const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 280ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 284ULL)) == 0LL)) + 560LL));
-    const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 280ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 284ULL)) == 0LL)));
-    const uint64_t rt_n = static_cast<uint64_t>((-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 280ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 284ULL)) == 0LL)) + 16LL));
-    ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-  }
-  ccogen_sync_group(c, 6ULL, kSyncs);
-  // protocols/moe_combine.cco:48: copy
-  {
-    const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 288ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 292ULL)) == 0LL)) + 576LL));
-    const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 288ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 292ULL)) == 0LL)));
-    const uint64_t rt_n = static_cast<uint64_t>((-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 288ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 292ULL)) == 0LL)) + 16LL));
-    ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-  }
-  ccogen_sync_group(c, 7ULL, kSyncs);
-  // protocols/moe_combine.cco:48: copy
-  {
-    const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 296ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 300ULL)) == 0LL)) + 592LL));
-    const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 296ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 300ULL)) == 0LL)));
-    const uint64_t rt_n = static_cast<uint64_t>((-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 296ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 300ULL)) == 0LL)) + 16LL));
-    ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-  }
-  ccogen_sync_group(c, 8ULL, kSyncs);
-  // protocols/moe_combine.cco:48: copy
-  {
-    const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 304ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 308ULL)) == 0LL)) + 608LL));
-    const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 304ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 308ULL)) == 0LL)));
-    const uint64_t rt_n = static_cast<uint64_t>((-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 304ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 308ULL)) == 0LL)) + 16LL));
-    ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-  }
-  ccogen_sync_group(c, 9ULL, kSyncs);
-  // protocols/moe_combine.cco:48: copy
-  {
-    const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 312ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 316ULL)) == 0LL)) + 624LL));
-    const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 312ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 316ULL)) == 0LL)));
-    const uint64_t rt_n = static_cast<uint64_t>((-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 312ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 316ULL)) == 0LL)) + 16LL));
-    ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-  }
-  ccogen_sync_group(c, 10ULL, kSyncs);
-  // protocols/moe_combine.cco:48: copy
-  {
-    const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 256ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 260ULL)) == 1LL)) + 640LL));
-    const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 256ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 260ULL)) == 1LL)));
-    const uint64_t rt_n = static_cast<uint64_t>((-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 256ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 260ULL)) == 1LL)) + 16LL));
-    ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-  }
-  ccogen_sync_group(c, 11ULL, kSyncs);
-  // protocols/moe_combine.cco:48: copy
-  {
-    const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 264ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 268ULL)) == 1LL)) + 656LL));
-    const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 264ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 268ULL)) == 1LL)));
-    const uint64_t rt_n = static_cast<uint64_t>((-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 264ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 268ULL)) == 1LL)) + 16LL));
-    ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-  }
-  ccogen_sync_group(c, 12ULL, kSyncs);
-  // protocols/moe_combine.cco:48: copy
-  {
-    const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 272ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 276ULL)) == 1LL)) + 672LL));
-    const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 272ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 276ULL)) == 1LL)));
-    const uint64_t rt_n = static_cast<uint64_t>((-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 272ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 276ULL)) == 1LL)) + 16LL));
-    ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-  }
-  ccogen_sync_group(c, 13ULL, kSyncs);
-  // protocols/moe_combine.cco:48: copy
-  {
-    const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 280ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 284ULL)) == 1LL)) + 688LL));
-    const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 280ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 284ULL)) == 1LL)));
-    const uint64_t rt_n = static_cast<uint64_t>((-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 280ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 284ULL)) == 1LL)) + 16LL));
-    ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-  }
-  ccogen_sync_group(c, 14ULL, kSyncs);
-  // protocols/moe_combine.cco:48: copy
-  {
-    const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 288ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 292ULL)) == 1LL)) + 704LL));
-    const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 288ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 292ULL)) == 1LL)));
-    const uint64_t rt_n = static_cast<uint64_t>((-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 288ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 292ULL)) == 1LL)) + 16LL));
-    ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-  }
-  ccogen_sync_group(c, 15ULL, kSyncs);
-  // protocols/moe_combine.cco:48: copy
-  {
-    const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 296ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 300ULL)) == 1LL)) + 720LL));
-    const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 296ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 300ULL)) == 1LL)));
-    const uint64_t rt_n = static_cast<uint64_t>((-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 296ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 300ULL)) == 1LL)) + 16LL));
-    ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-  }
-  ccogen_sync_group(c, 16ULL, kSyncs);
-  // protocols/moe_combine.cco:48: copy
-  {
-    const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 304ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 308ULL)) == 1LL)) + 736LL));
-    const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 304ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 308ULL)) == 1LL)));
-    const uint64_t rt_n = static_cast<uint64_t>((-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 304ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 308ULL)) == 1LL)) + 16LL));
-    ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-  }
-  ccogen_sync_group(c, 17ULL, kSyncs);
-  // protocols/moe_combine.cco:48: copy
-  {
-    const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 312ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 316ULL)) == 1LL)) + 752LL));
-    const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 312ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 316ULL)) == 1LL)));
-    const uint64_t rt_n = static_cast<uint64_t>((-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 312ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 316ULL)) == 1LL)) + 16LL));
-    ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
+  for (int64_t t = 0; t < 8; ++t) {
+    ccogen_sync_group(c, static_cast<uint64_t>(10LL + 1LL * t), kSyncs);
+    // protocols/moe_combine.cco:48: copy
+    {
+      const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 1LL)) + (640LL + 16LL * t)));
+      const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 1LL)));
+      const uint64_t rt_n = static_cast<uint64_t>((-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 1LL)) + 16LL));
+      ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
+    }
   }
   ccogen_sync_group(c, 18ULL, kSyncs);
   // protocols/moe_combine.cco:50: reduce
@@ -613,277 +397,61 @@ __device__ __noinline__ void ccogen_moe_combine_combine_r0_b0(const ccogen_ctx& 
 }
 
 // rank 1, logical block 0 of kernel `combine`
-__device__ __noinline__ void ccogen_moe_combine_combine_r1_b0(const ccogen_ctx& c) {
+__device__ __forceinline__ void ccogen_moe_combine_combine_r1_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 26;
   // protocols/moe_combine.cco:28: barrier
   ccogen_barrier_group(c, 1ULL);
   if (c.cta_in_group == 0) {
     if (ccogen_is_warp(c, 0)) {
-      // protocols/moe_combine.cco:38: put
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(640LL);
-        const uint64_t rt_src = static_cast<uint64_t>(0LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 0, 256ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 0, 260ULL)) == 1LL)));
-        ccogen_copy_warp(c, 0, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
+      for (int64_t t = 0; t < 8; ++t) {
+        // protocols/moe_combine.cco:38: put
+        {
+          const uint64_t rt_dst = static_cast<uint64_t>((640LL + 16LL * t));
+          const uint64_t rt_src = static_cast<uint64_t>((0LL + 16LL * t));
+          const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 0, static_cast<uint64_t>(256LL + 8LL * t))) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 0, static_cast<uint64_t>(260LL + 8LL * t))) == 1LL)));
+          ccogen_copy_warp(c, 0, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
+        }
+        ccogen_sync_warp(c, static_cast<uint64_t>(1LL + 1LL * t), kSyncs);
       }
-      ccogen_sync_warp(c, 1ULL, kSyncs);
-      // protocols/moe_combine.cco:38: put
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(656LL);
-        const uint64_t rt_src = static_cast<uint64_t>(16LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 0, 264ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 0, 268ULL)) == 1LL)));
-        ccogen_copy_warp(c, 0, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 2ULL, kSyncs);
-      // protocols/moe_combine.cco:38: put
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(672LL);
-        const uint64_t rt_src = static_cast<uint64_t>(32LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 0, 272ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 0, 276ULL)) == 1LL)));
-        ccogen_copy_warp(c, 0, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 3ULL, kSyncs);
-      // protocols/moe_combine.cco:38: put
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(688LL);
-        const uint64_t rt_src = static_cast<uint64_t>(48LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 0, 280ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 0, 284ULL)) == 1LL)));
-        ccogen_copy_warp(c, 0, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 4ULL, kSyncs);
-      // protocols/moe_combine.cco:38: put
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(704LL);
-        const uint64_t rt_src = static_cast<uint64_t>(64LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 0, 288ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 0, 292ULL)) == 1LL)));
-        ccogen_copy_warp(c, 0, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 5ULL, kSyncs);
-      // protocols/moe_combine.cco:38: put
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(720LL);
-        const uint64_t rt_src = static_cast<uint64_t>(80LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 0, 296ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 0, 300ULL)) == 1LL)));
-        ccogen_copy_warp(c, 0, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 6ULL, kSyncs);
-      // protocols/moe_combine.cco:38: put
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(736LL);
-        const uint64_t rt_src = static_cast<uint64_t>(96LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 0, 304ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 0, 308ULL)) == 1LL)));
-        ccogen_copy_warp(c, 0, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 7ULL, kSyncs);
-      // protocols/moe_combine.cco:38: put
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(752LL);
-        const uint64_t rt_src = static_cast<uint64_t>(112LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 0, 312ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 0, 316ULL)) == 1LL)));
-        ccogen_copy_warp(c, 0, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 8ULL, kSyncs);
       // protocols/moe_combine.cco:41: signal
       ccogen_sync_warp(c, 9ULL, kSyncs);
       ccogen_signal_warp(c, 0, 776ULL, 1ULL);
     }
     if (ccogen_is_warp(c, 1)) {
-      // protocols/moe_combine.cco:35: copy
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(640LL);
-        const uint64_t rt_src = static_cast<uint64_t>(128LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 256ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 260ULL)) == 1LL)));
-        ccogen_copy_warp(c, -1, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
+      for (int64_t t = 0; t < 8; ++t) {
+        // protocols/moe_combine.cco:35: copy
+        {
+          const uint64_t rt_dst = static_cast<uint64_t>((640LL + 16LL * t));
+          const uint64_t rt_src = static_cast<uint64_t>((128LL + 16LL * t));
+          const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 1LL)));
+          ccogen_copy_warp(c, -1, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
+        }
+        ccogen_sync_warp(c, static_cast<uint64_t>(1LL + 1LL * t), kSyncs);
       }
-      ccogen_sync_warp(c, 1ULL, kSyncs);
-      // protocols/moe_combine.cco:35: copy
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(656LL);
-        const uint64_t rt_src = static_cast<uint64_t>(144LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 264ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 268ULL)) == 1LL)));
-        ccogen_copy_warp(c, -1, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 2ULL, kSyncs);
-      // protocols/moe_combine.cco:35: copy
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(672LL);
-        const uint64_t rt_src = static_cast<uint64_t>(160LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 272ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 276ULL)) == 1LL)));
-        ccogen_copy_warp(c, -1, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 3ULL, kSyncs);
-      // protocols/moe_combine.cco:35: copy
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(688LL);
-        const uint64_t rt_src = static_cast<uint64_t>(176LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 280ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 284ULL)) == 1LL)));
-        ccogen_copy_warp(c, -1, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 4ULL, kSyncs);
-      // protocols/moe_combine.cco:35: copy
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(704LL);
-        const uint64_t rt_src = static_cast<uint64_t>(192LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 288ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 292ULL)) == 1LL)));
-        ccogen_copy_warp(c, -1, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 5ULL, kSyncs);
-      // protocols/moe_combine.cco:35: copy
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(720LL);
-        const uint64_t rt_src = static_cast<uint64_t>(208LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 296ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 300ULL)) == 1LL)));
-        ccogen_copy_warp(c, -1, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 6ULL, kSyncs);
-      // protocols/moe_combine.cco:35: copy
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(736LL);
-        const uint64_t rt_src = static_cast<uint64_t>(224LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 304ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 308ULL)) == 1LL)));
-        ccogen_copy_warp(c, -1, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 7ULL, kSyncs);
-      // protocols/moe_combine.cco:35: copy
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(752LL);
-        const uint64_t rt_src = static_cast<uint64_t>(240LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 312ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 316ULL)) == 1LL)));
-        ccogen_copy_warp(c, -1, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 8ULL, kSyncs);
     }
   }
   ccogen_sync_group(c, 1ULL, kSyncs);
   // protocols/moe_combine.cco:43: wait_signal
   ccogen_wait_group(c, 768ULL, 1ULL, 1ULL, 43, 0, 0, 1, 1ULL);
-  ccogen_sync_group(c, 2ULL, kSyncs);
-  // protocols/moe_combine.cco:48: copy
-  {
-    const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 256ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 260ULL)) == 0LL)) + 512LL));
-    const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 256ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 260ULL)) == 0LL)));
-    const uint64_t rt_n = static_cast<uint64_t>((-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 256ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 260ULL)) == 0LL)) + 16LL));
-    ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
+  for (int64_t t = 0; t < 8; ++t) {
+    ccogen_sync_group(c, static_cast<uint64_t>(2LL + 1LL * t), kSyncs);
+    // protocols/moe_combine.cco:48: copy
+    {
+      const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 0LL)) + (512LL + 16LL * t)));
+      const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 0LL)));
+      const uint64_t rt_n = static_cast<uint64_t>((-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 0LL)) + 16LL));
+      ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
+    }
   }
-  ccogen_sync_group(c, 3ULL, kSyncs);
-  // protocols/moe_combine.cco:48: copy
-  {
-    const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 264ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 268ULL)) == 0LL)) + 528LL));
-    const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 264ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 268ULL)) == 0LL)));
-    const uint64_t rt_n = static_cast<uint64_t>((-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 264ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 268ULL)) == 0LL)) + 16LL));
-    ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-  }
-  ccogen_sync_group(c, 4ULL, kSyncs);
-  // protocols/moe_combine.cco:48: copy
-  {
-    const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 272ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 276ULL)) == 0LL)) + 544LL));
-    const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 272ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 276ULL)) == 0LL)));
-    const uint64_t rt_n = static_cast<uint64_t>((-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 272ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 276ULL)) == 0LL)) + 16LL));
-    ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-  }
-  ccogen_sync_group(c, 5ULL, kSyncs);
-  // protocols/moe_combine.cco:48: copy
-  {
-    const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 280ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 284ULL)) == 0LL)) + 560LL));
-    const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 280ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 284ULL)) == 0LL)));
-    const uint64_t rt_n = static_cast<uint64_t>((-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 280ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 284ULL)) == 0LL)) + 16LL));
-    ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-  }
-  ccogen_sync_group(c, 6ULL, kSyncs);
-  // protocols/moe_combine.cco:48: copy
-  {
-    const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 288ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 292ULL)) == 0LL)) + 576LL));
-    const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 288ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 292ULL)) == 0LL)));
-    const uint64_t rt_n = static_cast<uint64_t>((-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 288ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 292ULL)) == 0LL)) + 16LL));
-    ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-  }
-  ccogen_sync_group(c, 7ULL, kSyncs);
-  // protocols/moe_combine.cco:48: copy
-  {
-    const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 296ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 300ULL)) == 0LL)) + 592LL));
-    const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 296ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 300ULL)) == 0LL)));
-    const uint64_t rt_n = static_cast<uint64_t>((-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 296ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 300ULL)) == 0LL)) + 16LL));
-    ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-  }
-  ccogen_sync_group(c, 8ULL, kSyncs);
-  // protocols/moe_combine.cco:48: copy
-  {
-    const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 304ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 308ULL)) == 0LL)) + 608LL));
-    const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 304ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 308ULL)) == 0LL)));
-    const uint64_t rt_n = static_cast<uint64_t>((-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 304ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 308ULL)) == 0LL)) + 16LL));
-    ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-  }
-  ccogen_sync_group(c, 9ULL, kSyncs);
-  // protocols/moe_combine.cco:48: copy
-  {
-    const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 312ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 316ULL)) == 0LL)) + 624LL));
-    const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 312ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 316ULL)) == 0LL)));
-    const uint64_t rt_n = static_cast<uint64_t>((-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 312ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 316ULL)) == 0LL)) + 16LL));
-    ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-  }
-  ccogen_sync_group(c, 10ULL, kSyncs);
-  // protocols/moe_combine.cco:48: copy
-  {
-    const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 256ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 260ULL)) == 1LL)) + 640LL));
-    const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 256ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 260ULL)) == 1LL)));
-    const uint64_t rt_n = static_cast<uint64_t>((-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 256ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 260ULL)) == 1LL)) + 16LL));
-    ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-  }
-  ccogen_sync_group(c, 11ULL, kSyncs);
-  // protocols/moe_combine.cco:48: copy
-  {
-    const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 264ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 268ULL)) == 1LL)) + 656LL));
-    const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 264ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 268ULL)) == 1LL)));
-    const uint64_t rt_n = static_cast<uint64_t>((-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 264ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 268ULL)) == 1LL)) + 16LL));
-    ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-  }
-  ccogen_sync_group(c, 12ULL, kSyncs);
-  // protocols/moe_combine.cco:48: copy
-  {
-    const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 272ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 276ULL)) == 1LL)) + 672LL));
-    const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 272ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 276ULL)) == 1LL)));
-    const uint64_t rt_n = static_cast<uint64_t>((-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 272ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 276ULL)) == 1LL)) + 16LL));
-    ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-  }
-  ccogen_sync_group(c, 13ULL, kSyncs);
-  // protocols/moe_combine.cco:48: copy
-  {
-    const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 280ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 284ULL)) == 1LL)) + 688LL));
-    const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 280ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 284ULL)) == 1LL)));
-    const uint64_t rt_n = static_cast<uint64_t>((-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 280ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 284ULL)) == 1LL)) + 16LL));
-    ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-  }
-  ccogen_sync_group(c, 14ULL, kSyncs);
-  // protocols/moe_combine.cco:48: copy
-  {
-    const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 288ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 292ULL)) == 1LL)) + 704LL));
-    const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 288ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 292ULL)) == 1LL)));
-    const uint64_t rt_n = static_cast<uint64_t>((-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 288ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 292ULL)) == 1LL)) + 16LL));
-    ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-  }
-  ccogen_sync_group(c, 15ULL, kSyncs);
-  // protocols/moe_combine.cco:48: copy
-  {
-    const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 296ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 300ULL)) == 1LL)) + 720LL));
-    const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 296ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 300ULL)) == 1LL)));
-    const uint64_t rt_n = static_cast<uint64_t>((-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 296ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 300ULL)) == 1LL)) + 16LL));
-    ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-  }
-  ccogen_sync_group(c, 16ULL, kSyncs);
-  // protocols/moe_combine.cco:48: copy
-  {
-    const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 304ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 308ULL)) == 1LL)) + 736LL));
-    const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 304ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 308ULL)) == 1LL)));
-    const uint64_t rt_n = static_cast<uint64_t>((-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 304ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 308ULL)) == 1LL)) + 16LL));
-    ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-  }
-  ccogen_sync_group(c, 17ULL, kSyncs);
-  // protocols/moe_combine.cco:48: copy
-  {
-    const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 312ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 316ULL)) == 1LL)) + 752LL));
-    const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 312ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 316ULL)) == 1LL)));
-    const uint64_t rt_n = static_cast<uint64_t>((-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 312ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 316ULL)) == 1LL)) + 16LL));
-    ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
+  for (int64_t t = 0; t < 8; ++t) {
+    ccogen_sync_group(c, static_cast<uint64_t>(10LL + 1LL * t), kSyncs);
+    // protocols/moe_combine.cco:48: copy
+    {
+      const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 1LL)) + (640LL + 16LL * t)));
+      const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 1LL)));
+      const uint64_t rt_n = static_cast<uint64_t>((-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 1LL)) + 16LL));
+      ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
+    }
   }
   ccogen_sync_group(c, 18ULL, kSyncs);
   // protocols/moe_combine.cco:50: reduce

@@ -289,136 +289,28 @@ __device__ __forceinline__ void ccogen_moe_dispatch_dispatch_r0_b0(const ccogen_
   ccogen_signal_group(c, 1, 512ULL, 1ULL);
   if (c.cta_in_group == 0) {
     if (ccogen_is_warp(c, 0)) {
-      // protocols/moe_dispatch.cco:33: copy
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(0LL);
-        const uint64_t rt_src = static_cast<uint64_t>(0LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 0ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 4ULL)) == 0LL)));
-        ccogen_copy_warp(c, -1, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
+      for (int64_t t = 0; t < 8; ++t) {
+        // protocols/moe_dispatch.cco:33: copy
+        {
+          const uint64_t rt_dst = static_cast<uint64_t>((0LL + 16LL * t));
+          const uint64_t rt_src = static_cast<uint64_t>((0LL + 16LL * t));
+          const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, static_cast<uint64_t>(0LL + 8LL * t))) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, static_cast<uint64_t>(4LL + 8LL * t))) == 0LL)));
+          ccogen_copy_warp(c, -1, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
+        }
+        ccogen_sync_warp(c, static_cast<uint64_t>(1LL + 1LL * t), kSyncs);
       }
-      ccogen_sync_warp(c, 1ULL, kSyncs);
-      // protocols/moe_dispatch.cco:33: copy
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(16LL);
-        const uint64_t rt_src = static_cast<uint64_t>(16LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 8ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 12ULL)) == 0LL)));
-        ccogen_copy_warp(c, -1, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 2ULL, kSyncs);
-      // protocols/moe_dispatch.cco:33: copy
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(32LL);
-        const uint64_t rt_src = static_cast<uint64_t>(32LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 16ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 20ULL)) == 0LL)));
-        ccogen_copy_warp(c, -1, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 3ULL, kSyncs);
-      // protocols/moe_dispatch.cco:33: copy
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(48LL);
-        const uint64_t rt_src = static_cast<uint64_t>(48LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 24ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 28ULL)) == 0LL)));
-        ccogen_copy_warp(c, -1, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 4ULL, kSyncs);
-      // protocols/moe_dispatch.cco:33: copy
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(64LL);
-        const uint64_t rt_src = static_cast<uint64_t>(64LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 32ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 36ULL)) == 0LL)));
-        ccogen_copy_warp(c, -1, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 5ULL, kSyncs);
-      // protocols/moe_dispatch.cco:33: copy
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(80LL);
-        const uint64_t rt_src = static_cast<uint64_t>(80LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 40ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 44ULL)) == 0LL)));
-        ccogen_copy_warp(c, -1, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 6ULL, kSyncs);
-      // protocols/moe_dispatch.cco:33: copy
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(96LL);
-        const uint64_t rt_src = static_cast<uint64_t>(96LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 48ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 52ULL)) == 0LL)));
-        ccogen_copy_warp(c, -1, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 7ULL, kSyncs);
-      // protocols/moe_dispatch.cco:33: copy
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(112LL);
-        const uint64_t rt_src = static_cast<uint64_t>(112LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 56ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 60ULL)) == 0LL)));
-        ccogen_copy_warp(c, -1, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 8ULL, kSyncs);
     }
     if (ccogen_is_warp(c, 1)) {
-      // protocols/moe_dispatch.cco:36: put
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(0LL);
-        const uint64_t rt_src = static_cast<uint64_t>(0LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 0ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 4ULL)) == 1LL)));
-        ccogen_copy_warp(c, 1, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
+      for (int64_t t = 0; t < 8; ++t) {
+        // protocols/moe_dispatch.cco:36: put
+        {
+          const uint64_t rt_dst = static_cast<uint64_t>((0LL + 16LL * t));
+          const uint64_t rt_src = static_cast<uint64_t>((0LL + 16LL * t));
+          const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, static_cast<uint64_t>(0LL + 8LL * t))) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, static_cast<uint64_t>(4LL + 8LL * t))) == 1LL)));
+          ccogen_copy_warp(c, 1, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
+        }
+        ccogen_sync_warp(c, static_cast<uint64_t>(1LL + 1LL * t), kSyncs);
       }
-      ccogen_sync_warp(c, 1ULL, kSyncs);
-      // protocols/moe_dispatch.cco:36: put
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(16LL);
-        const uint64_t rt_src = static_cast<uint64_t>(16LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 8ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 12ULL)) == 1LL)));
-        ccogen_copy_warp(c, 1, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 2ULL, kSyncs);
-      // protocols/moe_dispatch.cco:36: put
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(32LL);
-        const uint64_t rt_src = static_cast<uint64_t>(32LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 16ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 20ULL)) == 1LL)));
-        ccogen_copy_warp(c, 1, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 3ULL, kSyncs);
-      // protocols/moe_dispatch.cco:36: put
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(48LL);
-        const uint64_t rt_src = static_cast<uint64_t>(48LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 24ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 28ULL)) == 1LL)));
-        ccogen_copy_warp(c, 1, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 4ULL, kSyncs);
-      // protocols/moe_dispatch.cco:36: put
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(64LL);
-        const uint64_t rt_src = static_cast<uint64_t>(64LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 32ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 36ULL)) == 1LL)));
-        ccogen_copy_warp(c, 1, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 5ULL, kSyncs);
-      // protocols/moe_dispatch.cco:36: put
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(80LL);
-        const uint64_t rt_src = static_cast<uint64_t>(80LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 40ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 44ULL)) == 1LL)));
-        ccogen_copy_warp(c, 1, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 6ULL, kSyncs);
-      // protocols/moe_dispatch.cco:36: put
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(96LL);
-        const uint64_t rt_src = static_cast<uint64_t>(96LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 48ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 52ULL)) == 1LL)));
-        ccogen_copy_warp(c, 1, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 7ULL, kSyncs);
-      // protocols/moe_dispatch.cco:36: put
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(112LL);
-        const uint64_t rt_src = static_cast<uint64_t>(112LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 56ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 60ULL)) == 1LL)));
-        ccogen_copy_warp(c, 1, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 8ULL, kSyncs);
       // protocols/moe_dispatch.cco:39: signal
       ccogen_sync_warp(c, 9ULL, kSyncs);
       ccogen_signal_warp(c, 1, 520ULL, 1ULL);
@@ -449,139 +341,31 @@ __device__ __forceinline__ void ccogen_moe_dispatch_dispatch_r1_b0(const ccogen_
   ccogen_signal_group(c, 0, 528ULL, 1ULL);
   if (c.cta_in_group == 0) {
     if (ccogen_is_warp(c, 0)) {
-      // protocols/moe_dispatch.cco:36: put
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(128LL);
-        const uint64_t rt_src = static_cast<uint64_t>(0LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 0ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 4ULL)) == 0LL)));
-        ccogen_copy_warp(c, 0, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
+      for (int64_t t = 0; t < 8; ++t) {
+        // protocols/moe_dispatch.cco:36: put
+        {
+          const uint64_t rt_dst = static_cast<uint64_t>((128LL + 16LL * t));
+          const uint64_t rt_src = static_cast<uint64_t>((0LL + 16LL * t));
+          const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, static_cast<uint64_t>(0LL + 8LL * t))) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, static_cast<uint64_t>(4LL + 8LL * t))) == 0LL)));
+          ccogen_copy_warp(c, 0, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
+        }
+        ccogen_sync_warp(c, static_cast<uint64_t>(1LL + 1LL * t), kSyncs);
       }
-      ccogen_sync_warp(c, 1ULL, kSyncs);
-      // protocols/moe_dispatch.cco:36: put
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(144LL);
-        const uint64_t rt_src = static_cast<uint64_t>(16LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 8ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 12ULL)) == 0LL)));
-        ccogen_copy_warp(c, 0, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 2ULL, kSyncs);
-      // protocols/moe_dispatch.cco:36: put
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(160LL);
-        const uint64_t rt_src = static_cast<uint64_t>(32LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 16ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 20ULL)) == 0LL)));
-        ccogen_copy_warp(c, 0, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 3ULL, kSyncs);
-      // protocols/moe_dispatch.cco:36: put
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(176LL);
-        const uint64_t rt_src = static_cast<uint64_t>(48LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 24ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 28ULL)) == 0LL)));
-        ccogen_copy_warp(c, 0, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 4ULL, kSyncs);
-      // protocols/moe_dispatch.cco:36: put
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(192LL);
-        const uint64_t rt_src = static_cast<uint64_t>(64LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 32ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 36ULL)) == 0LL)));
-        ccogen_copy_warp(c, 0, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 5ULL, kSyncs);
-      // protocols/moe_dispatch.cco:36: put
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(208LL);
-        const uint64_t rt_src = static_cast<uint64_t>(80LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 40ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 44ULL)) == 0LL)));
-        ccogen_copy_warp(c, 0, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 6ULL, kSyncs);
-      // protocols/moe_dispatch.cco:36: put
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(224LL);
-        const uint64_t rt_src = static_cast<uint64_t>(96LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 48ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 52ULL)) == 0LL)));
-        ccogen_copy_warp(c, 0, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 7ULL, kSyncs);
-      // protocols/moe_dispatch.cco:36: put
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(240LL);
-        const uint64_t rt_src = static_cast<uint64_t>(112LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 56ULL)) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 60ULL)) == 0LL)));
-        ccogen_copy_warp(c, 0, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 8ULL, kSyncs);
       // protocols/moe_dispatch.cco:39: signal
       ccogen_sync_warp(c, 9ULL, kSyncs);
       ccogen_signal_warp(c, 0, 536ULL, 1ULL);
     }
     if (ccogen_is_warp(c, 1)) {
-      // protocols/moe_dispatch.cco:33: copy
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(128LL);
-        const uint64_t rt_src = static_cast<uint64_t>(0LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 0ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 4ULL)) == 1LL)));
-        ccogen_copy_warp(c, -1, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
+      for (int64_t t = 0; t < 8; ++t) {
+        // protocols/moe_dispatch.cco:33: copy
+        {
+          const uint64_t rt_dst = static_cast<uint64_t>((128LL + 16LL * t));
+          const uint64_t rt_src = static_cast<uint64_t>((0LL + 16LL * t));
+          const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, static_cast<uint64_t>(0LL + 8LL * t))) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, static_cast<uint64_t>(4LL + 8LL * t))) == 1LL)));
+          ccogen_copy_warp(c, -1, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
+        }
+        ccogen_sync_warp(c, static_cast<uint64_t>(1LL + 1LL * t), kSyncs);
       }
-      ccogen_sync_warp(c, 1ULL, kSyncs);
-      // protocols/moe_dispatch.cco:33: copy
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(144LL);
-        const uint64_t rt_src = static_cast<uint64_t>(16LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 8ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 12ULL)) == 1LL)));
-        ccogen_copy_warp(c, -1, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 2ULL, kSyncs);
-      // protocols/moe_dispatch.cco:33: copy
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(160LL);
-        const uint64_t rt_src = static_cast<uint64_t>(32LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 16ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 20ULL)) == 1LL)));
-        ccogen_copy_warp(c, -1, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 3ULL, kSyncs);
-      // protocols/moe_dispatch.cco:33: copy
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(176LL);
-        const uint64_t rt_src = static_cast<uint64_t>(48LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 24ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 28ULL)) == 1LL)));
-        ccogen_copy_warp(c, -1, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 4ULL, kSyncs);
-      // protocols/moe_dispatch.cco:33: copy
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(192LL);
-        const uint64_t rt_src = static_cast<uint64_t>(64LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 32ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 36ULL)) == 1LL)));
-        ccogen_copy_warp(c, -1, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 5ULL, kSyncs);
-      // protocols/moe_dispatch.cco:33: copy
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(208LL);
-        const uint64_t rt_src = static_cast<uint64_t>(80LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 40ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 44ULL)) == 1LL)));
-        ccogen_copy_warp(c, -1, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 6ULL, kSyncs);
-      // protocols/moe_dispatch.cco:33: copy
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(224LL);
-        const uint64_t rt_src = static_cast<uint64_t>(96LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 48ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 52ULL)) == 1LL)));
-        ccogen_copy_warp(c, -1, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 7ULL, kSyncs);
-      // protocols/moe_dispatch.cco:33: copy
-      {
-        const uint64_t rt_dst = static_cast<uint64_t>(240LL);
-        const uint64_t rt_src = static_cast<uint64_t>(112LL);
-        const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 56ULL)) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 60ULL)) == 1LL)));
-        ccogen_copy_warp(c, -1, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-      }
-      ccogen_sync_warp(c, 8ULL, kSyncs);
     }
   }
   ccogen_sync_group(c, 2ULL, kSyncs);

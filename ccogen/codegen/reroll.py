@@ -1,0 +1,137 @@
+"""Fold runs of steps that repeat with affinely changing numbers into device loops.
+
+Instances are unrolled: a MoE dispatch's `for t in range(tokens)` inside `warps p` is
+`tokens` puts per warp, each with its own offsets and its own run-time length.  Printed
+one by one they make a kernel of tens of thousands of lines that nvcc takes minutes to
+build.  This pass finds, in a step sequence, the longest runs of `count >= MIN_COUNT`
+repetitions of a period of `1..MAX_PERIOD` steps whose printed text is the same except
+for integer literals that grow by the same amount from one repetition to the next, and
+replaces each run by one `loop` step: `for (int64_t t = 0; t < count; ++t)` around the
+period, every changing literal `v` printed as `v0 + d * t`.
+
+What may change between repetitions: the offsets, lengths, values and sequence numbers a
+step prints through its `c_*` fields (`model.Step`), and the literals of its run-time C
+expressions (`let`).  Everything else printed (peers, words, comments) must be equal.
+Only the printed text is compared, so a loop prints exactly the calls the unrolled steps
+did, in the same order (the device executes the same sequence).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+
+from ccogen.codegen.model import Branch, Segment, Step
+
+MIN_COUNT = 3
+MAX_PERIOD = 8
+REROLLED = frozenset({"comment", "copy", "putsig", "cputsig", "signal", "csignal", "sync",
+                      "ctasync"})
+_SLOTS = ("dst_off", "src_off", "nbytes", "value", "vec", "seq")
+_NUMBER = re.compile(r"(?<![\w.])(-?\d+)(ULL|LL)?(?![\w.])")
+
+Shape = tuple[object, ...]
+
+
+def _texts(s: Step) -> list[str]:
+    return [getattr(s, f"c_{slot}") for slot in _SLOTS] + [v for _, v in s.let]
+
+
+def _key(s: Step) -> tuple[Step, tuple[str, ...]] | None:
+    """What must be equal between repetitions: the step without its slots, and the
+    skeletons of the slot texts (numbers taken out)."""
+    if s.kind not in REROLLED or s.body:
+        return None
+    fixed = replace(s, dst_off=0, src_off=0, nbytes=0, value=0, vec=False, seq=0, rt=(),
+                    let=tuple((name, "") for name, _ in s.let))
+    return fixed, tuple(_NUMBER.sub("#", t) for t in _texts(s))
+
+
+def _numbers(s: Step) -> list[int]:
+    return [int(m[1]) for t in _texts(s) for m in _NUMBER.finditer(t)]
+
+
+def _run(steps: Sequence[Step], i: int, period: int) -> int:
+    """How many repetitions of steps[i : i + period] start at i (affine numbers)."""
+    keys = [_key(s) for s in steps[i:i + period]]
+    if len(keys) < period or any(k is None for k in keys):
+        return 1
+    base = [_numbers(s) for s in steps[i:i + period]]
+    delta: list[list[int]] | None = None
+    count = 1
+    while i + (count + 1) * period <= len(steps):
+        block = steps[i + count * period:i + (count + 1) * period]
+        if [_key(s) for s in block] != keys:
+            break
+        nums = [_numbers(s) for s in block]
+        if delta is None:
+            delta = [[b - a for a, b in zip(x, y, strict=True)] for x, y in zip(base, nums,
+                                                                                strict=True)]
+        elif any(n != a + count * d for x, y, dd in zip(base, nums, delta, strict=True)
+                 for a, n, d in zip(x, y, dd, strict=True)):
+            break
+        count += 1
+    return count
+
+
+def _body(first: Sequence[Step], second: Sequence[Step]) -> tuple[Step, ...]:
+    """The period with every literal that changes printed as `v + d * t`."""
+    out = []
+    for a, b in zip(first, second, strict=True):
+        pairs = iter(zip(_numbers(a), _numbers(b), strict=True))
+
+        def sub(m: re.Match[str], pairs: object = pairs) -> str:
+            v, w = next(pairs)  # type: ignore[call-overload]
+            if v == w:
+                return m[0]
+            if m[2] == "ULL":
+                return f"static_cast<uint64_t>({v}LL + {w - v}LL * t)"
+            return f"({v}{m[2] or ''} + {w - v}LL * t)"
+
+        slots = [(slot, _NUMBER.sub(sub, getattr(a, f"c_{slot}"))) for slot in _SLOTS]
+        let = tuple((name, _NUMBER.sub(sub, v)) for name, v in a.let)
+        static = [(slot, getattr(a, f"c_{slot}")) for slot in _SLOTS]
+        rt = tuple((slot, text) for (slot, text), (_, before) in zip(slots, static, strict=True)
+                   if text != before or slot in dict(a.rt))
+        out.append(replace(a, rt=rt, let=let))
+    return tuple(out)
+
+
+def reroll(steps: Sequence[Step]) -> tuple[Step, ...]:
+    """`steps` with repeated runs folded into `loop` steps (module doc)."""
+    out: list[Step] = []
+    i = 0
+    while i < len(steps):
+        best = (1, 1)  # (count, period)
+        for period in range(1, MAX_PERIOD + 1):
+            count = _run(steps, i, period)
+            if count >= MIN_COUNT and count * period > best[0] * best[1]:
+                best = (count, period)
+        count, period = best
+        if count < MIN_COUNT or all(s.kind == "comment" for s in steps[i:i + period]):
+            out.append(steps[i])
+            i += 1
+            continue
+        body = _body(steps[i:i + period], steps[i + period:i + 2 * period])
+        out.append(Step("loop", value=count, body=body))
+        i += count * period
+    return tuple(out)
+
+
+def reroll_segments(segments: Sequence[Segment]) -> list[Segment]:
+    """Every segment rerolled; consecutive segments of group steps (one per block-level
+    op) are one sequence first, so that a block-level loop folds too."""
+    merged: list[Segment] = []
+    for seg in segments:
+        if merged and not seg.branches and not merged[-1].branches:
+            merged[-1] = replace(merged[-1], steps=merged[-1].steps + seg.steps)
+        else:
+            merged.append(seg)
+    return [replace(seg, steps=reroll(seg.steps),
+                    branches=tuple(Branch(b.scope, b.index, reroll(b.steps))
+                                   for b in seg.branches))
+            for seg in merged]
+
+
+__all__ = ["MIN_COUNT", "reroll", "reroll_segments"]

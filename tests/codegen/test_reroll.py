@@ -1,0 +1,105 @@
+"""codegen.reroll: runs of steps that differ by affine numbers become `loop` steps that
+print, iteration by iteration, exactly the unrolled steps (checked by expanding every
+loop back and comparing the printed texts), and kernels of run-time protocols shrink."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from ccogen.codegen import Options, generate
+from ccogen.codegen.backends import sm
+from ccogen.codegen.model import Segment, Step
+from ccogen.codegen.reroll import MIN_COUNT, reroll, reroll_segments
+from ccogen.instantiate import instantiate
+from ccogen.syntax import load_ir
+
+ROOT = Path(__file__).resolve().parents[2]
+SLOTS = ("c_dst_off", "c_src_off", "c_nbytes", "c_value", "c_vec", "c_seq")
+_ULL = re.compile(r"static_cast<uint64_t>\((-?\d+)LL \+ (-?\d+)LL \* t\)")
+_ANY = re.compile(r"\((-?\d+)(LL)? \+ (-?\d+)LL \* t\)")
+
+
+def _printed(s: Step) -> tuple[object, ...]:
+    return (s.kind, s.text, s.peer, s.off, s.dst_peer, s.src_peer, s.line,
+            *(getattr(s, f) for f in SLOTS), tuple(s.let))
+
+
+def _at(text: str, t: int) -> str:
+    text = _ULL.sub(lambda m: f"{int(m[1]) + int(m[2]) * t}ULL", text)
+    return _ANY.sub(lambda m: f"{int(m[1]) + int(m[3]) * t}{m[2] or ''}", text)
+
+
+def _expand(steps: tuple[Step, ...]) -> list[tuple[object, ...]]:
+    out: list[tuple[object, ...]] = []
+    for s in steps:
+        if s.kind != "loop":
+            out.append(_printed(s))
+            continue
+        for t in range(s.value):
+            for b in s.body:
+                p = _printed(b)
+                out.append((*p[:7], *(_at(x, t) for x in p[7:13]),  # type: ignore[arg-type]
+                            tuple((n, _at(v, t)) for n, v in p[13])))  # type: ignore[attr-defined]
+    return out
+
+
+def _segments(name: str, nranks: int, params: dict[str, int], target: str,
+              monkeypatch: pytest.MonkeyPatch) -> list[list[Segment]]:
+    """The unrolled programs the backend hands to `reroll_segments`."""
+    seen: list[list[Segment]] = []
+
+    def record(segments: list[Segment]) -> list[Segment]:
+        seen.append(list(segments))
+        return list(segments)
+
+    monkeypatch.setattr(sm, "reroll_segments", record)
+    path = ROOT / "protocols" / f"{name}.cco"
+    instance, _ = instantiate(load_ir(path), nranks, params)
+    assert instance is not None
+    generate(instance, target, source=path.name, options=Options())
+    assert seen
+    return seen
+
+
+@pytest.mark.parametrize("target", ["nccl-lsa", "nvshmem"])
+@pytest.mark.parametrize(("name", "params"), [
+    ("alltoallv", {"cap": 64}),
+    ("moe_dispatch", {"tokens": 8, "hidden": 16, "k": 2}),
+    ("moe_combine", {"tokens": 8, "hidden": 16, "k": 2}),
+])
+def test_loops_print_the_unrolled_steps(name: str, params: dict[str, int], target: str,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    folded = 0
+    for segments in _segments(name, 3, params, target, monkeypatch):
+        flat = [s for seg in segments if not seg.branches for s in seg.steps]
+        rolled = reroll_segments(segments)
+        assert _expand(tuple(s for seg in rolled if not seg.branches for s in seg.steps)) \
+            == [_printed(s) for s in flat]
+        for seg, new in zip([s for s in segments if s.branches],
+                            [s for s in rolled if s.branches], strict=True):
+            for a, b in zip(seg.branches, new.branches, strict=True):
+                assert _expand(b.steps) == [_printed(s) for s in a.steps]
+                folded += sum(s.kind == "loop" for s in b.steps)
+    assert folded or name == "alltoallv"
+
+
+def test_a_short_or_irregular_run_stays_unrolled() -> None:
+    steps = [Step("copy", dst_peer=1, dst_off=16 * i, nbytes=16) for i in range(MIN_COUNT - 1)]
+    assert reroll(steps) == tuple(steps)
+    odd = [Step("copy", dst_peer=1, dst_off=x, nbytes=16) for x in (0, 16, 48, 64)]
+    assert all(s.kind == "copy" for s in reroll(odd))
+    peers = [Step("copy", dst_peer=p, dst_off=0, nbytes=16) for p in range(4)]
+    assert reroll(peers) == tuple(peers)  # a peer is printed as a number, never folded
+
+
+def test_run_time_kernels_shrink() -> None:
+    path = ROOT / "protocols" / "moe_dispatch.cco"
+    instance, _ = instantiate(load_ir(path), 4, {"tokens": 16, "hidden": 64, "k": 2})
+    assert instance is not None
+    text = generate(instance, "nvshmem", source=path.name, options=Options()).files[
+        "kernels.cu"]
+    assert text.count("for (int64_t t = 0; t < 16; ++t) {") == 4 * 4  # a loop per warp
+    assert text.count("ccogen_copy_warp(c, ") == 4 * 4
