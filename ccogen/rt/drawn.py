@@ -12,9 +12,11 @@ contents (`instantiate(..., contents=)`: every run-time bound concrete):
   even epochs `mixed-E` (per element the lower bound, the upper bound or a value between:
   skewed routings, ranks that receive nothing) and odd ones `interior-E` (uniform
   between the bounds).  A draw that no contents satisfy falls back to `mixed-E`.
-* The draw depends only on (seed, epoch, nranks, parameters), so every rank computes
-  the same contents and checks without talking to the others; each fills its own
-  windows and buffers from them and checks its own `ensure` lines.
+* The draw depends only on (seed, epoch, nranks, parameters), so every rank gets the
+  same contents and checks without talking to the others; each fills its own windows
+  and buffers from them and checks its own `ensure` lines.  The launcher draws every
+  epoch once, in parallel, before the ranks start (`precompute`); a rank started by
+  torchrun / mpirun draws its epochs itself.
 
 The kernels themselves are the ones compiled once for the symbolic instance: they read
 the counts on the device, whatever the epoch's draw.
@@ -22,7 +24,9 @@ the counts on the device, whatever the epoch's draw.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ccogen.rt.data import CheckSpec, check_specs
@@ -96,4 +100,37 @@ def draw_epoch(spec: DrawSpec, epoch: int) -> EpochDraw:
     return EpochDraw(label, contents.arrays, tuple(check_specs(instance.checks)))
 
 
-__all__ = ["DrawSpec", "EpochDraw", "draw_epoch", "which"]
+def precompute(spec: DrawSpec, epochs: int, directory: Path) -> None:
+    """Draw every epoch once, in parallel, into `directory/draw-E.pkl` (what `ccogen run`'s
+    launcher does before spawning the ranks: each rank then loads its epoch instead of
+    drawing and instantiating it again, `load_epoch`)."""
+    import multiprocessing
+    import pickle
+    from concurrent.futures import ProcessPoolExecutor
+    from itertools import repeat
+
+    workers = max(1, min(epochs, os.cpu_count() or 1, 16))
+    directory.mkdir(parents=True, exist_ok=True)
+    if workers == 1:
+        draws = map(draw_epoch, repeat(spec), range(epochs))
+        for epoch, d in enumerate(draws):
+            (directory / f"draw-{epoch}.pkl").write_bytes(pickle.dumps(d))
+        return
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        for epoch, d in enumerate(pool.map(draw_epoch, repeat(spec), range(epochs))):
+            (directory / f"draw-{epoch}.pkl").write_bytes(pickle.dumps(d))
+
+
+def load_epoch(spec: DrawSpec, epoch: int, directory: str) -> EpochDraw:
+    """`epoch`'s draw from `precompute`'s directory, or drawn here (torchrun / mpirun)."""
+    import pickle
+
+    path = Path(directory) / f"draw-{epoch}.pkl" if directory else None
+    if path is not None and path.is_file():
+        loaded = pickle.loads(path.read_bytes())
+        assert isinstance(loaded, EpochDraw)
+        return loaded
+    return draw_epoch(spec, epoch)
+
+
+__all__ = ["DrawSpec", "EpochDraw", "draw_epoch", "load_epoch", "precompute", "which"]

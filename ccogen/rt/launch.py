@@ -43,7 +43,7 @@ from ccogen.rt.data import (
     remote_finals,
 )
 from ccogen.rt.debug import RECORD_SIZE, DebugRecord, describe_wait
-from ccogen.rt.drawn import DrawSpec, EpochDraw, draw_epoch
+from ccogen.rt.drawn import DrawSpec, EpochDraw, load_epoch, precompute
 from ccogen.rt.errors import (
     EngineError,
     ManifestError,
@@ -93,6 +93,7 @@ class RunConfig:
     # run-time values (language v2 §3): each epoch's contents are drawn to satisfy
     # `require`, and its checks come from the instance of those contents (ccogen.rt.drawn)
     drawn: DrawSpec | None = None
+    drawn_dir: str = ""  # where the launcher put every epoch's draw (ccogen.rt.drawn)
 
 
 # ============================================================================ the launcher
@@ -136,11 +137,13 @@ def run(manifest_dir: str | Path, instance: Instance | None = None, *, iters: in
     assert placement is not None
     check_residency(manifest, cubin, placement)
     with tempfile.TemporaryDirectory(prefix="ccogen-run-") as shared:
+        if drawn is not None:
+            precompute(drawn, iters, Path(shared) / "draws")
         config = RunConfig(str(manifest.directory), manifest.nranks, iters, seed,
                            debug or manifest.debug, str(cubin), str(engine), specs,
                            rendezvous_dir=shared, shared_dir=shared, watchdog_s=watchdog_s,
                            init_timeout_s=init_timeout_s, devices=placement.devices,
-                           drawn=drawn)
+                           drawn=drawn, drawn_dir=str(Path(shared) / "draws"))
         results = _spawn(config)
     return RunReport(manifest.protocol, manifest.target, manifest.nranks, iters, results,
                      library=library, placement=placement.describe())
@@ -492,7 +495,7 @@ class _Rank:
         if self.config.drawn is None:
             return None
         try:
-            drawn = draw_epoch(self.config.drawn, epoch)
+            drawn = load_epoch(self.config.drawn, epoch, self.config.drawn_dir)
         except RunError as exc:
             self.result.error = f"rank {self.rank}: {exc}"
             raise Stop from None

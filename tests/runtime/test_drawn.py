@@ -109,3 +109,16 @@ def _dtypes(spec: DrawSpec) -> dict[str, str]:
     assert instance is not None
     names = [w.name for w in protocol.windows] + [b.name for b in protocol.buffers]
     return {n: instance.dtype(n).value for n in names}
+
+
+def test_the_launcher_draws_once_and_ranks_load_the_same_epochs(tmp_path: Path) -> None:
+    from ccogen.rt.drawn import load_epoch, precompute
+
+    spec = _spec("moe_dispatch", 2, seed=6)
+    precompute(spec, 3, tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"draw-{e}.pkl" for e in range(3)]
+    for e in range(3):
+        loaded, fresh = load_epoch(spec, e, str(tmp_path)), draw_epoch(spec, e)
+        assert loaded.label == fresh.label and loaded.checks == fresh.checks
+        assert all(np.array_equal(loaded.arrays[k], v) for k, v in fresh.arrays.items())
+    assert load_epoch(spec, 4, str(tmp_path)).label == which(4)  # not drawn ahead: drawn here

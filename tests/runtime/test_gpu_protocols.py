@@ -2,8 +2,10 @@
 
 Every protocol of `protocols/` that runs on 2 ranks is generated, built and launched
 on 2 GPUs for each of `nccl-lsa` and `nvshmem`; every `ensure` must hold on random data
-in every epoch.  A protocol the checker rejects for hanging, run with `--debug`, must
-end within the timeout with the wait named.  Auto-skipped without GPUs.
+in every epoch (run-time protocols: on contents drawn afresh each epoch to satisfy
+`require`, at the tests' small MoE shape).  A protocol the checker rejects for
+hanging, run with `--debug`, must end within the timeout with the wait named.
+Auto-skipped without GPUs.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import pytest
 from ccogen.instantiate import team_sizes
 from ccogen.rt import native, run
 from ccogen.syntax import load_ir
-from tests.helpers import RUNTIME_PENDING
+from tests.helpers import library_params
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGETS = ("nccl-lsa", "nvshmem")
@@ -27,8 +29,7 @@ def _fits_two(path: Path) -> bool:
     return 2 in team_sizes(load_ir(path), None) or load_ir(path).team.size is None
 
 
-PROTOCOLS = [p for p in sorted((ROOT / "protocols").glob("*.cco"))
-             if _fits_two(p) and p.stem not in RUNTIME_PENDING]
+PROTOCOLS = [p for p in sorted((ROOT / "protocols").glob("*.cco")) if _fits_two(p)]
 
 
 @pytest.fixture(autouse=True)
@@ -46,7 +47,8 @@ def _prebuilt() -> None:
     def build(job: tuple[Path, str]) -> None:
         path, target = job
         out = ROOT / "build" / "gpu-protocols" / f"{path.stem}-{target}"
-        compile_for_run(load_ir(path), path.name, target, 2, {}, out, debug=False)
+        compile_for_run(load_ir(path), path.name, target, 2, library_params(path), out,
+                        debug=False)
         build_manifest_dir(out)
 
     if native.device_count() >= 2:
@@ -58,7 +60,8 @@ def _prebuilt() -> None:
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("path", PROTOCOLS, ids=[p.stem for p in PROTOCOLS])
 def test_protocol_holds_on_gpus(path: Path, target: str) -> None:
-    report = run(path, target=target, ranks=2, iters=ITERS, seed=7)
+    report = run(path, target=target, ranks=2, params=library_params(path), iters=ITERS,
+                 seed=7)
     print(report.format())
     assert report.ok, report.format()
     assert all(r.epochs == ITERS for r in report.ranks)
