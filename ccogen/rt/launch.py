@@ -120,6 +120,10 @@ def run(manifest_dir: str | Path, instance: Instance | None = None, *, iters: in
     if instance is not None:
         _check_instance(manifest, instance)
     drawn = DrawSpec.of(instance, seed) if instance is not None else None
+    if manifest.runtime_values and drawn is None:
+        raise RunError(f"`{manifest.protocol}` reads run-time values: its inputs must satisfy "
+                       "its `require`, and random bytes would not; run it with its instance "
+                       "(`ccogen run FILE.cco`, `ccogen.rt.run`), which draws contents that do")
     specs: tuple[CheckSpec, ...] = ()  # run-time values: per epoch, from the drawn contents
     if drawn is None:
         specs = tuple(checks) if checks is not None else tuple(instance_checks(instance))

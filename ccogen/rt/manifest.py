@@ -114,6 +114,7 @@ class Manifest:
     max_ctas: int | None = None  # the SM budget the code was generated for (CTAs per launch)
     buffers: tuple[BufferSpec, ...] = ()
     between_launches: str = "host_sync"
+    runtime_values: bool = False  # the kernels read run-time values (language v2 §3)
 
     @property
     def kernel_path(self) -> Path:
@@ -256,6 +257,7 @@ def parse_manifest(data: Any, file: Path) -> Manifest:
         max_ctas=r.int_(top, "max_ctas", "", minimum=1) if "max_ctas" in top else None,
         buffers=buffers,
         between_launches=between,
+        runtime_values=bool(r.get(top, "runtime_values", "", False)),
     )
     _check_layout(r, manifest)
     return manifest

@@ -122,3 +122,21 @@ def test_the_launcher_draws_once_and_ranks_load_the_same_epochs(tmp_path: Path) 
         assert loaded.label == fresh.label and loaded.checks == fresh.checks
         assert all(np.array_equal(loaded.arrays[k], v) for k, v in fresh.arrays.items())
     assert load_epoch(spec, 4, str(tmp_path)).label == which(4)  # not drawn ahead: drawn here
+
+
+def test_a_runtime_manifest_without_its_instance_is_refused(tmp_path: Path) -> None:
+    """Random bytes would send counts past their regions: the launcher refuses them."""
+    from ccogen.rt.api import compile_for_run
+    from ccogen.rt.errors import RunError
+    from ccogen.rt.launch import run as run_manifest
+    from ccogen.rt.manifest import load_manifest
+
+    path = ROOT / "protocols" / "alltoallv.cco"
+    compile_for_run(load_ir(path), path.name, "nvshmem", 2, {"cap": 64}, tmp_path, debug=False)
+    assert load_manifest(tmp_path).runtime_values
+    with pytest.raises(RunError, match="run-time values.*require"):
+        run_manifest(tmp_path, iters=1)
+    static = tmp_path / "static"
+    compile_for_run(load_ir(ROOT / "protocols" / "alltoall.cco"), "alltoall.cco", "nvshmem", 2,
+                    {}, static, debug=False)
+    assert not load_manifest(static).runtime_values

@@ -75,6 +75,8 @@ def manifest_head(target: str, instance: Instance, source: str, arch: object,
     }
     if instance.protocol.between_launches is LaunchOrder.HOST_SYNC:
         head["between_launches"] = LaunchOrder.HOST_SYNC.value
+    if instance.runtime:  # the kernels read run-time values: inputs must satisfy `require`
+        head["runtime_values"] = True
     return head
 
 
