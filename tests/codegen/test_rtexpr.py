@@ -244,3 +244,47 @@ def test_every_require_step_holds_on_drawn_contents(name: str, which: str) -> No
         reader = Reader(symbolic, contents, rank)
         assert all(reader.value(s.text) for s in checks), [s.text for s in checks
                                                             if not reader.value(s.text)][:1]
+
+
+COUNTED_RT = """\
+protocol counted_rt(rows: int = 64, row_bytes: int = 16):
+    team lsa(2)
+    queues 2
+    counter landed
+    window header: i32[1]
+    window inbox: u8[rows * row_bytes]
+    window data: u8[rows * row_bytes]
+    buffer n: i32[1]
+
+    require:
+        0 <= n[0] <= rows
+
+    kernel send(threads=64):
+        barrier()
+        if me == 0:
+            put(1, dst=header[0:1], src=n[0:1], queue=0, signal="remote")
+            size = load(n[0]) * row_bytes
+            put(1, dst=inbox[0 : size], src=data[0 : size], queue=1, count=landed)
+            quiet()
+        else:
+            wait_signal(0, queue=0)
+            wait_count(landed, expected=load(header[0]) * row_bytes)
+
+    ensure:
+        if me == 1:
+            inbox[0 : header[0] * row_bytes] == init(data@0)[0 : header[0] * row_bytes]
+"""
+
+
+@pytest.mark.parametrize("target", ["nccl-lsa", "nvshmem"])
+def test_a_counted_put_of_run_time_length_adds_its_run_time_bytes(target: str) -> None:
+    from ccogen.compiler import compile_protocol
+    from ccogen.syntax import parse_ir
+
+    text = compile_protocol(parse_ir(COUNTED_RT, "c.cco"), target, source="c.cco",
+                            ranks=2).files["kernels.cu"]
+    # nvshmem fuses the put and its count (put-with-signal); nccl-lsa adds after the copy
+    fused = re.search(r"ccogen_putsig_group\(c, 1, rt_dst, rt_src, rt_n, \d+ULL, rt_n\);", text)
+    added = re.search(r"ccogen_signal_group\(c, 1, \d+ULL, rt_n\);", text)
+    assert (fused if target == "nvshmem" else added) is not None
+    assert re.search(r"ccogen_rtwait_group\(c, \d+ULL, rt_expected, 22, 0\);", text)

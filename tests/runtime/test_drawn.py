@@ -134,7 +134,7 @@ def test_a_runtime_manifest_without_its_instance_is_refused(tmp_path: Path) -> N
     path = ROOT / "protocols" / "alltoallv.cco"
     compile_for_run(load_ir(path), path.name, "nvshmem", 2, {"cap": 64}, tmp_path, debug=False)
     assert load_manifest(tmp_path).runtime_values
-    with pytest.raises(RunError, match="run-time values.*require"):
+    with pytest.raises(RunError, match=r"run-time values.*require"):
         run_manifest(tmp_path, iters=1)
     static = tmp_path / "static"
     compile_for_run(load_ir(ROOT / "protocols" / "alltoall.cco"), "alltoall.cco", "nvshmem", 2,

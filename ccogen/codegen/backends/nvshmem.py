@@ -96,7 +96,12 @@ def fuse(steps: tuple[Step, ...], ctas: int) -> tuple[Step, ...]:
                 and window[2].peer == window[0].dst_peer
                 and (len(window) == 3 or window[3].kind not in ("signal", "csignal"))):
             c, s = window[0], window[2]
-            out.append(replace(c, kind=fused, off=s.off, value=s.value))
+            # a run-time count (a counted put's bytes) travels with the fused step; its
+            # expression names the copy's own `rt_n` (codegen.plan)
+            names = {name for name, _ in c.let}
+            out.append(replace(c, kind=fused, off=s.off, value=s.value,
+                               rt=c.rt + tuple((k, v) for k, v in s.rt if k == "value"),
+                               let=c.let + tuple(e for e in s.let if e[0] not in names)))
             i += 3
             continue
         out.append(steps[i])
