@@ -31,20 +31,12 @@ from ccogen.codegen.ll import NONE, LLEntry, LLPlan
 from ccogen.codegen.model import LOCAL, Branch, Segment, Step
 from ccogen.codegen.reduce import VECTOR, reduction
 from ccogen.codegen.rtexpr import CExpr
+from ccogen.codegen.unsupported import Unsupported
 from ccogen.errors import InternalError
 from ccogen.ir.instance import Instance, IssuerLevel, OpInst
 from ccogen.ir.opkind import OpKind
-from ccogen.source import Span
 
 Expected = Callable[[OpInst], tuple[int, int]]  # (value in epoch 0, added per epoch)
-
-class Unsupported(Exception):
-    """The instance needs something this lowering cannot express (a clear message)."""
-
-    def __init__(self, message: str, span: Span | None) -> None:
-        super().__init__(message)
-        self.span = span
-
 
 def op_comment(op: OpInst, source: str) -> Step:
     line = op.span.line if op.span is not None else 0

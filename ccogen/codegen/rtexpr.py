@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from ccogen.codegen.layout import HeapLayout
 from ccogen.codegen.reduce import CTYPES
+from ccogen.codegen.unsupported import Unsupported
 from ccogen.ir.dtype import DType
 from ccogen.ir.instance import Instance, RegionInst
 from ccogen.ir.runtime import Atom, Rt
@@ -34,8 +35,6 @@ _HALF = {DType.BF16: "ccogen_ld_bf16", DType.F16: "ccogen_ld_f16"}
 
 
 def _unsupported(message: str, span: Span | None) -> Exception:
-    from ccogen.codegen.plan import Unsupported  # plan prints steps with this module
-
     return Unsupported(message, span)
 
 

@@ -121,6 +121,10 @@ class SmBackend(Backend):
 
     def generate(self, instance: Instance, source: str, options: Options) -> GeneratedFiles:
         model, layout = self.model(instance, source, options)
+        if instance.runtime:  # run-time protocols: per-token runs become loops, last
+            model = replace(model, kernels=tuple(
+                replace(k, programs=tuple(replace(p, segments=tuple(reroll_segments(
+                    p.segments))) for p in k.programs)) for k in model.kernels))
         text = render(self.template, model=model)
         manifest = self.manifest(model, layout, instance, options)
         return GeneratedFiles({"kernels.cu": text,
@@ -213,8 +217,6 @@ class SmBackend(Backend):
                 if self.splits_ctas() and ctas > 1:
                     segments, syncs = split_segments(segments, counters)
                 segments = self.refine(segments, ctas)
-                if instance.runtime:  # run-time protocols: per-token runs become loops
-                    segments = reroll_segments(segments)
                 programs.append(BlockProgram(rank, block, tuple(segments), syncs,
                                              rank * blocks + block))
         symbol = c_identifier(instance.protocol.name, k.name)

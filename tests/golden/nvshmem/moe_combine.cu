@@ -279,7 +279,7 @@ __device__ __forceinline__ void ccogen_require(const ccogen_ctx& c, bool holds, 
 // ======== kernel `combine` (protocols/moe_combine.cco:27): 1 logical block(s) x 1 CTA(s) x 512 threads
 
 // rank 0, logical block 0 of kernel `combine`
-__device__ __forceinline__ void ccogen_moe_combine_combine_r0_b0(const ccogen_ctx& c) {
+__device__ __noinline__ void ccogen_moe_combine_combine_r0_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 26;
   // protocols/moe_combine.cco:28: barrier
   ccogen_barrier_group(c, 1ULL);
@@ -397,7 +397,7 @@ __device__ __forceinline__ void ccogen_moe_combine_combine_r0_b0(const ccogen_ct
 }
 
 // rank 1, logical block 0 of kernel `combine`
-__device__ __forceinline__ void ccogen_moe_combine_combine_r1_b0(const ccogen_ctx& c) {
+__device__ __noinline__ void ccogen_moe_combine_combine_r1_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 26;
   // protocols/moe_combine.cco:28: barrier
   ccogen_barrier_group(c, 1ULL);
