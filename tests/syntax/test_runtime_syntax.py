@@ -104,9 +104,8 @@ def test_builder_builds_what_the_text_says() -> None:
         total = k.let(cg.sum(k.each(k.peers(), lambda p: cg.load(got, p))), name="total")
         k.let(cg.max(k.each(k.peers(), lambda p: cg.load(got @ p, 0))), name="n")
         k.copy(dst=inbox[0:total], src=data[0:total])
-    with p.ensure() as e:
-        with e.for_(e.peers(), name="p") as q:
-            e.check(got[q] == cg.init(counts @ q)[e.me])
-            e.check(inbox[0:cg.load(got, q)]
-                    == cg.init(data @ q)[0:cg.load(cg.init(counts @ q), e.me)])
+    with p.ensure() as e, e.for_(e.peers(), name="p") as q:
+        e.check(got[q] == cg.init(counts @ q)[e.me])
+        e.check(inbox[0:cg.load(got, q)]
+                == cg.init(data @ q)[0:cg.load(cg.init(counts @ q), e.me)])
     assert p.ir == parse_ir(SOURCE, "g.cco")
