@@ -176,11 +176,6 @@ QUIET_EARLY = ("the quiet now runs before its block's transfers are issued (it d
                "earlier ones); as above, no source is rewritten afterwards")
 
 HARMLESS: dict[str, str] = {
-    "alltoallv: delete barrier (line 17)":
-        "NOT harmless on a GPU, a known blind spot: the barrier keeps a peer's next-launch "
-        "puts into `recv`/`got` after this rank's caller has read them (language v2 §6); "
-        "neither the checker nor the simulator models the caller reading a window's outputs "
-        "between launches yet",
     "alltoallv: move to the start of its block wait_signal (line 29)":
         "the wait on queue 1 moves above the wait on queue 0 of the same peer: both still "
         "end the launch, and nothing in it reads `recv` or `got`",
