@@ -68,7 +68,7 @@ def compile_protocol(protocol: Protocol, target: str, *, source: str, ranks: int
     if not result.instances or (errors and not force):
         raise DiagnosticError(errors or result.diagnostics)
     instance = result.instances[0]
-    pending = _runtime_sizes_pending(instance) or _not_generated_yet(instance)
+    pending = _runtime_sizes_pending(instance)
     if pending is not None:
         raise DiagnosticError([pending])
     try:
@@ -102,29 +102,6 @@ def _runtime_sizes_pending(instance: Instance) -> Diagnostic | None:
                  "checked and simulated, not generated",
                  help="`ccogen lint` and `ccogen simulate` accept run-time values bounded by "
                       "`require`; code generation for them is pending")
-
-
-def _not_generated_yet(instance: Instance) -> Diagnostic | None:
-    """Language v2 ops and local buffers: checked and simulated, not yet generated.
-
-    The code generation of `reduce`, `signal` and `buffer` is the follow-up of issue 15;
-    until it lands, compiling such a protocol is E042 instead of an internal error.
-    """
-    from ccogen.ir.opkind import OpKind
-
-    for ops in instance.ranks:
-        for op in ops:
-            if op.kind is OpKind.REDUCE or op.kind is OpKind.SIGNAL:
-                return error("E042", f"code generation for `{op.kind}` is not implemented yet",
-                             op.span, "checked and simulated, not generated",
-                             help="`ccogen lint` and `ccogen simulate` accept it; code "
-                                  "generation for language v2 ops is under way")
-    buffer = next(iter(instance.protocol.buffers), None)
-    if buffer is not None:
-        return error("E042", "code generation for local buffers is not implemented yet",
-                     buffer.span, "checked and simulated, not generated",
-                     help="declare a `window` to compile it today")
-    return None
 
 
 def compile_file(path: str, target: str, *, ranks: int | None, params_text: Sequence[str],

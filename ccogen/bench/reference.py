@@ -17,7 +17,16 @@ reference's own words (launch counter, timer, per-CTA signal slots), and passes 
 layout to the kernel as macros (`nvcc_flags`):
 
     REF_NRANKS, REF_CTAS (CTAs per unit), REF_THREADS, REF_SCRATCH (heap offset),
-    REF_P_<PARAM> (each parameter), REF_W_<WINDOW> / REF_S_<WINDOW> (offset / size).
+    REF_P_<PARAM> (each parameter), REF_W_<WINDOW> / REF_S_<WINDOW> (offset / size),
+    REF_T_<WINDOW or BUFFER> = REF_<DTYPE> (the element type, language v2: REF_BF16,
+    REF_F32, ...; a kernel defines REF_U8 ... REF_FP8E4M3 as the numbers `DTYPE_CODES`
+    gives, so `#if REF_T_X == REF_BF16` selects its element type).
+
+Typed windows (language v2): a parameter that counts elements is turned into bytes for
+the launch rule by `elements_of`, the window or buffer whose element size multiplies it
+(`"param": "n", "elements_of": "x"` for `window x: T[n]`).  The generated manifest's
+`buffers` and `between_launches` pass through unchanged, and a reference kernel takes
+each buffer as a `buffer:NAME` parameter, listed in its own manifest.
 
 Launch shape: `units` is the number of independent streams of work (`peers`: nranks - 1,
 one per peer; `one`: 1); each unit gets 1 CTA of `small_threads` threads when the
@@ -35,7 +44,9 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ccogen.errors import DiagnosticError
 from ccogen.rt.errors import ManifestError
+from ccogen.rt.manifest import ELEMENT_SIZES
 from ccogen.targets import get_target
 
 _PACKAGE = Path(__file__).resolve().parent.parent
@@ -62,6 +73,7 @@ class LaunchRule:
     max_grid: int = 128
     scratch: int = 64 << 10
     timer: bool = False
+    elements_of: str = ""  # the window/buffer whose element size turns `param` into bytes
 
 
 @dataclass(frozen=True)
@@ -125,6 +137,11 @@ def launch_shape(rule: LaunchRule, nbytes: int, units: int = 1) -> tuple[int, in
     return max(1, min(rule.max_ctas, rule.max_grid // max(1, units), ctas)), rule.threads
 
 
+# The numbers behind the REF_<DTYPE> macros (every typed kernel defines the same).
+DTYPE_CODES = {"u8": 1, "i32": 2, "u32": 3, "i64": 4, "u64": 5, "f16": 6, "bf16": 7,
+               "f32": 8, "fp8e4m3": 9}
+
+
 def _macro(name: str) -> str:
     return "".join(ch if ch.isalnum() else "_" for ch in name).upper()
 
@@ -140,7 +157,8 @@ def derive_manifest(spec: ReferenceSpec, generated: dict[str, Any]) -> dict[str,
     # the generated code's SM budget caps the reference's grid too (same shape, same budget)
     rule = replace(spec.rule, max_grid=min(spec.rule.max_grid,
                                            int(generated.get("max_ctas", spec.rule.max_grid))))
-    ctas, threads = launch_shape(rule, params[spec.rule.param], units)
+    ctas, threads = launch_shape(rule, params[spec.rule.param] * _item_size(spec, generated),
+                                 units)
     scratch = int(generated["heap_size"])
     flags = [f"-DREF_NRANKS={nranks}", f"-DREF_CTAS={ctas}", f"-DREF_THREADS={threads}",
              f"-DREF_SCRATCH={scratch}ULL"]
@@ -148,6 +166,9 @@ def derive_manifest(spec: ReferenceSpec, generated: dict[str, Any]) -> dict[str,
     for w in generated["windows"]:
         flags += [f"-DREF_W_{_macro(w['name'])}={w['offset']}ULL",
                   f"-DREF_S_{_macro(w['name'])}={w['size']}ULL"]
+    for area in [*generated["windows"], *generated.get("buffers", [])]:
+        if "dtype" in area:
+            flags.append(f"-DREF_T_{_macro(area['name'])}=REF_{_macro(area['dtype'])}")
     manifest = {
         "abi": 1,
         "protocol": spec.protocol,
@@ -162,17 +183,40 @@ def derive_manifest(spec: ReferenceSpec, generated: dict[str, Any]) -> dict[str,
         "windows": generated["windows"],
         "signals": generated.get("signals", {"offset": 0, "count": 0}),
         "counters": generated.get("counters", []),
+        **({"buffers": generated["buffers"]} if generated.get("buffers") else {}),
+        **({"between_launches": generated["between_launches"]}
+           if "between_launches" in generated else {}),
         "kernels": [{"name": spec.kernel["name"], "symbol": spec.kernel["symbol"],
                      "grid": units * ctas, "block": threads, "shared_mem": 0,
                      "cooperative": False, "params": list(spec.kernel["params"])}],
         "nvcc_flags": flags,
         "kernel_file": "kernels.cu",
-        "reference": asdict(spec.rule),
+        "reference": _rule_data(spec.rule),
     }
     engine = get_target(spec.target).engine
     if engine is not None and engine.devcomm:  # the device communicator's LSA barriers
         manifest["nccl"] = {"lsa_barrier_count": spec.lsa_barrier_count}
     return manifest
+
+
+def _rule_data(rule: LaunchRule) -> dict[str, Any]:
+    """The `reference` object; `elements_of` only where set (byte parameters omit it)."""
+    data = asdict(rule)
+    if not data["elements_of"]:
+        del data["elements_of"]
+    return data
+
+
+def _item_size(spec: ReferenceSpec, generated: dict[str, Any]) -> int:
+    """Bytes per unit of the rule's parameter: 1, or the element size of `elements_of`."""
+    name = spec.rule.elements_of
+    if not name:
+        return 1
+    for area in [*generated["windows"], *generated.get("buffers", [])]:
+        if area["name"] == name:
+            return ELEMENT_SIZES[str(area.get("dtype", "u8"))]
+    raise ManifestError(f"{spec.directory}: the rule's `elements_of` names `{name}`, which is "
+                        "neither a window nor a buffer of the instance")
 
 
 def write_case(spec: ReferenceSpec, generated_dir: Path, out_dir: Path) -> Path:
@@ -210,6 +254,13 @@ def default_manifest(spec: ReferenceSpec, repo: Path, nranks: int = 2) -> dict[s
     return derive_manifest(spec, generated)
 
 
+def pending_codegen(exc: DiagnosticError) -> bool:
+    """Whether the default instance failed only for code generation not written yet
+    (E042 `... is not implemented yet`, language v2 ops before their backend lands)."""
+    return all(d.code == "E042" and "not implemented yet" in d.message
+               for d in exc.diagnostics)
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m ccogen.bench.reference [--check]`: rewrite (or check) the manifest.json
     beside every reference from the protocol's default instance."""
@@ -223,7 +274,14 @@ def main(argv: list[str] | None = None) -> int:
     stale = []
     for manifest in sorted(root.glob("*/*/manifest.json")):
         spec = load_reference(manifest.parent)
-        text = json.dumps(default_manifest(spec, root.parent.parent), indent=2) + "\n"
+        try:
+            text = json.dumps(default_manifest(spec, root.parent.parent), indent=2) + "\n"
+        except DiagnosticError as exc:
+            if not pending_codegen(exc):
+                raise
+            print(f"pending {manifest}: the protocol's code generation is not there yet "
+                  f"({exc}); left as it is", file=sys.stderr)
+            continue
         if manifest.read_text(encoding="utf-8") != text:
             stale.append(manifest)
             if "--check" not in args:
@@ -235,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
 
 __all__ = ["LaunchRule", "ReferenceSpec", "default_manifest", "default_root",
            "derive_manifest", "find_reference", "launch_shape", "load_reference", "main",
+           "pending_codegen",
            "timer_offset", "write_case"]
 
 if __name__ == "__main__":

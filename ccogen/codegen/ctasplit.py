@@ -39,7 +39,7 @@ from dataclasses import replace
 
 from ccogen.codegen.model import LOCAL, BlockProgram, Segment, Step
 
-COPIES = frozenset({"copy", "putsig", "cputsig", "putcounted", "llput", "llwait"})
+COPIES = frozenset({"copy", "putsig", "cputsig", "putcounted", "llput", "llwait", "reduce"})
 
 
 Pos = tuple[int, int | None]  # (segment, step); step None: a fork (it ends in a group join)
@@ -114,6 +114,10 @@ def _ranges(s: Step) -> list[tuple[int, int, int, bool]]:
     """(rank relative to the executing one, first byte, end, written) of a copy."""
     if s.kind == "llwait":  # writes the payload where the put was going
         return [(LOCAL, s.dst_off, s.dst_off + s.nbytes, True)]
+    if s.kind == "reduce":  # writes dst, reads every source (a buffer is a `peer` of its own)
+        assert s.reduction is not None
+        return [(s.dst_peer, s.dst_off, s.dst_off + s.nbytes, True),
+                *((p, off, off + s.nbytes, False) for p, off in s.reduction.srcs)]
     if s.kind == "llput":  # reads the source, writes the entry on the peer
         return [(s.dst_peer, s.off, s.off + 16, True),
                 (LOCAL, s.src_off, s.src_off + s.nbytes, False)]

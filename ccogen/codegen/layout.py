@@ -1,7 +1,8 @@
 """Where each window, signal slot and counter lives in an instance's symmetric heap.
 
 One symmetric allocation per rank holds everything (docs/runtime-abi.md).  Windows
-come first in declaration order, then the signal slots (`nranks * queues` 64-bit
+come first in declaration order (local `buffer`s are not in the heap: kernels take them
+as parameters, `HeapLayout.address`), then the signal slots (`nranks * queues` 64-bit
 counters, slot `src * queues + q`), then the counters, then per-kernel scratch words
 for the CTA-group barriers.  Every offset is 256-byte aligned, or the window's
 `align=` if larger.
@@ -11,7 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ccogen.ir.instance import Instance
+from ccogen.codegen.model import LOCAL, buffer_peer
+from ccogen.ir.instance import Instance, RegionInst
 
 ALIGN = 256
 
@@ -35,6 +37,15 @@ class HeapLayout:
     scratch: Placed
     size: int
     queues: int
+    buffers: tuple[str, ...] = ()  # local buffers: kernel parameters, not in the heap
+
+    def address(self, region: RegionInst, me: int) -> tuple[int, int]:
+        """(peer, offset) of a region as steps name it: a heap offset on `LOCAL` or a
+        peer rank, or an offset into a local buffer (`model.buffer_peer`)."""
+        if region.window in self.buffers:
+            return buffer_peer(self.buffers.index(region.window)), region.start
+        peer = LOCAL if region.rank == me else region.rank
+        return peer, self.window(region.window).offset + region.start
 
     def window(self, name: str) -> Placed:
         return next(w for w in self.windows if w.name == name)
@@ -42,9 +53,17 @@ class HeapLayout:
     def counter(self, name: str) -> Placed:
         return next(c for c in self.counters if c.name == name)
 
-    def windows_manifest(self) -> list[dict[str, object]]:
-        """The `windows` list of manifest.json."""
-        return [{"name": w.name, "offset": w.offset, "size": w.size} for w in self.windows]
+    def windows_manifest(self, instance: Instance | None = None) -> list[dict[str, object]]:
+        """The `windows` list of manifest.json; a typed window (language v2) also carries
+        its `dtype` and `shape` (docs/runtime-abi.md)."""
+        out: list[dict[str, object]] = []
+        for w in self.windows:
+            entry: dict[str, object] = {"name": w.name, "offset": w.offset, "size": w.size}
+            dtype = instance.dtype(w.name) if instance is not None else None
+            if dtype is not None and dtype.value != "u8":
+                entry |= {"dtype": dtype.value, "shape": [w.size // dtype.size]}
+            out.append(entry)
+        return out
 
     def slot(self, src: int, queue: int) -> int:
         """Heap offset of the signal slot counting what `src` sent me on `queue`."""
@@ -69,7 +88,8 @@ def plan_heap(instance: Instance, scratch_words: int) -> HeapLayout:
         offset += ALIGN
     scratch = Placed("<scratch>", offset, 8 * max(1, scratch_words))
     size = _round_up(offset + scratch.size, 4096)
-    return HeapLayout(tuple(windows), signals, tuple(counters), scratch, size, instance.queues)
+    return HeapLayout(tuple(windows), signals, tuple(counters), scratch, size, instance.queues,
+                      tuple(name for name, _ in instance.buffer_sizes))
 
 
 def _alignments(instance: Instance) -> dict[str, int]:

@@ -99,7 +99,7 @@ def plan_ll(instance: Instance, expected: Expected, base: int,
     for o in ops:
         if o.kind.traits.rings and o.peer is not None and o.queue is not None:
             key = (o.rank, o.peer, o.queue)
-            if _ll_put(o):
+            if _ll_put(o) and not instance.is_buffer(o.src.window):  # type: ignore[union-attr]
                 senders[key].append(o)
             else:
                 others.add(key)

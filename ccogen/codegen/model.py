@@ -9,6 +9,37 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 LOCAL = -1  # `peer` of an address on the executing rank
+# `peer` of an address in local buffer i (language v2 `buffer`, a kernel parameter):
+# BUFFER0 - i.  Such an address is an offset into the caller's tensor, not the heap.
+BUFFER0 = -2
+
+
+def buffer_peer(index: int) -> int:
+    """The `peer` value that names local buffer `index` (0-based, declaration order)."""
+    return BUFFER0 - index
+
+
+@dataclass(frozen=True, slots=True)
+class Reduction:
+    """What a `reduce` step combines, decided here and printed by the templates.
+
+    `srcs` are (peer, offset) addresses like a copy's (`LOCAL`, a rank, or a buffer:
+    `buffer_peer`), combined in list order.  `ctype` is the element's C type, `acc` the
+    accumulator's (f32 for f16/bf16, the type itself otherwise: integers wrap as the
+    simulator's do), `weights` C literals of the accumulator type (empty: unweighted),
+    `vector` the bytes one load moves (16 when every heap address and the length allow
+    it; the device code still checks a buffer's base address at run time), `elements`
+    the element count.
+    """
+
+    op: str  # sum | max | min
+    dtype: str
+    ctype: str
+    acc: str
+    srcs: tuple[tuple[int, int], ...]
+    weights: tuple[str, ...]
+    vector: int
+    elements: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,7 +50,9 @@ class Step:
     `signal` (atomic add `value` at heap offset `off` on rank `peer`, release),
     `wait` (acquire-spin until the local word at `off` >= `value` + epoch * `per_epoch`),
     `sync` (barrier of the executing scope; `seq` numbers group syncs), `fence`, `quiet`,
-    `barrier` (the whole team), `reset` (store 0 at local `off`), `putsig` (a fused
+    `barrier` (the whole team), `reset` (store 0 at local `off`), `reduce` (element-wise
+    combine of `reduction.srcs` into dst_peer/dst_off, `nbytes`; split over the CTAs of
+    the group like a copy), `putsig` (a fused
     copy + signal where the backend has one: copy fields plus sig_off/value/peer),
     `putcounted` (a copy to `dst_peer` whose `nbytes` the engine itself adds to the
     peer's counter at `off` after the data: NCCL CFT `putCounted`, NVSHMEM
@@ -52,6 +85,7 @@ class Step:
     queue: int = -1
     wait_kind: int = 0  # 1 wait_signal, 2 wait_count
     scale: int = 1  # a signal slot's word counts signals x scale (codegen.ctasplit)
+    reduction: Reduction | None = None  # `reduce`: dst_peer/dst_off/nbytes + this
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +170,7 @@ class ProtocolModel:
     heap_size: int
     debug: bool
     extra: dict[str, object] = field(default_factory=dict)
+    buffers: tuple[str, ...] = ()  # local buffers, kernel parameters `buffer:NAME` in order
     epoch_from_heap: bool = False  # kernels read their epoch from a launch counter
     support_header: str = "ccogen_device.cuh"  # the shared device header kernels.cu includes
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from ccogen.codegen.layout import HeapLayout
 from ccogen.codegen.ll import NONE, LLEntry, LLPlan
 from ccogen.codegen.model import LOCAL, Branch, Segment, Step
+from ccogen.codegen.reduce import VECTOR, reduction
 from ccogen.errors import InternalError
 from ccogen.ir.instance import Instance, IssuerLevel, OpInst
 from ccogen.ir.opkind import OpKind
@@ -83,6 +84,12 @@ class _Builder:
         elif kind is OpKind.COMMIT:
             batch = [p for o in ops for p in self.pending.pop((o.peer, o.queue), [])]  # type: ignore[arg-type]
             self.transfers(batch)
+        elif kind is OpKind.SIGNAL:
+            self.credits(ops)
+        elif kind.traits.reduces:
+            for o in ops:
+                self.steps.append(self.reduce(o))
+            self.sync()
         elif kind is OpKind.QUIET:
             self.steps.append(Step("quiet"))
         elif kind.traits.waits:
@@ -126,13 +133,25 @@ class _Builder:
         self.sync()
         self.steps.extend(self.signals(ops))
 
+    def credits(self, ops: Sequence[OpInst]) -> None:
+        """`signal(peer, queue=)`: it rings its `(peer, queue)` (aggregate puts posted
+        there move first), then adds 1 on the peer's slot once the group's earlier stores
+        are done — the slot and semantics of a put's remote signal on that queue."""
+        batch = [p for o in ops for p in self.pending.pop((o.peer, o.queue), [])]  # type: ignore[arg-type]
+        self.transfers(batch)
+        self.sync()
+        self.steps.extend(self.signals(ops))
+
+    def reduce(self, o: OpInst) -> Step:
+        (dst_peer, dst), spec = reduction(o, self.layout)
+        return Step("reduce", dst_peer=dst_peer, dst_off=dst, nbytes=o.dst.size if o.dst else 0,
+                    vec=spec.vector == VECTOR, reduction=spec,
+                    line=o.span.line if o.span is not None else 0)
+
     def copy(self, o: OpInst) -> Step:
         assert o.dst is not None and o.src is not None
-        me = o.rank
-        dst_peer = LOCAL if o.dst.rank == me else o.dst.rank
-        src_peer = LOCAL if o.src.rank == me else o.src.rank
-        dst = self.layout.window(o.dst.window).offset + o.dst.start
-        src = self.layout.window(o.src.window).offset + o.src.start
+        dst_peer, dst = self.layout.address(o.dst, o.rank)
+        src_peer, src = self.layout.address(o.src, o.rank)
         vec = dst % 16 == 0 and src % 16 == 0 and o.dst.size % 16 == 0
         return Step("copy", dst_peer=dst_peer, dst_off=dst, src_peer=src_peer, src_off=src,
                     nbytes=o.dst.size, vec=vec, peer=o.peer if o.peer is not None else LOCAL)

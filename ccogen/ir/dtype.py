@@ -53,6 +53,11 @@ _SIZES: dict[DType, int] = {
 
 DTYPE_NAMES: tuple[str, ...] = tuple(d.value for d in DType)
 
+# Bytes per element of every element type a manifest or the PyTorch binding may name: the
+# language's (`DType`) and `fp8e4m3`, which the runtime ABI admits ahead of the language
+# (docs/runtime-abi.md).  The one table: ccogen.rt.manifest reads it.
+ELEMENT_SIZES: dict[str, int] = {**{d.value: d.size for d in DType}, "fp8e4m3": 1}
+
 
 def dtype_or_none(name: str) -> DType | None:
     try:
@@ -61,4 +66,4 @@ def dtype_or_none(name: str) -> DType | None:
         return None
 
 
-__all__ = ["DTYPE_NAMES", "DType", "dtype_or_none"]
+__all__ = ["DTYPE_NAMES", "ELEMENT_SIZES", "DType", "dtype_or_none"]

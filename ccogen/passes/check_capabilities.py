@@ -158,6 +158,10 @@ def _alternative(feature: Feature) -> str:
                 '`get(p, dst=stage, src=x, signal="local")`, `wait_signal(me, ...)`, then '
                 '`reduce(dst=..., srcs=[..., stage])` (or have the peer `put` it into a '
                 'landing window and signal)')
+    if feature is Feature.CREDITS:
+        return ('; or send the credit with data: a signalled put of a small region on the '
+                'same queue (`put(p, dst=credit[me : me + 1], src=..., queue=Q, '
+                'signal="remote")`), which the receiver\'s `wait_signal` counts the same way')
     return ""
 
 

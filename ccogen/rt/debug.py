@@ -14,6 +14,7 @@ assert _FORMAT.size == RECORD_SIZE
 KIND_WAIT_SIGNAL, KIND_WAIT_COUNT, KIND_BARRIER, KIND_REQUIRE = 1, 2, 3, 4
 KIND_COUNTED_REFUSED = 5  # nvshmem: the counted put returned `observed` (not NVSHMEMX_SUCCESS)
 KIND_FABRIC_REPORT = 6  # nccl-cft: a fabric.try_* op reported failure (`observed`: the report)
+KIND_PEER_LOAD = 7  # a `reduce` source on a peer the engine gives no pointer to (nvshmem)
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,10 @@ def describe_wait(record: DebugRecord, source: str, counters: Sequence[str] = ()
         element = f"element {record.src}" if record.src >= 0 else "a value"
         return (f"rank {record.rank}: require at {where} does not hold: {element} is {value} "
                 f"(epoch {record.epoch})")
+    if record.kind == KIND_PEER_LOAD:
+        return (f"rank {record.rank}: reduce at {where} reads rank {record.src}, which this "
+                f"GPU cannot load from (nvshmem_ptr gave no pointer: another node?); move the "
+                f"data into a local window with a put or get first (epoch {record.epoch})")
     if record.kind == KIND_WAIT_COUNT:
         if 0 <= record.queue < len(counters):  # queue = the counter's index in the manifest
             what = f"for counter `{counters[record.queue]}`"
@@ -66,5 +71,6 @@ def describe_wait(record: DebugRecord, source: str, counters: Sequence[str] = ()
             f"observed {record.observed} (epoch {record.epoch})")
 
 
-__all__ = ["KIND_BARRIER", "KIND_COUNTED_REFUSED", "KIND_FABRIC_REPORT", "KIND_REQUIRE",
-           "KIND_WAIT_COUNT", "KIND_WAIT_SIGNAL", "RECORD_SIZE", "DebugRecord", "describe_wait"]
+__all__ = ["KIND_BARRIER", "KIND_COUNTED_REFUSED", "KIND_FABRIC_REPORT", "KIND_PEER_LOAD",
+           "KIND_REQUIRE", "KIND_WAIT_COUNT", "KIND_WAIT_SIGNAL", "RECORD_SIZE", "DebugRecord",
+           "describe_wait"]

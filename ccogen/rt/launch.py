@@ -50,7 +50,7 @@ from ccogen.rt.errors import (
     NotEnoughGpusError,
     RunError,
 )
-from ccogen.rt.manifest import Manifest, load_manifest
+from ccogen.rt.manifest import HEAP_ALIGN, Manifest, load_manifest
 from ccogen.rt.placement import Placement, check_residency, place
 from ccogen.rt.report import RankResult, RunReport
 from ccogen.rt.requirements import read as read_requirements
@@ -138,6 +138,20 @@ def run(manifest_dir: str | Path, instance: Instance | None = None, *, iters: in
                      library=library, placement=placement.describe())
 
 
+def buffer_layout(manifest: Manifest) -> tuple[dict[str, int], int]:
+    """Where `ccogen run` keeps the local buffers (language v2): after the heap, in the same
+    device allocation, each 256-byte aligned (offsets from the heap's start), and the
+    allocation's size.  The kernels take them as plain device pointers (`buffer:NAME`);
+    nothing reaches them through the engine (docs/runtime.md, "Buffers")."""
+    offsets: dict[str, int] = {}
+    end = manifest.heap_size
+    for b in manifest.buffers:
+        start = -(-end // HEAP_ALIGN) * HEAP_ALIGN
+        offsets[b.name] = start
+        end = start + b.size
+    return offsets, end
+
+
 def _check_instance(manifest: Manifest, instance: Instance) -> None:
     if manifest.nranks != instance.nranks:
         raise ManifestError(f"{manifest.directory}/manifest.json is for {manifest.nranks} "
@@ -146,6 +160,11 @@ def _check_instance(manifest: Manifest, instance: Instance) -> None:
     found = {w.name: w.size for w in manifest.windows}
     if found != expected:
         raise ManifestError(f"{manifest.directory}/manifest.json windows {found} do not match "
+                            f"the instance's {expected}")
+    expected = dict(instance.buffer_sizes)
+    found = {b.name: b.size for b in manifest.buffers}
+    if found != expected:
+        raise ManifestError(f"{manifest.directory}/manifest.json buffers {found} do not match "
                             f"the instance's {expected}")
 
 
@@ -369,6 +388,7 @@ class _Rank:
         self.exports = {w for (w, r) in remote_finals(config.checks) if r == rank}
         self.imports = {(w, r) for (w, r) in remote_finals(self.checks)}
         result.checks_per_epoch = len(self.checks)
+        self.buffers: dict[str, int] = {}  # device address of each local buffer (`run`)
         self.session = RankSession(
             target=self.manifest.target, engine_path=config.engine, rank=rank,
             nranks=config.nranks, device=device, rendezvous=rendezvous,
@@ -387,8 +407,10 @@ class _Rank:
         # the target's engine environment and heap alignment (before the engine starts)
         s.requirements = read_requirements(self.config.manifest_dir, m.target)
         devcomm = any("devcomm" in k.params for k in m.kernels)
-        s.open_engine(m.heap_size, m.lsa_barrier_count if devcomm else None, self.result)
+        offsets, size = buffer_layout(m)
+        s.open_engine(size, m.lsa_barrier_count if devcomm else None, self.result)
         rt, engine = s.rt, s.engine
+        self.buffers = {name: s.heap.pointer + off for name, off in offsets.items()}
         s.phase("module load")
         self.module = module = rt.Module(Path(self.config.cubin).read_bytes())
         engine.module_init(module.handle)
@@ -411,8 +433,11 @@ class _Rank:
         rt, stream = s.rt, s.stream
         s.phase(f"epoch {epoch}: filling windows")
         for w in m.windows:
-            data = initial_bytes(self.config.seed, epoch, self.rank, w.name, w.size)
+            data = initial_bytes(self.config.seed, epoch, self.rank, w.name, w.size, w.dtype)
             rt.memcpy_htod(s.heap.pointer + w.offset, data)
+        for b in m.buffers:
+            data = initial_bytes(self.config.seed, epoch, self.rank, b.name, b.size, b.dtype)
+            rt.memcpy_htod(self.buffers[b.name], data)
         s.ctx.synchronize()  # pageable copies complete before any peer may read them
         self._barrier("before the kernels", epoch)
         done = False
@@ -422,7 +447,8 @@ class _Rank:
             self.start.record(stream)
             for spec, fn in zip(m.kernels, functions, strict=True):
                 rt.launch(fn, spec.grid, spec.block, spec.shared_mem,
-                          s.kernel_params(spec, epoch, record), stream, spec.cooperative)
+                          s.kernel_params(spec, epoch, record, self.buffers), stream,
+                          spec.cooperative)
             self.end.record(stream)
             done = stream.wait(watchdog)
         except (rt.CudaError, rt.CudaUnavailable) as exc:
@@ -437,9 +463,10 @@ class _Rank:
         finals = self._finals()
         if self.exports or self.imports:
             self._exchange(epoch, finals)
-        sizes = {w.name: w.size for w in m.windows}
-        failures = evaluate(self.checks, make_reader(self.config.seed, epoch, sizes, finals),
-                            epoch)
+        sizes = {w.name: w.size for w in m.windows} | {b.name: b.size for b in m.buffers}
+        dtypes = {w.name: w.dtype for w in m.windows} | {b.name: b.dtype for b in m.buffers}
+        failures = evaluate(self.checks,
+                            make_reader(self.config.seed, epoch, sizes, finals, dtypes), epoch)
         self.result.failure_count += len(failures)
         room = MAX_REPORTED_FAILURES - len(self.result.failures)
         self.result.failures.extend(failures[:max(0, room)])
@@ -489,9 +516,13 @@ class _Rank:
         import numpy as np
 
         s = self.session
-        return {(w.name, self.rank): np.frombuffer(
-                    s.rt.memcpy_dtoh(s.heap.pointer + w.offset, w.size), dtype=np.uint8)
-                for w in self.manifest.windows}
+        out = {(w.name, self.rank): np.frombuffer(
+                   s.rt.memcpy_dtoh(s.heap.pointer + w.offset, w.size), dtype=np.uint8)
+               for w in self.manifest.windows}
+        for b in self.manifest.buffers:
+            out[(b.name, self.rank)] = np.frombuffer(
+                s.rt.memcpy_dtoh(self.buffers[b.name], b.size), dtype=np.uint8)
+        return out
 
     def _exchange(self, epoch: int, finals: dict[tuple[str, int], Any]) -> None:
         """Final windows that other ranks' checks read, through the shared directory."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ccogen.ir.dtype import ELEMENT_SIZES
 from ccogen.rt.errors import ManifestError
 from ccogen.targets import TARGETS, runnable_targets
 
@@ -21,9 +22,6 @@ ABI_VERSION = 1
 HEAP_ALIGN = 256
 PARAM_KINDS = ("devcomm", "window", "heap", "epoch", "debug")
 BUFFER_PARAM = "buffer:"  # `buffer:NAME`: the device pointer of the caller's tensor NAME
-# Element types of typed windows and buffers, and their sizes in bytes (language v2 §1).
-ELEMENT_SIZES = {"u8": 1, "i32": 4, "u32": 4, "i64": 8, "u64": 8, "f16": 2, "bf16": 2,
-                 "f32": 4, "fp8e4m3": 1}
 ACCESS = ("read", "write", "readwrite")
 BETWEEN_LAUNCHES = ("host_sync", "free")
 

@@ -18,6 +18,7 @@ import contextlib
 import os
 import signal
 import struct
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -126,9 +127,10 @@ class RankSession:
         self.ctx.synchronize()
 
     # -- launches ----------------------------------------------------------------------------
-    def kernel_params(self, spec: KernelSpec, epoch: int, record: Any
-                      ) -> list[tuple[str, bytes]]:
-        """The arguments of one kernel launch, in the kinds and order its manifest lists."""
+    def kernel_params(self, spec: KernelSpec, epoch: int, record: Any,
+                      buffers: Mapping[str, int] | None = None) -> list[tuple[str, bytes]]:
+        """The arguments of one kernel launch, in the kinds and order its manifest lists;
+        `buffers`: the device address of each local buffer (`buffer:NAME`)."""
         values = {
             "devcomm": self.devcomm,
             "window": struct.pack("<Q", self.heap.window),
@@ -136,6 +138,13 @@ class RankSession:
             "epoch": struct.pack("<Q", epoch),
             "debug": struct.pack("<Q", record.device_pointer if record is not None else 0),
         }
+        for name, pointer in (buffers or {}).items():
+            values[f"buffer:{name}"] = struct.pack("<Q", pointer)
+        missing = [kind for kind in spec.params if kind not in values]
+        if missing:
+            raise RunError(f"kernel `{spec.name}` takes {', '.join(missing)}, which this launcher "
+                           "does not provide (local buffers: `ccogen run` and the PyTorch "
+                           "binding allocate them; `ccogen bench` does not yet)")
         return [(kind, values[kind]) for kind in spec.params]
 
     # -- teardown ----------------------------------------------------------------------------

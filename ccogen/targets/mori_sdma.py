@@ -82,13 +82,17 @@ CAPABILITIES = Capabilities(
     peer_reads=Support.NONE,
     peer_reads_lowering="none: the SDMA engines copy, they cannot combine; the compute "
                         "units reach only local windows through ccoSdma",
-    credits=Support.EMULATED,
-    credits_lowering="a zero-byte put with a remote signal on the queue",
+    credits=Support.NONE,
+    credits_lowering="none: `ccoSdma` has no signal-only op (only `put` with a remote signal, "
+                     "whose zero-byte form the API does not document)",
     unsupported=(
         (Feature.TEAM_WORLD, "the SDMA copy engines reach only peers on the same node "
                              "(cross-node traffic goes through `ccoGda`, not a v1 target)"),
         (Feature.COUNTED_WRITES, "`ccoSdma` has no counted writes: a put can only bump a "
                                  "per-(sender, queue) signal slot by one"),
+        (Feature.CREDITS, "`ccoSdma` has no signal-only operation: a signal travels only with "
+                          "a `put` (`remoteSignal`), and a zero-byte put is not documented to "
+                          "signal"),
         (Feature.PEER_READS, "the SDMA engines only copy, and `ccoSdma` gives the compute "
                              "units no pointer into a peer's window: a `reduce` can only read "
                              "local memory"),

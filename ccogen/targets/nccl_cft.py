@@ -13,6 +13,7 @@ from ccogen.targets.base import (
     Barriers,
     Capabilities,
     CostModel,
+    Feature,
     Language,
     QueueKind,
     RankSpace,
@@ -62,10 +63,17 @@ CAPABILITIES = Capabilities(
                                ".sync(coop, acq_rel, Generic, Fabric)",
                       slots_per_block=1, requirement="reqs.cftBarrierCount"),
     cost=CostModel(source="none: no CFT (sm_100) hardware has been measured"),
-    peer_reads=Support.EMULATED,
-    peer_reads_lowering="cft.get of each peer source into shared memory, then a local combine",
+    peer_reads=Support.NONE,
+    peer_reads_lowering="none: CFT gives the SMs no load/store pointer into a peer's window "
+                        "(a `cft.get` into shared memory and a local combine is not generated)",
     credits=Support.EMULATED,
-    credits_lowering="a zero-byte signalled put (CFT has no data-less signal)",
+    credits_lowering="the fenced flag update of a signalled put, without data: cft.flush, "
+                     "ncclMemFence(release, Fabric -> Generic), a 16-byte cft.red on the slot",
+    unsupported=(
+        (Feature.PEER_READS, "CFT reaches a peer's window only through the fabric engine "
+                             "(`cft.put`/`cft.get`): the SMs cannot load from it, and ccogen "
+                             "does not stage a peer's source through `cft.get` for a `reduce`"),
+    ),
 )
 
 TARGET = Target(

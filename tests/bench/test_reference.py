@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from ccogen.bench import reference as ref
+from ccogen.errors import DiagnosticError
 from ccogen.rt.api import compile_for_run
 from ccogen.rt.manifest import load_manifest
 from ccogen.syntax import load_ir
@@ -17,20 +18,32 @@ REFS = sorted((ROOT / "benchmarks" / "reference").glob("*/*/manifest.json"))
 KIB, MIB = 1 << 10, 1 << 20
 
 
-def test_three_references_per_target() -> None:
+def test_five_references_per_target() -> None:
     found = {(p.parent.parent.name, p.parent.name) for p in REFS}
     assert found == {(t, n) for t in ("nccl-lsa", "nvshmem")
-                     for n in ("alltoall", "pingpong", "ring_allgather")}
+                     for n in ("alltoall", "pingpong", "ring_allgather", "allreduce_oneshot",
+                               "allreduce_twoshot")}
 
 
-@pytest.mark.parametrize("path", REFS, ids=lambda p: f"{p.parent.parent.name}-{p.parent.name}")
+def _ids(path: Path) -> str:
+    return f"{path.parent.parent.name}-{path.parent.name}"
+
+
+@pytest.mark.parametrize("path", REFS, ids=_ids)
 def test_manifest_beside_each_reference_is_valid_and_current(path: Path) -> None:
     manifest = load_manifest(path.parent)  # docs/runtime-abi.md, as the runtime reads it
     spec = ref.load_reference(path.parent)
     assert manifest.target == spec.target == path.parent.parent.name
     assert manifest.protocol == spec.protocol == path.parent.name
     assert [k.symbol for k in manifest.kernels] == [f"ref_{spec.protocol}"]
-    assert json.loads(path.read_text()) == ref.default_manifest(spec, ROOT)
+    try:
+        expected = ref.default_manifest(spec, ROOT)
+    except DiagnosticError as exc:
+        if not ref.pending_codegen(exc):
+            raise
+        pytest.skip(f"code generation of the protocol is pending ({exc}): after it lands, "
+                    "`python -m ccogen.bench.reference` rewrites this manifest")
+    assert json.loads(path.read_text()) == expected
     text = spec.kernel_path.read_text()
     assert f"ref_{spec.protocol}(" in text and "ref_epoch(heap)" in text
 
@@ -39,14 +52,42 @@ def test_check_mode_finds_nothing_stale() -> None:
     assert ref.main(["--check"]) == 0
 
 
+def _block(path: Path, name: str) -> str:
+    text = path.read_text()
+    start = text.index(f"// ---- {name} support")
+    return text[start:text.index(f"// ---- end of the {name} support")]
+
+
 def test_support_code_is_the_same_in_every_reference_of_a_target() -> None:
     for target in ("nccl-lsa", "nvshmem"):
-        blocks = set()
-        for path in (ROOT / "benchmarks" / "reference" / target).glob("*/kernels.cu"):
-            text = path.read_text()
-            start = text.index("// ---- reference support")
-            blocks.add(text[start:text.index("// ---- end of the reference support")])
-        assert len(blocks) == 1, target
+        paths = list((ROOT / "benchmarks" / "reference" / target).glob("*/kernels.cu"))
+        assert len(paths) == 5
+        assert len({_block(path, "reference") for path in paths}) == 1, target
+
+
+def test_reduction_code_is_the_same_in_every_allreduce_reference() -> None:
+    paths = list((ROOT / "benchmarks" / "reference").glob("*/allreduce_*/kernels.cu"))
+    assert len(paths) == 4
+    blocks = {_block(path, "reduction") for path in paths}
+    assert len(blocks) == 1
+    text = blocks.pop()  # numbers every element type as reference.py's REF_T_* macros do
+    for dtype, code in ref.DTYPE_CODES.items():
+        assert f"#define REF_{dtype.upper()} {code}\n" in text, dtype
+
+
+@pytest.mark.toolchain
+@pytest.mark.parametrize("path", REFS, ids=_ids)
+def test_reference_builds_with_the_real_toolchain(path: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """nvcc against the real NCCL / NVSHMEM headers, warnings as errors (CI builds them)."""
+    from ccogen.rt.build import build_cubin
+    from tests.runtime.conftest import require_toolchain
+
+    target = path.parent.parent.name
+    require_toolchain(target)
+    monkeypatch.setenv("CCOGEN_CACHE_DIR", str(tmp_path / "cache"))
+    cubin = build_cubin(path.parent, target, "sm_90", extra_flags=("-Werror", "all-warnings"))
+    assert Path(cubin).is_file() and Path(cubin).stat().st_size > 0
 
 
 @pytest.mark.parametrize(("nbytes", "shape"), [
@@ -127,3 +168,89 @@ def test_bad_reference_manifests(tmp_path: Path) -> None:
     with pytest.raises(ManifestError, match="speed"):
         ref.load_reference(tmp_path)
     assert ref.find_reference("no_such_protocol", "nccl-lsa") is None
+
+
+def typed_generated(chunk: int, dtype: str = "bf16", nranks: int = 2) -> dict:
+    """A generated manifest of allreduce_twoshot's layout (language v2: typed windows), as
+    docs/runtime-abi.md describes it."""
+    item = {"bf16": 2, "f32": 4}[dtype]
+    size = nranks * chunk * item
+    return {"abi": 1, "target": "nvshmem", "protocol": "allreduce_oneshot", "nranks": nranks,
+            "params": {"n": chunk}, "queues": 1, "heap_size": 2 * size + 4096, "max_ctas": 32,
+            "windows": [{"name": "x", "offset": 0, "size": size, "dtype": dtype,
+                         "shape": [size // item]}],
+            "buffers": [{"name": "out", "dtype": dtype, "shape": [chunk], "access": "write"}],
+            "between_launches": "free", "signals": {"offset": size, "count": nranks},
+            "counters": [], "kernels": []}
+
+
+def test_a_typed_parameter_counts_elements(tmp_path: Path) -> None:
+    spec = ref.find_reference("allreduce_oneshot", "nvshmem")
+    assert spec is not None and spec.rule.elements_of == "x"
+    small = ref.derive_manifest(spec, typed_generated(2048))  # 4 KiB of bf16: one warp
+    assert small["kernels"][0]["grid"] == 1 and small["kernels"][0]["block"] == 32
+    big = ref.derive_manifest(spec, typed_generated(4096))  # 8 KiB: a CTA of 512
+    assert big["kernels"][0]["block"] == 512
+    wide = ref.derive_manifest(spec, typed_generated(1 << 20, "f32"))  # 4 MiB: the budget
+    assert wide["kernels"][0]["grid"] == 32
+    assert ref.derive_manifest(spec, typed_generated(1 << 14, "f32"))["kernels"][0]["grid"] == 2
+
+
+def test_typed_windows_and_buffers_reach_the_reference(tmp_path: Path) -> None:
+    spec = ref.find_reference("allreduce_oneshot", "nvshmem")
+    assert spec is not None
+    generated = typed_generated(1 << 16, "f32")
+    m = ref.derive_manifest(spec, generated)
+    assert m["windows"] == generated["windows"] and m["buffers"] == generated["buffers"]
+    assert m["between_launches"] == "free"
+    assert "-DREF_T_X=REF_F32" in m["nvcc_flags"] and "-DREF_T_OUT=REF_F32" in m["nvcc_flags"]
+    assert m["kernels"][0]["params"][-1] == "buffer:out"
+    assert m["reference"]["elements_of"] == "x"
+    (tmp_path / "kernels.cu").write_text("")
+    (tmp_path / "manifest.json").write_text(json.dumps(m))
+    loaded = load_manifest(tmp_path)  # valid for the runtime, buffers and all
+    assert [b.name for b in loaded.buffers] == ["out"]
+    untyped = {k: v for k, v in generated.items() if k not in ("buffers", "between_launches")}
+    untyped["windows"] = [{"name": "x", "offset": 0, "size": 1 << 18}]
+    plain = ref.derive_manifest(spec, untyped)  # a v1 manifest: u8, no buffers, no macros
+    assert "buffers" not in plain and "between_launches" not in plain
+    assert not any(f.startswith("-DREF_T_") for f in plain["nvcc_flags"])
+
+
+def test_byte_rules_keep_their_manifests_unchanged() -> None:
+    spec = ref.find_reference("alltoall", "nccl-lsa")
+    assert spec is not None and spec.rule.elements_of == ""
+    data = json.loads((spec.directory / "manifest.json").read_text())
+    assert "elements_of" not in data["reference"]
+
+
+def test_elements_of_must_name_a_window_or_buffer(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from ccogen.rt.errors import ManifestError
+
+    spec = ref.find_reference("allreduce_oneshot", "nccl-lsa")
+    assert spec is not None
+    bad = replace(spec, rule=replace(spec.rule, elements_of="y"))
+    with pytest.raises(ManifestError, match="`elements_of` names `y`"):
+        ref.derive_manifest(bad, typed_generated(1024))
+
+
+def test_check_mode_reports_references_whose_codegen_is_pending(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from ccogen.diag import Diagnostic
+
+    def pending(spec: ref.ReferenceSpec, repo: Path, nranks: int = 2) -> dict:
+        raise DiagnosticError([Diagnostic(
+            "E042", "code generation for `reduce` is not implemented yet")])
+
+    monkeypatch.setattr(ref, "default_manifest", pending)
+    assert ref.main(["--check"]) == 0  # nothing can be compared, nothing is stale
+    assert capsys.readouterr().err.count("pending ") == len(REFS)
+
+    def broken(spec: ref.ReferenceSpec, repo: Path, nranks: int = 2) -> dict:
+        raise DiagnosticError([Diagnostic("E001", "a real error")])
+
+    monkeypatch.setattr(ref, "default_manifest", broken)
+    with pytest.raises(DiagnosticError):  # any other diagnostic is not swallowed
+        ref.main(["--check"])

@@ -35,8 +35,10 @@ from tests.codegen.seed import (
 
 pytestmark = pytest.mark.toolchain
 # nvshmem at sm_100 differs from sm_90 (built by the runtime's tests) only in counted
-# writes: build the counted protocols, plus one other as a smoke test (~15 s each).
-NVSHMEM_SM100_BUILDS = ("counted_broadcast", "counted_gather", "ring_allgather")
+# writes: build the counted protocols, one other as a smoke test, and two of language v2
+# (reduce, signal, a buffer) (~15 s each).
+NVSHMEM_SM100_BUILDS = ("counted_broadcast", "counted_gather", "ring_allgather",
+                        "allreduce_oneshot", "broadcast_pipelined")  # + language v2
 CASES = [(v, stem) for v in VARIANTS for stem in expressible(v)
          if v is not NVSHMEM_SM100 or stem in NVSHMEM_SM100_BUILDS]
 

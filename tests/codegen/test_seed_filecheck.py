@@ -96,7 +96,7 @@ CHECK:       __shared__ alignas(16) unsigned char ccogen_stage[kStageBytes];
 CHECK:       ncclGetCftLeInfo(c.win, 0, peer, c.team, *c.dc, le, base);
 CHECK:       cft.flush(coop, &failed, &report);
 CHECK-NEXT:  if (failed && coop.thread_rank() == 0) ccogen_report(c, 0, peer, -1, 6, 0, report);
-CHECK:       ccogen_copy_range(reinterpret_cast<char*>(stage), c.heap + soff + done, len, true,
+CHECK:       ccogen_copy_range(reinterpret_cast<char*>(stage), src + done, len, true,
 CHECK:       ncclMemFence(coop, cuda::memory_order_release, ncclMemProxyType::Generic, ncclMemProxyType::Fabric,
 CHECK:       cft.putCounted(coop, le, base + doff + done, base + counter, stage, len);
 CHECK:       cft.submit(coop);

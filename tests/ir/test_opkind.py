@@ -226,12 +226,6 @@ def test_every_kind_is_checked_and_simulated(every_op: ir.Protocol) -> None:
     assert report.passed, report.summary()
 
 
-CODEGEN_PENDING = frozenset({OpKind.REDUCE, OpKind.SIGNAL})
-"""Language v2 ops whose code generation is the follow-up of issue 15 (the GPU targets'
-half, done by the code generation work that branches from the v2 IR); the checker and
-the simulator have them."""
-
-
 @pytest.mark.parametrize("target", ["nccl-lsa", "nvshmem"])
 def test_every_kind_generates_code(every_op: ir.Protocol, target: str) -> None:
     v1 = parse_ir(EVERY_OP_V1, "every_op.cco")
@@ -239,11 +233,9 @@ def test_every_kind_generates_code(every_op: ir.Protocol, target: str) -> None:
     assert instance is not None
     code = generate(instance, target, source="every_op.cco").files["kernels.cu"]
     lowered = set(re.findall(r"// every_op\.cco:\d+: (\w+)", code))
-    assert lowered == {k.value for k in OpKind} - CODEGEN_PENDING
+    assert lowered == {k.value for k in OpKind} - {OpKind.REDUCE, OpKind.SIGNAL}  # v1 source
 
 
-@pytest.mark.xfail(strict=True, reason="code generation of `reduce` and `signal` is the "
-                   "follow-up of issue 15 (language v2 on the GPU targets)")
 @pytest.mark.parametrize("target", ["nccl-lsa", "nvshmem"])
 def test_every_v2_kind_generates_code(every_op: ir.Protocol, target: str) -> None:
     instance, _ = instantiate(every_op, 2, {})

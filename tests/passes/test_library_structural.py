@@ -40,6 +40,14 @@ KNOWN: dict[tuple[str, str | None], set[str]] = {
     # a `reduce` cannot load a peer's window through the SDMA engines
     ("allreduce_oneshot", "mori-sdma"): {"E042"},
     ("allreduce_twoshot", "mori-sdma"): {"E042"},
+    # nor through CFT's fabric engine (the SMs have no pointer into a peer's window)
+    ("allreduce_oneshot", "nccl-cft"): {"E042"},
+    ("allreduce_twoshot", "nccl-cft"): {"E042"},
+    # `ccoSdma` has no signal-only op: the credits of these two cannot be sent
+    ("reduce_scatter_ring", "mori-sdma"): {"E042"},
+    ("broadcast_pipelined", "mori-sdma"): {"E042"},
+    ("moe_dispatch", "mori-sdma"): {"E042"},
+    ("moe_combine", "mori-sdma"): {"E042"},
     # run-time counts travel as one i32 (4 bytes): CFT moves multiples of 16
     ("alltoallv", "nccl-cft"): {"E040"},
     ("moe_dispatch", "nccl-cft"): {"E040"},

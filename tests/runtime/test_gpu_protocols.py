@@ -27,10 +27,8 @@ def _fits_two(path: Path) -> bool:
     return 2 in team_sizes(load_ir(path), None) or load_ir(path).team.size is None
 
 
-V2_PENDING = frozenset({"allreduce_oneshot", "allreduce_twoshot", "reduce_scatter_ring",
-                        "broadcast_pipelined"}) | RUNTIME_PENDING  # code generation pending
 PROTOCOLS = [p for p in sorted((ROOT / "protocols").glob("*.cco"))
-             if _fits_two(p) and p.stem not in V2_PENDING]
+             if _fits_two(p) and p.stem not in RUNTIME_PENDING]  # run-time sizes: not generated
 
 
 @pytest.fixture(autouse=True)

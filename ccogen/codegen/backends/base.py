@@ -78,6 +78,35 @@ def manifest_head(target: str, instance: Instance, source: str, arch: object,
     return head
 
 
+def buffers_manifest(instance: Instance) -> list[dict[str, object]]:
+    """The `buffers` list of manifest.json: each local buffer's dtype, shape and what the
+    kernels do with it (`read`, `write` or `readwrite`; docs/runtime-abi.md)."""
+    read: set[str] = set()
+    written: set[str] = set()
+    for ops in instance.ranks:
+        for op in ops:
+            if op.dst is not None:
+                written.add(op.dst.window)
+            read.update(r.window for r in (op.src, *op.srcs) if r is not None)
+    out: list[dict[str, object]] = []
+    for name, size in instance.buffer_sizes:
+        dtype = instance.dtype(name)
+        access = ("readwrite" if name in read and name in written
+                  else "write" if name in written else "read")
+        out.append({"name": name, "dtype": dtype.value, "shape": [size // dtype.size],
+                    "access": access})
+    return out
+
+
+def refuse_buffers(instance: Instance, target: str) -> None:
+    """Targets whose kernels take no `buffer:NAME` parameters refuse a local buffer."""
+    buffer = next(iter(instance.protocol.buffers), None)
+    if buffer is not None:
+        raise Unsupported(f"local buffers (`buffer {buffer.name}`) are not generated on "
+                          f"`{target}` yet: declare it a `window` (the caller copies its "
+                          "tensor in), or generate for `nccl-lsa` or `nvshmem`", buffer.span)
+
+
 def check_budget(blocks: int, max_ctas: int, kernel: str, span: Span | None) -> None:
     """A kernel needs one CTA per logical block: refuse one the budget cannot hold."""
     if blocks > max_ctas:

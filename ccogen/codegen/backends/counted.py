@@ -27,7 +27,8 @@ def fuse_counted(steps: tuple[Step, ...], counters: frozenset[int]) -> tuple[Ste
         while j >= 0 and out[j] is not None and out[j].kind in _BETWEEN:  # type: ignore[union-attr]
             c = out[j]
             assert c is not None
-            if c.kind == "copy" and c.dst_peer == s.peer and c.nbytes == s.value:
+            if c.kind == "copy" and c.dst_peer == s.peer and c.nbytes == s.value \
+                    and c.src_peer == -1:  # a buffer source keeps the emulation
                 out[j] = replace(c, kind="putcounted", off=s.off, value=s.value)
                 out[i] = None
                 break

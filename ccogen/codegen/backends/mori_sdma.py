@@ -46,12 +46,21 @@ from dataclasses import dataclass
 
 from ccogen import __version__
 from ccogen.analysis import Analysis, analyse
-from ccogen.codegen.backends.base import Backend, Options, check_budget, manifest_head
+from ccogen.codegen.backends.base import (
+    Backend,
+    Options,
+    check_budget,
+    manifest_head,
+    refuse_buffers,
+)
 from ccogen.codegen.files import GeneratedFiles, banner, options_hash
 from ccogen.codegen.jinja import render
 from ccogen.codegen.layout import HeapLayout, plan_heap
+from ccogen.codegen.model import LOCAL, Reduction
 from ccogen.codegen.naming import c_identifier
 from ccogen.codegen.plan import Unsupported, block_ops, segments_of
+from ccogen.codegen.reduce import CTYPES, VECTOR, reduction
+from ccogen.ir.dtype import DType
 from ccogen.ir.instance import Instance, IssuerLevel, OpInst
 from ccogen.ir.nodes import Mode
 from ccogen.ir.opkind import OpKind
@@ -60,6 +69,8 @@ from ccogen.targets.mori_sdma import CAPABILITIES as CAPS
 WAVE = CAPS.warp_threads
 ARCHES = ("gfx942", "gfx950")
 MAX_BLOCK_DIM = CAPS.max_block_threads
+# HIP spellings of the half-precision element types (the kernels define `ccogen_bf16`).
+HIP_CTYPES = {**CTYPES, DType.F16: "_Float16", DType.BF16: "ccogen_bf16"}
 COOP = {"block": "ccoCoopBlock", "warp": "ccoCoopWarp", "thread": "ccoCoopThread"}
 LEADER = {"block": "threadIdx.x == 0", "warp": "ccogen_lane_id() == 0", "thread": ""}
 SYNC = {"block": "__syncthreads()", "warp": "ccogen_sync_wave()", "thread": ""}
@@ -75,7 +86,8 @@ class Stmt:
     kinds: `comment` (text); `call` (`func<targs>(args)`, under `guard` when set);
     `wait` (`func(args)` then the acquire fence, under `guard`); `sync` (text is the
     statement); `lanes` (a per-lane table: `rows` of (thread, ((field, value), ...)),
-    then `func<targs>(args)` by the lanes of the table, `acquire` after it for waits).
+    then `func<targs>(args)` by the lanes of the table, `acquire` after it for waits);
+    `reduce` (`func<reduction's types>(c, args...)` over the sources of `reduction`).
     """
 
     kind: str
@@ -86,6 +98,7 @@ class Stmt:
     guard: str = ""
     rows: tuple[tuple[int, tuple[tuple[str, str], ...]], ...] = ()
     acquire: bool = False
+    reduction: Reduction | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +150,7 @@ class MoriModel:
     entry: str  # prefix of the host entry's C functions
     lsa_barrier_count: int
     wave: int = WAVE
+    reduces: bool = False  # print the `reduce` primitives
 
 
 # ============================================================================= lowering
@@ -209,9 +223,22 @@ class _Lowering:
                 raise Unsupported("`barrier()` inside `warps` or `lanes` is not supported by "
                                   "`mori-sdma`", op.span)
             out.append(Stmt("call", func="ccogen_barrier_block", args=("c",)))
+        elif kind.traits.reduces:
+            out.append(self.reduce(op, scope))
         else:
             raise Unsupported(f"`{kind}` has no lowering on `mori-sdma`", op.span)
         return out
+
+    def reduce(self, op: OpInst, scope: str) -> Stmt:
+        """A local `reduce` on the compute units (a peer's source is E042 before this)."""
+        assert op.dst is not None
+        (peer, dst), spec = reduction(op, self.layout, HIP_CTYPES)
+        if peer != LOCAL or any(p != LOCAL for p, _ in spec.srcs):
+            raise Unsupported("a `reduce` on `mori-sdma` reads and writes local windows only",
+                              op.span)
+        return Stmt("reduce", func=f"ccogen_reduce_{scope}",
+                    args=(f"{dst}ULL", f"{op.dst.size}ULL", _cbool(spec.vector == VECTOR)),
+                    reduction=spec)
 
     def copy_args(self, op: OpInst) -> tuple[str, ...]:
         assert op.dst is not None and op.src is not None
@@ -421,6 +448,7 @@ class MoriSdma(Backend):
         if options.epoch_from_heap:
             raise Unsupported("Options.epoch_from_heap is implemented for nccl-lsa and nvshmem "
                               "only", None)
+        refuse_buffers(instance, self.name)
         model, layout = self.model(instance, source, options)
         files = {
             "kernels.hip": render("mori_sdma/kernels.hip.j2", model=model),
@@ -446,7 +474,8 @@ class MoriSdma(Backend):
             banner=banner(source, __version__, options_hash(opts)), nranks=instance.nranks,
             queues=instance.queues, heap_size=layout.size, debug=options.debug,
             kernels=kernels, entry=c_identifier(instance.protocol.name),
-            lsa_barrier_count=1 if any(k.barrier for k in kernels) else 0)
+            lsa_barrier_count=1 if any(k.barrier for k in kernels) else 0,
+            reduces=any(op.kind.traits.reduces for ops in instance.ranks for op in ops))
         return model, layout
 
     def kernel(self, instance: Instance, index: int, low: _Lowering) -> Kernel:
@@ -479,7 +508,7 @@ class MoriSdma(Backend):
         return {
             **manifest_head(self.name, instance, model.source, list(ARCHES), options.debug,
                             layout.size, options.max_ctas),
-            "windows": layout.windows_manifest(),
+            "windows": layout.windows_manifest(instance),
             "kernel_file": "kernels.hip",
             "kernels": [
                 {"name": k.name, "symbol": k.symbol, "grid": k.blocks, "block": k.block_dim,

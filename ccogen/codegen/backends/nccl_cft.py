@@ -35,6 +35,12 @@ primitives the template prints are CFT ones:
 
 Transfers at thread scope (lanes whose op sequences differ) are refused: staging needs a
 CTA or a warp.
+
+Language v2: a `reduce` of local operands (windows of this rank, local buffers) runs on the
+SMs as on nccl-lsa (the shared device header's `ccogen_reduce_*`); a peer's source is E042
+from the capability table (CFT gives the SMs no pointer into a peer's window).  `signal`
+is the fenced flag update of a signalled put, without data.  Local buffers are kernel
+parameters `buffer:NAME` (staged puts read from them, local copies and gets write them).
 """
 
 from __future__ import annotations
@@ -86,7 +92,7 @@ def cft_layout(instance: Instance, scratch_words: int) -> CftLayout:
     scratch = Placed("<scratch>", offset, base.scratch.size)
     size = _round_up(offset + scratch.size, 4096)
     return CftLayout(base.windows, signals, tuple(counters), scratch, size, instance.queues,
-                     sink=sink)
+                     base.buffers, sink=sink)
 
 
 def effective_arch(options: Options) -> str:

@@ -41,12 +41,16 @@ from ccogen.codegen.backends.counted import counted_waits, fuse_counted, map_ste
 from ccogen.codegen.backends.sm import SmBackend
 from ccogen.codegen.files import GeneratedFiles
 from ccogen.codegen.layout import HeapLayout
-from ccogen.codegen.model import Branch, ProtocolModel, Segment, Step
+from ccogen.codegen.ll import LLPlan
+from ccogen.codegen.model import LOCAL, Branch, KernelModel, ProtocolModel, Segment, Step
 from ccogen.codegen.plan import Unsupported
 from ccogen.ir.instance import Instance
+from ccogen.ir.nodes import TeamKind
 
 COUNTED_ARCH = 100  # sm_100: CFT, the hardware path of counted writes
 DONATED_SMEM = 32768  # NVSHMEMX_SMEM_MINIMUM: the payload comes from global memory
+NATIVE_BLOCK_DIM = 256  # sm_100: NVSHMEM's put takes ~139 registers, so at most 256 threads
+TRANSFERS = frozenset({"copy", "putsig", "cputsig", "putcounted"})
 
 
 def native_counted(options: Options) -> bool:
@@ -83,6 +87,7 @@ def fuse(steps: tuple[Step, ...], ctas: int) -> tuple[Step, ...]:
         if fused == "putsig" and ctas != 1:
             fused = None  # a leader's signal after the group's copies (a counter): not fusable
         if (fused is not None and window[0].kind == "copy" and window[0].dst_peer >= 0
+                and window[0].src_peer == LOCAL
                 and window[2].peer == window[0].dst_peer
                 and (len(window) == 3 or window[3].kind not in ("signal", "csignal"))):
             c, s = window[0], window[2]
@@ -103,14 +108,38 @@ class Nvshmem(SmBackend):
     add_primitives = True
 
     def generate(self, instance: Instance, source: str, options: Options) -> GeneratedFiles:
+        if instance.protocol.team.kind is TeamKind.WORLD:
+            loads = next((op for ops in instance.ranks for op in ops if op.kind.traits.reduces
+                          and any(s.rank != op.rank for s in op.srcs)), None)
+            if loads is not None:
+                raise Unsupported(
+                    "a `reduce` that loads a peer's window needs `team lsa` on `nvshmem`: a "
+                    "`team world` may span nodes, where `nvshmem_ptr` gives no pointer; "
+                    "bring the peer's region over with a `put` or `get` first and reduce "
+                    "locally, or write `team lsa` if every rank is on one node", loads.span)
         self._native = native_counted(options)
         # sm_100's counted path: NVSHMEM's put needs more than the 128 registers a
         # 512-thread CTA leaves, and its counted wait runs on the leader alone.
-        self.copy_block_dim = 256 if self._native else 512  # type: ignore[misc]
+        self.copy_block_dim = NATIVE_BLOCK_DIM if self._native else 512  # type: ignore[misc]
         return super().generate(instance, source, options)
 
     def splits_ctas(self) -> bool:
         return not self._native
+
+    def _kernel(self, instance: Instance, index: int, layout: HeapLayout, oracle: object,
+                source: str, word: int, ll: LLPlan, max_ctas: int) -> KernelModel:
+        kernel = super()._kernel(instance, index, layout, oracle, source, word, ll, max_ctas)
+        if self._native and kernel.block_dim > NATIVE_BLOCK_DIM and any(
+                s.kind in TRANSFERS and (s.dst_peer >= 0 or s.src_peer >= 0)
+                for p in kernel.programs for seg in p.segments
+                for s in (*seg.steps, *(t for b in seg.branches for t in b.steps))):
+            raise Unsupported(
+                f"kernel `{kernel.name}` has {kernel.block_dim} threads per CTA; on sm_100 "
+                f"NVSHMEM's put needs more than the 128 registers a CTA of more than "
+                f"{NATIVE_BLOCK_DIM} threads leaves each thread: write `threads="
+                f"{NATIVE_BLOCK_DIM}` (or fewer), or generate for sm_90",
+                instance.kernels[index].span)
+        return kernel
 
     def plan_layout(self, instance: Instance, scratch: int) -> HeapLayout:
         layout = super().plan_layout(instance, scratch)

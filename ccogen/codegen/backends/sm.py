@@ -48,6 +48,7 @@ from ccogen.codegen.backends.base import (
     DEFAULT_MAX_CTAS,
     Backend,
     Options,
+    buffers_manifest,
     check_budget,
     manifest_head,
 )
@@ -158,7 +159,7 @@ class SmBackend(Backend):
             banner=banner(source, __version__, options_hash({**opts, "target": self.name})),
             nranks=instance.nranks, queues=instance.queues, kernels=tuple(kernels),
             heap_size=layout.size, debug=options.debug,
-            epoch_from_heap=options.epoch_from_heap)
+            epoch_from_heap=options.epoch_from_heap, buffers=layout.buffers)
         return model, layout
 
     def _ll(self, instance: Instance, oracle: Callable[[OpInst], tuple[int, int]],
@@ -175,11 +176,15 @@ class SmBackend(Backend):
     def _kernel(self, instance: Instance, index: int, layout: HeapLayout, oracle: object,
                 source: str, word: int, ll: LLPlan, max_ctas: int) -> KernelModel:
         k = instance.kernels[index]
-        check_budget(k.blocks, max_ctas, k.name, k.span)
+        blocks = k.logical_blocks
+        check_budget(blocks, max_ctas, k.name, k.span)
         ops = [o for rank_ops in instance.ranks for o in rank_ops if o.kernel == index]
         ctas, block_dim = launch_shape(
-            max((o.dst.size for o in ops if o.dst is not None), default=0), k.threads, k.blocks,
+            max((o.dst.size for o in ops if o.dst is not None), default=0), k.threads, blocks,
             self.copy_block_dim, max_ctas)
+        # `blocks=B` with fewer logical blocks (no `blocks` statement: the top level is one
+        # program all B CTAs run together): at least the author's B CTAs, within the budget.
+        ctas = max(ctas, min(k.blocks // blocks, max_ctas // blocks))
         counters = frozenset(c.offset for c in layout.counters)
         programs = []
         barriers = 0
@@ -192,14 +197,14 @@ class SmBackend(Backend):
                     segments, syncs = split_segments(segments, counters)
                 segments = self.refine(segments, ctas)
                 programs.append(BlockProgram(rank, block, tuple(segments), syncs,
-                                             rank * k.blocks + block))
+                                             rank * blocks + block))
         symbol = c_identifier(instance.protocol.name, k.name)
         inline = sum(p.step_count for p in programs) <= INLINE_STEPS
         return KernelModel(
             name=k.name, symbol=symbol, line=k.span.line if k.span else 0, threads=k.threads,
             block_dim=block_dim, ctas_per_block=ctas,
-            blocks=k.blocks, programs=tuple(programs), rank_syncs=2 * barriers,
-            group_scratch=word + 8, rank_scratch=word, cooperative=ctas * k.blocks > 1,
+            blocks=blocks, programs=tuple(programs), rank_syncs=2 * barriers,
+            group_scratch=word + 8, rank_scratch=word, cooperative=ctas * blocks > 1,
             program_qualifier="__forceinline__" if inline else "__noinline__")
 
     def splits_ctas(self) -> bool:
@@ -216,13 +221,15 @@ class SmBackend(Backend):
         return {
             **manifest_head(self.name, instance, model.source, options.arch, options.debug,
                             layout.size, options.max_ctas),
-            "windows": layout.windows_manifest(),
+            "windows": layout.windows_manifest(instance),
+            **({"buffers": buffers_manifest(instance)} if instance.buffer_sizes else {}),
             "headers": [model.support_header],
             "signals": {"offset": layout.signals.offset, "count": layout.signals.size // 8},
             "counters": [{"name": c.name, "offset": c.offset} for c in layout.counters],
             "kernels": [
                 {"name": k.name, "symbol": k.symbol, "grid": k.grid, "block": k.block_dim,
-                 "shared_mem": 0, "cooperative": k.cooperative, "params": list(self.kernel_params)}
+                 "shared_mem": 0, "cooperative": k.cooperative,
+                 "params": [*self.kernel_params, *(f"buffer:{b}" for b in layout.buffers)]}
                 for k in model.kernels],
             **self.requirements(model),
         }

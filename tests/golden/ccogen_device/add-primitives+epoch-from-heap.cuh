@@ -4,7 +4,10 @@
 // and then includes this file.  Variant: add-primitives, epoch-from-heap.
 #pragma once
 #include <stdint.h>
+#include <string.h>
 #include <cuda/atomic>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #ifndef CCOGEN_ENGINE_FIELDS
 #error "define CCOGEN_ENGINE_FIELDS (the target's context fields) before including ccogen_device.cuh"
@@ -79,6 +82,105 @@ __device__ __forceinline__ void ccogen_copy_range(char* dst, const char* src, ui
     ccogen_copy_words<uint16_t>(dst, src, n, t, nt);
   } else {
     ccogen_copy_words<char>(dst, src, n, t, nt);
+  }
+}
+
+// ---- `reduce` (codegen/reduce.py decides T, the accumulator A, the op and the weights) ----
+// dst := w0*src0 op w1*src1 op ... in list order, in A (f32 for f16/bf16, an unsigned
+// integer for integer sums so that they wrap), rounded once to T when stored.
+enum { CCOGEN_SUM = 0, CCOGEN_MAX = 1, CCOGEN_MIN = 2 };
+struct ccogen_addr {  // an operand as the steps name it: (peer or buffer, offset)
+  int peer;
+  uint64_t off;
+};
+template <typename A, typename T>
+__device__ __forceinline__ A ccogen_to_acc(T v) { return static_cast<A>(v); }
+template <>
+__device__ __forceinline__ float ccogen_to_acc<float, __half>(__half v) { return __half2float(v); }
+template <>
+__device__ __forceinline__ float ccogen_to_acc<float, __nv_bfloat16>(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+template <typename T, typename A>
+__device__ __forceinline__ T ccogen_from_acc(A v) { return static_cast<T>(v); }
+template <>
+__device__ __forceinline__ __half ccogen_from_acc<__half, float>(float v) { return __float2half_rn(v); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 ccogen_from_acc<__nv_bfloat16, float>(float v) {
+  return __float2bfloat16_rn(v);
+}
+template <int OP, typename A>
+__device__ __forceinline__ A ccogen_combine(A a, A b) {
+  if (OP == CCOGEN_SUM) return static_cast<A>(a + b);
+  if (OP == CCOGEN_MAX) return a < b ? b : a;
+  return b < a ? b : a;
+}
+// One element of source k, weighted.
+template <typename T, typename A, bool W>
+__device__ __forceinline__ A ccogen_term(T v, const A* w, int k) {
+  return W ? static_cast<A>(ccogen_to_acc<A>(v) * w[k]) : ccogen_to_acc<A>(v);
+}
+// The E = 16 / sizeof(T) elements of one 16-byte word of every source, combined.
+template <typename T, typename A, int OP, int N, bool W>
+__device__ __forceinline__ int4 ccogen_reduce_word(const int4 (&in)[N], const A* w) {
+  constexpr int E = 16 / sizeof(T);
+  T e[E];
+  A acc[E];
+  memcpy(e, &in[0], 16);
+#pragma unroll
+  for (int j = 0; j < E; ++j) acc[j] = ccogen_term<T, A, W>(e[j], w, 0);
+#pragma unroll
+  for (int k = 1; k < N; ++k) {
+    memcpy(e, &in[k], 16);
+#pragma unroll
+    for (int j = 0; j < E; ++j) acc[j] = ccogen_combine<OP, A>(acc[j], ccogen_term<T, A, W>(e[j], w, k));
+  }
+#pragma unroll
+  for (int j = 0; j < E; ++j) e[j] = ccogen_from_acc<T, A>(acc[j]);
+  int4 out;
+  memcpy(&out, e, 16);
+  return out;
+}
+// `t` of `nt` threads reduce n bytes.  `vec`: 16-byte words, 8 loads in flight per thread
+// (U words of N sources), when every address is 16-byte aligned at run time too (a
+// buffer's base is the caller's); the rest, and a tail under 16 bytes, element by element.
+template <typename T, typename A, int OP, int N, bool W>
+__device__ __forceinline__ void ccogen_reduce_range(char* dst, const char* const (&src)[N], const A* w,
+                                                    uint64_t n, bool vec, uint64_t t, uint64_t nt) {
+  uint64_t done = 0;
+  uintptr_t align = reinterpret_cast<uintptr_t>(dst);
+#pragma unroll
+  for (int k = 0; k < N; ++k) align |= reinterpret_cast<uintptr_t>(src[k]);
+  if (vec && (align & 15) == 0) {
+    constexpr int U = N >= 8 ? 1 : 8 / N;
+    int4* d = reinterpret_cast<int4*>(dst);
+    const uint64_t n16 = n / 16;
+    uint64_t i = t;
+    for (; i + (U - 1) * nt < n16; i += U * nt) {
+      int4 in[U][N];
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int k = 0; k < N; ++k) in[u][k] = reinterpret_cast<const int4*>(src[k])[i + u * nt];
+#pragma unroll
+      for (int u = 0; u < U; ++u) d[i + u * nt] = ccogen_reduce_word<T, A, OP, N, W>(in[u], w);
+    }
+    for (; i < n16; i += nt) {
+      int4 in[N];
+#pragma unroll
+      for (int k = 0; k < N; ++k) in[k] = reinterpret_cast<const int4*>(src[k])[i];
+      d[i] = ccogen_reduce_word<T, A, OP, N, W>(in, w);
+    }
+    done = n16 * 16;
+  }
+  T* d = reinterpret_cast<T*>(dst + done);
+  const uint64_t count = (n - done) / sizeof(T);
+  for (uint64_t i = t; i < count; i += nt) {
+    A acc = ccogen_term<T, A, W>(reinterpret_cast<const T*>(src[0] + done)[i], w, 0);
+#pragma unroll
+    for (int k = 1; k < N; ++k)
+      acc = ccogen_combine<OP, A>(acc, ccogen_term<T, A, W>(reinterpret_cast<const T*>(src[k] + done)[i], w, k));
+    d[i] = ccogen_from_acc<T, A>(acc);
   }
 }
 
@@ -261,6 +363,44 @@ __device__ __forceinline__ void ccogen_rank_sync(const ccogen_ctx& c, uint64_t s
                      seq, c.rank_syncs);
 }
 
+// The target defines it after including this file.  The address of an operand for loads and stores: the heap (peer -1), a peer's heap
+// (`line` names the protocol op, for a peer the target cannot load from) or a local
+// buffer (peer -2 - i).
+__device__ __forceinline__ char* ccogen_ptr(const ccogen_ctx& c, uint64_t off, int peer, int line);
+
+// `reduce` at group (each CTA its 16-byte-aligned slice), warp and thread scope.
+template <typename T, typename A, int OP, int N, bool W>
+__device__ __forceinline__ void ccogen_reduce_at(const ccogen_ctx& c, int dp, uint64_t doff,
+                                                 const ccogen_addr (&s)[N], const A* w, uint64_t lo,
+                                                 uint64_t hi, bool vec, int line, uint64_t t, uint64_t nt) {
+  if (hi <= lo) return;
+  const char* src[N];
+#pragma unroll
+  for (int k = 0; k < N; ++k) src[k] = ccogen_ptr(c, s[k].off + lo, s[k].peer, line);
+  ccogen_reduce_range<T, A, OP, N, W>(ccogen_ptr(c, doff + lo, dp, line), src, w, hi - lo, vec, t, nt);
+}
+template <typename T, typename A, int OP, int N, bool W>
+__device__ __forceinline__ void ccogen_reduce_group(const ccogen_ctx& c, int dp, uint64_t doff,
+                                                    const ccogen_addr (&s)[N], const A* w, uint64_t n,
+                                                    bool vec, int line) {
+  uint64_t lo, hi;
+  ccogen_cta_slice(c, n, &lo, &hi);
+  ccogen_reduce_at<T, A, OP, N, W>(c, dp, doff, s, w, lo, hi, vec, line, threadIdx.x, blockDim.x);
+}
+template <typename T, typename A, int OP, int N, bool W>
+__device__ __forceinline__ void ccogen_reduce_warp(const ccogen_ctx& c, int dp, uint64_t doff,
+                                                   const ccogen_addr (&s)[N], const A* w, uint64_t n,
+                                                   bool vec, int line) {
+  ccogen_reduce_at<T, A, OP, N, W>(c, dp, doff, s, w, 0, n, vec, line, threadIdx.x % 32, 32);
+  __syncwarp();
+}
+template <typename T, typename A, int OP, int N, bool W>
+__device__ __forceinline__ void ccogen_reduce_thread(const ccogen_ctx& c, int dp, uint64_t doff,
+                                                     const ccogen_addr (&s)[N], const A* w, uint64_t n,
+                                                     bool vec, int line) {
+  ccogen_reduce_at<T, A, OP, N, W>(c, dp, doff, s, w, 0, n, vec, line, 0, 1);
+}
+
 // Options.epoch_from_heap: the epoch is this launch's index, counted on the device so that a
 // CUDA graph replaying captured launches advances it.  Thread 0 of every CTA takes a ticket
 // from the kernel's launch counter (zeroed with the heap); launches on one stream are
@@ -335,3 +475,4 @@ __device__ __forceinline__ void ccogen_llput_warp(const ccogen_ctx& c, int dp, u
   if (threadIdx.x % 32 == 0) ccogen_llput_thread(c, dp, off, soff, n, k, pe);
   __syncwarp();
 }
+

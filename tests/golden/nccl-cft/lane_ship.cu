@@ -33,6 +33,18 @@ __device__ __forceinline__ uint32_t ccogen_warp_stage() {
   return (kStageBytes / (blockDim.x / 32)) & ~15u;
 }
 
+// A local address: my heap (-1) or a local buffer (-2 - i).
+__device__ __forceinline__ char* ccogen_local(const ccogen_ctx& c, uint64_t off, int where) {
+  (void)where;
+  return c.heap + off;
+}
+// `reduce` loads its operands: local ones only (a peer's source is refused at compile time,
+// E042: the SMs have no pointer into a peer's window here).
+__device__ __forceinline__ char* ccogen_ptr(const ccogen_ctx& c, uint64_t off, int peer, int line) {
+  if (peer >= 0) ccogen_report(c, line, peer, -1, 7, 0, 0);
+  return ccogen_local(c, off, peer);
+}
+
 // Logical endpoint of `peer` for the heap, and the LE offset of heap byte 0.
 __device__ __forceinline__ void ccogen_le(const ccogen_ctx& c, int peer, ncclCftLeId* le, size_t* base) {
   ncclGetCftLeInfo(c.win, 0, peer, c.team, *c.dc, le, base);
@@ -55,7 +67,7 @@ __device__ __forceinline__ void ccogen_cft_flush(const ccogen_ctx& c, ncclCft<Co
 template <typename Coop>
 __device__ __forceinline__ void ccogen_cft_write(const ccogen_ctx& c, Coop coop, ncclCftSmem& bar,
                                                  unsigned char* stage, uint32_t stage_bytes, int peer,
-                                                 uint64_t doff, uint64_t soff, uint64_t n, uint64_t counter) {
+                                                 uint64_t doff, const char* src, uint64_t n, uint64_t counter) {
   if (n == 0) return;
   ncclCft<Coop> cft{coop, bar};
   ncclCftLeId le;
@@ -63,7 +75,7 @@ __device__ __forceinline__ void ccogen_cft_write(const ccogen_ctx& c, Coop coop,
   ccogen_le(c, peer, &le, &base);
   for (uint64_t done = 0; done < n; done += stage_bytes) {
     const uint32_t len = static_cast<uint32_t>(n - done < stage_bytes ? n - done : stage_bytes);
-    ccogen_copy_range(reinterpret_cast<char*>(stage), c.heap + soff + done, len, true,
+    ccogen_copy_range(reinterpret_cast<char*>(stage), src + done, len, true,
                       coop.thread_rank(), coop.size());
     ncclMemFence(coop, cuda::memory_order_release, ncclMemProxyType::Generic, ncclMemProxyType::Fabric,
                  ncclMemFenceScope::Cta);
@@ -82,7 +94,7 @@ __device__ __forceinline__ void ccogen_cft_write(const ccogen_ctx& c, Coop coop,
 template <typename Coop>
 __device__ __forceinline__ void ccogen_cft_read(const ccogen_ctx& c, Coop coop, ncclCftSmem& bar,
                                                 unsigned char* stage, uint32_t stage_bytes, int peer,
-                                                uint64_t doff, uint64_t soff, uint64_t n) {
+                                                char* dst, uint64_t soff, uint64_t n) {
   if (n == 0) return;
   ncclCft<Coop> cft{coop, bar};
   ncclCftLeId le;
@@ -95,7 +107,7 @@ __device__ __forceinline__ void ccogen_cft_read(const ccogen_ctx& c, Coop coop, 
     cft.get(coop, le, base + soff + done, stage, len);
     cft.submit(coop);
     ccogen_cft_flush(c, cft, coop, peer);
-    ccogen_copy_range(c.heap + doff + done, reinterpret_cast<const char*>(stage), len, true,
+    ccogen_copy_range(dst + done, reinterpret_cast<const char*>(stage), len, true,
                       coop.thread_rank(), coop.size());
     coop.sync();
   }
@@ -108,11 +120,12 @@ __device__ __forceinline__ void ccogen_move(const ccogen_ctx& c, Coop coop, nccl
                                             uint64_t doff, int sp, uint64_t soff, uint64_t n,
                                             bool vec, uint64_t counter) {
   if (dp >= 0) {
-    ccogen_cft_write(c, coop, bar, stage, stage_bytes, dp, doff, soff, n, counter);
+    ccogen_cft_write(c, coop, bar, stage, stage_bytes, dp, doff, ccogen_local(c, soff, sp), n, counter);
   } else if (sp >= 0) {
-    ccogen_cft_read(c, coop, bar, stage, stage_bytes, sp, doff, soff, n);
+    ccogen_cft_read(c, coop, bar, stage, stage_bytes, sp, ccogen_local(c, doff, dp), soff, n);
   } else {
-    ccogen_copy_range(c.heap + doff, c.heap + soff, n, vec, coop.thread_rank(), coop.size());
+    ccogen_copy_range(ccogen_local(c, doff, dp), ccogen_local(c, soff, sp), n, vec, coop.thread_rank(),
+                      coop.size());
     coop.sync();
   }
 }
@@ -147,9 +160,9 @@ __device__ __forceinline__ void ccogen_copy_warp(const ccogen_ctx& c, int dp, ui
   ccogen_warp_move(c, dp, doff, sp, soff, n, vec, ccogen_plain_counter());
 }
 // Only local copies run at thread scope (the code generator refuses remote ones).
-__device__ __forceinline__ void ccogen_copy_thread(const ccogen_ctx& c, int, uint64_t doff, int,
+__device__ __forceinline__ void ccogen_copy_thread(const ccogen_ctx& c, int dp, uint64_t doff, int sp,
                                                    uint64_t soff, uint64_t n, bool vec) {
-  ccogen_copy_range(c.heap + doff, c.heap + soff, n, vec, 0, 1);
+  ccogen_copy_range(ccogen_local(c, doff, dp), ccogen_local(c, soff, sp), n, vec, 0, 1);
 }
 
 // Counted put: cft.putCounted, the engine adds the bytes to the peer's counter after the data.

@@ -17,6 +17,10 @@
 __device__ __forceinline__ char* ccogen_ptr(const ccogen_ctx& c, uint64_t off, int peer) {
   return peer < 0 ? c.heap + off : static_cast<char*>(ncclGetLsaPointer(c.win, off, peer));
 }
+// Every LSA peer has a pointer: a `reduce` loads from it.
+__device__ __forceinline__ char* ccogen_ptr(const ccogen_ctx& c, uint64_t off, int peer, int) {
+  return ccogen_ptr(c, off, peer);
+}
 
 // A copy is plain vector loads and stores, through peer pointers where a side is remote;
 // each CTA of a group copies its own slice.

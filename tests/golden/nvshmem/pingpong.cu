@@ -26,6 +26,21 @@ __device__ __forceinline__ char* ccogen_p2p(const ccogen_ctx& c, uint64_t off, i
   char* base = c.peer[pe];
   return base != nullptr ? base + off : nullptr;
 }
+// A local address: my heap (-1) or a local buffer (-2 - i).
+__device__ __forceinline__ char* ccogen_local(const ccogen_ctx& c, uint64_t off, int where) {
+  (void)where;
+  return c.heap + off;
+}
+// For `reduce`, which loads from its sources: a peer must have a pointer.  A peer NVSHMEM
+// reaches only through its proxy (another node) cannot be loaded from: the reduce reports
+// it (debug record kind 7: the protocol line and the PE) and traps; move the data with a
+// put or get into a local window first (docs/targets.md, "reduce on nvshmem").
+__device__ __forceinline__ char* ccogen_ptr(const ccogen_ctx& c, uint64_t off, int peer, int line) {
+  if (peer < 0) return ccogen_local(c, off, peer);
+  char* p = ccogen_p2p(c, off, peer);
+  if (p == nullptr) ccogen_report(c, line, peer, -1, 7, 0, 0);
+  return p;
+}
 // The heap is one symmetric allocation mapped whole on every NVLink peer, so one pointer
 // per PE covers every offset.  The kernel looks them up first thing, then meets at one
 // __syncthreads (the launch epoch's where there is one: the lookups overlap its ticket),
@@ -57,18 +72,18 @@ __device__ __forceinline__ void ccogen_add(const ccogen_ctx& c, int peer, uint64
 template <int scope>
 __device__ __forceinline__ void ccogen_move(const ccogen_ctx& c, int dp, uint64_t doff, int sp,
                                             uint64_t soff, uint64_t n, bool vec, uint64_t t, uint64_t nt) {
-  char* dst = dp >= 0 ? ccogen_p2p(c, doff, dp) : c.heap + doff;
-  const char* src = sp >= 0 ? ccogen_p2p(c, soff, sp) : c.heap + soff;
+  char* dst = dp >= 0 ? ccogen_p2p(c, doff, dp) : ccogen_local(c, doff, dp);
+  const char* src = sp >= 0 ? ccogen_p2p(c, soff, sp) : ccogen_local(c, soff, sp);
   if (dst != nullptr && src != nullptr) {
     ccogen_copy_range(dst, src, n, vec, t, nt);
-  } else if (dp >= 0) {
-    if (scope == 2) nvshmemx_putmem_nbi_block(c.heap + doff, c.heap + soff, n, dp);
-    else if (scope == 1) nvshmemx_putmem_nbi_warp(c.heap + doff, c.heap + soff, n, dp);
-    else nvshmem_putmem_nbi(c.heap + doff, c.heap + soff, n, dp);
-  } else {
-    if (scope == 2) nvshmemx_getmem_nbi_block(c.heap + doff, c.heap + soff, n, sp);
-    else if (scope == 1) nvshmemx_getmem_nbi_warp(c.heap + doff, c.heap + soff, n, sp);
-    else nvshmem_getmem_nbi(c.heap + doff, c.heap + soff, n, sp);
+  } else if (dp >= 0) {  // the source is local: my heap or a buffer
+    if (scope == 2) nvshmemx_putmem_nbi_block(c.heap + doff, src, n, dp);
+    else if (scope == 1) nvshmemx_putmem_nbi_warp(c.heap + doff, src, n, dp);
+    else nvshmem_putmem_nbi(c.heap + doff, src, n, dp);
+  } else {  // the destination is local
+    if (scope == 2) nvshmemx_getmem_nbi_block(dst, c.heap + soff, n, sp);
+    else if (scope == 1) nvshmemx_getmem_nbi_warp(dst, c.heap + soff, n, sp);
+    else nvshmem_getmem_nbi(dst, c.heap + soff, n, sp);
   }
 }
 // A get through NVSHMEM completes at a quiet; the data must be in place before the

@@ -1,0 +1,74 @@
+"""How a `reduce` is computed on the SMs (CUDA targets): types, weights, vector width.
+
+`reduction(op, layout)` decides everything the device code's `ccogen_reduce_range`
+(templates/common/ccogen_device.cuh.j2) is instantiated with:
+
+* the element's C type and the accumulator's: f16 and bf16 accumulate in `float` and are
+  rounded once when stored (language v2 §2); f32 in `float`; integer sums in the unsigned
+  type of the element's width, so that they wrap exactly as the simulator's do
+  (`ccogen.sim.values`; a signed overflow would be undefined behaviour in C++), integer
+  `max`/`min` in the element type itself (a signed comparison);
+* the weights as C literals of the accumulator type (an integer weight converts like the
+  simulator's: through int64, wrapping);
+* the vector width: 16-byte loads and stores when the destination and every heap source
+  are 16-byte aligned (every heap window is 256-byte aligned,
+  codegen/layout.py), else one element at a time.  A local buffer's base address is the
+  caller's: the device code checks it at run time and falls back to elements when it is
+  not 16-byte aligned.  16-byte vectors keep up to 8 loads in flight per thread, as copies
+  do; a length that is not a multiple of 16 bytes ends with elements (the tail).
+"""
+
+from __future__ import annotations
+
+from ccogen.codegen.layout import HeapLayout
+from ccogen.codegen.model import Reduction
+from ccogen.errors import InternalError
+from ccogen.ir.dtype import DType
+from ccogen.ir.instance import OpInst
+
+VECTOR = 16  # bytes of one vector load (int4)
+
+CTYPES: dict[DType, str] = {
+    DType.U8: "uint8_t", DType.I32: "int32_t", DType.U32: "uint32_t", DType.I64: "int64_t",
+    DType.U64: "uint64_t", DType.F16: "__half", DType.BF16: "__nv_bfloat16", DType.F32: "float",
+}
+_UNSIGNED: dict[DType, str] = {DType.I32: "uint32_t", DType.I64: "uint64_t"}
+
+
+def accumulator(dtype: DType, op: str) -> str:
+    """The C type a `reduce` of `dtype` accumulates in."""
+    if dtype.is_float:
+        return "float"
+    if op == "sum":
+        return _UNSIGNED.get(dtype, CTYPES[dtype])
+    return CTYPES[dtype]
+
+
+def weight_literal(w: int | float, acc: str) -> str:
+    """One weight as a C expression of type `acc`."""
+    if acc == "float":
+        return f"{float(w)!r}f"
+    return f"static_cast<{acc}>({int(w)}LL)"
+
+
+def reduction(op: OpInst, layout: HeapLayout,
+              ctypes: dict[DType, str] = CTYPES) -> tuple[tuple[int, int], Reduction]:
+    """(dst address, the Reduction) of one `reduce` instance; `ctypes`: the target
+    language's element types (CUDA's by default)."""
+    if op.dst is None or op.reduce_op is None or op.dtype is None or not op.srcs:
+        raise InternalError(f"reduce without dst, srcs, op or dtype: {op}")
+    if op.dst.rank != op.rank and op.dst.window not in layout.buffers:
+        raise InternalError(f"reduce into another rank's memory: {op.dst}")
+    dst = layout.address(op.dst, op.rank)
+    srcs = tuple(layout.address(s, op.rank) for s in op.srcs)
+    kind = op.reduce_op.value
+    acc = accumulator(op.dtype, kind)
+    heap = [off for peer, off in (dst, *srcs) if peer >= -1]
+    aligned = all(off % VECTOR == 0 for off in heap)
+    return dst, Reduction(
+        op=kind, dtype=op.dtype.value, ctype=ctypes[op.dtype], acc=acc, srcs=srcs,
+        weights=tuple(weight_literal(w, acc) for w in op.weights),
+        vector=VECTOR if aligned else op.dtype.size, elements=op.dst.size // op.dtype.size)
+
+
+__all__ = ["CTYPES", "VECTOR", "accumulator", "reduction", "weight_literal"]

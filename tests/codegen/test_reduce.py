@@ -1,0 +1,119 @@
+"""`reduce` lowering on the CUDA SM targets (codegen.reduce, codegen.plan): the model the
+templates print — accumulator types, weights, vector width, buffer addresses."""
+
+from __future__ import annotations
+
+import pytest
+
+from ccogen.codegen.model import BUFFER0, Step
+from ccogen.codegen.reduce import VECTOR, accumulator, weight_literal
+from ccogen.compiler import compile_protocol
+from ccogen.instantiate import instantiate
+from ccogen.ir.dtype import DType
+from ccogen.syntax import parse_ir
+
+SOURCE = """
+protocol r(n: int = {n}, T: dtype = {dtype}):
+    team lsa
+    window x: T[n]
+    buffer out: T[n]
+
+    kernel k(threads=256):
+        barrier()
+        reduce(dst=out, srcs=[x@p for p in ranks()], op="{op}"{weights})
+        barrier()
+
+    ensure:
+        out == {op}(init(x@p) for p in ranks())
+"""
+
+
+def reduce_steps(n: int = 1024, dtype: str = "bf16", op: str = "sum",
+                 target: str = "nccl-lsa") -> list[Step]:
+    from ccogen.codegen.backends import Options, get_backend
+
+    protocol = parse_ir(SOURCE.format(n=n, dtype=dtype, op=op, weights=""), "r.cco")
+    instance, diags = instantiate(protocol, 2, {})
+    assert instance is not None, diags
+    model, _ = get_backend(target).model(instance, "r.cco", Options())  # type: ignore[attr-defined]
+    return [s for k in model.kernels for p in k.programs for seg in p.segments
+            for s in seg.steps if s.kind == "reduce"]
+
+
+@pytest.mark.parametrize(("dtype", "op", "acc"), [
+    (DType.BF16, "sum", "float"), (DType.F16, "max", "float"), (DType.F32, "sum", "float"),
+    (DType.I32, "sum", "uint32_t"), (DType.I32, "max", "int32_t"),
+    (DType.I64, "sum", "uint64_t"), (DType.U8, "min", "uint8_t"), (DType.U32, "sum", "uint32_t"),
+])
+def test_accumulator_types(dtype: DType, op: str, acc: str) -> None:
+    # f16/bf16 accumulate in f32 (language v2 §2); integer sums wrap in the unsigned type
+    assert accumulator(dtype, op) == acc
+
+
+def test_weight_literals() -> None:
+    assert weight_literal(0.5, "float") == "0.5f"
+    assert weight_literal(3, "float") == "3.0f"
+    assert weight_literal(-2, "uint32_t") == "static_cast<uint32_t>(-2LL)"
+
+
+def test_reduce_step_reads_every_rank_in_order_and_writes_the_buffer() -> None:
+    steps = reduce_steps()
+    assert len(steps) == 2  # one per rank
+    for rank, s in enumerate(steps):
+        r = s.reduction
+        assert r is not None
+        assert s.dst_peer == BUFFER0 and s.dst_off == 0  # buffer `out`, a kernel parameter
+        assert [p for p, _ in r.srcs] == [-1 if p == rank else p for p in range(2)]
+        assert (r.ctype, r.acc, r.op, r.elements) == ("__nv_bfloat16", "float", "sum", 1024)
+        assert r.vector == VECTOR and s.vec
+
+
+def test_odd_length_keeps_16_byte_vectors_and_a_tail() -> None:
+    # 1001 bf16 = 2002 bytes: aligned starts, so the body is 16-byte words, the tail elements
+    (s, *_) = reduce_steps(n=1001)
+    assert s.reduction is not None and s.reduction.vector == VECTOR
+    assert s.nbytes == 2002
+
+
+def test_buffer_is_a_kernel_parameter_in_the_manifest() -> None:
+    import json
+
+    protocol = parse_ir(SOURCE.format(n=64, dtype="f32", op="max", weights=""), "r.cco")
+    files = compile_protocol(protocol, "nvshmem", source="r.cco", ranks=2).files
+    manifest = json.loads(files["manifest.json"])
+    assert manifest["buffers"] == [{"name": "out", "dtype": "f32", "shape": [64],
+                                    "access": "write"}]
+    assert manifest["kernels"][0]["params"][-1] == "buffer:out"
+    assert manifest["windows"][0]["dtype"] == "f32"
+    assert "char* buf_out" in files["kernels.cu"]
+    assert "ccogen_reduce_group<float, float, CCOGEN_MAX, 2, false>" in files["kernels.cu"]
+
+
+def test_unaligned_chunks_take_the_element_path() -> None:
+    # two-shot with 1001 f32 per chunk: rank 1's chunk starts 4004 bytes in, not 16-aligned
+    from pathlib import Path
+
+    from ccogen.codegen.backends import Options, get_backend
+    from ccogen.syntax import load_ir
+
+    path = Path(__file__).resolve().parents[2] / "protocols" / "allreduce_twoshot.cco"
+    instance, diags = instantiate(load_ir(path), 2, {"chunk": 1001, "T": DType.F32})
+    assert instance is not None, diags
+    model, _ = get_backend("nccl-lsa").model(instance, "t.cco", Options())  # type: ignore[attr-defined]
+    steps = {p.rank: s for k in model.kernels for p in k.programs for seg in p.segments
+             for s in seg.steps if s.kind == "reduce"}
+    r0, r1 = steps[0].reduction, steps[1].reduction
+    assert r0 is not None and r1 is not None
+    assert r0.vector == VECTOR and steps[0].vec  # chunk 0 starts at the window's start
+    assert r1.vector == 4 and not steps[1].vec  # 4004 bytes in: one f32 at a time
+
+
+def test_peer_loads_in_a_world_team_are_refused_on_nvshmem() -> None:
+    from ccogen.errors import DiagnosticError
+
+    source = SOURCE.format(n=64, dtype="f32", op="sum", weights="").replace(
+        "team lsa", "team world")
+    with pytest.raises(DiagnosticError) as info:
+        compile_protocol(parse_ir(source, "r.cco"), "nvshmem", source="r.cco", ranks=2)
+    (d,) = info.value.diagnostics
+    assert d.code == "E042" and "needs `team lsa`" in d.message
