@@ -71,7 +71,7 @@ class WorkerConfig:
     target: str
     nranks: int
     engine: str
-    heap_size: int             # the largest heap of any case: one allocation serves all
+    heap_size: int             # the largest heap + local buffers of any case: one allocation
     lsa_barrier_count: int
     cases: tuple[CaseSpec, ...]
     compares: tuple[CompareSpec, ...]

@@ -366,11 +366,12 @@ def run_bench(requests: Sequence[SweepRequest], settings: Settings, *,
 def _run_ranks(cases: Sequence[CaseSpec], compares: Sequence[CompareSpec], settings: Settings,
                engine: Path) -> list[RankBench]:
     from ccogen.bench.worker import worker_main
-    from ccogen.rt.launch import _spawn
+    from ccogen.rt.launch import _spawn, buffer_layout
     from ccogen.rt.manifest import load_manifest
 
     manifests = [load_manifest(c.manifest_dir) for c in cases]
-    heap = max((m.heap_size for m in manifests), default=4096)
+    # one allocation serves every case: its heap and, after it, its local buffers
+    heap = max((buffer_layout(m)[1] for m in manifests), default=4096)
     barriers = max((m.lsa_barrier_count for m in manifests), default=0)
     with tempfile.TemporaryDirectory(prefix="ccogen-bench-") as shared:
         config = WorkerConfig(settings.target, settings.ranks, str(engine), heap, barriers,
