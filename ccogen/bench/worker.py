@@ -44,7 +44,8 @@ from ccogen.rt.toolchain import engine_spec
 
 
 def worker_main(config: WorkerConfig, rank: int, results_queue: Any) -> None:
-    """Entry point of a spawned rank (device = rank): run, report, leave without teardown."""
+    """Entry point of a spawned rank (its device from the placement, else its rank): run,
+    report, leave without teardown."""
     from ccogen.rt.rendezvous import FileRendezvous
 
     for key, value in config.env:
@@ -61,7 +62,8 @@ def worker_main(config: WorkerConfig, rank: int, results_queue: Any) -> None:
         os._exit(0)
 
     rendezvous = FileRendezvous(Path(config.rendezvous_dir))
-    report(run_bench_rank(config, rank, rank, rendezvous, report))
+    device = config.devices[rank] if config.devices else rank
+    report(run_bench_rank(config, rank, device, rendezvous, report))
 
 
 def _memoize_window_data(entries: int = 8) -> None:

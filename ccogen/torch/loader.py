@@ -22,7 +22,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ccogen.rt.cache import cache_key, cached_build
 from ccogen.rt.errors import RunError
@@ -149,7 +149,9 @@ def _generate_into(tmp: Path, source: Source, target: str, nranks: int,
     from ccogen.syntax import parse_ir
 
     ir = source.ir if source.ir is not None else parse_ir(source.text, source.name)
-    instance = compile_for_run(ir, source.name, target, nranks, params, tmp.parent,
+    # a dtype parameter passes its name: instantiation binds it (bind_dtype_params)
+    ints = cast(dict[str, int], params)
+    instance = compile_for_run(ir, source.name, target, nranks, ints, tmp.parent,
                                debug=debug, force=force, epoch_from_heap=True)
     written = sorted({op.dst.window for ops in instance.ranks for op in ops
                       if op.dst is not None})
