@@ -218,3 +218,46 @@ def test_the_allreduce_sums_every_rank_s_gradient(nranks: int, protocol: str, dt
         x = reducers[0].x
         assert torch.equal(x[:numel], grads[0].to(x.dtype)) or compiled
         assert not x[numel:].any()
+
+
+# -- the whole training loop, one rank, on the fake engine ----------------------------------------
+@pytest.fixture
+def one_rank_group() -> Any:
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize(("argv", "effect"), [
+    ([], None), (["--protocol", "twoshot", "--dtype", "bf16"], None),
+    (["--compile", "--steps", "3"], None),
+    ([], "wrong")])
+def test_train_end_to_end_on_one_rank(one_rank_group: Any, argv: list[str], effect: Any,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """train() as main() calls it, on a one-rank fake job: the checks pass, and fail when
+    the allreduce delivers a wrong sum."""
+    torch._dynamo.reset()
+
+    def wrong(world: FakeWorld, index: int, slots: list[Any]) -> None:
+        _oneshot(world, index, slots)
+        for (pointer,) in slots:
+            out = _view(pointer, _x(world, 0, index).numel(), _x(world, 0, index).dtype)
+            out[7] += 1.0
+
+    effects = {"allreduce_oneshot": wrong if effect == "wrong" else _oneshot,
+               "allreduce_twoshot": _twoshot}
+    (comm,) = FakeWorld(1, effects).communicators()
+    args = ex.parse_args(argv)
+    ok = ex.train(comm, args, "gloo")
+    out = capsys.readouterr().out
+    mode = "compile" if args.compile else "eager"
+    if effect == "wrong":
+        assert not ok and "MISMATCH: 1 of 10384 summed elements" in out
+        assert "parameters differ from the replica" in out
+    else:
+        assert ok, out
+        assert out.startswith(f"{mode}: {args.steps} steps on 1 ranks ({args.protocol}, "
+                              f"{args.dtype} bucket of 10384 elements")
+        assert out.rstrip().endswith(": ok")
