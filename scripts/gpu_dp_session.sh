@@ -8,7 +8,8 @@
 #      shim the runs load (scripts/torch_prebuild.py --dp);
 #   2. tests: the torch GPU tests of the example (tests/torch/test_gpu.py -k data_parallel:
 #      2 ranks, eager, --graph, --compile; DP_TESTS=all runs the whole file, the alltoall
-#      example and the debug-build hang included);
+#      example and the debug-build hang included), with the cache prebuilt in step 1
+#      (CCOGEN_TEST_KEEP_CACHE=1: otherwise the tests build into a cache of their own);
 #   3. the example at 4 ranks (DP_RANKS): eager, then --graph;
 #   4. bench: `ccogen bench protocols/allreduce_oneshot.cco --target nvshmem --ranks 2`
 #      (functional only: the ranks share the GPU), generated code and hand-written reference;
@@ -95,7 +96,7 @@ b=$(budget_for 150 40)
 if [ "$b" -gt 0 ]; then
   select=(-k data_parallel); [ "${DP_TESTS:-}" = all ] && select=()
   t0=$SECONDS
-  CCOGEN_TEST_MPS=1 timeout -k 5 "$b" $PY -m pytest -v -rA -p no:cacheprovider -m gpu \
+  CCOGEN_TEST_MPS=1 CCOGEN_TEST_KEEP_CACHE=1 timeout -k 5 "$b" $PY -m pytest -v -rA -p no:cacheprovider -m gpu \
     tests/torch/test_gpu.py "${select[@]}" > "$OUT/tests.log" 2>&1
   rc=$?
   echo "== exit $rc after $(( SECONDS - t0 )) s" >> "$OUT/tests.log"
