@@ -16,6 +16,8 @@ import pytest
 import ccogen as cg
 from ccogen.compiler import compile_protocol
 from ccogen.driver import check_text
+from ccogen.errors import DiagnosticError
+from ccogen.instantiate import uses_runtime
 from ccogen.sim import simulate
 from ccogen.syntax import parse_ir
 from ccogen.syntax.format import format_text
@@ -63,6 +65,11 @@ def test_example_simulates(text: str) -> None:
 @pytest.mark.parametrize("target", ["nccl-lsa", "nvshmem"])
 @pytest.mark.parametrize("text", PROTOCOLS, ids=NAMES)
 def test_example_compiles(text: str, target: str) -> None:
+    if uses_runtime(parse_ir(text, "spec.cco")):
+        with pytest.raises(DiagnosticError) as refused:  # run-time values: generation pending
+            compile_protocol(parse_ir(text, "spec.cco"), target, source="spec.cco", ranks=2)
+        assert {d.code for d in refused.value.diagnostics} == {"E042"}
+        return
     ranks = 2 if "team lsa(2)" in text else 4  # 4: every branch of the examples runs
     compiled = compile_protocol(parse_ir(text, "spec.cco"), target, source="spec.cco",
                                 ranks=ranks)
