@@ -4,7 +4,9 @@ ranks find it all in the cache (run once on the GPU machine before torchrun):
     python3 scripts/torch_prebuild.py --target nvshmem --ranks 2,4
 
 the generated files and cubins of the example's alltoall (block 4096), the launch barrier
-and the debug-build hang of tests/runtime/data/hang_generated.cco, and the engine shim.
+and the debug-build hang of tests/runtime/data/hang_generated.cco, and the engine shim;
+with `--dp`, also the allreduce of examples/dp_allreduce_step.py (its default bucket:
+allreduce_oneshot, f32, the MLP's parameter count padded as the example pads it).
 """
 
 from __future__ import annotations
@@ -20,7 +22,21 @@ from ccogen.rt.engines import build_engine
 from ccogen.torch.device import device_arch
 from ccogen.torch.loader import LAUNCH_BARRIER, generate
 
-HANG = Path(__file__).resolve().parent.parent / "tests" / "runtime" / "data" / "hang_generated.cco"
+ROOT = Path(__file__).resolve().parent.parent
+HANG = ROOT / "tests" / "runtime" / "data" / "hang_generated.cco"
+
+
+def dp_params() -> dict[str, Any]:
+    """The parameters examples/dp_allreduce_step.py loads allreduce_oneshot with."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("dp_allreduce_step",
+                                                  ROOT / "examples" / "dp_allreduce_step.py")
+    assert spec is not None and spec.loader is not None
+    ex = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ex)
+    numel = sum(p.numel() for p in ex.MLP().parameters())
+    return {"n": ex.padded(numel), "T": "f32"}
 
 
 def main() -> None:
@@ -28,16 +44,20 @@ def main() -> None:
     ap.add_argument("--target", default="nvshmem")
     ap.add_argument("--ranks", default="2,4")
     ap.add_argument("--block", type=int, default=4096)
+    ap.add_argument("--dp", action="store_true",
+                    help="also the data-parallel example's allreduce")
     args = ap.parse_args()
     arch = device_arch(0)
-    jobs: list[tuple[Any, int, dict[str, int], bool, bool]] = []
+    jobs: list[tuple[Any, int, dict[str, Any], bool, bool]] = []
     for n in (int(r) for r in args.ranks.split(",")):
         jobs += [("alltoall.cco", n, {"block": args.block}, False, False),
                  (LAUNCH_BARRIER, n, {}, False, False)]
+        if args.dp:
+            jobs.append(("allreduce_oneshot.cco", n, dp_params(), False, False))
     jobs.append((HANG, 2, {}, True, True))
     t0 = time.monotonic()
 
-    def one(job: tuple[Any, int, dict[str, int], bool, bool]) -> str:
+    def one(job: tuple[Any, int, dict[str, Any], bool, bool]) -> str:
         protocol, n, params, debug, force = job
         g = generate(protocol, args.target, n, params, debug=debug, force=force)
         build_cubin(g.manifest.directory, args.target, arch, debug)

@@ -1,5 +1,5 @@
-"""Every example of the language reference parses, lints clean, simulates and survives
-`fmt`.
+"""Every example of the language reference parses, lints clean, simulates, survives
+`fmt` and compiles for the GPU targets (nccl-lsa, nvshmem).
 
 The reference is docs/reference/language.md; its Python builder examples build the same
 protocols as its text examples (v1: `alltoall`, v2: `allreduce_oneshot`).
@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import ccogen as cg
+from ccogen.compiler import compile_protocol
 from ccogen.driver import check_text
 from ccogen.sim import simulate
 from ccogen.syntax import parse_ir
@@ -57,6 +58,21 @@ def test_example_simulates(text: str) -> None:
     report = simulate(text, ranks=[2, 3] if "team lsa(2)" not in text else [2], seeds=2)
     assert report.passed, report.summary()
     assert not [d for d in report.diagnostics if d.is_error]
+
+
+@pytest.mark.parametrize("target", ["nccl-lsa", "nvshmem"])
+@pytest.mark.parametrize("text", PROTOCOLS, ids=NAMES)
+def test_example_compiles(text: str, target: str) -> None:
+    ranks = 2 if "team lsa(2)" in text else 4  # 4: every branch of the examples runs
+    compiled = compile_protocol(parse_ir(text, "spec.cco"), target, source="spec.cco",
+                                ranks=ranks)
+    kernels = compiled.files["kernels.cu"]
+    # every op of the example is generated, each under its `// spec.cco:LINE` comment
+    lines = {int(n) for n in re.findall(r"// spec\.cco:(\d+)", kernels)}
+    op = re.compile(r"\s+(put|get|copy|reduce|signal|wait_signal|wait_count|quiet|barrier|"
+                    r"commit)\(")
+    ops = {i for i, line in enumerate(text.splitlines(), start=1) if op.match(line)}
+    assert ops <= lines, f"ops of lines {sorted(ops - lines)} are not generated"
 
 
 def test_the_v2_builder_example_equals_the_text() -> None:

@@ -71,7 +71,7 @@ class WorkerConfig:
     target: str
     nranks: int
     engine: str
-    heap_size: int             # the largest heap of any case: one allocation serves all
+    heap_size: int             # the largest heap + local buffers of any case: one allocation
     lsa_barrier_count: int
     cases: tuple[CaseSpec, ...]
     compares: tuple[CompareSpec, ...]
@@ -82,6 +82,7 @@ class WorkerConfig:
     init_timeout_s: float = DEFAULT_INIT_TIMEOUT_S
     iters: int = 1             # for launch._spawn's default deadline (unused: see runner)
     env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    devices: tuple[int, ...] = ()  # rank r runs on devices[r] (rt.placement); () = r
 
 
 @dataclass

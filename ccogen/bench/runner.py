@@ -20,8 +20,9 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ccogen.bench.cases import (
     CaseSpec,
@@ -36,6 +37,9 @@ from ccogen.bench.sweep import Sweep, parse_sweep
 from ccogen.bench.traffic import Traffic, traffic_of
 from ccogen.rt.data import CheckSpec, instance_checks
 from ccogen.rt.errors import CompileError, RunError, ToolchainError
+
+if TYPE_CHECKING:
+    from ccogen.rt.placement import Placement
 
 COMPARES = ("auto", "alltoall", "allgather", "none")
 EMPTY_KERNEL = 'extern "C" __global__ void ccogen_bench_empty() {}\n'
@@ -308,14 +312,19 @@ def run_bench(requests: Sequence[SweepRequest], settings: Settings, *,
     """Plan, build and (unless build_only) measure; see the module docstring."""
     say = progress or (lambda text: print(text, file=sys.stderr, flush=True))
     from ccogen.rt.engines import build_engine
-    from ccogen.rt.launch import _require_gpus, device_arch
+    from ccogen.rt.launch import device_arch
+    from ccogen.rt.placement import place
 
     started = time.time()
+    placement = None if build_only else place(settings.ranks, settings.target)
+    if placement is not None and placement.shared:
+        settings = shared_gpu_settings(settings, placement)
     plan = plan_all(requests, settings)
     result = BenchResult(settings.target, settings.ranks)
     result.errors += plan.notes
-    if not build_only:
-        _require_gpus(settings.ranks)
+    if placement is not None and placement.shared:
+        result.errors.append(f"{placement.describe()}; no link ceilings and no NCCL "
+                             "collectives beside it (NCCL needs a GPU per rank)")
     arch = settings.arch or ("sm_90" if build_only else device_arch(0))
     jobs = [(p.generated_dir, settings.target) for p in plan.points]
     jobs += [(p.reference_dir, settings.target) for p in plan.points if p.reference_dir]
@@ -354,29 +363,52 @@ def run_bench(requests: Sequence[SweepRequest], settings: Settings, *,
     cases = cases_of(plan, cubins, settings)
     if floors is not None and floors in cubins:
         cases += floor_cases(floors, cubins[floors], settings)
-    compares = compares_of(plan, settings)
+    shared = placement is not None and placement.shared
+    if placement is not None and shared:
+        from ccogen.rt.manifest import load_manifest
+        from ccogen.rt.placement import check_residency
+
+        for case in cases:  # every rank's kernels resident together, or they could hang
+            check_residency(load_manifest(case.manifest_dir), Path(case.cubin), placement)
+    compares = [] if shared else compares_of(plan, settings)
     say(f"bench: running {len(cases)} cases and {len(compares)} collectives on "
-        f"{settings.ranks} GPUs")
-    ranks = _run_ranks(cases, compares, settings, engine)
+        f"{settings.ranks} {'ranks sharing GPUs (MPS)' if shared else 'GPUs'}")
+    ranks = _run_ranks(cases, compares, settings, engine,
+                       placement.devices if placement is not None else ())
     merge(result, plan, ranks, ceilings, settings)
     result.info["wall_s"] = round(time.time() - started, 1)
     return result
 
 
+def shared_gpu_settings(settings: Settings, placement: Placement) -> Settings:
+    """Ranks sharing a GPU under MPS (functional only, as `ccogen run` there): the SM
+    budget that keeps every rank's kernels resident together (unless `--max-ctas` gave
+    one); no link ceilings (there is no link) and no empty-kernel floor (no timing means
+    anything there)."""
+    from ccogen.codegen.backends.base import DEFAULT_MAX_CTAS
+    from ccogen.rt.placement import shared_budget
+
+    budget = settings.max_ctas
+    if budget is None:
+        budget = min(DEFAULT_MAX_CTAS, shared_budget(placement.sms, placement.per_gpu))
+    return replace(settings, max_ctas=budget, ceiling=False, floors=False)
+
+
 def _run_ranks(cases: Sequence[CaseSpec], compares: Sequence[CompareSpec], settings: Settings,
-               engine: Path) -> list[RankBench]:
+               engine: Path, devices: tuple[int, ...] = ()) -> list[RankBench]:
     from ccogen.bench.worker import worker_main
-    from ccogen.rt.launch import _spawn
+    from ccogen.rt.launch import _spawn, buffer_layout
     from ccogen.rt.manifest import load_manifest
 
     manifests = [load_manifest(c.manifest_dir) for c in cases]
-    heap = max((m.heap_size for m in manifests), default=4096)
+    # one allocation serves every case: its heap and, after it, its local buffers
+    heap = max((buffer_layout(m)[1] for m in manifests), default=4096)
     barriers = max((m.lsa_barrier_count for m in manifests), default=0)
     with tempfile.TemporaryDirectory(prefix="ccogen-bench-") as shared:
         config = WorkerConfig(settings.target, settings.ranks, str(engine), heap, barriers,
                               tuple(cases), tuple(compares), settings.seed,
                               rendezvous_dir=shared, shared_dir=shared,
-                              watchdog_s=settings.watchdog_s)
+                              watchdog_s=settings.watchdog_s, devices=devices)
         deadline = config.init_timeout_s + 90.0 * len(cases) + 60.0 * len(compares) + 120.0
         return _spawn(config, main=worker_main,
                       failed=lambda rank, text: RankBench(rank, error=text),

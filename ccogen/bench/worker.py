@@ -4,7 +4,9 @@ The rank opens its session once (ccogen.rt.session, as `ccogen run` does: bootst
 symmetric heap as large as the largest case's, the device communicator) and then runs
 every case in order, all ranks in step:
 
-1. zero the whole heap (signals, counters, launch counters start at 0), host barrier;
+1. zero the whole heap (signals, counters, launch counters start at 0; a language-v2
+   case's local buffers lie after its heap in the same allocation, as in `ccogen run`:
+   `ccogen.rt.launch.buffer_layout`), host barrier;
 2. load the case's cubin (registered with the engine where it wants it: nvshmem's
    `nvshmemx_cumodule_init`);
 3. one verified epoch: exactly `ccogen run`'s epoch (fill every window with the seeded
@@ -34,7 +36,7 @@ from typing import Any
 
 from ccogen.bench.cases import CaseSpec, CaseTimes, RankBench, WorkerConfig
 from ccogen.rt.errors import EngineError
-from ccogen.rt.launch import RunConfig, _Rank
+from ccogen.rt.launch import RunConfig, _Rank, buffer_layout
 from ccogen.rt.manifest import Manifest, load_manifest
 from ccogen.rt.report import RankResult
 from ccogen.rt.session import RankSession, Stop, abandon, dump_stack_on_signal, failure_text
@@ -42,7 +44,8 @@ from ccogen.rt.toolchain import engine_spec
 
 
 def worker_main(config: WorkerConfig, rank: int, results_queue: Any) -> None:
-    """Entry point of a spawned rank (device = rank): run, report, leave without teardown."""
+    """Entry point of a spawned rank (its device from the placement, else its rank): run,
+    report, leave without teardown."""
     from ccogen.rt.rendezvous import FileRendezvous
 
     for key, value in config.env:
@@ -59,7 +62,8 @@ def worker_main(config: WorkerConfig, rank: int, results_queue: Any) -> None:
         os._exit(0)
 
     rendezvous = FileRendezvous(Path(config.rendezvous_dir))
-    report(run_bench_rank(config, rank, rank, rendezvous, report))
+    device = config.devices[rank] if config.devices else rank
+    report(run_bench_rank(config, rank, device, rendezvous, report))
 
 
 def _memoize_window_data(entries: int = 8) -> None:
@@ -170,11 +174,16 @@ class BenchRank:
             self.session.engine.module_init(module.handle)
         functions = [module.function(k.symbol) for k in manifest.kernels]
         checker = self._checker(case)
+        # local buffers (language v2): after the case's heap, as `ccogen run` keeps them
+        # (the session's allocation is sized for them: runner._run_ranks)
+        offsets, _ = buffer_layout(manifest)
+        checker.buffers = {name: self.session.heap.pointer + off
+                           for name, off in offsets.items()}
         # A hang or a failed launch raises Stop out of here: the process then reports
         # and exits without touching the module again.
         epoch = self._verify(checker, functions, 0, times, "before timing")
         if self._agree(index, "verified", times.verified is True):
-            epoch = self._time(case, manifest, functions, epoch, times)
+            epoch = self._time(case, manifest, functions, epoch, times, checker.buffers)
             if case.verify_after:
                 epoch = self._verify(checker, functions, epoch, times, "after timing")
                 times.verified = self._agree(index, "verified-after", times.verified is True)
@@ -217,12 +226,14 @@ class BenchRank:
         times.verified = (times.verified is not False) and failed == 0
         return epoch + 1
 
-    def _launch(self, manifest: Manifest, functions: list[Any], epoch: int) -> None:
+    def _launch(self, manifest: Manifest, functions: list[Any], epoch: int,
+                buffers: dict[str, int]) -> None:
         """Every kernel of one epoch, in manifest order, on this rank's stream."""
         s = self.session
         for spec, fn in zip(manifest.kernels, functions, strict=True):
             s.rt.launch(fn, spec.grid, spec.block, spec.shared_mem,
-                        s.kernel_params(spec, epoch, None), s.stream, spec.cooperative)
+                        s.kernel_params(spec, epoch, None, buffers), s.stream,
+                        spec.cooperative)
 
     def _capture(self, issue: Callable[[], None]) -> tuple[Any | None, str]:
         """(graph, "") from the launches `issue` makes, or (None, why) when the driver
@@ -244,7 +255,7 @@ class BenchRank:
             return None, f"no CUDA graph ({exc}); timed without one"
 
     def _time(self, case: CaseSpec, manifest: Manifest, functions: list[Any], epoch: int,
-              times: CaseTimes) -> int:
+              times: CaseTimes, buffers: dict[str, int]) -> int:
         """The timed phase; returns the next epoch index (see the module docstring)."""
         t = case.timing
         per = t.epochs_per_sample
@@ -252,7 +263,7 @@ class BenchRank:
         if t.graph and case.device_epoch:
             def issue() -> None:
                 for i in range(per):
-                    self._launch(manifest, functions, epoch + i)
+                    self._launch(manifest, functions, epoch + i, buffers)
 
             graph, note = self._capture(issue)
             if note:
@@ -264,7 +275,7 @@ class BenchRank:
                 graph.launch(self.session.stream)
             else:
                 for i in range(per):
-                    self._launch(manifest, functions, next_epoch[0] + i)
+                    self._launch(manifest, functions, next_epoch[0] + i, buffers)
             next_epoch[0] += per
 
         times.mode = "graph" if graph is not None else "stream"

@@ -32,7 +32,9 @@ def add_parser(sub: Any) -> None:
                        "engine's own collective, hand-written references and link ceilings")
     p.add_argument("file", metavar="FILE.cco")
     p.add_argument("--target", required=True, choices=runnable_targets())
-    p.add_argument("--ranks", type=int, default=2, metavar="N", help="GPUs (one rank each)")
+    p.add_argument("--ranks", type=int, default=2, metavar="N",
+                   help="ranks, one per GPU (more ranks than GPUs share them under CUDA MPS "
+                   "on nvshmem: functional only)")
     p.add_argument("--sweep", action="append", required=True, metavar="PARAM=SPEC",
                    help="LO..HI (x4 steps), LO..HI:x2, or V1,V2,...; repeat for more sweeps")
     p.add_argument("--param", action="append", default=[], metavar="K=V",
@@ -131,15 +133,15 @@ def command(args: argparse.Namespace) -> int:
     from ccogen.bench.runner import run_bench
     from ccogen.diag.render import render
     from ccogen.errors import DiagnosticError
+    from ccogen.rt import placement
     from ccogen.rt.errors import RunError
-    from ccogen.rt.launch import _require_gpus
 
     try:
         check_output_dir(args.out, [args.file])
         requests = requests_of(args)
         settings = settings_of(args)
-        if not args.build_only:
-            _require_gpus(args.ranks)
+        if not args.build_only:  # enough GPUs, or ranks sharing them under MPS (nvshmem)
+            placement.place(args.ranks, args.target)
         result = run_bench(requests, settings, build_only=args.build_only)
     except DiagnosticError as exc:
         sys.stderr.write(render(list(exc.diagnostics), "full", color=sys.stderr.isatty()))

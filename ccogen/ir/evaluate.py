@@ -23,9 +23,9 @@ import operator
 from collections.abc import Callable, Mapping
 from typing import Any, TypeAlias, cast
 
-import ccogen.ir.runtime as _rt
 from ccogen.ir import nodes as ir
-from ccogen.source import Span
+from ccogen.ir import runtime as _rt
+from ccogen.ir.evalerror import EvalError
 
 Value: TypeAlias = int | bool | tuple[int, ...]
 Fn: TypeAlias = Callable[["Env"], Value]
@@ -34,21 +34,6 @@ SeqFn: TypeAlias = Callable[["Env"], tuple[int, ...]]
 
 MAX_SEQUENCE = 1_000_000
 INT_LIMIT = 2**63
-
-
-class EvalError(Exception):
-    """An expression that cannot be evaluated: becomes a diagnostic at `span`."""
-
-    def __init__(
-        self, message: str, span: Span | None, label: str = "", *,
-        code: str = "E004", help: str | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.message = message
-        self.span = span
-        self.label = label
-        self.code = code
-        self.help = help
 
 
 class Env:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-import ccogen.ir.evaluate as _ev
+from ccogen.ir.evalerror import EvalError
 from ccogen.source import Span
 
 Bound = int | None
@@ -174,7 +174,7 @@ class Rt:
             hi = None if self.hi is None else self.hi // other
             return _opaque(lo, hi, f"({self.text()}) // {other}", self.terms,
                            ("div", self, other))
-        raise _ev.EvalError("a run-time value divided by a run-time or non-positive number",
+        raise EvalError("a run-time value divided by a run-time or non-positive number",
                         None, code="E004", help="divide by a positive static number")
 
     def __mod__(self, other: object) -> Rt | int:
@@ -183,17 +183,17 @@ class Rt:
                 return self
             return _opaque(0, other - 1, f"({self.text()}) % {other}", self.terms,
                            ("mod", self, other))
-        raise _ev.EvalError("a run-time value modulo a run-time or non-positive number",
+        raise EvalError("a run-time value modulo a run-time or non-positive number",
                         None, code="E004", help="take the modulo of a positive static number")
 
     def __rfloordiv__(self, other: object) -> Rt:
-        raise _ev.EvalError("division by a run-time value", None, code="E004",
+        raise EvalError("division by a run-time value", None, code="E004",
                         help="divide by a static number")
 
     __rmod__ = __rfloordiv__
 
     def __pow__(self, other: object) -> Rt:
-        raise _ev.EvalError("`**` of a run-time value", None, code="E004",
+        raise EvalError("`**` of a run-time value", None, code="E004",
                         help="multiply instead")
 
     __rpow__ = __pow__
@@ -256,13 +256,13 @@ class Rt:
             return self.lo != 0
         if (self.lo is not None and self.lo > 0) or (self.hi is not None and self.hi < 0):
             return True
-        raise _ev.EvalError(f"a run-time value (`{self.text()}`) decides control flow", None,
+        raise EvalError(f"a run-time value (`{self.text()}`) decides control flow", None,
                         "only known on the device", code="E004",
                         help="run-time values may size regions, bound loops and set "
                              "`expected=`; whether an op exists must stay static")
 
     def __index__(self) -> int:
-        raise _ev.EvalError(f"a run-time value (`{self.text()}`) where a static integer is needed",
+        raise EvalError(f"a run-time value (`{self.text()}`) where a static integer is needed",
                         None, code="E004")
 
 
@@ -328,7 +328,7 @@ def rt_min_max(func: str, values: Sequence[int | Rt]) -> int | Rt:
                    (func, tuple(forms)))
 
 
-def span_of(exc: _ev.EvalError, span: Span | None) -> _ev.EvalError:
+def span_of(exc: EvalError, span: Span | None) -> EvalError:
     """`exc` located at `span` when it has no place of its own (raised inside `Rt`)."""
     if exc.span is None:
         exc.span = span

@@ -143,8 +143,8 @@ class RankSession:
         missing = [kind for kind in spec.params if kind not in values]
         if missing:
             raise RunError(f"kernel `{spec.name}` takes {', '.join(missing)}, which this launcher "
-                           "does not provide (local buffers: `ccogen run` and the PyTorch "
-                           "binding allocate them; `ccogen bench` does not yet)")
+                           "does not provide (local buffers are passed by `ccogen run`, "
+                           "`ccogen bench` and the PyTorch binding): this is a bug in ccogen")
         return [(kind, values[kind]) for kind in spec.params]
 
     # -- teardown ----------------------------------------------------------------------------

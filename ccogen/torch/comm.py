@@ -118,16 +118,17 @@ class Communicator:
 
     # -- loading -----------------------------------------------------------------------------
     def load(self, protocol: Any, target: str | None = None, *, debug: bool = False,
-             force: bool = False, params: Mapping[str, int] | None = None,
-             **kwargs: int) -> Op:
+             force: bool = False, params: Mapping[str, Any] | None = None,
+             **kwargs: Any) -> Op:
         """Compile (cached), build (cached) and place `protocol` on every rank; the `Op`.
 
         `protocol`: a .cco path (a bare name is also looked up in ccogen's protocol
         library), .cco text or a Protocol; parameters as keywords (or `params=` for names
-        that clash with these arguments).  `debug`: waits give up after ~2 s and
-        report (DeviceError); `force`: load a protocol the checker refuses (with `debug`,
-        to see which wait hangs).  Loading the same protocol with the same parameters
-        again returns the same Op.  Collective.
+        that clash with these arguments): integers, and for a `dtype` parameter the
+        element type's name (`T="f32"`) or a torch dtype (`T=torch.float32`).  `debug`:
+        waits give up after ~2 s and report (DeviceError); `force`: load a protocol the
+        checker refuses (with `debug`, to see which wait hangs).  Loading the same protocol
+        with the same parameters again returns the same Op.  Collective.
         """
         self._check_open()
         if target is not None and target != self.target:

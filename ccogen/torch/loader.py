@@ -22,7 +22,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ccogen.rt.cache import cache_key, cached_build
 from ccogen.rt.errors import RunError
@@ -99,13 +99,13 @@ def generator_fingerprint() -> str:
     return cache_key(*(p.read_bytes() for p in files))
 
 
-def generate(protocol: Any, target: str, nranks: int, params: Mapping[str, int], *,
+def generate(protocol: Any, target: str, nranks: int, params: Mapping[str, int | str], *,
              debug: bool = False, force: bool = False) -> Generated:
     """The cached generated files of `protocol` for `nranks` ranks (module docstring).
     A protocol the checker refuses raises DiagnosticError (on a cache miss) unless
     `force` (to see a debug build report the wait that hangs, as `ccogen run --force`)."""
     source = read_source(protocol)
-    items = sorted((str(k), int(v)) for k, v in params.items())
+    items = sorted((str(k), _param_value(v)) for k, v in params.items())
     key = cache_key(GENERATOR_VERSION, generator_fingerprint(), source.name, source.text,
                     target, str(nranks), json.dumps(items), str(bool(debug)),
                     "force" if force else "")
@@ -121,15 +121,37 @@ def generate(protocol: Any, target: str, nranks: int, params: Mapping[str, int],
     return Generated(directory, load_manifest(directory), outputs, key)
 
 
+def _param_value(value: Any) -> int | str:
+    """An integer parameter's value, or a `dtype` parameter's: its name (`T="f32"`) or a
+    torch dtype (`T=torch.float32`)."""
+    if isinstance(value, str | int):
+        return value
+    name = _TORCH_DTYPES.get(str(value))
+    if name is None:
+        from ccogen.torch.errors import ArgumentError
+
+        names = ", ".join(_TORCH_DTYPES.values())
+        raise ArgumentError(f"a parameter is an integer or an element type ({names}, or the "
+                            f"torch dtype of one), not {value!r}")
+    return name
+
+
+_TORCH_DTYPES = {"torch.uint8": "u8", "torch.int32": "i32", "torch.uint32": "u32",
+                 "torch.int64": "i64", "torch.uint64": "u64", "torch.float16": "f16",
+                 "torch.bfloat16": "bf16", "torch.float32": "f32"}
+
+
 def _generate_into(tmp: Path, source: Source, target: str, nranks: int,
-                   params: dict[str, int], debug: bool, force: bool) -> None:
+                   params: dict[str, int | str], debug: bool, force: bool) -> None:
     """Generate into the cache entry (`tmp`'s parent, under the entry's lock); binding.json,
     written into `tmp`, is published last, so a reader never sees a partial entry."""
     from ccogen.rt.api import compile_for_run
     from ccogen.syntax import parse_ir
 
     ir = source.ir if source.ir is not None else parse_ir(source.text, source.name)
-    instance = compile_for_run(ir, source.name, target, nranks, params, tmp.parent,
+    # a dtype parameter passes its name: instantiation binds it (bind_dtype_params)
+    ints = cast(dict[str, int], params)
+    instance = compile_for_run(ir, source.name, target, nranks, ints, tmp.parent,
                                debug=debug, force=force, epoch_from_heap=True)
     written = sorted({op.dst.window for ops in instance.ranks for op in ops
                       if op.dst is not None})

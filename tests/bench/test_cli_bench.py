@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ccogen import cli
+from ccogen.rt.placement import MpsStatus, Placement
 
 ROOT = Path(__file__).resolve().parents[2]
 A2A = str(ROOT / "protocols" / "alltoall.cco")
 PING = str(ROOT / "protocols" / "pingpong.cco")
+ONESHOT = str(ROOT / "protocols" / "allreduce_oneshot.cco")
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -99,17 +102,18 @@ def test_build_only_generates_and_builds_every_point(capsys: pytest.CaptureFixtu
     assert small["kernels"][0]["block"] == 32
 
 
-def test_end_to_end_with_a_fake_machine(capsys: pytest.CaptureFixture[str], tmp_path: Path,
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    """The whole command on the CPU: builds, ceilings and ranks replaced by fakes that
-    answer every case; what is checked is the plumbing from arguments to files."""
+def _fake_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: Placement
+                  ) -> list[tuple[Any, ...]]:
+    """Builds, ceilings, residency and ranks replaced by fakes that answer every case;
+    returns the (cases, settings, devices) each run of the ranks was given."""
     from types import SimpleNamespace
 
     from ccogen.bench import ceiling, runner
     from ccogen.bench.cases import CaseTimes, RankBench
-    from ccogen.rt import engines, launch
+    from ccogen.rt import engines, launch, placement
 
-    monkeypatch.setattr(launch, "_require_gpus", lambda n: None)
+    monkeypatch.setattr(placement, "place", lambda n, target: where)
+    monkeypatch.setattr(placement, "check_residency", lambda m, cubin, p: None)
     monkeypatch.setattr(launch, "device_arch", lambda ordinal: "sm_90")
     library = SimpleNamespace(describe=lambda: "NCCL 2.28.9 (fake)")
     monkeypatch.setattr(engines, "build_engine", lambda target, arch: (tmp_path / "e.so", library))
@@ -117,8 +121,11 @@ def test_end_to_end_with_a_fake_machine(capsys: pytest.CaptureFixture[str], tmp_
         {d: tmp_path / "k.cubin" for d, _ in jobs}, {}))
     monkeypatch.setattr(ceiling, "measure_ceilings", lambda spec: ceiling.Ceilings(
         {"ce-bidir": {n: [n / 350e3 + 2] * 3 for n in spec.sizes}}, backend="fake"))
+    seen: list[tuple[Any, ...]] = []
 
-    def ranks(cases, compares, settings, engine):  # type: ignore[no-untyped-def]
+    def ranks(cases, compares, settings, engine, devices=()):  # type: ignore[no-untyped-def]
+        seen.append((cases, settings, devices))
+
         def times(key: str, us: float) -> CaseTimes:
             return CaseTimes(key, [us] * 5, mode="graph", verified=True)
         return [RankBench(r, [times(c.key, 5.0 + r) for c in cases]
@@ -126,6 +133,14 @@ def test_end_to_end_with_a_fake_machine(capsys: pytest.CaptureFixture[str], tmp_
                 for r in range(settings.ranks)]
 
     monkeypatch.setattr(runner, "_run_ranks", ranks)
+    return seen
+
+
+def test_end_to_end_with_a_fake_machine(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole command on the CPU: builds, ceilings and ranks replaced by fakes that
+    answer every case; what is checked is the plumbing from arguments to files."""
+    _fake_machine(tmp_path, monkeypatch, Placement((0, 1)))
     code, out, err = run(capsys, A2A, "--target", "nccl-lsa", "--sweep", "block=8B,1MiB",
                          "-o", str(tmp_path / "out"))
     assert code == 0, err
@@ -139,3 +154,41 @@ def test_end_to_end_with_a_fake_machine(capsys: pytest.CaptureFixture[str], tmp_
     rows = read_csv(tmp_path / "out" / "alltoall-block-nccl-lsa.csv")
     assert {r["impl"] for r in rows} == {"generated", "reference", "nccl", "ce-bidir"}
     assert all(r["median_us"] for r in rows)
+
+
+def test_ranks_sharing_a_gpu_are_functional_only(capsys: pytest.CaptureFixture[str],
+                                                 tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """2 ranks on one GPU under MPS (nvshmem): the ranks run on device 0 both, the code is
+    generated for the shared SM budget, no ceilings, floors or NCCL collectives, and the
+    report says the timings mean nothing.  allreduce_oneshot has a local buffer."""
+    from ccogen.rt.placement import ENGINE_CTAS
+
+    seen = _fake_machine(tmp_path, monkeypatch,
+                         Placement((0, 0), sms=20, mps=MpsStatus(True, "fake")))
+    code, out, err = run(capsys, ONESHOT, "--target", "nvshmem", "--sweep", "n=1024,4096",
+                         "-o", str(tmp_path / "out"))
+    assert code == 0, err
+    (cases, settings, devices), = seen
+    assert devices == (0, 0)
+    assert settings.max_ctas == 20 // 2 - ENGINE_CTAS and not settings.ceiling
+    assert [c.key.rsplit("/", 1)[1] for c in cases] == ["generated", "reference"] * 2
+    manifest = json.loads((Path(cases[0].manifest_dir) / "manifest.json").read_text())
+    assert manifest["max_ctas"] == 20 // 2 - ENGINE_CTAS
+    assert [b["name"] for b in manifest["buffers"]] == ["out"]
+    assert "2 ranks on 1 GPU under MPS" in out and "functional only" in out
+    assert "empty kernel" not in out
+    from ccogen.bench.results import read_csv
+
+    rows = read_csv(tmp_path / "out" / "allreduce_oneshot-n-nvshmem.csv")
+    assert {r["impl"] for r in rows} == {"generated", "reference"}
+
+
+def test_an_explicit_sm_budget_is_kept_on_a_shared_gpu() -> None:
+    from ccogen.bench.runner import Settings, shared_gpu_settings
+    from ccogen.rt.placement import ENGINE_CTAS
+
+    where = Placement((0, 0, 0, 0), sms=132, mps=MpsStatus(True, "fake"))
+    assert shared_gpu_settings(Settings("nvshmem", 4, max_ctas=3), where).max_ctas == 3
+    chosen = shared_gpu_settings(Settings("nvshmem", 4), where)
+    assert chosen.max_ctas == min(32, 132 // 4 - ENGINE_CTAS) and not chosen.floors

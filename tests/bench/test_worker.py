@@ -121,3 +121,40 @@ def test_case_keys_are_unique(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     keys = [c.key for c in config.cases]
     assert len(keys) == len(set(keys)) == 4
     assert all(isinstance(c, CaseSpec) and isinstance(c.timing, Timing) for c in config.cases)
+
+
+def test_local_buffers_are_passed_to_every_launch(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """allreduce_oneshot (window x, buffer out): the verified and the timed epochs of the
+    generated and the reference kernels all get `out` where `ccogen run` keeps it."""
+    import struct
+
+    from ccogen.rt.manifest import load_manifest
+
+    config, rt, _ = setup(tmp_path, monkeypatch, "n=1024", "allreduce_oneshot")
+    result = run(config)
+    assert result.error is None, result.error
+    assert all(c.verified is True and len(c.times_us) == 4 for c in result.cases)
+    assert len(rt.executed) == 2 * (1 + (2 + 4) * 3 + 1)
+    assert len(rt.arguments) == 2 * (1 + 3 + 1)  # verified, 3 captured in the graph, verified
+    for i, case in enumerate(config.cases):  # generated, then reference: 5 launches each
+        offsets, end = launch.buffer_layout(load_manifest(case.manifest_dir))
+        assert end <= config.heap_size
+        want = struct.pack("<Q", 0x7000_0000 + offsets["out"])
+        assert all(dict(a)["buffer:out"] == want for a in rt.arguments[5 * i:5 * i + 5])
+
+
+def test_the_allocation_holds_every_case_s_buffers(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from ccogen.bench import runner
+    from ccogen.rt.manifest import load_manifest
+
+    config, _, _ = setup(tmp_path, monkeypatch, "n=1024,4096", "allreduce_oneshot")
+    seen: list[WorkerConfig] = []
+    monkeypatch.setattr(launch, "_spawn", lambda c, **kw: seen.append(c) or [])
+    settings = Settings(target="nccl-lsa", out_dir=tmp_path)
+    runner._run_ranks(config.cases, (), settings, Path("fake-engine.so"))
+    manifests = [load_manifest(c.manifest_dir) for c in config.cases]
+    largest = max(m.heap_size for m in manifests)
+    assert seen[0].heap_size == max(launch.buffer_layout(m)[1] for m in manifests)
+    assert seen[0].heap_size >= largest + 4096 * 2  # 4096 bf16 elements of `out`

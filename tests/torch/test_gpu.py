@@ -2,15 +2,19 @@
 
 The example under torchrun at 2 ranks — eager steps, 100 CUDA-graph replays, torch.compile
 — checked bit for bit against all_to_all_single's definition on gathered data, and the
-debug-build hang reported as a DeviceError.  With fewer GPUs than ranks the ranks share a
-GPU: that needs CUDA MPS running (`nvidia-cuda-mps-control -d`) and uses a gloo group and
-the nvshmem engine; set CCOGEN_TEST_MPS=1 to say MPS is up (skipped otherwise).
+debug-build hang reported as a DeviceError; examples/dp_allreduce_step.py at 2 ranks
+(eager, CUDA-graph replay, torch.compile), its sums checked against the exact sum and its
+trained parameters against a communication-free replica.  With fewer GPUs than ranks the
+ranks share a GPU: that needs CUDA MPS running (`nvidia-cuda-mps-control -d`) and uses a
+gloo group and the nvshmem engine; set CCOGEN_TEST_MPS=1 to say MPS is up (skipped
+otherwise).
 scripts/gpu_torch_session.sh runs the same at 2 and 4 ranks and measures the overhead.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -52,3 +56,18 @@ def test_a_hung_wait_is_a_device_error() -> None:
     done = _torchrun(ROOT / "tests" / "torch" / "gpu_hang.py", *_shared(), port=29612)
     assert "rank 1: DeviceError: " in done.stdout, done.stdout + done.stderr
     assert "wait at hang_generated.cco:12 for (src 0, queue 0) expected 2" in done.stdout
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("mode", "port"), [("eager", 29613), ("graph", 29614),
+                                            ("compile", 29615)])
+def test_data_parallel_example(mode: str, port: int) -> None:
+    flags = [] if mode == "eager" else [f"--{mode}"]
+    done = _torchrun(ROOT / "examples" / "dp_allreduce_step.py", *_shared(), *flags,
+                     "--steps", "20", port=port)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"RESULT: PASS ({RANKS} ranks" in done.stdout
+    line = rf"^{mode}[^\n]*: 20 steps on {RANKS} ranks [^\n]*: ok$"
+    assert re.search(line, done.stdout, re.MULTILINE), done.stdout
+    if mode == "graph":
+        assert "capture, 20 replays" in done.stdout

@@ -82,3 +82,24 @@ def test_refused_protocol_and_missing_file() -> None:
 def test_fingerprint_is_stable() -> None:
     assert loader.generator_fingerprint() == loader.generator_fingerprint()
     assert len(loader.generator_fingerprint()) == 40
+
+
+def test_a_dtype_parameter_takes_its_name() -> None:
+    f32 = loader.generate("allreduce_oneshot.cco", "nvshmem", 2, {"n": 256, "T": "f32"})
+    bf16 = loader.generate("allreduce_oneshot.cco", "nvshmem", 2, {"n": 256})  # default bf16
+    assert f32.key != bf16.key
+    assert f32.manifest.window("x").dtype == "f32" and f32.manifest.window("x").size == 1024
+    assert bf16.manifest.window("x").dtype == "bf16"
+    assert [(b.name, b.dtype) for b in f32.manifest.buffers] == [("out", "f32")]
+
+
+def test_a_dtype_parameter_takes_a_torch_dtype() -> None:
+    torch = pytest.importorskip("torch", reason="torch dtypes need torch")
+    from ccogen.torch.errors import ArgumentError
+
+    by_dtype = loader.generate("allreduce_oneshot.cco", "nvshmem", 2,
+                               {"n": 256, "T": torch.float32})
+    by_name = loader.generate("allreduce_oneshot.cco", "nvshmem", 2, {"n": 256, "T": "f32"})
+    assert by_dtype.key == by_name.key
+    with pytest.raises(ArgumentError, match="integer or an element type"):
+        loader.generate("allreduce_oneshot.cco", "nvshmem", 2, {"n": 256, "T": torch.float64})
