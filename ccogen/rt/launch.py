@@ -48,7 +48,6 @@ from ccogen.rt.errors import (
     EngineError,
     ManifestError,
     NoGpuError,
-    NotEnoughGpusError,
     RunError,
 )
 from ccogen.rt.manifest import HEAP_ALIGN, Manifest, load_manifest
@@ -181,18 +180,6 @@ def _check_instance(manifest: Manifest, instance: Instance) -> None:
     if found != expected:
         raise ManifestError(f"{manifest.directory}/manifest.json buffers {found} do not match "
                             f"the instance's {expected}")
-
-
-def _require_gpus(nranks: int) -> None:
-    try:
-        count = native.device_count()
-    except native.GpuUnavailable as exc:
-        raise NoGpuError(f"no NVIDIA GPU found: {exc}") from None
-    if count == 0:
-        raise NoGpuError("no NVIDIA GPU found: the CUDA driver reports 0 devices "
-                         "(check nvidia-smi and CUDA_VISIBLE_DEVICES)")
-    if count < nranks:
-        raise NotEnoughGpusError(f"protocol needs {nranks} GPUs, this machine has {count}")
 
 
 def device_arch(ordinal: int) -> str:

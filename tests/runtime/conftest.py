@@ -28,3 +28,14 @@ def require_toolchain(target: str) -> None:
         find_library(target)
     except ToolchainError as exc:
         pytest.skip(str(exc))
+
+
+@pytest.fixture
+def mps_nvshmem() -> None:
+    """Skip unless CUDA MPS runs and the nvshmem toolchain is installed (ranks sharing a GPU)."""
+    from ccogen.rt.placement import detect_mps
+
+    status = detect_mps()
+    if not status.running:
+        pytest.skip(f"needs CUDA MPS (nvidia-cuda-mps-control -d): {status.detail}")
+    require_toolchain("nvshmem")

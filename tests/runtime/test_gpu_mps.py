@@ -16,19 +16,12 @@ from pathlib import Path
 import pytest
 
 from ccogen.rt import run
-from ccogen.rt.placement import ResidencyError, detect_mps
-
-from .conftest import require_toolchain
+from ccogen.rt.placement import ResidencyError
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(autouse=True)
-def _mps() -> None:
-    status = detect_mps()
-    if not status.running:
-        pytest.skip(f"needs CUDA MPS (nvidia-cuda-mps-control -d): {status.detail}")
-    require_toolchain("nvshmem")
+pytestmark = pytest.mark.usefixtures("mps_nvshmem")
 
 
 @pytest.mark.gpu

@@ -12,9 +12,6 @@ from pathlib import Path
 import pytest
 
 from ccogen.rt import run
-from ccogen.rt.placement import detect_mps
-
-from .conftest import require_toolchain
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = {"alltoallv": {"cap": 256},
@@ -22,12 +19,7 @@ CASES = {"alltoallv": {"cap": 256},
          "moe_combine": {"tokens": 16, "hidden": 64, "k": 2}}
 
 
-@pytest.fixture(autouse=True)
-def _mps() -> None:
-    status = detect_mps()
-    if not status.running:
-        pytest.skip(f"needs CUDA MPS (nvidia-cuda-mps-control -d): {status.detail}")
-    require_toolchain("nvshmem")
+pytestmark = pytest.mark.usefixtures("mps_nvshmem")
 
 
 @pytest.mark.gpu
