@@ -7,7 +7,8 @@ is a pure function: it returns copies of the output windows, then the new conten
 the buffers the protocol writes (the kernels write into copies; the caller copies them
 back into the user's tensors), so the compiler never sees a tensor aliasing the
 symmetric heap nor a mutation it would have to functionalise, and orders the launch by
-its data flow.  The fake implementation returns empty tensors of those dtypes and shapes.
+its data flow.  The fake implementation returns empty tensors of those dtypes and shapes
+(a graph is specialised on the handle: the shapes depend on the op).
 """
 
 from __future__ import annotations
@@ -55,7 +56,9 @@ def call_op(handle: int, windows: list[int], contents: list[torch.Tensor],
 @call_op.register_fake
 def _call_fake(handle: int, windows: list[int], contents: list[torch.Tensor],
                buffers: list[torch.Tensor]) -> list[torch.Tensor]:
-    return _op(handle)._fake_outputs(buffers)
+    # the same compiled code called with another Op recompiles with `handle` symbolic
+    # (torch.compile's automatic dynamic integers): int() specialises the graph on it
+    return _op(int(handle))._fake_outputs(buffers)
 
 
 __all__ = ["bind", "call_op", "new_handle", "unbind"]

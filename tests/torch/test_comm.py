@@ -266,3 +266,27 @@ def test_compiled_call_writes_written_buffers_back(tmp_path, backend: str) -> No
     assert counts.tolist() == [7, 7]                   # the kernel's write reached the caller
     assert float(out) == 14.0                          # and was read after the launch
     assert world.engines[0].calls[-1][0] == "exchange"
+
+
+def test_one_compiled_function_serves_several_ops() -> None:
+    """The same compiled code called with different ops (as a model with several layers
+    does, or one process driving fake ranks): the op's handle changes between calls, which
+    torch.compile turns into a symbolic integer on a recompile; each call still launches
+    its own op (the fake implementation specialises on the handle)."""
+    torch._dynamo.reset()
+    pairs = [_pair() for _ in range(3)]
+    ops = [_load_all(comms) for _, comms in pairs]
+
+    def step(op: Op, x: Any) -> Any:
+        return op(send=x).to(torch.int32) + 1
+
+    compiled = torch.compile(step, backend="aot_eager", fullgraph=True)
+    for _ in range(2):
+        for pair in ops:
+            x1 = torch.randint(0, 255, (2 * BLOCK,), dtype=torch.uint8)
+            pair[1].windows["send"].copy_(x1)
+            pair[1]()  # pending until rank 0 launches
+            x0 = torch.randint(0, 255, (2 * BLOCK,), dtype=torch.uint8)
+            got = compiled(pair[0], x0)
+            assert torch.equal(got[BLOCK:], x1[:BLOCK].to(torch.int32) + 1)
+            assert torch.equal(pair[1].windows["recv"][:BLOCK], x0[BLOCK:])
