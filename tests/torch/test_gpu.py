@@ -71,3 +71,18 @@ def test_data_parallel_example(mode: str, port: int) -> None:
     assert re.search(line, done.stdout, re.MULTILINE), done.stdout
     if mode == "graph":
         assert "capture, 20 replays" in done.stdout
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("mode", "port"), [("eager", 29616), ("graph", 29617),
+                                            ("compile", 29618)])
+def test_moe_example(mode: str, port: int) -> None:
+    flags = [] if mode == "eager" else [f"--{mode}"]
+    done = _torchrun(ROOT / "examples" / "moe_layer.py", *_shared(), *flags,
+                     "--steps", "20", port=port)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"RESULT: PASS ({RANKS} ranks" in done.stdout
+    line = rf"^{mode}[^\n]*: 20 steps on {RANKS} ranks [^\n]*: ok$"
+    assert re.search(line, done.stdout, re.MULTILINE), done.stdout
+    if mode == "graph":
+        assert "capture, 20 replays" in done.stdout

@@ -96,7 +96,7 @@ def test_the_reference_is_dispatch_experts_combine(nranks: int, k: int) -> None:
     xs = [ex.tokens_of(r, 2, tokens, hidden, 1) for r in range(nranks)]
     routes = [ex.gate(x, gw, k) for x in xs]
     tables = [c.numpy() for c, _ in routes]
-    rows, masks, _ = moe.dispatch([x.numpy() for x in xs], tables)
+    rows, _, _ = moe.dispatch([x.numpy() for x in xs], tables)
     with torch.no_grad():
         outs = [experts[r](torch.from_numpy(rows[r])).numpy() for r in range(nranks)]
     want = moe.combine(outs, tables, [w.numpy() for _, w in routes])
@@ -105,7 +105,7 @@ def test_the_reference_is_dispatch_experts_combine(nranks: int, k: int) -> None:
         np.testing.assert_allclose(got[r].numpy(), want[r], rtol=1e-5, atol=1e-6)
 
 
-# -- the layer on the fake engine -------------------------------------------------------------------
+# -- the layer on the fake engine ----------------------------------------------------------
 def _view(pointer: int, count: int, dtype: Any) -> Any:
     nbytes = count * torch.empty((), dtype=dtype).element_size()
     return torch.frombuffer((ctypes.c_uint8 * nbytes).from_address(pointer), dtype=dtype)
@@ -196,13 +196,15 @@ def test_a_lost_token_fails_the_check() -> None:
                                                                      strict=True)]
     for layer, r in zip(layers, rows, strict=True):
         layer.expert(r)
-    ys = [layer.combine(t, w).clone() for layer, (t, w, _) in zip(layers, routes, strict=True)]
+    # views of each rank's `y`: on the fake engine rank 0's is written when rank 1 launches
+    ys = [layer.combine(t, w) for layer, (t, w, _) in zip(layers, routes, strict=True)]
     want = ex.reference(xs, layers[0].gate_weights, experts, 2, torch.float32)
-    assert ex.relative_error(ys[0], want[0]) > ex.RTOL["f32"]
+    error = ex.relative_error(ys[0], want[0])
+    assert ex.RTOL["f32"] < error < 1.0  # wrong, though not all zeros: one token is missing
     assert ex.relative_error(ys[1], want[1]) <= ex.RTOL["f32"] / 4
 
 
-# -- the whole program, two ranks in threads, on the fake engine -------------------------------------
+# -- the whole program, two ranks in threads, on the fake engine ---------------------------
 class ThreadedWorld(FakeWorld):
     """A fake job whose ranks run in threads: a launch returns once every rank launched the
     same kernel and its effect ran (a collective as a synchronous call), so a rank's next
