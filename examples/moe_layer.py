@@ -69,6 +69,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def rank_problem(args: argparse.Namespace, nranks: int) -> str | None:
+    """Why the layer cannot run on `nranks` ranks (None: it can)."""
+    if args.k > nranks:
+        return (f"--k {args.k}: one expert per rank, so at most {nranks} (the rank count) "
+                f"distinct experts per token")
+    if nranks < 2:
+        return ("the MoE layer needs at least 2 ranks (moe_combine is refused at one rank: "
+                "docs/torch.md, the MoE example)")
+    return None
+
+
 def mode_of(args: argparse.Namespace) -> str:
     return "graph" if args.graph else "compile" if args.compile else "eager"
 
@@ -150,9 +161,9 @@ class MoELayer:
 
     def __init__(self, comm: cct.Communicator, args: argparse.Namespace) -> None:
         nranks, device = comm.nranks, comm.device
-        if args.k > nranks:
-            raise ValueError(f"--k {args.k}: one expert per rank, so at most {nranks} "
-                             f"(the rank count) distinct experts per token")
+        problem = rank_problem(args, nranks)
+        if problem is not None:
+            raise ValueError(problem)
         self.nranks, self.rank, self.device = nranks, comm.rank, device
         self.tokens, self.hidden, self.k = args.tokens, args.hidden, args.k
         self.dtype = DTYPES[args.dtype]
@@ -306,10 +317,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     backend = "gloo" if args.shared_gpu else "nccl"
     target = args.target or ("nvshmem" if args.shared_gpu else "nccl-lsa")
     dist.init_process_group(backend)
-    if args.k > dist.get_world_size():
+    problem = rank_problem(args, dist.get_world_size())
+    if problem is not None:
         if dist.get_rank() == 0:
-            print(f"--k {args.k}: one expert per rank, so at most {dist.get_world_size()} "
-                  f"(the rank count)", file=sys.stderr, flush=True)
+            print(f"moe_layer.py: error: {problem}", file=sys.stderr, flush=True)
         dist.destroy_process_group()
         return 2
     comm = cct.Communicator(target=target)          # device: LOCAL_RANK % visible GPUs

@@ -70,9 +70,30 @@ def test_bad_arguments_are_refused(argv: list[str], message: str,
 
 
 def test_k_beyond_the_rank_count_is_refused() -> None:
-    (comm,) = FakeWorld(1).communicators()
-    with pytest.raises(ValueError, match="at most 1 \\(the rank count\\)"):
-        ex.MoELayer(comm, ex.parse_args(["--k", "2"]))
+    comms = FakeWorld(2).communicators()
+    with pytest.raises(ValueError, match="at most 2 \\(the rank count\\)"):
+        ex.MoELayer(comms[0], ex.parse_args(["--k", "3"]))
+    assert comms[0]._ops == {}  # refused before anything was loaded
+
+
+def test_one_rank_is_refused() -> None:
+    assert ex.rank_problem(ex.parse_args(["--k", "1"]), 2) is None
+    assert "at least 2 ranks" in (ex.rank_problem(ex.parse_args(["--k", "1"]), 1) or "")
+
+
+def test_main_refuses_one_rank_with_a_message(capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch.distributed as dist
+
+    real = dist.init_process_group
+
+    def one_rank(backend: str) -> None:
+        real("gloo", store=dist.HashStore(), rank=0, world_size=1)
+
+    monkeypatch.setattr(ex.dist, "init_process_group", one_rank)
+    assert ex.main(["--k", "1"]) == 2
+    assert "moe_layer.py: error: the MoE layer needs at least 2 ranks" in capsys.readouterr().err
+    assert not dist.is_initialized()
 
 
 # -- the gate and the reference -----------------------------------------------------------------
