@@ -261,3 +261,14 @@ def test_check_mode_reports_references_whose_codegen_is_pending(
     monkeypatch.setattr(ref, "default_manifest", broken)
     with pytest.raises(DiagnosticError):  # any other diagnostic is not swallowed
         ref.main(["--check"])
+
+
+def test_alltoallv_reference_sizes_its_grid_from_the_capacity(tmp_path: Path) -> None:
+    """Run-time counts (language v2 §3): the grid covers `cap` elements per peer, whatever
+    the counts turn out to be; the caller's `send` and `counts` reach the kernel."""
+    m = derived(tmp_path, "alltoallv", "nccl-lsa", 4, cap=1 << 20)  # 2 MiB of bf16 per peer
+    assert m["kernels"][0]["grid"] == 30 and m["kernels"][0]["block"] == 512  # budget 32
+    assert m["kernels"][0]["params"][-2:] == ["buffer:send", "buffer:counts"]
+    assert "-DREF_P_CAP=1048576ULL" in m["nvcc_flags"] and m["nccl"] == {"lsa_barrier_count": 0}
+    small = derived(tmp_path / "s", "alltoallv", "nvshmem", 2, cap=64)
+    assert small["kernels"][0]["grid"] == 1 and small["kernels"][0]["block"] == 32

@@ -5,7 +5,7 @@
 // for the peer's word, then stores its 16-byte-aligned slice of the `counts[peer]` elements
 // straight into the peer's `recv[me * cap ...]` (nvshmem_ptr; put-with-signal for a peer
 // without a pointer) and adds 1 to the same slot after them; CTA 0 also writes `got[me]`
-// there first.  Every CTA copies its slice of my own part locally.  Two signals per slot
+// there first.  Then every CTA copies its slice of my own part locally.  Two signals per slot
 // per launch: targets 2e+1 (free) and 2e+2 (landed).  Sizes and offsets are macros from the
 // manifest's nvcc_flags (ccogen/bench/reference.py); the element size is
 // REF_S_RECV / (REF_NRANKS * REF_P_CAP).
@@ -128,14 +128,6 @@ ref_alltoallv(char* heap, uint64_t, ccogen_debug_record*, const char* send, cons
   const int peer = (me + 1 + unit) % REF_NRANKS;
   __shared__ int32_t count[2];  // counts[peer], counts[me]: read once per launch
   if (threadIdx.x < 2) count[threadIdx.x] = counts[threadIdx.x == 0 ? peer : me];
-  // my own part: every CTA of the grid copies its slice (no peer involved)
-  __syncthreads();
-  uint64_t lo, hi;
-  ref_slice(static_cast<uint64_t>(count[1]) * REF_ELEM, blockIdx.x, gridDim.x, &lo, &hi);
-  ref_copy(heap + REF_W_RECV + me * REF_P_CAP * REF_ELEM + lo,
-           send + me * REF_P_CAP * REF_ELEM + lo, hi - lo, threadIdx.x, blockDim.x);
-  if (blockIdx.x == 0 && threadIdx.x == 0)
-    reinterpret_cast<int32_t*>(heap + REF_W_GOT)[me] = count[1];
   // the barrier: my `recv` and `got` are free for this peer's CTA `cta`, and its are for me
   uint64_t* mine = ref_slot(heap, me, cta);
   ref_put_signal(heap, heap, 0, mine, peer);
@@ -152,9 +144,16 @@ ref_alltoallv(char* heap, uint64_t, ccogen_debug_record*, const char* send, cons
     }
   }
   __syncthreads();
+  uint64_t lo, hi;
   ref_slice(static_cast<uint64_t>(count[0]) * REF_ELEM, cta, REF_CTAS, &lo, &hi);
   ref_put_signal(heap + REF_W_RECV + me * REF_P_CAP * REF_ELEM + lo,
                  send + peer * REF_P_CAP * REF_ELEM + lo, hi - lo, mine, peer);
+  // my own part, while the peers' data comes: every CTA of the grid copies its slice
+  ref_slice(static_cast<uint64_t>(count[1]) * REF_ELEM, blockIdx.x, gridDim.x, &lo, &hi);
+  ref_copy(heap + REF_W_RECV + me * REF_P_CAP * REF_ELEM + lo,
+           send + me * REF_P_CAP * REF_ELEM + lo, hi - lo, threadIdx.x, blockDim.x);
+  if (blockIdx.x == 0 && threadIdx.x == 0)
+    reinterpret_cast<int32_t*>(heap + REF_W_GOT)[me] = count[1];
   if (threadIdx.x == 0) {
     ref_wait(ref_slot(heap, peer, cta), 2 * epoch + 2);
     if (!nvshmem_ptr(heap, peer)) nvshmem_quiet();  // my puts have read `send`
