@@ -23,7 +23,7 @@ EXPECTED = {
     "nccl-lsa": {"alltoall", "pingpong", "ring_allgather", "allreduce_oneshot",
                  "allreduce_twoshot", "alltoallv"},
     "nvshmem": {"alltoall", "pingpong", "ring_allgather", "allreduce_oneshot",
-                "allreduce_twoshot", "alltoallv"},
+                "allreduce_twoshot", "alltoallv", "moe_dispatch"},
 }
 
 
