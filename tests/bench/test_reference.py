@@ -21,7 +21,7 @@ KIB, MIB = 1 << 10, 1 << 20
 # The references of each target (benchmarks/reference/README.md's table).
 EXPECTED = {
     "nccl-lsa": {"alltoall", "pingpong", "ring_allgather", "allreduce_oneshot",
-                 "allreduce_twoshot", "alltoallv"},
+                 "allreduce_twoshot", "alltoallv", "moe_dispatch", "moe_combine"},
     "nvshmem": {"alltoall", "pingpong", "ring_allgather", "allreduce_oneshot",
                 "allreduce_twoshot", "alltoallv", "moe_dispatch", "moe_combine"},
 }
