@@ -1,0 +1,241 @@
+// Hand-written reference for protocols/moe_combine.cco on nccl-lsa
+// (benchmarks/reference/README.md).  The tokens are split over the CTAs the same way on
+// every rank, one token per warp at a time.  CTA c tells CTA c of every peer that its gate
+// wrote `topk_rank` and its `back` is free (the protocol's first barrier: +1 on its own
+// slot there) and waits for theirs.  Then, for each token t of its share and each rank p, a
+// warp reads p's k routing entries of t once (one lane each, through its LSA pointer)
+// and, if one names me, stores my expert output row `p * tokens + t` into p's `back` row
+// `me * tokens + t` with 16-byte vectors, 8 loads in flight per lane.  CTA c then adds 1 to its slot on every peer (a release add after the
+// CTA's stores) and waits for the same from every peer's CTA c: rows of its tokens have
+// landed.  Last it sums, for each of its tokens, the rows of the ranks the token went to,
+// weighted with the sum of the token's top-k weights on that rank, in rank order in f32,
+// rounded once into the caller's `y`.  A rank the token did not go to has weight 0 and is
+// skipped, so its stale row is never read and `zeros` is not needed.  Two signals per slot
+// per launch: targets 2e+1 (free) and 2e+2 (landed); the protocol's last barrier ("my rows
+// of every peer's expert_out are read") is implied: a rank's expert_out and topk_rank are only
+// read before the landed signal its own launch waits for.  The launch rule counts tokens:
+// `bytes_per_cta` is tokens per CTA, `small_max` 0.  Sizes, offsets and the element type are
+// macros from the manifest's nvcc_flags (ccogen/bench/reference.py).
+#include <nccl.h>
+#include <nccl_device.h>
+#include <stdint.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda/atomic>
+
+// ---- reference support (the same in every nccl-lsa reference; kernels.cu is self-contained) ----
+struct ccogen_debug_record {  // docs/runtime-abi.md; unused: references never time out
+  uint32_t hit;
+  int32_t rank, line, src, queue, kind;
+  uint64_t expected, observed, epoch, reserved[2];
+};
+
+// The reference's own heap words, in the zeroed bytes the bench appends (REF_SCRATCH):
+// +0 launch counter, +8 / +16 timer (sum of ns, one-way trips), +256 signal slots.
+#define REF_SLOTS (REF_SCRATCH + 256ULL)
+#define REF_MAX_CTAS 128
+
+// The epoch is this launch's index: a ticket from the launch counter / gridDim.x (launches
+// on one stream are ordered), so CUDA-graph replays advance it.
+__device__ __forceinline__ uint64_t ref_epoch(char* heap) {
+  __shared__ uint64_t epoch;
+  if (threadIdx.x == 0) {
+    cuda::atomic_ref<uint64_t, cuda::thread_scope_device> ticket(
+        *reinterpret_cast<uint64_t*>(heap + REF_SCRATCH));
+    epoch = ticket.fetch_add(1, cuda::memory_order_relaxed) / gridDim.x;
+  }
+  __syncthreads();
+  return epoch;
+}
+
+// Heap offset of the slot counting the signals CTA `cta` of rank `src` sent to this rank.
+__device__ __forceinline__ uint64_t ref_slot(int src, int cta) {
+  return REF_SLOTS + 8ULL * (static_cast<uint64_t>(src) * REF_MAX_CTAS + cta);
+}
+
+// [lo, hi) of part `part` of `parts` of n bytes, 16-byte aligned slices.
+__device__ __forceinline__ void ref_slice(uint64_t n, uint64_t part, uint64_t parts, uint64_t* lo,
+                                          uint64_t* hi) {
+  const uint64_t per = ((n + parts - 1) / parts + 15) / 16 * 16;
+  *lo = per * part < n ? per * part : n;
+  *hi = *lo + per < n ? *lo + per : n;
+}
+
+template <typename T>
+__device__ __forceinline__ void ref_copy_words(char* dst, const char* src, uint64_t n, uint64_t t,
+                                               uint64_t nt) {
+  T* d = reinterpret_cast<T*>(dst);
+  const T* s = reinterpret_cast<const T*>(src);
+  for (uint64_t i = t; i < n / sizeof(T); i += nt) d[i] = s[i];
+}
+
+// n bytes with threads t of nt: 16-byte vectors with 8 loads in flight per thread when
+// both ends and n allow, else the widest word they allow.
+__device__ __forceinline__ void ref_copy(char* dst, const char* src, uint64_t n, uint64_t t,
+                                         uint64_t nt) {
+  const uint64_t align = reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src) | n;
+  if ((align & 15) == 0) {
+    int4* d = reinterpret_cast<int4*>(dst);
+    const int4* s = reinterpret_cast<const int4*>(src);
+    const uint64_t n16 = n / 16;
+    uint64_t i = t;
+    for (; i + 7 * nt < n16; i += 8 * nt) {
+      int4 v[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) v[k] = s[i + k * nt];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) d[i + k * nt] = v[k];
+    }
+    for (; i < n16; i += nt) d[i] = s[i];
+  } else if ((align & 7) == 0) {
+    ref_copy_words<uint64_t>(dst, src, n, t, nt);
+  } else if ((align & 3) == 0) {
+    ref_copy_words<uint32_t>(dst, src, n, t, nt);
+  } else {
+    ref_copy_words<char>(dst, src, n, t, nt);
+  }
+}
+
+// A signal: a release reduction (add 1) at system scope on the peer's word.  Release is
+// cumulative over the CTA's stores that the caller's __syncthreads ordered before it; no
+// separate fence (measured on 2 x H200: 1.70 us one way against 2.32 us with
+// __threadfence_system() + atomic add; benchmarks/latency).
+__device__ __forceinline__ void ref_signal(void* remote_word) {
+  asm volatile("red.release.sys.add.u64 [%0], %1;" ::"l"(remote_word), "l"(1ULL) : "memory");
+}
+
+// Acquire-spin until my word reaches target.
+__device__ __forceinline__ void ref_wait(void* local_word, uint64_t target) {
+  cuda::atomic_ref<uint64_t, cuda::thread_scope_system> word(*static_cast<uint64_t*>(local_word));
+  while (word.load(cuda::memory_order_acquire) < target) {
+  }
+}
+
+__device__ __forceinline__ uint64_t ref_now() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__device__ __forceinline__ char* ref_peer(ncclWindow_t win, uint64_t off, int peer) {
+  return static_cast<char*>(ncclGetLsaPointer(win, off, peer));
+}
+// ---- end of the reference support ----
+
+// The element type of `back` and `y` (REF_T_BACK = REF_<DTYPE>; DTYPE_CODES in
+// ccogen/bench/reference.py).
+#define REF_F16 6
+#define REF_BF16 7
+#define REF_F32 8
+#if REF_T_BACK == REF_BF16
+typedef __nv_bfloat16 ref_t;
+#elif REF_T_BACK == REF_F16
+typedef __half ref_t;
+#elif REF_T_BACK == REF_F32
+typedef float ref_t;
+#else
+#error "the moe_combine reference sums bf16, f16 and f32 rows"
+#endif
+__device__ __forceinline__ float ref_up(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float ref_up(__half v) { return __half2float(v); }
+__device__ __forceinline__ float ref_up(float v) { return v; }
+template <typename T> __device__ __forceinline__ T ref_down(float a);
+template <> __device__ __forceinline__ __nv_bfloat16 ref_down<__nv_bfloat16>(float a) {
+  return __float2bfloat16_rn(a);
+}
+template <> __device__ __forceinline__ __half ref_down<__half>(float a) { return __float2half_rn(a); }
+template <> __device__ __forceinline__ float ref_down<float>(float a) { return a; }
+
+#define REF_ROW (REF_S_BACK / (REF_NRANKS * REF_P_TOKENS))  // bytes of one row
+#define REF_E (16 / sizeof(ref_t))                        // elements per 16-byte vector
+static_assert(REF_ROW % 16 == 0, "rows are whole 16-byte vectors");
+
+// y_row := sum over ranks p with w[p] != 0 (in rank order) of w[p] * rows[p], by the 32 lanes
+// of a warp: 4 vectors of every such row in flight per lane, f32 accumulation.
+__device__ __forceinline__ void ref_weighted_row(ref_t* y_row, const char* const* rows, const float* w,
+                                                 int lane) {
+  constexpr uint64_t nv = REF_ROW / 16, U = 4;
+  for (uint64_t i = lane; i < nv; i += U * 32) {
+    float acc[U][REF_E];
+#pragma unroll
+    for (uint64_t u = 0; u < U; ++u)
+#pragma unroll
+      for (uint64_t e = 0; e < REF_E; ++e) acc[u][e] = 0.0f;
+#pragma unroll
+    for (int p = 0; p < REF_NRANKS; ++p) {
+      if (w[p] == 0.0f) continue;
+      uint4 v[U];
+#pragma unroll
+      for (uint64_t u = 0; u < U; ++u)
+        if (i + u * 32 < nv) v[u] = reinterpret_cast<const uint4*>(rows[p])[i + u * 32];
+#pragma unroll
+      for (uint64_t u = 0; u < U; ++u)
+#pragma unroll
+        for (uint64_t e = 0; e < REF_E; ++e)
+          acc[u][e] += w[p] * ref_up(reinterpret_cast<const ref_t*>(&v[u])[e]);
+    }
+#pragma unroll
+    for (uint64_t u = 0; u < U; ++u) {
+      if (i + u * 32 >= nv) break;
+      uint4 r;
+#pragma unroll
+      for (uint64_t e = 0; e < REF_E; ++e) reinterpret_cast<ref_t*>(&r)[e] = ref_down<ref_t>(acc[u][e]);
+      reinterpret_cast<uint4*>(y_row)[i + u * 32] = r;
+    }
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(REF_THREADS)
+ref_moe_combine(ncclDevComm dc, ncclWindow_t win, uint64_t, ccogen_debug_record*,
+                const float* topk_weight, const char*, ref_t* y) {
+  char* heap = static_cast<char*>(ncclGetLocalPointer(win, 0));
+  const uint64_t epoch = ref_epoch(heap);
+  const int me = dc.lsaRank, cta = blockIdx.x;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  __shared__ char* heap_of[REF_NRANKS];  // every rank's heap (LSA pointers)
+  if (threadIdx.x < REF_NRANKS)
+    heap_of[threadIdx.x] = static_cast<int>(threadIdx.x) == me ? heap : ref_peer(win, 0, threadIdx.x);
+  __syncthreads();
+  // the first barrier: my routing table is written and my `back` free, for every peer's CTA
+  if (threadIdx.x < REF_NRANKS && threadIdx.x != me) ref_signal(heap_of[threadIdx.x] + ref_slot(me, cta));
+  if (threadIdx.x == 0)
+    for (int p = 0; p < REF_NRANKS; ++p)
+      if (p != me) ref_wait(heap + ref_slot(p, cta), 2 * epoch + 1);
+  __syncthreads();
+  const uint64_t step = static_cast<uint64_t>(gridDim.x) * warps;
+  for (uint64_t t = static_cast<uint64_t>(cta) * warps + warp; t < REF_P_TOKENS; t += step) {
+    for (int i = 0; i < REF_NRANKS; ++i) {
+      const int p = (me + i) % REF_NRANKS;  // me first, then the peers in ring order
+      const int32_t* route = reinterpret_cast<const int32_t*>(heap_of[p] + REF_W_TOPK_RANK);
+      bool mine = false;
+      for (uint64_t j = lane; j < REF_P_K; j += 32) mine = mine || route[t * REF_P_K + j] == me;
+      if (!__any_sync(0xffffffffu, mine)) continue;
+      ref_copy(heap_of[p] + REF_W_BACK + (static_cast<uint64_t>(me) * REF_P_TOKENS + t) * REF_ROW,
+               heap + REF_W_EXPERT_OUT + (static_cast<uint64_t>(p) * REF_P_TOKENS + t) * REF_ROW,
+               REF_ROW, lane, 32);
+    }
+  }
+  __syncthreads();  // the CTA's rows are stored: release adds after them, then wait
+  if (threadIdx.x < REF_NRANKS && threadIdx.x != me) ref_signal(heap_of[threadIdx.x] + ref_slot(me, cta));
+  if (threadIdx.x == 0)
+    for (int p = 0; p < REF_NRANKS; ++p)
+      if (p != me) ref_wait(heap + ref_slot(p, cta), 2 * epoch + 2);
+  __syncthreads();
+  for (uint64_t t = static_cast<uint64_t>(cta) * warps + warp; t < REF_P_TOKENS; t += step) {
+    const int32_t* route = reinterpret_cast<const int32_t*>(heap + REF_W_TOPK_RANK) + t * REF_P_K;
+    float w[REF_NRANKS];  // the token's weight on each rank, in top-k order (every lane alike)
+    const char* rows[REF_NRANKS];
+#pragma unroll
+    for (int p = 0; p < REF_NRANKS; ++p) {
+      w[p] = 0.0f;
+      rows[p] = heap + REF_W_BACK + (static_cast<uint64_t>(p) * REF_P_TOKENS + t) * REF_ROW;
+    }
+    for (uint64_t j = 0; j < REF_P_K; ++j) {
+      const int32_t r = route[j];
+      const float wj = topk_weight[t * REF_P_K + j];
+#pragma unroll
+      for (int p = 0; p < REF_NRANKS; ++p) w[p] += r == p ? wj : 0.0f;
+    }
+    ref_weighted_row(y + t * (REF_ROW / sizeof(ref_t)), rows, w, lane);
+  }
+}
