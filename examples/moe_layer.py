@@ -74,9 +74,6 @@ def rank_problem(args: argparse.Namespace, nranks: int) -> str | None:
     if args.k > nranks:
         return (f"--k {args.k}: one expert per rank, so at most {nranks} (the rank count) "
                 f"distinct experts per token")
-    if nranks < 2:
-        return ("the MoE layer needs at least 2 ranks (moe_combine is refused at one rank: "
-                "docs/torch.md, the MoE example)")
     return None
 
 

@@ -11,7 +11,7 @@ from ccogen.instantiate import instantiate, preconditions, uses_runtime
 from ccogen.ir.opkind import OpKind
 from ccogen.ir.runtime import Rt
 from ccogen.sim.runtime import contents_with
-from ccogen.syntax import load_ir
+from ccogen.syntax import load_ir, parse_ir
 
 ROOT = Path(__file__).resolve().parent.parent
 A2AV = load_ir(ROOT / "protocols" / "alltoallv.cco")
@@ -53,3 +53,27 @@ def test_a_concrete_instance_takes_the_contents_lengths() -> None:
     lengths = {c.left.size for c in inst.checks if c.rank == 1 and c.left.window == "recv"
                and c.left.start >= 2 * 16}
     assert lengths == {10}
+
+
+def test_a_run_time_length_pinned_to_zero_by_require_is_no_empty_region() -> None:
+    # at one rank every token goes to rank 0: `require` pins `hit` to 1, and combine's
+    # row-clearing copy `back[row + hit * hidden : row + hidden]` has length 0 for every
+    # token -- a run-time length that is 0 here, not an empty region written as such
+    combine = load_ir(ROOT / "protocols" / "moe_combine.cco")
+    inst, diags = instantiate(combine, 1, {"tokens": 4, "hidden": 8, "k": 1})
+    assert inst is not None and not [d for d in diags if d.is_error], diags
+    clears = [op for op in inst.ranks[0] if op.kind is OpKind.COPY and op.dst.window == "back"  # type: ignore[union-attr]
+              and op.dst.size == 0]  # type: ignore[union-attr]
+    assert len(clears) == 4
+
+
+def test_an_empty_region_of_static_bounds_stays_e003() -> None:
+    text = ('protocol p():\n    team lsa\n    window w: u8[16]\n    buffer b: i32[1]\n'
+            '    require:\n        0 <= b[0] < 2\n'
+            '    kernel k(threads=32):\n'
+            '        n = 4\n'
+            '        m = load(b[0])\n'
+            '        copy(dst=w[n:n], src=w[0:0 + m])\n')
+    inst, diags = instantiate(parse_ir(text, "p.cco"), 1, {})
+    empty = [d for d in diags if d.code == "E003"]
+    assert [d.message for d in empty] == ["region `w[4:4]` is empty"]

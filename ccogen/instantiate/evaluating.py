@@ -47,6 +47,9 @@ class Evaluating:
         self.iterations = 0
         self._loops: list[ir.Stmt | ir.ListComp] = []
         self._bounds: dict[int, tuple[IntFn | None, IntFn | None, ir.Region]] = {}
+        # per region: (it reads `load(...)` itself, the names its bounds mention)
+        self._reads: dict[int, tuple[bool, frozenset[str]]] = {}
+        self.runtime_names: set[str] = set()  # names assigned a value that reads `load`
         # what `load(...)` reads (`ccogen.instantiate.runtime`); None: no run-time values
         self.loader: Callable[[ir.Load, int, int], Any] | None = None
         self.unchecked = 0  # `ensure` lines with run-time bounds (symbolic instances)
@@ -182,12 +185,22 @@ class Evaluating:
         if isinstance(start, Rt) or isinstance(stop, Rt):
             return self._runtime_region(region, rank, start, stop, memory,
                                         region.span or fallback)
-        if 0 <= start < stop <= size or (self.empty_ok and 0 <= start == stop <= size):
+        if 0 <= start < stop <= size or (0 <= start == stop <= size and (
+                self.empty_ok or self._runtime_bounds(region))):
             width = memory.dtype.size
             return RegionInst(region.window, start * width, stop * width, rank)
         self._bad_bounds(region, rank, start, stop, size, region.span or fallback,
                          memory.dtype)
         return None
+
+    def _runtime_bounds(self, region: ir.Region) -> bool:
+        """The bounds depend on run-time contents, even where this instance's `require`
+        pins them to one value (a run-time length may be 0: language v2 §3)."""
+        reads = self._reads.get(id(region))
+        if reads is None:
+            reads = _reads(region.start, region.stop)
+            self._reads[id(region)] = reads
+        return reads[0] or not reads[1].isdisjoint(self.runtime_names)
 
     def _runtime_region(self, region: ir.Region, rank: int, start: int | Rt, stop: int | Rt,
                         memory: Memory, span: Span | None) -> RegionInst | None:
@@ -312,6 +325,11 @@ class Evaluating:
             self._eval_failed(exc, s.span)
             return
         self.env.vars[s.var] = value
+        loads, names = _reads(s.value)
+        if loads or not names.isdisjoint(self.runtime_names):
+            self.runtime_names.add(s.var)
+        else:
+            self.runtime_names.discard(s.var)
 
     def _bound_fns(self, region: ir.Region) -> tuple[IntFn | None, IntFn | None, ir.Region]:
         def fn(e: ir.Expr | None) -> IntFn | None:
@@ -411,3 +429,21 @@ def _region_text(region: ir.Region, rank: int, start: int, stop: int) -> str:
     if region.init:
         base = f"init({base})"
     return f"{base}[{start}:{stop}]"
+
+
+def _reads(*exprs: ir.Expr | None) -> tuple[bool, frozenset[str]]:
+    """(some `load(...)` among `exprs`, the variable names they mention)."""
+    loads = False
+    names: set[str] = set()
+    todo: list[object] = [e for e in exprs if e is not None]
+    while todo:
+        e = todo.pop()
+        if isinstance(e, ir.Load):
+            loads = True
+        elif isinstance(e, ir.Var):
+            names.add(e.name)
+        if isinstance(e, (tuple, list)):
+            todo.extend(e)
+        elif hasattr(e, "__dataclass_fields__"):
+            todo.extend(getattr(e, f) for f in e.__dataclass_fields__ if f != "span")
+    return loads, frozenset(names)

@@ -76,24 +76,9 @@ def test_k_beyond_the_rank_count_is_refused() -> None:
     assert comms[0]._ops == {}  # refused before anything was loaded
 
 
-def test_one_rank_is_refused() -> None:
-    assert ex.rank_problem(ex.parse_args(["--k", "1"]), 2) is None
-    assert "at least 2 ranks" in (ex.rank_problem(ex.parse_args(["--k", "1"]), 1) or "")
-
-
-def test_main_refuses_one_rank_with_a_message(capsys: pytest.CaptureFixture[str],
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    import torch.distributed as dist
-
-    real = dist.init_process_group
-
-    def one_rank(backend: str) -> None:
-        real("gloo", store=dist.HashStore(), rank=0, world_size=1)
-
-    monkeypatch.setattr(ex.dist, "init_process_group", one_rank)
-    assert ex.main(["--k", "1"]) == 2
-    assert "moe_layer.py: error: the MoE layer needs at least 2 ranks" in capsys.readouterr().err
-    assert not dist.is_initialized()
+def test_one_rank_is_a_layer_of_one_expert() -> None:
+    assert ex.rank_problem(ex.parse_args(["--k", "1"]), 1) is None
+    assert "at most 1 (the rank count)" in (ex.rank_problem(ex.parse_args([]), 1) or "")
 
 
 # -- the gate and the reference -----------------------------------------------------------------
@@ -184,7 +169,7 @@ def _world(nranks: int, drop: bool = False) -> FakeWorld:
                               "moe_combine": _combine})
 
 
-@pytest.mark.parametrize(("nranks", "k", "dtype"), [(2, 1, "f32"), (2, 2, "bf16"),
+@pytest.mark.parametrize(("nranks", "k", "dtype"), [(1, 1, "f32"), (2, 1, "f32"), (2, 2, "bf16"),
                                                     (3, 2, "f32"), (4, 3, "bf16")])
 def test_the_layer_in_lockstep_matches_the_reference(nranks: int, k: int, dtype: str) -> None:
     args = ex.parse_args(["--tokens", "16", "--hidden", "32", "--ffn", "24", "--k", str(k),
