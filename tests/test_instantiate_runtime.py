@@ -74,6 +74,6 @@ def test_an_empty_region_of_static_bounds_stays_e003() -> None:
             '        n = 4\n'
             '        m = load(b[0])\n'
             '        copy(dst=w[n:n], src=w[0:0 + m])\n')
-    inst, diags = instantiate(parse_ir(text, "p.cco"), 1, {})
+    _inst, diags = instantiate(parse_ir(text, "p.cco"), 1, {})
     empty = [d for d in diags if d.code == "E003"]
     assert [d.message for d in empty] == ["region `w[4:4]` is empty"]
