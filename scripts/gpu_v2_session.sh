@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Language v2 on ONE GPU (the device tool's nvidia-h200), in one time-bounded command
+# (V2_TOTAL seconds, default 480).  From the repository root:
+#   1. setup: the extension (unless it imports already), MPS (started unless it runs);
+#   2. run-time sizes: scripts/v2_runtime_mps_run.py -- alltoallv, moe_dispatch and
+#      moe_combine at 2, 4 and 8 NVSHMEM ranks sharing the GPU, 100 epochs with fresh
+#      routings, `ensure` checked, then compute-sanitizer memcheck and racecheck;
+#   3. the MoE example (examples/moe_layer.py) at V2_RANKS ranks (default 4) sharing the
+#      GPU: eager, --graph, --compile, V2_STEPS steps each (default 100);
+#   4. one rank, no MPS, the default target `nccl-lsa` over an NCCL process group (the
+#      path a one-GPU user takes): the MoE example (--k 1) and the data-parallel example.
+# Every stage runs under `timeout`, never past the total; a stage without enough time left
+# is SKIPPED.  Logs in $OUT (default v2-logs, 6 files): setup.log, runtime.log (with the
+# table runtime.md), moe.log, one-rank.log, summary.txt.  Exit 0 when every stage passed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-v2-logs}; mkdir -p "$OUT"
+source scripts/gpu_setup.sh
+TOTAL=${V2_TOTAL:-480}
+RANKS=${V2_RANKS:-4}
+STEPS=${V2_STEPS:-100}
+SUMMARY="$OUT/summary.txt"
+left() { echo $(( TOTAL - SECONDS )); }
+STATUS=0
+printf '| %-40s | %-7s | %5s | %s\n' stage result s detail > "$SUMMARY"
+record() {  # record STAGE RESULT SECONDS DETAIL
+  printf '| %-40s | %-7s | %5s | %s\n' "$1" "$2" "$3" "$4" >> "$SUMMARY"
+  case $2 in PASS) ;; *) STATUS=1 ;; esac
+}
+budget_for() {  # budget_for CAP MIN: seconds for a stage (0: skip it)
+  local b=$(( $(left) - 5 ))
+  [ "$b" -gt "$1" ] && b=$1
+  [ "$b" -lt "$2" ] && b=0
+  echo $b
+}
+verdict() { case $1 in 0) echo PASS ;; 124|137) echo TIMEOUT ;; *) echo FAIL ;; esac; }
+
+# -- 1. setup ------------------------------------------------------------------------------
+{
+  date -u; nvidia-smi -L
+  $PY -c "import ccogen._ccogen_rt" 2>/dev/null || { echo "building the extension"; build_extension; }
+  if ! echo get_default_active_thread_percentage | nvidia-cuda-mps-control >/dev/null 2>&1; then
+    nvidia-cuda-mps-control -d; sleep 1
+  fi
+  echo "setup done after $SECONDS s"
+} > "$OUT/setup.log" 2>&1
+
+# -- 2. run-time sizes at 2, 4 and 8 ranks, sanitizer --------------------------------------
+b=$(budget_for 300 120)
+t0=$SECONDS
+if [ "$b" -gt 0 ]; then
+  timeout -k 5 "$b" $PY scripts/v2_runtime_mps_run.py --out "$OUT/runtime.md" \
+    --work /tmp/ccogen-v2-runtime --total-s $(( b - 110 )) --case-s 60 --sanitizer-s 50 \
+    > "$OUT/runtime.log" 2>&1
+  rc=$?
+  record "run-time matrix + sanitizer" "$(verdict $rc)" $(( SECONDS - t0 )) \
+    "$(grep -c '| PASS |' "$OUT/runtime.md" 2>/dev/null) rows PASS"
+else
+  record "run-time matrix + sanitizer" SKIPPED 0 "$(left) s left"
+fi
+
+# -- 3. the MoE example at RANKS ranks sharing the GPU --------------------------------------
+port=29741
+example() {  # example LABEL LOG CAP ARGS...: one torchrun, appended to LOG
+  local label=$1 log=$2 cap=$3 b t0 rc result line
+  shift 3
+  b=$(budget_for "$cap" 30)
+  if [ "$b" -eq 0 ]; then record "$label" SKIPPED 0 "$(left) s left"; return; fi
+  echo "== $label: up to $b s: $*" >> "$log"
+  t0=$SECONDS
+  timeout -k 5 "$b" $PY -m torch.distributed.run --master-port $((port++)) "$@" \
+    > "$OUT/example.tmp" 2>&1
+  rc=$?
+  cat "$OUT/example.tmp" >> "$log"
+  echo "== exit $rc after $(( SECONDS - t0 )) s" >> "$log"
+  result=$(verdict $rc)
+  [ "$result" = PASS ] && ! grep -q "^RESULT: PASS" "$OUT/example.tmp" && result=FAIL
+  line=$(grep -E "^(eager|graph|compile)[^:]*: " "$OUT/example.tmp" | head -n 1)
+  [ -n "$line" ] || line=$(grep -E "MISMATCH|Error" "$OUT/example.tmp" | head -n 1)
+  record "$label" "$result" $(( SECONDS - t0 )) "${line:0:150}"
+  rm -f "$OUT/example.tmp"
+}
+: > "$OUT/moe.log"
+for mode in eager graph compile; do
+  flags=(); [ $mode = eager ] || flags=("--$mode")
+  example "moe example $RANKS ranks $mode" "$OUT/moe.log" 150 --nproc-per-node "$RANKS" \
+    examples/moe_layer.py --shared-gpu "${flags[@]}" --steps "$STEPS"
+done
+
+# -- 4. one rank on nccl-lsa (NCCL group, no MPS needed) -------------------------------------
+: > "$OUT/one-rank.log"
+example "moe example 1 rank nccl-lsa eager" "$OUT/one-rank.log" 90 --nproc-per-node 1 \
+  examples/moe_layer.py --k 1 --steps 20
+example "moe example 1 rank nccl-lsa graph" "$OUT/one-rank.log" 60 --nproc-per-node 1 \
+  examples/moe_layer.py --k 1 --graph --steps "$STEPS"
+example "dp example 1 rank nccl-lsa eager" "$OUT/one-rank.log" 60 --nproc-per-node 1 \
+  examples/dp_allreduce_step.py --steps 20
+echo "total $SECONDS s of $TOTAL; exit $STATUS" >> "$SUMMARY"
+cat "$SUMMARY"
+[ -f "$OUT/runtime.md" ] && cat "$OUT/runtime.md"
+exit $STATUS
