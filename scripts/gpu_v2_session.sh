@@ -6,7 +6,8 @@
 #      moe_combine at 2, 4 and 8 NVSHMEM ranks sharing the GPU, 100 epochs with fresh
 #      routings, `ensure` checked, then compute-sanitizer memcheck and racecheck;
 #   3. the MoE example (examples/moe_layer.py) at V2_RANKS ranks (default 4) sharing the
-#      GPU: eager, --graph, --compile, V2_STEPS steps each (default 100);
+#      GPU: eager, --graph, --compile, V2_STEPS steps each (default 100), its kernels
+#      prebuilt (scripts/torch_prebuild.py --moe);
 #   4. one rank, no MPS, the default target `nccl-lsa` over an NCCL process group (the
 #      path a one-GPU user takes): the MoE example (--k 1) and the data-parallel example.
 # Every stage runs under `timeout`, never past the total; a stage without enough time left
@@ -60,6 +61,16 @@ else
 fi
 
 # -- 3. the MoE example at RANKS ranks sharing the GPU --------------------------------------
+# its kernels (and the one-rank runs' on nccl-lsa) built first, in parallel, into the cache
+b=$(budget_for 120 30)
+t0=$SECONDS
+if [ "$b" -gt 0 ]; then
+  { timeout -k 5 "$b" $PY scripts/torch_prebuild.py --target nvshmem --ranks "$RANKS" --moe &
+    timeout -k 5 "$b" $PY scripts/torch_prebuild.py --target nccl-lsa --ranks 1 --moe --dp &
+    wait; } >> "$OUT/setup.log" 2>&1
+  record "prebuild (moe x$RANKS nvshmem, x1 nccl-lsa)" PASS $(( SECONDS - t0 )) \
+    "$(grep -c '^built' "$OUT/setup.log") lines 'built'"
+fi
 port=29741
 example() {  # example LABEL LOG CAP ARGS...: one torchrun, appended to LOG
   local label=$1 log=$2 cap=$3 b t0 rc result line

@@ -6,7 +6,9 @@ ranks find it all in the cache (run once on the GPU machine before torchrun):
 the generated files and cubins of the example's alltoall (block 4096), the launch barrier
 and the debug-build hang of tests/runtime/data/hang_generated.cco, and the engine shim;
 with `--dp`, also the allreduce of examples/dp_allreduce_step.py (its default bucket:
-allreduce_oneshot, f32, the MLP's parameter count padded as the example pads it).
+allreduce_oneshot, f32, the MLP's parameter count padded as the example pads it); with
+`--moe`, also moe_dispatch and moe_combine with examples/moe_layer.py's defaults (the
+example's top-k is capped at the rank count, as its `--k 1` at one rank).
 """
 
 from __future__ import annotations
@@ -39,6 +41,19 @@ def dp_params() -> dict[str, Any]:
     return {"n": ex.padded(numel), "T": "f32"}
 
 
+def moe_params(nranks: int) -> dict[str, Any]:
+    """The parameters examples/moe_layer.py loads both MoE protocols with by default."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("moe_layer", ROOT / "examples" / "moe_layer.py")
+    assert spec is not None and spec.loader is not None
+    ex = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ex)
+    args = ex.parse_args([])
+    return {"tokens": args.tokens, "hidden": args.hidden, "k": min(args.k, nranks),
+            "T": args.dtype}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--target", default="nvshmem")
@@ -46,6 +61,8 @@ def main() -> None:
     ap.add_argument("--block", type=int, default=4096)
     ap.add_argument("--dp", action="store_true",
                     help="also the data-parallel example's allreduce")
+    ap.add_argument("--moe", action="store_true",
+                    help="also the MoE example's dispatch and combine")
     args = ap.parse_args()
     arch = device_arch(0)
     jobs: list[tuple[Any, int, dict[str, Any], bool, bool]] = []
@@ -54,6 +71,9 @@ def main() -> None:
                  (LAUNCH_BARRIER, n, {}, False, False)]
         if args.dp:
             jobs.append(("allreduce_oneshot.cco", n, dp_params(), False, False))
+        if args.moe:
+            jobs += [(f"moe_{step}.cco", n, moe_params(n), False, False)
+                     for step in ("dispatch", "combine")]
     jobs.append((HANG, 2, {}, True, True))
     t0 = time.monotonic()
 
