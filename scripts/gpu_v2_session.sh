@@ -9,7 +9,8 @@
 #      GPU: eager, --graph, --compile, V2_STEPS steps each (default 100), its kernels
 #      prebuilt (scripts/torch_prebuild.py --moe);
 #   4. one rank, no MPS, the default target `nccl-lsa` over an NCCL process group (the
-#      path a one-GPU user takes): the MoE example (--k 1) and the data-parallel example.
+#      path a one-GPU user takes): the MoE example (--k 1) and the data-parallel example;
+#      `ccogen run` of the three run-time protocols at one rank on nccl-lsa.
 # Every stage runs under `timeout`, never past the total; a stage without enough time left
 # is SKIPPED.  Logs in $OUT (default v2-logs, 6 files): setup.log, runtime.log (with the
 # table runtime.md), moe.log, one-rank.log, summary.txt.  Exit 0 when every stage passed.
@@ -106,6 +107,23 @@ example "moe example 1 rank nccl-lsa graph" "$OUT/one-rank.log" 60 --nproc-per-n
   examples/moe_layer.py --k 1 --graph --steps "$STEPS"
 example "dp example 1 rank nccl-lsa eager" "$OUT/one-rank.log" 60 --nproc-per-node 1 \
   examples/dp_allreduce_step.py --steps 20
+for args in "alltoallv cap=1024" "moe_dispatch tokens=16 hidden=128 k=1" \
+            "moe_combine tokens=16 hidden=128 k=1"; do
+  set -- $args
+  stem=$1; shift
+  params=(); for p in "$@"; do params+=(--param "$p"); done
+  b=$(budget_for 60 20)
+  if [ "$b" -eq 0 ]; then record "ccogen run $stem x1 nccl-lsa" SKIPPED 0 "$(left) s left"; continue; fi
+  t0=$SECONDS
+  echo "== ccogen run $stem 1 rank nccl-lsa" >> "$OUT/one-rank.log"
+  timeout -k 5 "$b" $PY -m ccogen run "protocols/$stem.cco" --target nccl-lsa --ranks 1 \
+    --iters 20 "${params[@]}" -o "/tmp/ccogen-v2-one/$stem" > "$OUT/run.tmp" 2>&1
+  rc=$?
+  cat "$OUT/run.tmp" >> "$OUT/one-rank.log"; echo "== exit $rc" >> "$OUT/one-rank.log"
+  record "ccogen run $stem x1 nccl-lsa (20 epochs)" "$(verdict $rc)" $(( SECONDS - t0 )) \
+    "$(tail -n 1 "$OUT/run.tmp" | cut -c1-120)"
+  rm -f "$OUT/run.tmp"
+done
 echo "total $SECONDS s of $TOTAL; exit $STATUS" >> "$SUMMARY"
 cat "$SUMMARY"
 [ -f "$OUT/runtime.md" ] && cat "$OUT/runtime.md"
