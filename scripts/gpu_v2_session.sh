@@ -66,10 +66,14 @@ fi
 b=$(budget_for 120 30)
 t0=$SECONDS
 if [ "$b" -gt 0 ]; then
-  { timeout -k 5 "$b" $PY scripts/torch_prebuild.py --target nvshmem --ranks "$RANKS" --moe &
-    timeout -k 5 "$b" $PY scripts/torch_prebuild.py --target nccl-lsa --ranks 1 --moe --dp &
-    wait; } >> "$OUT/setup.log" 2>&1
-  record "prebuild (moe x$RANKS nvshmem, x1 nccl-lsa)" PASS $(( SECONDS - t0 )) \
+  timeout -k 5 "$b" $PY scripts/torch_prebuild.py --target nvshmem --ranks "$RANKS" --moe \
+    >> "$OUT/setup.log" 2>&1 &
+  pid=$!
+  timeout -k 5 "$b" $PY scripts/torch_prebuild.py --target nccl-lsa --ranks 1 --moe --dp \
+    >> "$OUT/setup.log" 2>&1
+  rc=$?
+  wait $pid || rc=$?
+  record "prebuild (moe x$RANKS nvshmem, x1 nccl-lsa)" "$(verdict $rc)" $(( SECONDS - t0 )) \
     "$(grep -c '^built' "$OUT/setup.log") lines 'built'"
 fi
 port=29741
