@@ -80,10 +80,16 @@ class MLP(torch.nn.Module):
 
 
 def make_model(seed: int, device: torch.device | str = "cpu") -> MLP:
-    """The same initial parameters on every rank (and for the replica)."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return MLP().to(device)
+    """The same initial parameters on every rank (and for the replica), from a generator
+    of its own (ranks run as threads in the CPU tests: torch's global one is shared)."""
+    g = torch.Generator().manual_seed(seed)
+    model = MLP()
+    with torch.no_grad():
+        for layer in (model.fc1, model.fc2):  # nn.Linear's default bound, 1/sqrt(fan_in)
+            bound = layer.in_features ** -0.5
+            layer.weight.uniform_(-bound, bound, generator=g)
+            layer.bias.uniform_(-bound, bound, generator=g)
+    return model.to(device)
 
 
 def make_optimizer(model: torch.nn.Module) -> torch.optim.Optimizer:

@@ -102,10 +102,17 @@ def make_gate(hidden: int, experts: int, seed: int, device: torch.device | str =
 def make_expert(expert: int, hidden: int, ffn: int, seed: int,
                 device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32
                 ) -> Expert:
-    """Expert `expert`'s MLP (the same parameters on every rank that makes it)."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(1_000_003 * seed + 17 * expert + 2)
-        return Expert(hidden, ffn).to(device=device, dtype=dtype)
+    """Expert `expert`'s MLP (the same parameters on every rank that makes it).  Drawn
+    from a generator of its own, not torch's global one: ranks run as threads in the
+    CPU tests, where a seeded global generator would be shared."""
+    g = torch.Generator().manual_seed(1_000_003 * seed + 17 * expert + 2)
+    mlp = Expert(hidden, ffn)
+    with torch.no_grad():
+        for layer in (mlp.fc1, mlp.fc2):  # nn.Linear's default bound, 1/sqrt(fan_in)
+            bound = layer.in_features ** -0.5
+            layer.weight.uniform_(-bound, bound, generator=g)
+            layer.bias.uniform_(-bound, bound, generator=g)
+    return mlp.to(device=device, dtype=dtype)
 
 
 def tokens_of(rank: int, step: int, tokens: int, hidden: int, seed: int) -> torch.Tensor:
