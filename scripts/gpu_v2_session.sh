@@ -10,7 +10,9 @@
 #      prebuilt (scripts/torch_prebuild.py --moe);
 #   4. one rank, no MPS, the default target `nccl-lsa` over an NCCL process group (the
 #      path a one-GPU user takes): the MoE example (--k 1) and the data-parallel example;
-#      `ccogen run` of the three run-time protocols at one rank on nccl-lsa.
+#      `ccogen run` of the three run-time protocols at one rank on nccl-lsa;
+#   5. tests/torch/test_gpu.py -k violated_require (a debug build's `require` failing on the
+#      device is a DeviceError naming the line, the element and the value; 2 ranks, MPS).
 # Every stage runs under `timeout`, never past the total; a stage without enough time left
 # is SKIPPED.  Logs in $OUT (default v2-logs, 6 files): setup.log, runtime.log (with the
 # table runtime.md), moe.log, one-rank.log, summary.txt.  Exit 0 when every stage passed.
@@ -128,6 +130,19 @@ for args in "alltoallv cap=1024" "moe_dispatch tokens=16 hidden=128 k=1" \
     "$(tail -n 1 "$OUT/run.tmp" | cut -c1-120)"
   rm -f "$OUT/run.tmp"
 done
+# -- 5. a violated `require` seen from PyTorch (last: a trapped kernel may leave MPS unusable)
+b=$(budget_for 90 40)
+if [ "$b" -gt 0 ]; then
+  t0=$SECONDS
+  CCOGEN_TEST_MPS=1 CCOGEN_TEST_KEEP_CACHE=1 timeout -k 5 "$b" $PY -m pytest -q -rA \
+    -p no:cacheprovider -m gpu tests/torch/test_gpu.py -k violated_require \
+    >> "$OUT/one-rank.log" 2>&1
+  rc=$?
+  record "pytest violated require (2 ranks, MPS)" "$(verdict $rc)" $(( SECONDS - t0 )) \
+    "$(grep -m1 -o 'rank 0: DeviceError: .*' "$OUT/one-rank.log" | cut -c1-150)"
+else
+  record "pytest violated require (2 ranks, MPS)" SKIPPED 0 "$(left) s left"
+fi
 echo "total $SECONDS s of $TOTAL; exit $STATUS" >> "$SUMMARY"
 cat "$SUMMARY"
 [ -f "$OUT/runtime.md" ] && cat "$OUT/runtime.md"

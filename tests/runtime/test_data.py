@@ -90,6 +90,17 @@ def test_debug_record_round_trip_and_text() -> None:
     assert "for a counter" in describe_wait(DebugRecord(1, 0, 12, -1, -1, 2, 1, 0, 0), "g.cco")
 
 
+def test_a_require_record_names_the_line_the_element_and_the_value() -> None:
+    from ccogen.rt.debug import KIND_REQUIRE
+
+    over = DebugRecord(1, 0, 13, 1, 0, KIND_REQUIRE, 0, 69, 2)
+    assert describe_wait(over, "alltoallv.cco") == (
+        "rank 0: require at alltoallv.cco:13 does not hold: element 1 is 69 (epoch 2)")
+    negative = DebugRecord(1, 3, 13, -1, 0, KIND_REQUIRE, 0, (1 << 64) - 5, 0)
+    assert describe_wait(negative, "a.cco") == (
+        "rank 3: require at a.cco:13 does not hold: a value is -5 (epoch 0)")
+
+
 def test_report_text() -> None:
     ok = RunReport("putsig", "nccl-lsa", 2, 3, [
         RankResult(0, 0, epochs=3, times_ms=[0.010, 0.012, 0.011], checks_per_epoch=1),

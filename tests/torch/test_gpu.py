@@ -59,6 +59,18 @@ def test_a_hung_wait_is_a_device_error() -> None:
 
 
 @pytest.mark.gpu
+def test_a_violated_require_is_a_device_error() -> None:
+    done = _torchrun(ROOT / "tests" / "torch" / "gpu_require.py", *_shared(), port=29619)
+    line = next(i for i, text in enumerate(
+        (ROOT / "protocols" / "alltoallv.cco").read_text().splitlines(), 1)
+        if "0 <= counts[p] <= cap" in text)
+    said = [text for text in done.stdout.splitlines() if text.startswith("rank 0: ")]
+    assert said and "DeviceError: alltoallv(" in said[0], done.stdout + done.stderr
+    assert (f"rank 0: require at alltoallv.cco:{line} does not hold: element 1 is 69"
+            in said[0]), done.stdout + done.stderr
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize(("mode", "port"), [("eager", 29613), ("graph", 29614),
                                             ("compile", 29615)])
 def test_data_parallel_example(mode: str, port: int) -> None:
