@@ -65,6 +65,7 @@ def test_a_violated_require_is_a_device_error() -> None:
         (ROOT / "protocols" / "alltoallv.cco").read_text().splitlines(), 1)
         if "0 <= counts[p] <= cap" in text)
     said = [text for text in done.stdout.splitlines() if text.startswith("rank 0: ")]
+    print("\n".join(text for text in done.stdout.splitlines() if text.startswith("rank ")))
     assert said and "DeviceError: alltoallv(" in said[0], done.stdout + done.stderr
     assert (f"rank 0: require at alltoallv.cco:{line} does not hold: element 1 is 69"
             in said[0]), done.stdout + done.stderr
