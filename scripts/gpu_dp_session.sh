@@ -25,22 +25,8 @@ source scripts/gpu_setup.sh
 TOTAL=${DP_TOTAL:-285}
 RANKS=${DP_RANKS:-4}
 SUMMARY="$OUT/summary.txt"
-left() { echo $(( TOTAL - SECONDS )); }
-STATUS=0
-printf '| %-48s | %-7s | %5s | %s\n' stage result s detail > "$SUMMARY"
-record() {  # record STAGE RESULT SECONDS DETAIL
-  printf '| %-48s | %-7s | %5s | %s\n' "$1" "$2" "$3" "$4" >> "$SUMMARY"
-  case $2 in PASS) ;; *) STATUS=1 ;; esac
-}
-budget_for() {  # budget_for CAP MIN: seconds for a stage (0: skip it)
-  local b=$(( $(left) - 5 ))
-  [ "$b" -gt "$1" ] && b=$1
-  [ "$b" -lt "$2" ] && b=0
-  echo $b
-}
-verdict() {  # verdict RC: PASS / TIMEOUT / FAIL
-  case $1 in 0) echo PASS ;; 124|137) echo TIMEOUT ;; *) echo FAIL ;; esac
-}
+source scripts/gpu_stages.sh
+stage_table 48
 
 # -- 1. setup ---------------------------------------------------------------------------------
 STARTED_MPS=
@@ -68,27 +54,12 @@ fi
 echo "== setup done after $SECONDS s (prebuild exit $rc)" >> "$OUT/setup.log"
 record "setup + prebuild" "$(verdict $rc)" $(( SECONDS - t0 )) "$(tail -n 2 "$OUT/setup.log" | head -n 1)"
 
-port=29631
+STAGE_PORT=29631
 dp_run() {  # dp_run NRANKS MODE CAP: one torchrun of the example, appended to dp.log
-  local n=$1 mode=$2 b flags=()
-  b=$(budget_for "$3" 30)
-  if [ "$b" -eq 0 ]; then record "example $n ranks $mode" SKIPPED 0 "$(left) s left"; return; fi
-  [ "$mode" = eager ] || flags=("--$mode")
-  echo "== example: $n ranks, $mode, up to $b s" >> "$OUT/dp.log"
-  local t0=$SECONDS
-  timeout -k 5 "$b" $PY -m torch.distributed.run --nproc-per-node "$n" \
-    --master-port $((port++)) examples/dp_allreduce_step.py --shared-gpu "${flags[@]}" \
-    > "$OUT/dp-run.tmp" 2>&1
-  local rc=$?
-  cat "$OUT/dp-run.tmp" >> "$OUT/dp.log"
-  echo "== exit $rc after $(( SECONDS - t0 )) s" >> "$OUT/dp.log"
-  local result line
-  result=$(verdict $rc)
-  [ "$result" = PASS ] && ! grep -q "^RESULT: PASS" "$OUT/dp-run.tmp" && result=FAIL
-  line=$(grep -E "^(eager|graph|compile)[^:]*: " "$OUT/dp-run.tmp" | head -n 1)
-  [ -n "$line" ] || line=$(grep -E "MISMATCH|Error" "$OUT/dp-run.tmp" | head -n 1)
-  record "example $n ranks $mode" "$result" $(( SECONDS - t0 )) "${line:0:160}"
-  rm -f "$OUT/dp-run.tmp"
+  local flags=()
+  [ "$2" = eager ] || flags=("--$2")
+  torchrun_stage "example $1 ranks $2" "$OUT/dp.log" "$3" --nproc-per-node "$1" \
+    examples/dp_allreduce_step.py --shared-gpu "${flags[@]}"
 }
 
 # -- 2. the torch GPU tests ---------------------------------------------------------------------

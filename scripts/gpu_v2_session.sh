@@ -24,20 +24,8 @@ TOTAL=${V2_TOTAL:-480}
 RANKS=${V2_RANKS:-4}
 STEPS=${V2_STEPS:-100}
 SUMMARY="$OUT/summary.txt"
-left() { echo $(( TOTAL - SECONDS )); }
-STATUS=0
-printf '| %-40s | %-7s | %5s | %s\n' stage result s detail > "$SUMMARY"
-record() {  # record STAGE RESULT SECONDS DETAIL
-  printf '| %-40s | %-7s | %5s | %s\n' "$1" "$2" "$3" "$4" >> "$SUMMARY"
-  case $2 in PASS) ;; *) STATUS=1 ;; esac
-}
-budget_for() {  # budget_for CAP MIN: seconds for a stage (0: skip it)
-  local b=$(( $(left) - 5 ))
-  [ "$b" -gt "$1" ] && b=$1
-  [ "$b" -lt "$2" ] && b=0
-  echo $b
-}
-verdict() { case $1 in 0) echo PASS ;; 124|137) echo TIMEOUT ;; *) echo FAIL ;; esac; }
+source scripts/gpu_stages.sh
+stage_table 40
 
 # -- 1. setup ------------------------------------------------------------------------------
 {
@@ -78,40 +66,20 @@ if [ "$b" -gt 0 ]; then
   record "prebuild (moe x$RANKS nvshmem, x1 nccl-lsa)" "$(verdict $rc)" $(( SECONDS - t0 )) \
     "$(grep -c '^built' "$OUT/setup.log") lines 'built'"
 fi
-port=29741
-example() {  # example LABEL LOG CAP ARGS...: one torchrun, appended to LOG
-  local label=$1 log=$2 cap=$3 b t0 rc result line
-  shift 3
-  b=$(budget_for "$cap" 30)
-  if [ "$b" -eq 0 ]; then record "$label" SKIPPED 0 "$(left) s left"; return; fi
-  echo "== $label: up to $b s: $*" >> "$log"
-  t0=$SECONDS
-  timeout -k 5 "$b" $PY -m torch.distributed.run --master-port $((port++)) "$@" \
-    > "$OUT/example.tmp" 2>&1
-  rc=$?
-  cat "$OUT/example.tmp" >> "$log"
-  echo "== exit $rc after $(( SECONDS - t0 )) s" >> "$log"
-  result=$(verdict $rc)
-  [ "$result" = PASS ] && ! grep -q "^RESULT: PASS" "$OUT/example.tmp" && result=FAIL
-  line=$(grep -E "^(eager|graph|compile)[^:]*: " "$OUT/example.tmp" | head -n 1)
-  [ -n "$line" ] || line=$(grep -E "MISMATCH|Error" "$OUT/example.tmp" | head -n 1)
-  record "$label" "$result" $(( SECONDS - t0 )) "${line:0:150}"
-  rm -f "$OUT/example.tmp"
-}
 : > "$OUT/moe.log"
 for mode in eager graph compile; do
   flags=(); [ $mode = eager ] || flags=("--$mode")
-  example "moe example $RANKS ranks $mode" "$OUT/moe.log" 150 --nproc-per-node "$RANKS" \
+  torchrun_stage "moe example $RANKS ranks $mode" "$OUT/moe.log" 150 --nproc-per-node "$RANKS" \
     examples/moe_layer.py --shared-gpu "${flags[@]}" --steps "$STEPS"
 done
 
 # -- 4. one rank on nccl-lsa (NCCL group, no MPS needed) -------------------------------------
 : > "$OUT/one-rank.log"
-example "moe example 1 rank nccl-lsa eager" "$OUT/one-rank.log" 90 --nproc-per-node 1 \
+torchrun_stage "moe example 1 rank nccl-lsa eager" "$OUT/one-rank.log" 90 --nproc-per-node 1 \
   examples/moe_layer.py --k 1 --steps 20
-example "moe example 1 rank nccl-lsa graph" "$OUT/one-rank.log" 60 --nproc-per-node 1 \
+torchrun_stage "moe example 1 rank nccl-lsa graph" "$OUT/one-rank.log" 60 --nproc-per-node 1 \
   examples/moe_layer.py --k 1 --graph --steps "$STEPS"
-example "dp example 1 rank nccl-lsa eager" "$OUT/one-rank.log" 60 --nproc-per-node 1 \
+torchrun_stage "dp example 1 rank nccl-lsa eager" "$OUT/one-rank.log" 60 --nproc-per-node 1 \
   examples/dp_allreduce_step.py --steps 20
 for args in "alltoallv cap=1024" "moe_dispatch tokens=16 hidden=128 k=1" \
             "moe_combine tokens=16 hidden=128 k=1"; do
@@ -126,7 +94,7 @@ for args in "alltoallv cap=1024" "moe_dispatch tokens=16 hidden=128 k=1" \
     --iters 20 "${params[@]}" -o "/tmp/ccogen-v2-one/$stem" > "$OUT/run.tmp" 2>&1
   rc=$?
   cat "$OUT/run.tmp" >> "$OUT/one-rank.log"; echo "== exit $rc" >> "$OUT/one-rank.log"
-  record "ccogen run $stem x1 nccl-lsa (20 epochs)" "$(verdict $rc)" $(( SECONDS - t0 )) \
+  record "ccogen run $stem x1 nccl-lsa" "$(verdict $rc)" $(( SECONDS - t0 )) \
     "$(tail -n 1 "$OUT/run.tmp" | cut -c1-120)"
   rm -f "$OUT/run.tmp"
 done
