@@ -4,7 +4,7 @@
 #   1. prebuild (parallel): generated files, cubins, shim (scripts/torch_prebuild.py);
 #   2. examples/alltoall_step.py under torchrun at each of RANKS (default "2 4"), gloo
 #      group, nvshmem engine: eager steps, 100 CUDA-graph replays, torch.compile, overhead;
-#   3. the debug-build hang seen from PyTorch (tests/torch/gpu_hang.py, 2 ranks; last: a
+#   3. the debug-build hang seen from PyTorch (tests/torch/gpu_device_error.py, 2 ranks; last: a
 #      trapped kernel may leave the MPS server unusable).
 # Expects: the extension built (scripts/gpu_setup.sh build_extension) and MPS running.
 # Logs in $OUT (default torch-logs): setup.log, run-N.log, hang.log, overhead.txt.
@@ -41,7 +41,7 @@ done
 budget=$(( $(left) - 5 ))
 if [ "$budget" -ge 20 ]; then
   timeout -k 5 "$budget" $PY -m torch.distributed.run --nproc-per-node 2 \
-    --master-port $((port++)) tests/torch/gpu_hang.py --shared-gpu > "$OUT/hang.log" 2>&1
+    --master-port $((port++)) tests/torch/gpu_device_error.py --shared-gpu > "$OUT/hang.log" 2>&1
   echo "== exit $? after $SECONDS s" >> "$OUT/hang.log"
   grep -q "rank 1: DeviceError: .*wait at hang_generated.cco:12" "$OUT/hang.log" || STATUS=1
 else

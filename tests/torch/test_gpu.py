@@ -53,14 +53,16 @@ def test_example_eager_graph_compile() -> None:
 
 @pytest.mark.gpu
 def test_a_hung_wait_is_a_device_error() -> None:
-    done = _torchrun(ROOT / "tests" / "torch" / "gpu_hang.py", *_shared(), port=29612)
+    done = _torchrun(ROOT / "tests" / "torch" / "gpu_device_error.py", *_shared(), "hang",
+                     port=29612)
     assert "rank 1: DeviceError: " in done.stdout, done.stdout + done.stderr
     assert "wait at hang_generated.cco:12 for (src 0, queue 0) expected 2" in done.stdout
 
 
 @pytest.mark.gpu
 def test_a_violated_require_is_a_device_error() -> None:
-    done = _torchrun(ROOT / "tests" / "torch" / "gpu_require.py", *_shared(), port=29619)
+    done = _torchrun(ROOT / "tests" / "torch" / "gpu_device_error.py", *_shared(), "require",
+                     port=29619)
     line = next(i for i, text in enumerate(
         (ROOT / "protocols" / "alltoallv.cco").read_text().splitlines(), 1)
         if "0 <= counts[p] <= cap" in text)
