@@ -150,3 +150,29 @@ def test_large_rows_are_chunked() -> None:
                      frozenset())
     assert plan is not None and plan.step.spread is not None
     assert plan.step.spread.chunks == 4 and plan.items == 4
+
+
+# ----------------------------------------------------------------------------- toolchain
+
+
+@pytest.mark.toolchain
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("ranks", [2, 4, 8])
+@pytest.mark.parametrize("stem", sorted(SHAPES))
+def test_spread_kernels_build_without_warnings(stem: str, ranks: int, target: str,
+                                               tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The spread kernels (small shapes, as scripts/v2_runtime_mps_run.py runs them, and
+    alltoallv's chunked rows) build with nvcc -Werror; skipped without the toolchain."""
+    from ccogen.rt.api import compile_for_run
+    from ccogen.rt.build import build_cubin
+    from tests.runtime.conftest import require_toolchain
+
+    require_toolchain(target)
+    monkeypatch.setenv("CCOGEN_CACHE_DIR", str(tmp_path / "cache"))
+    path = ROOT / "protocols" / f"{stem}.cco"
+    out = tmp_path / "gen"
+    compile_for_run(load_ir(path), path.name, target, ranks, SHAPES[stem], out, debug=False)
+    assert "ccogen_spread_first(c)" in (out / "kernels.cu").read_text()
+    cubin = build_cubin(out, target, "sm_90", False, extra_flags=("-Werror", "all-warnings"))
+    assert Path(cubin).is_file() and Path(cubin).stat().st_size > 0
