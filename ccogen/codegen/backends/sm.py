@@ -10,7 +10,9 @@ narrow CTA meets faster.  Larger copies get CTAs of at least 512 threads
 (`COPY_BLOCK_DIM`), one per 64 KiB of the largest copy (`BYTES_PER_CTA`), at most 128
 per group (`MAX_CTAS`) and at most the SM budget per kernel (`Options.max_ctas`, 32 by
 default: the rest of the GPU stays free for the work communication overlaps with);
-threads past `threads=` only help copy.  Measured on 2 x H200 with
+threads past `threads=` only help copy.  A kernel whose run-time rows are spread over
+the group (`codegen.spread`) gets at least one CTA per `block_dim / 32` rows (one row a
+warp), within the same budget.  Measured on 2 x H200 with
 benchmarks/copy/copy_shape.cu: 128 CTAs of 512 threads store 16 MiB-1 GiB into the peer at
 93.4-95.8 % of the copy engine (both ways), 32 CTAs at 90-92 %; 132 CTAs (uneven slices)
 drop to 88 % from 256 MiB.  Each CTA copies a
