@@ -41,6 +41,7 @@ keep their barrier (docs/codegen.md, "Spread rows").
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -87,7 +88,7 @@ def _items(steps: Sequence[Step], counters: frozenset[int]) -> tuple[list[list[S
 def _disjoint(copies: Sequence[Step]) -> bool:
     """No two destinations overlap, and no source overlaps a destination (footprints)."""
     dsts = sorted((s.dst_peer, s.dst_off, s.dst_off + s.nbytes) for s in copies if s.nbytes)
-    for (pa, _, hi), (pb, lo, _) in zip(dsts, dsts[1:], strict=False):
+    for (pa, _, hi), (pb, lo, _) in itertools.pairwise(dsts):
         if pa == pb and lo < hi:
             return False
     by_peer: dict[int, list[tuple[int, int]]] = {}
