@@ -43,6 +43,30 @@ class Reduction:
 
 
 @dataclass(frozen=True, slots=True)
+class Spread:
+    """Rows of a `warps`/`lanes` fork spread over every warp of the group (codegen.spread).
+
+    Item i (of `items`, taken by grid stride) is branch `i % branches`, iteration
+    `t = i // (branches * chunks)`, chunk `i // branches % chunks`; `cases[b]` are the
+    steps of branch b's item (comments, and `chunk` copies whose texts use `t`).
+    """
+
+    branches: int
+    iterations: int
+    chunks: int
+    chunk_bytes: int
+    cases: tuple[tuple[Step, ...], ...]
+
+    @property
+    def items(self) -> int:
+        return self.branches * self.iterations * self.chunks
+
+    @property
+    def per_iteration(self) -> int:
+        return self.branches * self.chunks
+
+
+@dataclass(frozen=True, slots=True)
 class Step:
     """One primitive of the generated program.
 
@@ -94,6 +118,9 @@ class Step:
     let: tuple[tuple[str, str], ...] = ()  # (name, C expression) the `rt` texts use
     # `loop` (codegen.reroll): `body` run `value` times, `t` counting from 0
     body: tuple[Step, ...] = ()
+    # `spread` (codegen.spread): the persistent loop over a fork's rows; `chunk`: one of
+    # its copies, the `chunk`-th `value` bytes of the row
+    spread: Spread | None = None
 
     def _c(self, name: str, static: str) -> str:
         for key, text in self.rt:
@@ -212,6 +239,7 @@ class ProtocolModel:
     epoch_from_heap: bool = False  # kernels read their epoch from a launch counter
     support_header: str = "ccogen_device.cuh"  # the shared device header kernels.cu includes
     runtime: bool = False  # run-time values: print templates/common/_runtime.j2
+    spread: bool = False  # rows spread over the group (codegen.spread): print _spread.j2
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,9 @@ narrow CTA meets faster.  Larger copies get CTAs of at least 512 threads
 (`COPY_BLOCK_DIM`), one per 64 KiB of the largest copy (`BYTES_PER_CTA`), at most 128
 per group (`MAX_CTAS`) and at most the SM budget per kernel (`Options.max_ctas`, 32 by
 default: the rest of the GPU stays free for the work communication overlaps with);
-threads past `threads=` only help copy.  Measured on 2 x H200 with
+threads past `threads=` only help copy.  A kernel whose run-time rows are spread over
+the group (`codegen.spread`) gets at least one CTA per `block_dim / 32` rows (one row a
+warp), within the same budget.  Measured on 2 x H200 with
 benchmarks/copy/copy_shape.cu: 128 CTAs of 512 threads store 16 MiB-1 GiB into the peer at
 93.4-95.8 % of the copy engine (both ways), 32 CTAs at 90-92 %; 132 CTAs (uneven slices)
 drop to 88 % from 256 MiB.  Each CTA copies a
@@ -69,6 +71,8 @@ from ccogen.codegen.naming import c_identifier
 from ccogen.codegen.plan import Unsupported, block_ops, lower_block
 from ccogen.codegen.require import require_steps
 from ccogen.codegen.reroll import reroll_segments
+from ccogen.codegen.spread import SpreadPlan, plan_fork, spread_ctas
+from ccogen.codegen.spread import apply as spread_apply
 from ccogen.ir.instance import Instance, OpInst
 
 SMALL_COPY = 4 << 10
@@ -176,7 +180,9 @@ class SmBackend(Backend):
             nranks=instance.nranks, queues=instance.queues, kernels=tuple(kernels),
             heap_size=layout.size, debug=options.debug,
             epoch_from_heap=options.epoch_from_heap, buffers=layout.buffers,
-            runtime=bool(instance.runtime))
+            runtime=bool(instance.runtime),
+            spread=any(s.kind == "spread" for k in kernels for p in k.programs
+                       for seg in p.segments for s in seg.steps))
         return model, layout
 
     def _ll(self, instance: Instance, oracle: Callable[[OpInst], tuple[int, int]],
@@ -203,7 +209,7 @@ class SmBackend(Backend):
         # program all B CTAs run together): at least the author's B CTAs, within the budget.
         ctas = max(ctas, min(k.blocks // blocks, max_ctas // blocks))
         counters = frozenset(c.offset for c in layout.counters)
-        programs = []
+        lowered = []
         barriers = 0
         for rank in range(instance.nranks):
             for block, bops in sorted(block_ops(instance, index, rank).items()):
@@ -214,11 +220,22 @@ class SmBackend(Backend):
                     segments.insert(0, Segment(steps=tuple(checks)))
                 segments, n = _number_barriers(segments)
                 barriers = max(barriers, n)
-                if self.splits_ctas() and ctas > 1:
-                    segments, syncs = split_segments(segments, counters)
-                segments = self.refine(segments, ctas)
-                programs.append(BlockProgram(rank, block, tuple(segments), syncs,
-                                             rank * blocks + block))
+                plans = self.spread_plans(segments, counters)
+                lowered.append((rank, block, segments, syncs, plans))
+        # rows spread over the group (codegen.spread): CTAs for one item per warp, within
+        # the budget (the group's CTAs stay resident together: docs/targets.md)
+        items = max((p.items for *_, plans in lowered for p in plans.values()), default=0)
+        if items:
+            ctas = max(ctas, spread_ctas(items, block_dim // 32, min(MAX_CTAS,
+                                                                     max_ctas // blocks)))
+        programs = []
+        for rank, block, segments, syncs, plans in lowered:
+            if self.splits_ctas() and ctas > 1:
+                segments, syncs = split_segments(segments, counters)
+            segments = spread_apply(segments, plans)
+            segments = self.refine(segments, ctas)
+            programs.append(BlockProgram(rank, block, tuple(segments), syncs,
+                                         rank * blocks + block))
         symbol = c_identifier(instance.protocol.name, k.name)
         inline = sum(p.step_count for p in programs) <= INLINE_STEPS
         return KernelModel(
@@ -227,6 +244,15 @@ class SmBackend(Backend):
             blocks=blocks, programs=tuple(programs), rank_syncs=2 * barriers,
             group_scratch=word + 8, rank_scratch=word, cooperative=ctas * blocks > 1,
             program_qualifier="__forceinline__" if inline else "__noinline__")
+
+    def spread_plans(self, segments: list[Segment],
+                     counters: frozenset[int]) -> dict[int, SpreadPlan]:
+        """The forks of one block whose rows are spread over the group (codegen.spread),
+        by segment index; none where the backend does not split its groups per CTA."""
+        if not self.splits_ctas():
+            return {}
+        plans = {i: plan_fork(seg, counters) for i, seg in enumerate(segments)}
+        return {i: p for i, p in plans.items() if p is not None}
 
     def splits_ctas(self) -> bool:
         """Whether codegen.ctasplit runs on this backend's groups of several CTAs."""

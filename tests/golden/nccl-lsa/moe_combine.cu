@@ -140,44 +140,66 @@ __device__ __forceinline__ void ccogen_require(const ccogen_ctx& c, bool holds, 
   if (c.leader && !holds) ccogen_report(c, line, element, -1, 4, 0, value);
 }
 // ---- end of run-time values ----
+
+// ---- rows spread over the group (codegen/spread.py) ----
+// A fork's rows are items (branch, iteration, chunk) that every warp of every CTA of the
+// group takes by grid stride; each CTA then meets and signals its share (per-CTA signals,
+// codegen/ctasplit.py scales).
+__device__ __forceinline__ uint64_t ccogen_spread_first(const ccogen_ctx& c) {
+  return static_cast<uint64_t>(c.cta_in_group) * (blockDim.x / 32) + threadIdx.x / 32;
+}
+__device__ __forceinline__ uint64_t ccogen_spread_stride(const ccogen_ctx& c) {
+  return static_cast<uint64_t>(c.ctas) * (blockDim.x / 32);
+}
+// The `chunk`-th `bytes` of a row of n bytes (n known on the device): nothing, and no
+// sync, where the row is shorter (a token not routed there: n == 0); 16-byte vectors
+// where both ends and the length are multiples of 16 (`bytes` is).
+__device__ __forceinline__ void ccogen_copy_chunk_warp(const ccogen_ctx& c, int dp, uint64_t doff, int sp,
+                                                       uint64_t soff, uint64_t n, uint64_t chunk,
+                                                       uint64_t bytes) {
+  const uint64_t lo = chunk * bytes;
+  if (lo >= n) return;
+  const uint64_t m = n - lo < bytes ? n - lo : bytes;
+  ccogen_copy_warp(c, dp, doff + lo, sp, soff + lo, m, (((doff + lo) | (soff + lo) | m) & 15ULL) == 0);
+}
 // ---- end of the nccl-lsa primitives ----
 
 // ======== kernel `combine` (protocols/moe_combine.cco:27): 1 logical block(s) x 1 CTA(s) x 512 threads
 
 // rank 0, logical block 0 of kernel `combine`
-__device__ __noinline__ void ccogen_moe_combine_combine_r0_b0(const ccogen_ctx& c) {
+__device__ __forceinline__ void ccogen_moe_combine_combine_r0_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 26;
   // protocols/moe_combine.cco:28: barrier
   ccogen_barrier_group(c, 1ULL);
-  if (c.cta_in_group == 0) {
-    if (ccogen_is_warp(c, 0)) {
-      for (int64_t t = 0; t < 8; ++t) {
+  // protocols/moe_combine.cco:35: 2 warps x 8 rows x 1 chunk(s) of 8192 B, spread over every warp of the group (codegen/spread.py)
+  for (uint64_t i = ccogen_spread_first(c); i < 16ULL; i += ccogen_spread_stride(c)) {
+    [[maybe_unused]] const int64_t t = static_cast<int64_t>(i / 2ULL);
+    [[maybe_unused]] const uint64_t chunk = i / 2ULL % 1ULL;
+    switch (i % 2ULL) {
+      case 0: {
         // protocols/moe_combine.cco:35: copy
         {
           const uint64_t rt_dst = static_cast<uint64_t>((512LL + 16LL * t));
           const uint64_t rt_src = static_cast<uint64_t>((0LL + 16LL * t));
           const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 0LL)));
-          ccogen_copy_warp(c, -1, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
+          ccogen_copy_chunk_warp(c, -1, rt_dst, -1, rt_src, rt_n, chunk, 8192ULL);
         }
-        ccogen_sync_warp(c, static_cast<uint64_t>(1LL + 1LL * t), kSyncs);
-      }
-    }
-    if (ccogen_is_warp(c, 1)) {
-      for (int64_t t = 0; t < 8; ++t) {
+      } break;
+      case 1: {
         // protocols/moe_combine.cco:38: put
         {
           const uint64_t rt_dst = static_cast<uint64_t>((512LL + 16LL * t));
           const uint64_t rt_src = static_cast<uint64_t>((128LL + 16LL * t));
           const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 1, static_cast<uint64_t>(256LL + 8LL * t))) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 1, static_cast<uint64_t>(260LL + 8LL * t))) == 0LL)));
-          ccogen_copy_warp(c, 1, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
+          ccogen_copy_chunk_warp(c, 1, rt_dst, -1, rt_src, rt_n, chunk, 8192ULL);
         }
-        ccogen_sync_warp(c, static_cast<uint64_t>(1LL + 1LL * t), kSyncs);
-      }
-      // protocols/moe_combine.cco:41: signal
-      ccogen_sync_warp(c, 9ULL, kSyncs);
-      ccogen_signal_warp(c, 1, 768ULL, 1ULL);
+      } break;
+      default: break;
     }
   }
+  ccogen_ctasync_group(c);
+  // protocols/moe_combine.cco:41: signal
+  ccogen_csignal_group(c, 1, 768ULL, 1ULL);
   ccogen_sync_group(c, 1ULL, kSyncs);
   // protocols/moe_combine.cco:43: wait_signal
   ccogen_wait_group(c, 776ULL, 1ULL, 1ULL, 43, 1, 0, 1, 1ULL);
@@ -263,39 +285,39 @@ __device__ __noinline__ void ccogen_moe_combine_combine_r0_b0(const ccogen_ctx& 
 }
 
 // rank 1, logical block 0 of kernel `combine`
-__device__ __noinline__ void ccogen_moe_combine_combine_r1_b0(const ccogen_ctx& c) {
+__device__ __forceinline__ void ccogen_moe_combine_combine_r1_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 26;
   // protocols/moe_combine.cco:28: barrier
   ccogen_barrier_group(c, 1ULL);
-  if (c.cta_in_group == 0) {
-    if (ccogen_is_warp(c, 0)) {
-      for (int64_t t = 0; t < 8; ++t) {
+  // protocols/moe_combine.cco:38: 2 warps x 8 rows x 1 chunk(s) of 8192 B, spread over every warp of the group (codegen/spread.py)
+  for (uint64_t i = ccogen_spread_first(c); i < 16ULL; i += ccogen_spread_stride(c)) {
+    [[maybe_unused]] const int64_t t = static_cast<int64_t>(i / 2ULL);
+    [[maybe_unused]] const uint64_t chunk = i / 2ULL % 1ULL;
+    switch (i % 2ULL) {
+      case 0: {
         // protocols/moe_combine.cco:38: put
         {
           const uint64_t rt_dst = static_cast<uint64_t>((640LL + 16LL * t));
           const uint64_t rt_src = static_cast<uint64_t>((0LL + 16LL * t));
           const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 0, static_cast<uint64_t>(256LL + 8LL * t))) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, 0, static_cast<uint64_t>(260LL + 8LL * t))) == 1LL)));
-          ccogen_copy_warp(c, 0, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
+          ccogen_copy_chunk_warp(c, 0, rt_dst, -1, rt_src, rt_n, chunk, 8192ULL);
         }
-        ccogen_sync_warp(c, static_cast<uint64_t>(1LL + 1LL * t), kSyncs);
-      }
-      // protocols/moe_combine.cco:41: signal
-      ccogen_sync_warp(c, 9ULL, kSyncs);
-      ccogen_signal_warp(c, 0, 776ULL, 1ULL);
-    }
-    if (ccogen_is_warp(c, 1)) {
-      for (int64_t t = 0; t < 8; ++t) {
+      } break;
+      case 1: {
         // protocols/moe_combine.cco:35: copy
         {
           const uint64_t rt_dst = static_cast<uint64_t>((640LL + 16LL * t));
           const uint64_t rt_src = static_cast<uint64_t>((128LL + 16LL * t));
           const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 1LL)));
-          ccogen_copy_warp(c, -1, rt_dst, -1, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
+          ccogen_copy_chunk_warp(c, -1, rt_dst, -1, rt_src, rt_n, chunk, 8192ULL);
         }
-        ccogen_sync_warp(c, static_cast<uint64_t>(1LL + 1LL * t), kSyncs);
-      }
+      } break;
+      default: break;
     }
   }
+  ccogen_ctasync_group(c);
+  // protocols/moe_combine.cco:41: signal
+  ccogen_csignal_group(c, 0, 776ULL, 1ULL);
   ccogen_sync_group(c, 1ULL, kSyncs);
   // protocols/moe_combine.cco:43: wait_signal
   ccogen_wait_group(c, 768ULL, 1ULL, 1ULL, 43, 0, 0, 1, 1ULL);

@@ -1,0 +1,178 @@
+"""codegen.spread: the rows of a run-time `warps` block are spread over every warp of a
+persistent group of CTAs (no warp loops over its destination's rows), each CTA signals
+its share after its rows, the receivers wait for the count times the CTA count, and a
+fork whose rows are not provably independent keeps today's code."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from ccogen.codegen.model import Branch, Segment, Step
+from ccogen.codegen.spread import CHUNK_BYTES, plan_fork
+from ccogen.compiler import compile_protocol
+from ccogen.syntax import load_ir
+
+ROOT = Path(__file__).resolve().parents[2]
+TARGETS = ("nccl-lsa", "nvshmem")
+SHAPES: dict[str, dict[str, int]] = {
+    "alltoallv": {"cap": 65536},  # 128 KiB to each peer: 16 chunks each
+    "moe_dispatch": {"tokens": 16, "hidden": 128, "k": 4},
+    "moe_combine": {"tokens": 16, "hidden": 128, "k": 4},
+}
+
+
+def _generate(stem: str, target: str, ranks: int, **options: object) -> tuple[str, dict]:
+    path = ROOT / "protocols" / f"{stem}.cco"
+    files = compile_protocol(load_ir(path), target, source=path.name, ranks=ranks,
+                             params=dict(SHAPES[stem]), **options).files  # type: ignore[arg-type]
+    return files["kernels.cu"], json.loads(files["manifest.json"])
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("ranks", [2, 4, 8])
+@pytest.mark.parametrize("stem", sorted(SHAPES))
+def test_rows_are_spread_over_a_persistent_grid(stem: str, ranks: int, target: str) -> None:
+    text, manifest = _generate(stem, target, ranks)
+    (kernel,) = manifest["kernels"]
+    assert kernel["grid"] > 1 and kernel["cooperative"]
+    assert kernel["grid"] <= manifest["max_ctas"]
+    # no warp of CTA 0 loops over its destination's rows any more
+    assert "if (c.cta_in_group == 0) {" not in text
+    assert "ccogen_copy_warp(c, " not in text.split("// ---- end of the")[-1]
+    programs = text.count("for (uint64_t i = ccogen_spread_first(c); i < ")
+    assert programs == ranks
+    # every destination a case, each a chunked copy
+    cases = ranks if stem != "alltoallv" else ranks - 1
+    assert text.count("ccogen_copy_chunk_warp(c, ") == ranks * cases
+    # the `// file.cco:LINE` comments of the ops stay
+    assert re.search(rf"// {stem}.cco:\d+: (put|copy)\n", text)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_signals_follow_the_rows_of_every_cta_and_waits_count_them(target: str) -> None:
+    text, manifest = _generate("moe_dispatch", target, 4)
+    grid = manifest["kernels"][0]["grid"]
+    body = text.split("ccogen_moe_dispatch_dispatch_r1_b0(const ccogen_ctx& c) {")[1]
+    body = body.split("\n}\n")[0]
+    # after the spread loop: the CTA meets, then each CTA signals each destination once,
+    # then the group barrier of the fork's join
+    tail = body.split("default: break;\n    }\n  }\n", 1)[1]
+    calls = [line.strip().split("(")[0] for line in tail.splitlines()
+             if line.strip().startswith("ccogen_")]
+    assert calls[:5] == ["ccogen_ctasync_group", *["ccogen_csignal_group"] * 3,
+                         "ccogen_sync_group"]
+    queue1 = re.findall(r"ccogen_csignal_group\(c, (\d+), (\d+)ULL, (\d+)ULL\)", tail)[:3]
+    assert sorted(int(p) for p, _, _ in queue1) == [0, 2, 3]
+    # receivers wait for 1 signal x every CTA x the epoch (monotonic slots, no reset)
+    waits = re.findall(r"ccogen_cwait_group\(c, (\d+)ULL, 1ULL, 1ULL, 43, \d, 1, 1, (\d+)ULL\)",
+                       body)
+    assert len(waits) == 3 and all(int(scale) == grid for _, scale in waits)
+    assert "ccogen_reset" not in body
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_grid_stays_within_the_sm_budget(target: str) -> None:
+    _, manifest = _generate("moe_dispatch", target, 8, max_ctas=3)
+    assert manifest["kernels"][0]["grid"] == 3
+    _, manifest = _generate("moe_dispatch", target, 8)
+    # 8 destinations x 16 tokens = 128 rows over 16 warps a CTA: 8 CTAs, one row a warp
+    assert manifest["kernels"][0]["grid"] == 8
+
+
+# ----------------------------------------------------------------------------- plan_fork
+
+
+def _row(peer: int, t: int, rt: bool = True) -> list[Step]:
+    dst = 4096 + 256 * t
+    copy = Step("copy", dst_peer=peer, dst_off=dst, src_peer=-2, src_off=256 * t, nbytes=256,
+                vec=True,
+                rt=(("dst_off", "rt_dst"), ("nbytes", "rt_n")) if rt else (),
+                let=((("rt_dst", f"{dst}LL"), ("rt_n", f"ld({8 * t}LL)")) if rt else ()))
+    return [Step("comment", text="// p.cco:9: put", line=9), copy, Step("sync", seq=t + 1)]
+
+
+def _fork(rows: int, *, tail: tuple[Step, ...] = (Step("sync", seq=99),
+                                                   Step("signal", peer=1, off=64, value=1)),
+          rt: bool = True) -> Segment:
+    branches = tuple(Branch("warp", w, tuple(s for t in range(rows)
+                                             for s in _row(w + 1, t, rt)) + tail)
+                     for w in range(2))
+    return Segment(branches=branches, join=Step("sync", seq=100))
+
+
+def test_plan_folds_each_branch_into_one_case() -> None:
+    plan = plan_fork(_fork(5), frozenset())
+    assert plan is not None
+    spread = plan.step.spread
+    assert spread is not None
+    assert (spread.branches, spread.iterations, spread.chunks) == (2, 5, 1)
+    assert spread.chunk_bytes == CHUNK_BYTES and plan.items == 10
+    for case in spread.cases:
+        assert [s.kind for s in case] == ["comment", "chunk"]  # no per-row sync
+        (lets,) = [s.let for s in case if s.kind == "chunk"]
+        assert dict(lets)["rt_n"] == "ld((0LL + 8LL * t))"
+    assert [s.kind for s in plan.tail] == ["csignal", "csignal"]
+
+
+def test_dependent_or_static_or_counted_rows_stay_a_fork() -> None:
+    # every row of a branch to the same bytes: the order of the rows matters
+    same = tuple(Branch("warp", w, tuple(s for t in range(4) for s in (
+        Step("comment", text="// p.cco:9: put"),
+        Step("copy", dst_peer=w + 1, dst_off=4096, src_peer=-2, src_off=256 * t, nbytes=256,
+             rt=(("nbytes", "rt_n"),), let=(("rt_n", f"ld({8 * t}LL)"),)),
+        Step("sync", seq=t + 1)))) for w in range(2))
+    assert plan_fork(Segment(branches=same, join=Step("sync")), frozenset()) is None
+    assert plan_fork(_fork(4, rt=False), frozenset()) is None  # no run-time rows
+    assert plan_fork(_fork(4), frozenset({64})) is None  # a counter's bytes: the leader's
+    waits = _fork(4, tail=(Step("wait", off=8, value=1),))
+    assert plan_fork(waits, frozenset()) is None
+    assert plan_fork(Segment(steps=(Step("sync"),)), frozenset()) is None
+
+
+def test_branches_of_different_lengths_stay_a_fork() -> None:
+    seg = _fork(4)
+    short = Branch("warp", 1, tuple(s for t in range(3) for s in _row(2, t)))
+    seg = Segment(branches=(seg.branches[0], short), join=seg.join)
+    assert plan_fork(seg, frozenset()) is None
+
+
+def test_large_rows_are_chunked() -> None:
+    rows = [Step("comment", text="// p.cco:9: put"),
+            Step("copy", dst_peer=1, dst_off=0, src_peer=-2, src_off=0,
+                 nbytes=3 * CHUNK_BYTES + 16, rt=(("nbytes", "rt_n"),),
+                 let=(("rt_n", "ld(0LL)"),)),
+            Step("sync", seq=1)]
+    plan = plan_fork(Segment(branches=(Branch("warp", 0, tuple(rows)),), join=Step("sync")),
+                     frozenset())
+    assert plan is not None and plan.step.spread is not None
+    assert plan.step.spread.chunks == 4 and plan.items == 4
+
+
+# ----------------------------------------------------------------------------- toolchain
+
+
+@pytest.mark.toolchain
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("ranks", [2, 4, 8])
+@pytest.mark.parametrize("stem", sorted(SHAPES))
+def test_spread_kernels_build_without_warnings(stem: str, ranks: int, target: str,
+                                               tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The spread kernels (small shapes, as scripts/v2_runtime_mps_run.py runs them, and
+    alltoallv's chunked rows) build with nvcc -Werror; skipped without the toolchain."""
+    from ccogen.rt.api import compile_for_run
+    from ccogen.rt.build import build_cubin
+    from tests.runtime.conftest import require_toolchain
+
+    require_toolchain(target)
+    monkeypatch.setenv("CCOGEN_CACHE_DIR", str(tmp_path / "cache"))
+    path = ROOT / "protocols" / f"{stem}.cco"
+    out = tmp_path / "gen"
+    compile_for_run(load_ir(path), path.name, target, ranks, SHAPES[stem], out, debug=False)
+    assert "ccogen_spread_first(c)" in (out / "kernels.cu").read_text()
+    cubin = build_cubin(out, target, "sm_90", False, extra_flags=("-Werror", "all-warnings"))
+    assert Path(cubin).is_file() and Path(cubin).stat().st_size > 0
