@@ -10,8 +10,11 @@ replaces each run by one `loop` step: `for (int64_t t = 0; t < count; ++t)` arou
 period, every changing literal `v` printed as `v0 + d * t`.
 
 What may change between repetitions: the offsets, lengths, values and sequence numbers a
-step prints through its `c_*` fields (`model.Step`), and the literals of its run-time C
-expressions (`let`).  Everything else printed (peers, words, comments) must be equal.
+step prints through its `c_*` fields (`model.Step`), the literals of its run-time C
+expressions (`let`), and for a `reduce` its sources' offsets (`c_srcs`) and the literals
+of its weights (a run-time weight reads the token's own elements).  Everything else
+printed (peers, words, comments, a reduce's types, vector width and source count) must
+be equal.
 Only the printed text is compared, so a loop prints exactly the calls the unrolled steps
 did, in the same order (the device executes the same sequence).
 """
@@ -27,7 +30,7 @@ from ccogen.codegen.model import Branch, Segment, Step
 MIN_COUNT = 3
 MAX_PERIOD = 8
 REROLLED = frozenset({"comment", "copy", "putsig", "cputsig", "signal", "csignal", "sync",
-                      "ctasync"})
+                      "ctasync", "reduce"})
 _SLOTS = ("dst_off", "src_off", "nbytes", "value", "vec", "seq")
 _NUMBER = re.compile(r"(?<![\w.])(-?\d+)(ULL|LL)?(?![\w.])")
 
@@ -35,7 +38,11 @@ Shape = tuple[object, ...]
 
 
 def _texts(s: Step) -> list[str]:
-    return [getattr(s, f"c_{slot}") for slot in _SLOTS] + [v for _, v in s.let]
+    """Every printed text whose numbers may change, in one fixed order (`_body`'s)."""
+    out = [getattr(s, f"c_{slot}") for slot in _SLOTS] + [v for _, v in s.let]
+    if s.reduction is not None:
+        out += [off for _, off in s.c_srcs] + list(s.reduction.weights)
+    return out
 
 
 def _key(s: Step) -> tuple[Step, tuple[str, ...]] | None:
@@ -43,8 +50,11 @@ def _key(s: Step) -> tuple[Step, tuple[str, ...]] | None:
     skeletons of the slot texts (numbers taken out)."""
     if s.kind not in REROLLED or s.body:
         return None
+    red = s.reduction
+    if red is not None:  # peers, types and width stay; offsets and weights are texts
+        red = replace(red, srcs=tuple((peer, 0) for peer, _ in red.srcs), weights=())
     fixed = replace(s, dst_off=0, src_off=0, nbytes=0, value=0, vec=False, seq=0, rt=(),
-                    let=tuple((name, "") for name, _ in s.let))
+                    let=tuple((name, "") for name, _ in s.let), reduction=red)
     return fixed, tuple(_NUMBER.sub("#", t) for t in _texts(s))
 
 
@@ -89,12 +99,18 @@ def _body(first: Sequence[Step], second: Sequence[Step]) -> tuple[Step, ...]:
                 return f"static_cast<uint64_t>({v}LL + {w - v}LL * t)"
             return f"({v}{m[2] or ''} + {w - v}LL * t)"
 
+        # the order of `_texts`: slots, let, then a reduce's sources and weights
         slots = [(slot, _NUMBER.sub(sub, getattr(a, f"c_{slot}"))) for slot in _SLOTS]
         let = tuple((name, _NUMBER.sub(sub, v)) for name, v in a.let)
         static = [(slot, getattr(a, f"c_{slot}")) for slot in _SLOTS]
+        red = a.reduction
+        if red is not None:
+            slots += [(f"src{i}", _NUMBER.sub(sub, off)) for i, (_, off) in enumerate(a.c_srcs)]
+            static += [(f"src{i}", f"{off}ULL") for i, (_, off) in enumerate(red.srcs)]
+            red = replace(red, weights=tuple(_NUMBER.sub(sub, w) for w in red.weights))
         rt = tuple((slot, text) for (slot, text), (_, before) in zip(slots, static, strict=True)
                    if text != before or slot in dict(a.rt))
-        out.append(replace(a, rt=rt, let=let))
+        out.append(replace(a, rt=rt, let=let, reduction=red))
     return tuple(out)
 
 

@@ -20,6 +20,7 @@ CUDA graph that captured the launches once replays them with the current content
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ccogen.codegen.layout import HeapLayout
@@ -31,7 +32,15 @@ from ccogen.ir.runtime import Atom, Rt
 from ccogen.source import Span
 
 _CMP = {"<", "<=", ">", ">=", "==", "!="}
+_DIGITS = re.compile(r"(\d+)")
 _HALF = {DType.BF16: "ccogen_ld_bf16", DType.F16: "ccogen_ld_f16"}
+
+
+def natural(text: str) -> tuple[object, ...]:
+    """`text` as a sort key whose digit runs compare as numbers: `x[9]` before `x[10]`, so
+    that the terms of a sum print in element order, the same from one token to the next
+    (a folded loop's terms, codegen.reroll) and as the source wrote them (`for j in ...`)."""
+    return tuple(int(part) if i % 2 else part for i, part in enumerate(_DIGITS.split(text)))
 
 
 def _unsupported(message: str, span: Span | None) -> Exception:
@@ -58,7 +67,7 @@ class CExpr:
         if not isinstance(v, Rt):
             raise _unsupported(f"a run-time value of an unexpected kind ({v!r})", self.span)
         parts: list[str] = []
-        for atom, k in sorted(v.terms.items(), key=lambda t: t[0].text):
+        for atom, k in sorted(v.terms.items(), key=lambda t: natural(t[0].text)):
             term = self.atom(atom)
             parts.append(term if k == 1 else f"{k}LL * {term}")
         if v.const or not parts:
