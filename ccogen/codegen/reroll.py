@@ -62,19 +62,41 @@ def _numbers(s: Step) -> list[int]:
     return [int(m[1]) for t in _texts(s) for m in _NUMBER.finditer(t)]
 
 
-def _run(steps: Sequence[Step], i: int, period: int) -> int:
+class _Facts:
+    """Each step's `_key` (as a small integer: equal keys, equal ids) and `_numbers`,
+    computed once: a MoE kernel's steps print kilobytes of run-time C each, and every
+    start position tries every period."""
+
+    def __init__(self, steps: Sequence[Step]) -> None:
+        ids: dict[object, int] = {}
+        self.keys: list[int | None] = []
+        for s in steps:
+            k = _key(s)
+            self.keys.append(None if k is None else ids.setdefault(k, len(ids)))
+        self.steps = steps
+        self._numbers: dict[int, list[int]] = {}
+
+    def numbers(self, i: int) -> list[int]:
+        out = self._numbers.get(i)
+        if out is None:
+            out = self._numbers[i] = _numbers(self.steps[i])
+        return out
+
+
+def _run(facts: _Facts, i: int, period: int) -> int:
     """How many repetitions of steps[i : i + period] start at i (affine numbers)."""
-    keys = [_key(s) for s in steps[i:i + period]]
+    total = len(facts.keys)
+    keys = facts.keys[i:i + period]
     if len(keys) < period or any(k is None for k in keys):
         return 1
-    base = [_numbers(s) for s in steps[i:i + period]]
+    base = [facts.numbers(j) for j in range(i, i + period)]
     delta: list[list[int]] | None = None
     count = 1
-    while i + (count + 1) * period <= len(steps):
-        block = steps[i + count * period:i + (count + 1) * period]
-        if [_key(s) for s in block] != keys:
+    while i + (count + 1) * period <= total:
+        start = i + count * period
+        if facts.keys[start:start + period] != keys:
             break
-        nums = [_numbers(s) for s in block]
+        nums = [facts.numbers(j) for j in range(start, start + period)]
         if delta is None:
             delta = [[b - a for a, b in zip(x, y, strict=True)] for x, y in zip(base, nums,
                                                                                 strict=True)]
@@ -117,11 +139,12 @@ def _body(first: Sequence[Step], second: Sequence[Step]) -> tuple[Step, ...]:
 def reroll(steps: Sequence[Step]) -> tuple[Step, ...]:
     """`steps` with repeated runs folded into `loop` steps (module doc)."""
     out: list[Step] = []
+    facts = _Facts(steps)
     i = 0
     while i < len(steps):
         best = (1, 1)  # (count, period)
         for period in range(1, MAX_PERIOD + 1):
-            count = _run(steps, i, period)
+            count = _run(facts, i, period)
             if count >= MIN_COUNT and count * period > best[0] * best[1]:
                 best = (count, period)
         count, period = best
