@@ -48,14 +48,30 @@ def _texts(s: Step) -> list[str]:
 def _key(s: Step) -> tuple[Step, tuple[str, ...]] | None:
     """What must be equal between repetitions: the step without its slots, and the
     skeletons of the slot texts (numbers taken out)."""
+    found = _key_numbers(s)
+    return None if found is None else found[0]
+
+
+def _key_numbers(s: Step) -> tuple[tuple[Step, tuple[str, ...]], list[int]] | None:
+    """(`_key`, `_numbers`) of a step that may fold, from one scan of its texts."""
     if s.kind not in REROLLED or s.body:
         return None
+    skeletons: list[str] = []
+    numbers: list[int] = []
+    for text in _texts(s):
+        parts = _NUMBER.split(text)  # text, number, suffix, text, number, suffix, ..., text
+        numbers += [int(n) for n in parts[1::3]]
+        skeletons.append("#".join(parts[0::3]))
+    return (_fixed(s), tuple(skeletons)), numbers
+
+
+def _fixed(s: Step) -> Step:
+    """The step with what may change between repetitions taken out."""
     red = s.reduction
     if red is not None:  # peers, types and width stay; offsets and weights are texts
         red = replace(red, srcs=tuple((peer, 0) for peer, _ in red.srcs), weights=())
-    fixed = replace(s, dst_off=0, src_off=0, nbytes=0, value=0, vec=False, seq=0, rt=(),
-                    let=tuple((name, "") for name, _ in s.let), reduction=red)
-    return fixed, tuple(_NUMBER.sub("#", t) for t in _texts(s))
+    return replace(s, dst_off=0, src_off=0, nbytes=0, value=0, vec=False, seq=0, rt=(),
+                   let=tuple((name, "") for name, _ in s.let), reduction=red)
 
 
 def _numbers(s: Step) -> list[int]:
@@ -70,17 +86,14 @@ class _Facts:
     def __init__(self, steps: Sequence[Step]) -> None:
         ids: dict[object, int] = {}
         self.keys: list[int | None] = []
+        self.nums: list[list[int]] = []
         for s in steps:
-            k = _key(s)
-            self.keys.append(None if k is None else ids.setdefault(k, len(ids)))
-        self.steps = steps
-        self._numbers: dict[int, list[int]] = {}
+            found = _key_numbers(s)
+            self.keys.append(None if found is None else ids.setdefault(found[0], len(ids)))
+            self.nums.append([] if found is None else found[1])
 
     def numbers(self, i: int) -> list[int]:
-        out = self._numbers.get(i)
-        if out is None:
-            out = self._numbers[i] = _numbers(self.steps[i])
-        return out
+        return self.nums[i]
 
 
 def _run(facts: _Facts, i: int, period: int) -> int:

@@ -85,7 +85,10 @@ class CExpr:
         if not isinstance(v, Rt):
             raise _unsupported(f"a run-time value of an unexpected kind ({v!r})", self.span)
         parts: list[str] = []
-        for atom, k in sorted(v.terms.items(), key=lambda t: natural(t[0].text)):
+        terms = list(v.terms.items())
+        if len(terms) > 1:  # (one term, the common case: nothing to order)
+            terms.sort(key=lambda t: natural(t[0].text))
+        for atom, k in terms:
             term = self.atom(atom)
             parts.append(term if k == 1 else f"{k}LL * {term}")
         if v.const or not parts:
