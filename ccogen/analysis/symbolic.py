@@ -197,9 +197,11 @@ def execute(graph: HBGraph) -> Memory:
 def _outputs(instance: Instance) -> dict[int, list[RegionInst]]:
     """Per rank, the regions of it that postconditions read (not through `init`)."""
     out: dict[int, list[RegionInst]] = {}
+    seen: set[RegionInst] = set()  # membership in O(1): MoE instances have ~10^5 regions
     for c in instance.checks:
         for r, init in check_regions(c):
-            if not init and r not in out.get(r.rank, []):
+            if not init and r not in seen:
+                seen.add(r)
                 out.setdefault(r.rank, []).append(r)
     return out
 

@@ -48,7 +48,10 @@ class HeapLayout:
         return peer, self.window(region.window).offset + region.start
 
     def window(self, name: str) -> Placed:
-        return next(w for w in self.windows if w.name == name)
+        for w in self.windows:  # a handful of windows: a scan, no index to keep
+            if w.name == name:
+                return w
+        raise KeyError(f"no window {name!r} in the heap layout")
 
     def counter(self, name: str) -> Placed:
         return next(c for c in self.counters if c.name == name)

@@ -152,6 +152,15 @@ class Step:
     def c_vec(self) -> str:
         return self._c("vec", "true" if self.vec else "false")
 
+    @property
+    def c_srcs(self) -> tuple[tuple[int, str], ...]:
+        """A `reduce`'s sources as (peer, C offset): `src0`, `src1`... in `rt` replace
+        the static offsets (a folded loop's, codegen.reroll)."""
+        if self.reduction is None:
+            return ()
+        return tuple((peer, self._c(f"src{i}", f"{off}ULL"))
+                     for i, (peer, off) in enumerate(self.reduction.srcs))
+
 
 @dataclass(frozen=True, slots=True)
 class Branch:

@@ -10,8 +10,11 @@ replaces each run by one `loop` step: `for (int64_t t = 0; t < count; ++t)` arou
 period, every changing literal `v` printed as `v0 + d * t`.
 
 What may change between repetitions: the offsets, lengths, values and sequence numbers a
-step prints through its `c_*` fields (`model.Step`), and the literals of its run-time C
-expressions (`let`).  Everything else printed (peers, words, comments) must be equal.
+step prints through its `c_*` fields (`model.Step`), the literals of its run-time C
+expressions (`let`), and for a `reduce` its sources' offsets (`c_srcs`) and the literals
+of its weights (a run-time weight reads the token's own elements).  Everything else
+printed (peers, words, comments, a reduce's types, vector width and source count) must
+be equal.
 Only the printed text is compared, so a loop prints exactly the calls the unrolled steps
 did, in the same order (the device executes the same sequence).
 """
@@ -27,7 +30,7 @@ from ccogen.codegen.model import Branch, Segment, Step
 MIN_COUNT = 3
 MAX_PERIOD = 8
 REROLLED = frozenset({"comment", "copy", "putsig", "cputsig", "signal", "csignal", "sync",
-                      "ctasync"})
+                      "ctasync", "reduce"})
 _SLOTS = ("dst_off", "src_off", "nbytes", "value", "vec", "seq")
 _NUMBER = re.compile(r"(?<![\w.])(-?\d+)(ULL|LL)?(?![\w.])")
 
@@ -35,36 +38,78 @@ Shape = tuple[object, ...]
 
 
 def _texts(s: Step) -> list[str]:
-    return [getattr(s, f"c_{slot}") for slot in _SLOTS] + [v for _, v in s.let]
+    """Every printed text whose numbers may change, in one fixed order (`_body`'s)."""
+    out = [getattr(s, f"c_{slot}") for slot in _SLOTS] + [v for _, v in s.let]
+    if s.reduction is not None:
+        out += [off for _, off in s.c_srcs] + list(s.reduction.weights)
+    return out
 
 
 def _key(s: Step) -> tuple[Step, tuple[str, ...]] | None:
     """What must be equal between repetitions: the step without its slots, and the
     skeletons of the slot texts (numbers taken out)."""
+    found = _key_numbers(s)
+    return None if found is None else found[0]
+
+
+def _key_numbers(s: Step) -> tuple[tuple[Step, tuple[str, ...]], list[int]] | None:
+    """(`_key`, `_numbers`) of a step that may fold, from one scan of its texts."""
     if s.kind not in REROLLED or s.body:
         return None
-    fixed = replace(s, dst_off=0, src_off=0, nbytes=0, value=0, vec=False, seq=0, rt=(),
-                    let=tuple((name, "") for name, _ in s.let))
-    return fixed, tuple(_NUMBER.sub("#", t) for t in _texts(s))
+    skeletons: list[str] = []
+    numbers: list[int] = []
+    for text in _texts(s):
+        parts = _NUMBER.split(text)  # text, number, suffix, text, number, suffix, ..., text
+        numbers += [int(n) for n in parts[1::3]]
+        skeletons.append("#".join(parts[0::3]))
+    return (_fixed(s), tuple(skeletons)), numbers
+
+
+def _fixed(s: Step) -> Step:
+    """The step with what may change between repetitions taken out."""
+    red = s.reduction
+    if red is not None:  # peers, types and width stay; offsets and weights are texts
+        red = replace(red, srcs=tuple((peer, 0) for peer, _ in red.srcs), weights=())
+    return replace(s, dst_off=0, src_off=0, nbytes=0, value=0, vec=False, seq=0, rt=(),
+                   let=tuple((name, "") for name, _ in s.let), reduction=red)
 
 
 def _numbers(s: Step) -> list[int]:
     return [int(m[1]) for t in _texts(s) for m in _NUMBER.finditer(t)]
 
 
-def _run(steps: Sequence[Step], i: int, period: int) -> int:
+class _Facts:
+    """Each step's `_key` (as a small integer: equal keys, equal ids) and `_numbers`,
+    computed once: a MoE kernel's steps print kilobytes of run-time C each, and every
+    start position tries every period."""
+
+    def __init__(self, steps: Sequence[Step]) -> None:
+        ids: dict[object, int] = {}
+        self.keys: list[int | None] = []
+        self.nums: list[list[int]] = []
+        for s in steps:
+            found = _key_numbers(s)
+            self.keys.append(None if found is None else ids.setdefault(found[0], len(ids)))
+            self.nums.append([] if found is None else found[1])
+
+    def numbers(self, i: int) -> list[int]:
+        return self.nums[i]
+
+
+def _run(facts: _Facts, i: int, period: int) -> int:
     """How many repetitions of steps[i : i + period] start at i (affine numbers)."""
-    keys = [_key(s) for s in steps[i:i + period]]
+    total = len(facts.keys)
+    keys = facts.keys[i:i + period]
     if len(keys) < period or any(k is None for k in keys):
         return 1
-    base = [_numbers(s) for s in steps[i:i + period]]
+    base = [facts.numbers(j) for j in range(i, i + period)]
     delta: list[list[int]] | None = None
     count = 1
-    while i + (count + 1) * period <= len(steps):
-        block = steps[i + count * period:i + (count + 1) * period]
-        if [_key(s) for s in block] != keys:
+    while i + (count + 1) * period <= total:
+        start = i + count * period
+        if facts.keys[start:start + period] != keys:
             break
-        nums = [_numbers(s) for s in block]
+        nums = [facts.numbers(j) for j in range(start, start + period)]
         if delta is None:
             delta = [[b - a for a, b in zip(x, y, strict=True)] for x, y in zip(base, nums,
                                                                                 strict=True)]
@@ -89,23 +134,30 @@ def _body(first: Sequence[Step], second: Sequence[Step]) -> tuple[Step, ...]:
                 return f"static_cast<uint64_t>({v}LL + {w - v}LL * t)"
             return f"({v}{m[2] or ''} + {w - v}LL * t)"
 
+        # the order of `_texts`: slots, let, then a reduce's sources and weights
         slots = [(slot, _NUMBER.sub(sub, getattr(a, f"c_{slot}"))) for slot in _SLOTS]
         let = tuple((name, _NUMBER.sub(sub, v)) for name, v in a.let)
         static = [(slot, getattr(a, f"c_{slot}")) for slot in _SLOTS]
+        red = a.reduction
+        if red is not None:
+            slots += [(f"src{i}", _NUMBER.sub(sub, off)) for i, (_, off) in enumerate(a.c_srcs)]
+            static += [(f"src{i}", f"{off}ULL") for i, (_, off) in enumerate(red.srcs)]
+            red = replace(red, weights=tuple(_NUMBER.sub(sub, w) for w in red.weights))
         rt = tuple((slot, text) for (slot, text), (_, before) in zip(slots, static, strict=True)
                    if text != before or slot in dict(a.rt))
-        out.append(replace(a, rt=rt, let=let))
+        out.append(replace(a, rt=rt, let=let, reduction=red))
     return tuple(out)
 
 
 def reroll(steps: Sequence[Step]) -> tuple[Step, ...]:
     """`steps` with repeated runs folded into `loop` steps (module doc)."""
     out: list[Step] = []
+    facts = _Facts(steps)
     i = 0
     while i < len(steps):
         best = (1, 1)  # (count, period)
         for period in range(1, MAX_PERIOD + 1):
-            count = _run(steps, i, period)
+            count = _run(facts, i, period)
             if count >= MIN_COUNT and count * period > best[0] * best[1]:
                 best = (count, period)
         count, period = best

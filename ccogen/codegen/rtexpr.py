@@ -20,7 +20,9 @@ CUDA graph that captured the launches once replays them with the current content
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
 
 from ccogen.codegen.layout import HeapLayout
 from ccogen.codegen.reduce import CTYPES
@@ -31,7 +33,19 @@ from ccogen.ir.runtime import Atom, Rt
 from ccogen.source import Span
 
 _CMP = {"<", "<=", ">", ">=", "==", "!="}
+_DIGITS = re.compile(r"(\d+)")
 _HALF = {DType.BF16: "ccogen_ld_bf16", DType.F16: "ccogen_ld_f16"}
+
+
+@lru_cache(maxsize=1 << 16)
+def natural(text: str) -> tuple[object, ...]:
+    """`text` as a sort key whose digit runs compare as numbers: `x[9]` before `x[10]`, so
+    that the terms of a sum print in element order, the same from one token to the next
+    (a folded loop's terms, codegen.reroll) and as the source wrote them (`for j in ...`)."""
+    return tuple(int(part) if i % 2 else part for i, part in enumerate(_DIGITS.split(text)))
+
+
+_SHARED: list[object] = [None, None, {}]  # (instance, layout, {rank: memo}): CExpr.shared
 
 
 def _unsupported(message: str, span: Span | None) -> Exception:
@@ -46,6 +60,19 @@ class CExpr:
     layout: HeapLayout
     me: int
     span: Span | None = None
+    # printed atoms of rank `me` (codegen.plan shares one per rank and instance): a MoE
+    # kernel prints each routing entry's load and comparison in many ops
+    memo: dict[Atom, str] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def shared(cls, instance: Instance, layout: HeapLayout, me: int,
+               span: Span | None = None) -> CExpr:
+        """A printer whose memo is shared by every op of rank `me` of this instance and
+        layout (the last pair asked for is kept: one code generation at a time)."""
+        if _SHARED[0] is not instance or _SHARED[1] is not layout:
+            _SHARED[:] = [instance, layout, {}]
+        memos: dict[int, dict[Atom, str]] = _SHARED[2]  # type: ignore[assignment]
+        return cls(instance, layout, me, span, memos.setdefault(me, {}))
 
     def value(self, v: object) -> str:
         """`v` (an int, a float or an `Rt`) as a C expression."""
@@ -58,7 +85,10 @@ class CExpr:
         if not isinstance(v, Rt):
             raise _unsupported(f"a run-time value of an unexpected kind ({v!r})", self.span)
         parts: list[str] = []
-        for atom, k in sorted(v.terms.items(), key=lambda t: t[0].text):
+        terms = list(v.terms.items())
+        if len(terms) > 1:  # (one term, the common case: nothing to order)
+            terms.sort(key=lambda t: natural(t[0].text))
+        for atom, k in terms:
             term = self.atom(atom)
             parts.append(term if k == 1 else f"{k}LL * {term}")
         if v.const or not parts:
@@ -66,6 +96,12 @@ class CExpr:
         return parts[0] if len(parts) == 1 else "(" + " + ".join(parts) + ")"
 
     def atom(self, atom: Atom) -> str:
+        out = self.memo.get(atom)
+        if out is None:
+            out = self.memo[atom] = self._atom(atom)
+        return out
+
+    def _atom(self, atom: Atom) -> str:
         if atom.tree is not None:
             return self.tree(atom.tree)
         if atom.read is None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from ccogen.ir.evalerror import EvalError
 from ccogen.source import Span
@@ -64,7 +65,7 @@ def _opaque(lo: Bound, hi: Bound, text: str, deps: Iterable[Atom],
     how it is computed (`Atom.tree`)."""
     atom = Atom(("op", text), lo, hi, text, tree=tree)
     out = Rt.__new__(Rt)
-    out.terms, out.const, out.lo, out.hi = {atom: 1}, 0, lo, hi
+    out.terms, out.const, out.lo, out.hi, out._text = {atom: 1}, 0, lo, hi, None
     return out
 
 
@@ -75,11 +76,12 @@ def _mul_bound(a: Bound, b: Bound) -> Bound:
 class Rt:
     """A run-time integer: `const + sum(coef * atom)`, with its interval."""
 
-    __slots__ = ("const", "hi", "lo", "terms")
+    __slots__ = ("_text", "const", "hi", "lo", "terms")
 
     def __init__(self, terms: dict[Atom, int], const: int) -> None:
         self.terms = terms if all(terms.values()) else {a: k for a, k in terms.items() if k}
         self.const = const
+        self._text: str | None = None  # `text()`, once asked (an Rt never changes)
         lo: Bound = const
         hi: Bound = const
         for atom, k in self.terms.items():
@@ -108,6 +110,11 @@ class Rt:
         return f"Rt({self.text()}, [{self.lo}, {self.hi}])"
 
     def text(self) -> str:
+        if self._text is None:
+            self._text = self._print()
+        return self._text
+
+    def _print(self) -> str:
         parts = []
         for atom, k in sorted(self.terms.items(), key=lambda t: t[0].text):
             parts.append(atom.text if k == 1 else f"{k} * {atom.text}")
@@ -205,7 +212,7 @@ class Rt:
         if other.__class__ is int and self.const == 0 and len(self.terms) == 1:
             (atom, k), = self.terms.items()  # the common case: one element against a number
             if k == 1:
-                return _decide(op, atom.lo, atom.hi, other, atom, f"{atom.text} {op} {other}")
+                return _decide_atom(op, atom, other)
         d = self - lift(other)  # decide `d op 0`
         lo, hi = d.lo, d.hi
         decided: bool | None = None
@@ -264,6 +271,13 @@ class Rt:
     def __index__(self) -> int:
         raise EvalError(f"a run-time value (`{self.text()}`) where a static integer is needed",
                         None, code="E004")
+
+
+@lru_cache(maxsize=1 << 16)
+def _decide_atom(op: str, atom: Atom, value: int) -> bool | Rt:
+    """`atom op value`, one answer per question: a MoE instance compares each routing
+    entry with every rank once per warp, clearing copy and weight (~10^6 times)."""
+    return _decide(op, atom.lo, atom.hi, value, atom, f"{atom.text} {op} {value}")
 
 
 def _decide(op: str, lo: Bound, hi: Bound, value: int, atom: Atom, text: str) -> bool | Rt:

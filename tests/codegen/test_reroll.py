@@ -23,8 +23,12 @@ _ANY = re.compile(r"\((-?\d+)(LL)? \+ (-?\d+)LL \* t\)")
 
 
 def _printed(s: Step) -> tuple[object, ...]:
+    red = s.reduction
+    fixed = None if red is None else (red.op, red.ctype, red.acc, red.vector, red.elements,
+                                      tuple(p for p, _ in red.srcs))
     return (s.kind, s.text, s.peer, s.off, s.dst_peer, s.src_peer, s.line,
-            *(getattr(s, f) for f in SLOTS), tuple(s.let))
+            *(getattr(s, f) for f in SLOTS), tuple(s.let),
+            fixed, tuple(off for _, off in s.c_srcs), () if red is None else red.weights)
 
 
 def _at(text: str, t: int) -> str:
@@ -42,7 +46,8 @@ def _expand(steps: tuple[Step, ...]) -> list[tuple[object, ...]]:
             for b in s.body:
                 p = _printed(b)
                 out.append((*p[:7], *(_at(x, t) for x in p[7:13]),  # type: ignore[arg-type]
-                            tuple((n, _at(v, t)) for n, v in p[13])))  # type: ignore[attr-defined]
+                            tuple((n, _at(v, t)) for n, v in p[13]),  # type: ignore[attr-defined]
+                            p[14], *(tuple(_at(x, t) for x in p[i]) for i in (15, 16))))  # type: ignore[attr-defined]
     return out
 
 
@@ -110,3 +115,33 @@ def test_run_time_kernels_shrink() -> None:
     assert text.count("for (uint64_t i = ccogen_spread_first(c); i < 64ULL;") == 4
     assert text.count("ccogen_copy_chunk_warp(c, ") == 4 * 4
     assert "for (int64_t t = 0; t < 16; ++t) {" not in text
+
+
+def test_a_run_of_reduces_folds() -> None:
+    """moe_combine's `for t in range(tokens): reduce(...)` (run-time weights) and its row
+    clearing `copy` loop become device loops: one `reduce` call per rank's program, not
+    one per token, and the printed reduce reads the loop's `t`."""
+    path = ROOT / "protocols" / "moe_combine.cco"
+    nranks, tokens = 4, 16
+    instance, _ = instantiate(load_ir(path), nranks, {"tokens": tokens, "hidden": 64, "k": 2})
+    assert instance is not None
+    for target in ("nccl-lsa", "nvshmem"):
+        text = generate(instance, target, source=path.name, options=Options()).files[
+            "kernels.cu"]
+        assert text.count("ccogen_reduce_group<") == nranks  # unrolled: nranks * tokens
+        assert text.count("// moe_combine.cco:50: reduce") == nranks  # the comment stays
+        loop = f"for (int64_t t = 0; t < {tokens}; ++t) {{"
+        # per rank: a clearing loop per rank, the reduce loop (the returned rows are
+        # spread: codegen.spread)
+        assert text.count(loop) == nranks * (nranks + 1)
+        assert "{ -1, static_cast<uint64_t>(" in text  # the sources' offsets follow t
+        assert "ccogen_ld<float>(c, -2, static_cast<uint64_t>(0LL + 8LL * t))" in text
+
+
+def test_weights_print_in_element_order() -> None:
+    """A sum's terms print as the elements come (x[9] before x[10]), so that token 1's
+    weight has token 0's shape and the run folds."""
+    from ccogen.codegen.rtexpr import natural
+
+    texts = ["w@0[10]", "w@0[8]", "w@0[9]", "w@1[0]"]
+    assert sorted(texts, key=natural) == ["w@0[8]", "w@0[9]", "w@0[10]", "w@1[0]"]

@@ -223,61 +223,14 @@ __device__ __forceinline__ void ccogen_moe_combine_combine_r0_b0(const ccogen_ct
       ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
     }
   }
-  ccogen_sync_group(c, 18ULL, kSyncs);
-  // protocols/moe_combine.cco:50: reduce
-  {
-    const ccogen_addr s[] = {{ -1, 512ULL }, { -1, 640ULL }};
-    const float w[] = { static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, 0ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 256ULL)) == 0LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, 4ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 260ULL)) == 0LL)))), static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, 0ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 256ULL)) == 1LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, 4ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 260ULL)) == 1LL)))) };
-    ccogen_reduce_group<__nv_bfloat16, float, CCOGEN_SUM, 2, true>(c, -4, 0ULL, s, w, 16ULL, true, 50);
-  }
-  ccogen_sync_group(c, 19ULL, kSyncs);
-  // protocols/moe_combine.cco:50: reduce
-  {
-    const ccogen_addr s[] = {{ -1, 528ULL }, { -1, 656ULL }};
-    const float w[] = { static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, 8ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 264ULL)) == 0LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, 12ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 268ULL)) == 0LL)))), static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, 8ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 264ULL)) == 1LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, 12ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 268ULL)) == 1LL)))) };
-    ccogen_reduce_group<__nv_bfloat16, float, CCOGEN_SUM, 2, true>(c, -4, 16ULL, s, w, 16ULL, true, 50);
-  }
-  ccogen_sync_group(c, 20ULL, kSyncs);
-  // protocols/moe_combine.cco:50: reduce
-  {
-    const ccogen_addr s[] = {{ -1, 544ULL }, { -1, 672ULL }};
-    const float w[] = { static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, 16ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 272ULL)) == 0LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, 20ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 276ULL)) == 0LL)))), static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, 16ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 272ULL)) == 1LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, 20ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 276ULL)) == 1LL)))) };
-    ccogen_reduce_group<__nv_bfloat16, float, CCOGEN_SUM, 2, true>(c, -4, 32ULL, s, w, 16ULL, true, 50);
-  }
-  ccogen_sync_group(c, 21ULL, kSyncs);
-  // protocols/moe_combine.cco:50: reduce
-  {
-    const ccogen_addr s[] = {{ -1, 560ULL }, { -1, 688ULL }};
-    const float w[] = { static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, 24ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 280ULL)) == 0LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, 28ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 284ULL)) == 0LL)))), static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, 24ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 280ULL)) == 1LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, 28ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 284ULL)) == 1LL)))) };
-    ccogen_reduce_group<__nv_bfloat16, float, CCOGEN_SUM, 2, true>(c, -4, 48ULL, s, w, 16ULL, true, 50);
-  }
-  ccogen_sync_group(c, 22ULL, kSyncs);
-  // protocols/moe_combine.cco:50: reduce
-  {
-    const ccogen_addr s[] = {{ -1, 576ULL }, { -1, 704ULL }};
-    const float w[] = { static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, 32ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 288ULL)) == 0LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, 36ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 292ULL)) == 0LL)))), static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, 32ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 288ULL)) == 1LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, 36ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 292ULL)) == 1LL)))) };
-    ccogen_reduce_group<__nv_bfloat16, float, CCOGEN_SUM, 2, true>(c, -4, 64ULL, s, w, 16ULL, true, 50);
-  }
-  ccogen_sync_group(c, 23ULL, kSyncs);
-  // protocols/moe_combine.cco:50: reduce
-  {
-    const ccogen_addr s[] = {{ -1, 592ULL }, { -1, 720ULL }};
-    const float w[] = { static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, 40ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 296ULL)) == 0LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, 44ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 300ULL)) == 0LL)))), static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, 40ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 296ULL)) == 1LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, 44ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 300ULL)) == 1LL)))) };
-    ccogen_reduce_group<__nv_bfloat16, float, CCOGEN_SUM, 2, true>(c, -4, 80ULL, s, w, 16ULL, true, 50);
-  }
-  ccogen_sync_group(c, 24ULL, kSyncs);
-  // protocols/moe_combine.cco:50: reduce
-  {
-    const ccogen_addr s[] = {{ -1, 608ULL }, { -1, 736ULL }};
-    const float w[] = { static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, 48ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 304ULL)) == 0LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, 52ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 308ULL)) == 0LL)))), static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, 48ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 304ULL)) == 1LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, 52ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 308ULL)) == 1LL)))) };
-    ccogen_reduce_group<__nv_bfloat16, float, CCOGEN_SUM, 2, true>(c, -4, 96ULL, s, w, 16ULL, true, 50);
-  }
-  ccogen_sync_group(c, 25ULL, kSyncs);
-  // protocols/moe_combine.cco:50: reduce
-  {
-    const ccogen_addr s[] = {{ -1, 624ULL }, { -1, 752ULL }};
-    const float w[] = { static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, 56ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 312ULL)) == 0LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, 60ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 316ULL)) == 0LL)))), static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, 56ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 312ULL)) == 1LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, 60ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 316ULL)) == 1LL)))) };
-    ccogen_reduce_group<__nv_bfloat16, float, CCOGEN_SUM, 2, true>(c, -4, 112ULL, s, w, 16ULL, true, 50);
+  for (int64_t t = 0; t < 8; ++t) {
+    ccogen_sync_group(c, static_cast<uint64_t>(18LL + 1LL * t), kSyncs);
+    // protocols/moe_combine.cco:50: reduce
+    {
+      const ccogen_addr s[] = {{ -1, static_cast<uint64_t>(512LL + 16LL * t) }, { -1, static_cast<uint64_t>(640LL + 16LL * t) }};
+      const float w[] = { static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, static_cast<uint64_t>(0LL + 8LL * t))) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 0LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, static_cast<uint64_t>(4LL + 8LL * t))) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 0LL)))), static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, static_cast<uint64_t>(0LL + 8LL * t))) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 1LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, static_cast<uint64_t>(4LL + 8LL * t))) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 1LL)))) };
+      ccogen_reduce_group<__nv_bfloat16, float, CCOGEN_SUM, 2, true>(c, -4, static_cast<uint64_t>(0LL + 16LL * t), s, w, 16ULL, true, 50);
+    }
   }
   ccogen_sync_group(c, 26ULL, kSyncs);
   // protocols/moe_combine.cco:54: barrier
@@ -341,61 +294,14 @@ __device__ __forceinline__ void ccogen_moe_combine_combine_r1_b0(const ccogen_ct
       ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
     }
   }
-  ccogen_sync_group(c, 18ULL, kSyncs);
-  // protocols/moe_combine.cco:50: reduce
-  {
-    const ccogen_addr s[] = {{ -1, 512ULL }, { -1, 640ULL }};
-    const float w[] = { static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, 0ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 256ULL)) == 0LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, 4ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 260ULL)) == 0LL)))), static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, 0ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 256ULL)) == 1LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, 4ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 260ULL)) == 1LL)))) };
-    ccogen_reduce_group<__nv_bfloat16, float, CCOGEN_SUM, 2, true>(c, -4, 0ULL, s, w, 16ULL, true, 50);
-  }
-  ccogen_sync_group(c, 19ULL, kSyncs);
-  // protocols/moe_combine.cco:50: reduce
-  {
-    const ccogen_addr s[] = {{ -1, 528ULL }, { -1, 656ULL }};
-    const float w[] = { static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, 8ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 264ULL)) == 0LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, 12ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 268ULL)) == 0LL)))), static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, 8ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 264ULL)) == 1LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, 12ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 268ULL)) == 1LL)))) };
-    ccogen_reduce_group<__nv_bfloat16, float, CCOGEN_SUM, 2, true>(c, -4, 16ULL, s, w, 16ULL, true, 50);
-  }
-  ccogen_sync_group(c, 20ULL, kSyncs);
-  // protocols/moe_combine.cco:50: reduce
-  {
-    const ccogen_addr s[] = {{ -1, 544ULL }, { -1, 672ULL }};
-    const float w[] = { static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, 16ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 272ULL)) == 0LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, 20ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 276ULL)) == 0LL)))), static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, 16ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 272ULL)) == 1LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, 20ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 276ULL)) == 1LL)))) };
-    ccogen_reduce_group<__nv_bfloat16, float, CCOGEN_SUM, 2, true>(c, -4, 32ULL, s, w, 16ULL, true, 50);
-  }
-  ccogen_sync_group(c, 21ULL, kSyncs);
-  // protocols/moe_combine.cco:50: reduce
-  {
-    const ccogen_addr s[] = {{ -1, 560ULL }, { -1, 688ULL }};
-    const float w[] = { static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, 24ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 280ULL)) == 0LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, 28ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 284ULL)) == 0LL)))), static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, 24ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 280ULL)) == 1LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, 28ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 284ULL)) == 1LL)))) };
-    ccogen_reduce_group<__nv_bfloat16, float, CCOGEN_SUM, 2, true>(c, -4, 48ULL, s, w, 16ULL, true, 50);
-  }
-  ccogen_sync_group(c, 22ULL, kSyncs);
-  // protocols/moe_combine.cco:50: reduce
-  {
-    const ccogen_addr s[] = {{ -1, 576ULL }, { -1, 704ULL }};
-    const float w[] = { static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, 32ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 288ULL)) == 0LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, 36ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 292ULL)) == 0LL)))), static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, 32ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 288ULL)) == 1LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, 36ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 292ULL)) == 1LL)))) };
-    ccogen_reduce_group<__nv_bfloat16, float, CCOGEN_SUM, 2, true>(c, -4, 64ULL, s, w, 16ULL, true, 50);
-  }
-  ccogen_sync_group(c, 23ULL, kSyncs);
-  // protocols/moe_combine.cco:50: reduce
-  {
-    const ccogen_addr s[] = {{ -1, 592ULL }, { -1, 720ULL }};
-    const float w[] = { static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, 40ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 296ULL)) == 0LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, 44ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 300ULL)) == 0LL)))), static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, 40ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 296ULL)) == 1LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, 44ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 300ULL)) == 1LL)))) };
-    ccogen_reduce_group<__nv_bfloat16, float, CCOGEN_SUM, 2, true>(c, -4, 80ULL, s, w, 16ULL, true, 50);
-  }
-  ccogen_sync_group(c, 24ULL, kSyncs);
-  // protocols/moe_combine.cco:50: reduce
-  {
-    const ccogen_addr s[] = {{ -1, 608ULL }, { -1, 736ULL }};
-    const float w[] = { static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, 48ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 304ULL)) == 0LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, 52ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 308ULL)) == 0LL)))), static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, 48ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 304ULL)) == 1LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, 52ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 308ULL)) == 1LL)))) };
-    ccogen_reduce_group<__nv_bfloat16, float, CCOGEN_SUM, 2, true>(c, -4, 96ULL, s, w, 16ULL, true, 50);
-  }
-  ccogen_sync_group(c, 25ULL, kSyncs);
-  // protocols/moe_combine.cco:50: reduce
-  {
-    const ccogen_addr s[] = {{ -1, 624ULL }, { -1, 752ULL }};
-    const float w[] = { static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, 56ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 312ULL)) == 0LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, 60ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 316ULL)) == 0LL)))), static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, 56ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 312ULL)) == 1LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, 60ULL)) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 316ULL)) == 1LL)))) };
-    ccogen_reduce_group<__nv_bfloat16, float, CCOGEN_SUM, 2, true>(c, -4, 112ULL, s, w, 16ULL, true, 50);
+  for (int64_t t = 0; t < 8; ++t) {
+    ccogen_sync_group(c, static_cast<uint64_t>(18LL + 1LL * t), kSyncs);
+    // protocols/moe_combine.cco:50: reduce
+    {
+      const ccogen_addr s[] = {{ -1, static_cast<uint64_t>(512LL + 16LL * t) }, { -1, static_cast<uint64_t>(640LL + 16LL * t) }};
+      const float w[] = { static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, static_cast<uint64_t>(0LL + 8LL * t))) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 0LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, static_cast<uint64_t>(4LL + 8LL * t))) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 0LL)))), static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, static_cast<uint64_t>(0LL + 8LL * t))) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 1LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, static_cast<uint64_t>(4LL + 8LL * t))) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 1LL)))) };
+      ccogen_reduce_group<__nv_bfloat16, float, CCOGEN_SUM, 2, true>(c, -4, static_cast<uint64_t>(0LL + 16LL * t), s, w, 16ULL, true, 50);
+    }
   }
   ccogen_sync_group(c, 26ULL, kSyncs);
   // protocols/moe_combine.cco:54: barrier
