@@ -19,9 +19,9 @@ and check `ensure` against the instance of those contents; the timed epochs that
 do not refill, so they read what the verified epoch left.  That is the same input when
 no launch writes a window or buffer that `require` constrains; when one does, the
 contents a launch leaves are simulated (`ccogen.sim.runtime.run_contents`) and checked
-against `require` (`relaunch_problem`): contents that no longer satisfy it are not
-timed.  The link bytes of the point (GB/s, the NCCL collective's size) are the drawn
-instance's: the bytes these contents move.
+against `require` (`relaunch`): contents that no longer satisfy it are not timed;
+contents that still do are timed, with a note.  The link bytes of the point (GB/s, the
+NCCL collective's size) are the drawn instance's: the bytes these contents move.
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ class BenchContents:
     draw: EpochDraw
     kind: str                # the --contents choice
     problem: str | None      # why the timed epochs would not read valid contents, if so
+    rewritten: str = ""      # a note: launches rewrite what `require` constrains, validly
 
     @property
     def describe(self) -> str:
@@ -78,7 +79,8 @@ def draw_for(instance: Instance, kind: str, seed: int) -> tuple[BenchContents, I
     if spec is None:
         return None
     drawn, concrete = draw_named(spec, draw_name(kind))
-    return BenchContents(spec, drawn, kind, relaunch_problem(spec, drawn, concrete)), concrete
+    problem, rewritten = relaunch(spec, drawn, concrete)
+    return BenchContents(spec, drawn, kind, problem, rewritten), concrete
 
 
 def write_draw(draw: EpochDraw, path: Path) -> Path:
@@ -121,19 +123,27 @@ def written_names(instance: Instance) -> set[str]:
 def relaunch_problem(spec: DrawSpec, draw: EpochDraw, concrete: Instance) -> str | None:
     """None when a launch that follows a verified epoch, with nothing refilled, reads
     contents that satisfy `require` (module doc); else why it would not."""
+    return relaunch(spec, draw, concrete)[0]
+
+
+def relaunch(spec: DrawSpec, draw: EpochDraw, concrete: Instance) -> tuple[str | None, str]:
+    """(`relaunch_problem`, a note when a launch rewrites what `require` constrains but
+    leaves contents that still satisfy it: the timed epochs then read those)."""
     overwritten = sorted(required_names(spec.protocol) & written_names(concrete))
     if not overwritten:
-        return None
+        return None, ""
     names = ", ".join(f"`{n}`" for n in overwritten)
     broken = _after_one_launch(spec, draw)
     if broken is None:
         return (f"a launch writes {names}, which `require` constrains, and the contents it "
-                "leaves could not be simulated (the timed epochs do not refill)")
+                "leaves could not be simulated (the timed epochs do not refill)"), ""
     if broken:
         return (f"a launch overwrites {names}, which `require` constrains, and the next "
                 f"launch would read contents that violate it ({', '.join(broken[:3])}; the "
-                "timed epochs do not refill)")
-    return None
+                "timed epochs do not refill)"), ""
+    return None, (f"a launch rewrites {names}, which `require` constrains; what it leaves "
+                  "still satisfies `require` (simulated), and the timed epochs, which do not "
+                  "refill, read that")
 
 
 def _after_one_launch(spec: DrawSpec, draw: EpochDraw) -> list[str] | None:
@@ -164,4 +174,4 @@ def _after_one_launch(spec: DrawSpec, draw: EpochDraw) -> list[str] | None:
 
 
 __all__ = ["CONTENTS", "DEFAULT_CONTENTS", "BenchContents", "draw_for", "draw_name",
-           "relaunch_problem", "required_names", "write_draw", "written_names"]
+           "relaunch", "relaunch_problem", "required_names", "write_draw", "written_names"]

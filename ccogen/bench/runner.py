@@ -210,6 +210,8 @@ def plan_request(request: SweepRequest, settings: Settings, plan: Plan) -> None:
         else:  # the bytes and checks of the drawn contents, not of the bounds
             contents, concrete = drawn
             traffic, checks = traffic_of(concrete), contents.draw.checks
+            if contents.rewritten:
+                plan.notes.append(f"{label} at {value}: {contents.rewritten}")
             draw_file = write_draw(contents.draw, base / "contents" / f"{kind}.pkl")
         plan.points.append(PlannedPoint(
             label, protocol.name, sweep, value, traffic,
@@ -300,8 +302,6 @@ def stage_draws(cases: Sequence[CaseSpec], shared: Path) -> list[CaseSpec]:
     """Each run-time case's drawn contents as the draws of its verified epochs, in the
     shared directory (`ccogen.rt.drawn.load_epoch` reads `draw-E.pkl`): epoch 0, before
     timing, and epoch 1 + `timing.epochs`, after it (the timed epochs refill nothing)."""
-    import shutil
-
     staged = []
     for index, case in enumerate(cases):
         if case.drawn is None:
@@ -309,8 +309,8 @@ def stage_draws(cases: Sequence[CaseSpec], shared: Path) -> list[CaseSpec]:
             continue
         directory = shared / "draws" / str(index)
         directory.mkdir(parents=True, exist_ok=True)
-        for epoch in (0, 1 + case.timing.epochs):
-            shutil.copyfile(case.draw_file, directory / f"draw-{epoch}.pkl")
+        for epoch in (0, 1 + case.timing.epochs):  # links: a MoE draw is hundreds of MiB
+            (directory / f"draw-{epoch}.pkl").symlink_to(Path(case.draw_file).resolve())
         staged.append(replace(case, drawn_dir=str(directory)))
     return staged
 

@@ -254,6 +254,17 @@ def test_a_launch_that_breaks_require_for_the_next_is_not_timed(
     assert f"generated at 8: not timed: {problem}" in sweep_report(bench, point.sweep)
 
 
+def test_a_launch_that_rewrites_require_s_inputs_validly_is_timed_with_a_note(
+        tmp_path: Path) -> None:
+    """rewrite.cco copies over `total` the value `require` asks of it."""
+    plan, settings = plan_of(tmp_path, CLOBBER.parent / "rewrite.cco", "cap=8", ranks=1)
+    point = plan.points[0]
+    assert point.contents is not None and point.contents.problem is None
+    assert "`total`" in point.contents.rewritten and "still satisfies" in point.contents.rewritten
+    assert plan.notes[-1] == f"rewrite:cap at 8: {point.contents.rewritten}"
+    assert [c.untimed for c in staged_cases(tmp_path, plan, settings)] == [""]
+
+
 def _concrete(contents: Any) -> Any:
     from ccogen.instantiate import Contents
 
