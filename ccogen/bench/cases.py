@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ccogen.rt.data import CheckSpec
+from ccogen.rt.drawn import DrawSpec
 from ccogen.rt.launch import DEFAULT_INIT_TIMEOUT_S, DEFAULT_WATCHDOG_S
 
 
@@ -50,6 +51,13 @@ class CaseSpec:
     verify_after: bool = True  # one more checked epoch after the timed ones
     timer_offset: int | None = None  # heap offset of (sum ns, one-way trips) words
     timer_rank: int = 0
+    # run-time values (ccogen.bench.contents): the contents every verified epoch fills
+    # (drawn to satisfy `require`) and the timed epochs then read, unrefilled
+    drawn: DrawSpec | None = None
+    draw_file: str = ""        # the draw, pickled at planning
+    drawn_dir: str = ""        # ... staged as the verified epochs' draws (runner.stage_draws)
+    contents: str = ""         # its label (`interior-0`)
+    untimed: str = ""          # why the timed epochs would not read valid contents
 
 
 @dataclass(frozen=True)
@@ -96,6 +104,7 @@ class CaseTimes:
     failures: list[str] = field(default_factory=list)
     note: str = ""
     in_kernel_us: float | None = None
+    contents: str = ""        # run-time values: the draw the verified epochs filled
 
 
 @dataclass

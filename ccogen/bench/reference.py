@@ -186,6 +186,8 @@ def derive_manifest(spec: ReferenceSpec, generated: dict[str, Any]) -> dict[str,
         **({"buffers": generated["buffers"]} if generated.get("buffers") else {}),
         **({"between_launches": generated["between_launches"]}
            if "between_launches" in generated else {}),
+        # the reference reads the same run-time values (`ccogen run` refuses random bytes)
+        **({"runtime_values": True} if generated.get("runtime_values") else {}),
         "kernels": [{"name": spec.kernel["name"], "symbol": spec.kernel["symbol"],
                      "grid": units * ctas, "block": threads, "shared_mem": 0,
                      "cooperative": False, "params": list(spec.kernel["params"])}],

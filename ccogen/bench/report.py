@@ -108,6 +108,9 @@ def sweep_report(result: BenchResult, sweep: str) -> str:
     head = (f"{first.protocol} on {result.target}, {result.nranks} ranks: sweep of "
             f"`{first.param}`; median time per epoch (us), GB/s per direction "
             f"(bytes of the busiest link / time); ceiling = {ceiling}")
+    contents = result.info.get("contents", {}).get(sweep)
+    if contents:  # run-time values: what the verified and the timed epochs read
+        head += f"; contents timed: {contents}"
     lines = [head, format_table(COLUMNS, table_rows(result, sweep, ceiling))]
     if not first.is_bytes:
         for impl in ("generated", "reference"):

@@ -3,11 +3,15 @@
 `run_bench(requests, settings)`:
 1. plan: for each sweep value, check and generate the instance (kernels that count their
    own epochs: `codegen.Options.epoch_from_heap`), its link traffic and `ensure` checks,
-   and the reference's manifest for the same instance (ccogen.bench.reference);
+   and the reference's manifest for the same instance (ccogen.bench.reference); for a
+   protocol with run-time values, the contents it is verified and timed on, drawn to
+   satisfy `require` (`--contents`, ccogen.bench.contents), and the checks and link
+   traffic of the instance of those contents;
 2. build every cubin and the engine shim in parallel (nvcc, cached);
 3. measure the link ceilings in a process of their own (ccogen.bench.ceiling);
 4. spawn one benchmark rank per GPU (ccogen.bench.worker) with every case, the empty
-   kernel floors and the engine collectives; wait for their reports;
+   kernel floors and the engine collectives (each run-time case's drawn contents staged
+   in the shared directory as the draws of its verified epochs); wait for their reports;
 5. merge the ranks' samples into `Point`s: per case, the statistics of the slowest rank.
 """
 
@@ -32,6 +36,7 @@ from ccogen.bench.cases import (
     Timing,
     WorkerConfig,
 )
+from ccogen.bench.contents import CONTENTS, DEFAULT_CONTENTS, BenchContents, draw_for, write_draw
 from ccogen.bench.results import BenchResult, Point, slowest
 from ccogen.bench.sweep import Sweep, parse_sweep
 from ccogen.bench.traffic import Traffic, traffic_of
@@ -78,6 +83,8 @@ class Settings:
     verify_after_max: int = 64 << 20   # window bytes per rank up to which the timed
                                        # configuration is checked again afterwards
     seed: int = 0
+    contents: str | None = None        # run-time protocols: the draw timed (CONTENTS;
+                                       # None: DEFAULT_CONTENTS, `interior`)
     watchdog_s: float = 30.0
     jobs: int = 0                      # parallel nvcc builds (0: one per CPU)
     arch: str | None = None            # default: the GPU's
@@ -103,6 +110,8 @@ class PlannedPoint:
     reference_dir: Path | None
     compare: str | None        # alltoall | allgather
     ceiling: str = "auto"
+    contents: BenchContents | None = None  # run-time values: the drawn contents
+    draw_file: Path | None = None           # ... pickled (ccogen.rt.drawn.load_epoch)
 
     @property
     def param(self) -> str:
@@ -179,6 +188,9 @@ def plan_request(request: SweepRequest, settings: Settings, plan: Plan) -> None:
                           f"{settings.target} (benchmarks/reference/{settings.target}/"
                           f"{protocol.name})")
     label = f"{protocol.name}:{sweep.param}"
+    kind = settings.contents or DEFAULT_CONTENTS
+    if kind not in CONTENTS:
+        raise ValueError(f"--contents is one of {', '.join(CONTENTS)}, not {kind!r}")
     for value in sweep.values:
         base = settings.build_root / settings.target / label.replace(":", "-") / str(value)
         params = {**fixed, sweep.param: value}
@@ -188,10 +200,23 @@ def plan_request(request: SweepRequest, settings: Settings, plan: Plan) -> None:
         ref_dir = None
         if reference is not None:
             ref_dir = write_case(reference, base / "generated", base / "reference")
+        drawn = draw_for(instance, kind, settings.seed)
+        if drawn is None:
+            if settings.contents is not None and value == sweep.values[0]:
+                plan.notes.append(f"--contents {kind}: {protocol.name} reads no run-time "
+                                  "values; its windows hold the seeded bytes")
+            traffic, checks = traffic_of(instance), tuple(instance_checks(instance))
+            contents, draw_file = None, None
+        else:  # the bytes and checks of the drawn contents, not of the bounds
+            contents, concrete = drawn
+            traffic, checks = traffic_of(concrete), contents.draw.checks
+            if contents.rewritten:
+                plan.notes.append(f"{label} at {value}: {contents.rewritten}")
+            draw_file = write_draw(contents.draw, base / "contents" / f"{kind}.pkl")
         plan.points.append(PlannedPoint(
-            label, protocol.name, sweep, value, traffic_of(instance),
-            sum(size for _, size in instance.window_sizes), tuple(instance_checks(instance)),
-            base / "generated", ref_dir, compare, request.ceiling))
+            label, protocol.name, sweep, value, traffic,
+            sum(size for _, size in instance.window_sizes), checks,
+            base / "generated", ref_dir, compare, request.ceiling, contents, draw_file))
 
 
 def plan_all(requests: Sequence[SweepRequest], settings: Settings) -> Plan:
@@ -257,16 +282,37 @@ def cases_of(plan: Plan, cubins: dict[Path, Path], settings: Settings) -> list[C
     for p in plan.points:
         timing = timing_for(p, settings)
         again = p.window_bytes <= settings.verify_after_max
+        drawn = {} if p.contents is None else {
+            "drawn": p.contents.spec, "draw_file": str(p.draw_file),
+            "contents": p.contents.draw.label, "untimed": p.contents.problem or ""}
         if p.generated_dir in cubins:
             cases.append(CaseSpec(p.key("generated"), "generated", str(p.generated_dir),
                                   str(cubins[p.generated_dir]), p.checks, timing,
-                                  verify_after=again))
+                                  verify_after=again, **drawn))  # type: ignore[arg-type]
         if p.reference_dir is not None and p.reference_dir in cubins:
             manifest = json.loads((p.reference_dir / "manifest.json").read_text())
             cases.append(CaseSpec(p.key("reference"), "reference", str(p.reference_dir),
                                   str(cubins[p.reference_dir]), p.checks, timing,
-                                  verify_after=again, timer_offset=timer_offset(manifest)))
+                                  verify_after=again, timer_offset=timer_offset(manifest),
+                                  **drawn))  # type: ignore[arg-type]
     return cases
+
+
+def stage_draws(cases: Sequence[CaseSpec], shared: Path) -> list[CaseSpec]:
+    """Each run-time case's drawn contents as the draws of its verified epochs, in the
+    shared directory (`ccogen.rt.drawn.load_epoch` reads `draw-E.pkl`): epoch 0, before
+    timing, and epoch 1 + `timing.epochs`, after it (the timed epochs refill nothing)."""
+    staged = []
+    for index, case in enumerate(cases):
+        if case.drawn is None:
+            staged.append(case)
+            continue
+        directory = shared / "draws" / str(index)
+        directory.mkdir(parents=True, exist_ok=True)
+        for epoch in (0, 1 + case.timing.epochs):  # links: a MoE draw is hundreds of MiB
+            (directory / f"draw-{epoch}.pkl").symlink_to(Path(case.draw_file).resolve())
+        staged.append(replace(case, drawn_dir=str(directory)))
+    return staged
 
 
 def floor_cases(directory: Path, cubin: Path, settings: Settings) -> list[CaseSpec]:
@@ -348,6 +394,9 @@ def run_bench(requests: Sequence[SweepRequest], settings: Settings, *,
         "epochs_per_graph": settings.epochs_per_graph, "graph_max": settings.graph_max,
         "seed": settings.seed}})
     result.info["ceiling"] = {p.sweep: ceiling_for(plan, p.sweep) for p in plan.points}
+    contents = {p.sweep: p.contents.describe for p in plan.points if p.contents is not None}
+    if contents:
+        result.info["contents"] = contents
     if build_only:
         return result
     ceilings = None
@@ -405,8 +454,9 @@ def _run_ranks(cases: Sequence[CaseSpec], compares: Sequence[CompareSpec], setti
     heap = max((buffer_layout(m)[1] for m in manifests), default=4096)
     barriers = max((m.lsa_barrier_count for m in manifests), default=0)
     with tempfile.TemporaryDirectory(prefix="ccogen-bench-") as shared:
+        staged = stage_draws(cases, Path(shared))
         config = WorkerConfig(settings.target, settings.ranks, str(engine), heap, barriers,
-                              tuple(cases), tuple(compares), settings.seed,
+                              tuple(staged), tuple(compares), settings.seed,
                               rendezvous_dir=shared, shared_dir=shared,
                               watchdog_s=settings.watchdog_s, devices=devices)
         deadline = config.init_timeout_s + 90.0 * len(cases) + 60.0 * len(compares) + 120.0
@@ -494,4 +544,5 @@ def merge(result: BenchResult, plan: Plan, ranks: Sequence[RankBench], ceilings:
 
 __all__ = ["COMPARES", "Plan", "PlannedPoint", "Settings", "SweepRequest", "build_all",
            "cases_of", "ceiling_for", "compare_key", "compares_of", "floor_cases", "floors_dir",
-           "merge", "plan_all", "plan_request", "resolve_compare", "run_bench", "timing_for"]
+           "merge", "plan_all", "plan_request", "resolve_compare", "run_bench", "stage_draws",
+           "timing_for"]

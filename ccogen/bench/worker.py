@@ -11,8 +11,12 @@ every case in order, all ranks in step:
    `nvshmemx_cumodule_init`);
 3. one verified epoch: exactly `ccogen run`'s epoch (fill every window with the seeded
    bytes, host barrier, the kernels, host barrier, check every `ensure` of this rank;
-   `ccogen.rt.launch._Rank.epoch`).  The ranks agree (through the shared directory)
-   whether every rank's checks held; a case that failed anywhere is not timed;
+   `ccogen.rt.launch._Rank.epoch`).  A protocol with run-time values fills its windows
+   and buffers with the case's drawn contents instead (`CaseSpec.drawn`, staged in the
+   shared directory as this epoch's draw) and checks the `ensure` of their instance.
+   The ranks agree (through the shared directory) whether every rank's checks held; a
+   case that failed anywhere is not timed, nor one whose launches would leave contents
+   that violate `require` for the next (`CaseSpec.untimed`, ccogen.bench.contents);
 4. timing: `warmup` samples, host barrier, then `samples` samples back to back, a CUDA
    event between consecutive samples and nothing else on the host: no barrier, no
    refill, no check.  A sample is `epochs_per_sample` epochs: launched one by one, or
@@ -165,10 +169,15 @@ class BenchRank:
         """Verify, time and verify again one case (module docstring)."""
         rt = self.session.rt
         times = CaseTimes(case.key)
+        manifest = load_manifest(case.manifest_dir)
+        if manifest.runtime_values and case.drawn is None:  # never random counts
+            times.verified = False
+            times.note = (f"not run: {manifest.protocol} reads run-time values and the case "
+                          "has no drawn contents (this is a bug in ccogen)")
+            return times
         self.session.phase(f"{case.key}: set-up")
         self.session.zero_heap()
         self._barrier(f"{case.key}: heap zeroed")
-        manifest = load_manifest(case.manifest_dir)
         module = rt.Module(Path(case.cubin).read_bytes())
         if case.module_init:
             self.session.engine.module_init(module.handle)
@@ -181,11 +190,15 @@ class BenchRank:
                            for name, off in offsets.items()}
         # A hang or a failed launch raises Stop out of here: the process then reports
         # and exits without touching the module again.
-        epoch = self._verify(checker, functions, 0, times, "before timing")
-        if self._agree(index, "verified", times.verified is True):
+        epoch = self._verify(checker, case, functions, 0, times, "before timing")
+        if case.untimed:  # the timed epochs would read contents that `require` forbids
+            times.note = (times.note + "; " if times.note else "") + \
+                f"not timed: {case.untimed}"
+        elif self._agree(index, "verified", times.verified is True):
             epoch = self._time(case, manifest, functions, epoch, times, checker.buffers)
             if case.verify_after:
-                epoch = self._verify(checker, functions, epoch, times, "after timing")
+                epoch = self._verify(checker, case, functions, epoch, times,
+                                     "after timing")
                 times.verified = self._agree(index, "verified-after", times.verified is True)
         else:
             times.verified = False
@@ -202,16 +215,19 @@ class BenchRank:
         config = RunConfig(case.manifest_dir, self.config.nranks, 1, self.config.seed, False,
                            case.cubin, self.config.engine, case.checks,
                            rendezvous_dir=self.config.rendezvous_dir,
-                           shared_dir=self.config.shared_dir, watchdog_s=self.config.watchdog_s)
+                           shared_dir=self.config.shared_dir, watchdog_s=self.config.watchdog_s,
+                           drawn=case.drawn, drawn_dir=case.drawn_dir)
         state = _Rank(config, self.rank, self.device, self.rendezvous,
                       RankResult(self.rank, self.device), self.on_hang)
         state.attach(self.session)
         return state
 
-    def _verify(self, checker: _Rank, functions: list[Any], epoch: int, times: CaseTimes,
-                when: str) -> int:
+    def _verify(self, checker: _Rank, case: CaseSpec, functions: list[Any], epoch: int,
+                times: CaseTimes, when: str) -> int:
         """One checked epoch (`ccogen run`'s); returns the next epoch index."""
         before = checker.result.failure_count
+        if case.drawn is not None:
+            self._check_staged(case, epoch)
         try:
             checker.epoch(epoch, functions, None)
         except Stop:
@@ -224,7 +240,20 @@ class BenchRank:
             times.note = (times.note + "; " if times.note else "") + \
                 f"{failed} ensure comparison(s) failed {when} on rank {self.rank}"
         times.verified = (times.verified is not False) and failed == 0
+        if case.drawn is not None:
+            loaded = checker.result.draws[-1]
+            if loaded != case.contents:
+                raise RuntimeError(f"{times.key}: epoch {epoch} filled the draw {loaded}, not "
+                                   f"the case's {case.contents} (this is a bug in ccogen)")
+            times.contents = loaded
         return epoch + 1
+
+    def _check_staged(self, case: CaseSpec, epoch: int) -> None:
+        """The case's draw must be staged for `epoch`: `load_epoch` would otherwise draw
+        `ccogen run`'s contents of that epoch, not the case's."""
+        if not (Path(case.drawn_dir) / f"draw-{epoch}.pkl").is_file():
+            raise RuntimeError(f"{case.key}: no staged draw for epoch {epoch} in "
+                               f"{case.drawn_dir or '(no directory)'} (this is a bug in ccogen)")
 
     def _launch(self, manifest: Manifest, functions: list[Any], epoch: int,
                 buffers: dict[str, int]) -> None:

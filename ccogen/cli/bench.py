@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ccogen.bench.contents import CONTENTS
 from ccogen.bench.runner import COMPARES
 from ccogen.cli.common import EXIT_OK, EXIT_USAGE, UsageError, max_ctas_arg, params, read
 from ccogen.fileio import check_output_dir
@@ -63,6 +64,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--no-floors", action="store_true", help="skip the empty-kernel floor")
     p.add_argument("--no-plot", action="store_true", help="write no PNG")
     p.add_argument("--seed", type=int, default=0, help="seed of the window contents")
+    p.add_argument("--contents", default=None, choices=CONTENTS,
+                   help="protocols with run-time values: the contents drawn to satisfy "
+                   "`require` that are verified and timed (default interior: uniform "
+                   "between the bounds; low / high: every bounded value at its lower / "
+                   "upper bound; mixed: each at either bound or between)")
     p.add_argument("--watchdog", type=float, default=30.0, metavar="S",
                    help="seconds a phase's kernels may run before the run stops")
     p.add_argument("--jobs", type=int, default=0, metavar="J", help="parallel nvcc builds")
@@ -124,7 +130,8 @@ def settings_of(args: argparse.Namespace) -> Any:
                     graph_max=_bytes("--graph-max", args.graph_max),
                     ceiling=not args.no_ceiling, floors=not args.no_floors,
                     verify_after_max=_bytes("--verify-after-max", args.verify_after_max),
-                    seed=args.seed, watchdog_s=args.watchdog, jobs=args.jobs, arch=args.arch,
+                    seed=args.seed, contents=args.contents, watchdog_s=args.watchdog,
+                    jobs=args.jobs, arch=args.arch,
                     work_dir=Path(args.work) if args.work else None)
 
 

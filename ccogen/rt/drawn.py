@@ -77,9 +77,6 @@ def which(epoch: int) -> str:
 def draw_epoch(spec: DrawSpec, epoch: int) -> EpochDraw:
     """The contents and checks of `epoch`; RunError when no contents can be drawn or the
     instance of the drawn contents has errors (a bug: the checker accepted the protocol)."""
-    from ccogen.instantiate import instantiate
-    from ccogen.limits import DEFAULT
-    from ccogen.rt.errors import RunError
     from ccogen.sim.runtime import draw
 
     params = dict(spec.params)
@@ -87,17 +84,44 @@ def draw_epoch(spec: DrawSpec, epoch: int) -> EpochDraw:
     if contents is None:
         contents, label = draw(spec.protocol, spec.nranks, params, f"mixed-{epoch}", spec.seed)
     if contents is None:
+        from ccogen.rt.errors import RunError
+
         raise RunError(f"no contents satisfy `require` of `{spec.protocol.name}` "
                        f"(epoch {epoch}: {label})")
-    instance, diags = instantiate(spec.protocol, spec.nranks, params, DEFAULT,
+    return _checked(spec, contents, label, f"epoch {epoch}")[0]
+
+
+def draw_named(spec: DrawSpec, name: str) -> tuple[EpochDraw, Instance]:
+    """The draw `name` (`low`, `high`, `mixed-N`, `interior-N`: ccogen.sim.runtime.draw),
+    with no fallback, and the instance of its contents (`ccogen bench` times one chosen
+    draw); RunError when no contents of that draw satisfy `require`."""
+    from ccogen.rt.errors import RunError
+    from ccogen.sim.runtime import draw
+
+    contents, label = draw(spec.protocol, spec.nranks, dict(spec.params), name, spec.seed)
+    if contents is None:
+        raise RunError(f"no contents satisfy `require` of `{spec.protocol.name}` for the draw "
+                       f"{label}")
+    return _checked(spec, contents, label, f"the draw {label}")
+
+
+def _checked(spec: DrawSpec, contents: Any, label: str, where: str
+             ) -> tuple[EpochDraw, Instance]:
+    """The draw's contents and checks, and the instance of those contents (RunError, a
+    bug, when that instance has errors: the checker accepted the protocol)."""
+    from ccogen.instantiate import instantiate
+    from ccogen.limits import DEFAULT
+    from ccogen.rt.errors import RunError
+
+    instance, diags = instantiate(spec.protocol, spec.nranks, dict(spec.params), DEFAULT,
                                   contents=contents)
     errors = [d for d in diags if d.is_error]
     if instance is None or errors:
         detail = "; ".join(d.message for d in errors[:3])
-        raise RunError(f"epoch {epoch}: the instance of the drawn contents ({label}) has "
+        raise RunError(f"{where}: the instance of the drawn contents ({label}) has "
                        f"errors: {detail} (this is a bug in ccogen: `ccogen simulate` "
                        "the protocol with the same parameters to reproduce it)")
-    return EpochDraw(label, contents.arrays, tuple(check_specs(instance.checks)))
+    return EpochDraw(label, contents.arrays, tuple(check_specs(instance.checks))), instance
 
 
 def precompute(spec: DrawSpec, epochs: int, directory: Path) -> None:
@@ -133,4 +157,4 @@ def load_epoch(spec: DrawSpec, epoch: int, directory: str) -> EpochDraw:
     return draw_epoch(spec, epoch)
 
 
-__all__ = ["DrawSpec", "EpochDraw", "draw_epoch", "load_epoch", "precompute", "which"]
+__all__ = ["DrawSpec", "EpochDraw", "draw_epoch", "draw_named", "load_epoch", "precompute", "which"]

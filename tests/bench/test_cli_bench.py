@@ -192,3 +192,34 @@ def test_an_explicit_sm_budget_is_kept_on_a_shared_gpu() -> None:
     assert shared_gpu_settings(Settings("nvshmem", 4, max_ctas=3), where).max_ctas == 3
     chosen = shared_gpu_settings(Settings("nvshmem", 4), where)
     assert chosen.max_ctas == min(32, 132 // 4 - ENGINE_CTAS) and not chosen.floors
+
+
+def test_a_run_time_protocol_is_timed_on_the_chosen_contents(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """alltoallv (run-time counts) at 2 ranks sharing a GPU: every case carries the drawn
+    contents of --contents, and the table's first line (printed, .txt, results.json)
+    says which."""
+    seen = _fake_machine(tmp_path, monkeypatch,
+                         Placement((0, 0), sms=20, mps=MpsStatus(True, "fake")))
+    code, out, err = run(capsys, str(ROOT / "protocols" / "alltoallv.cco"), "--target",
+                         "nvshmem", "--ranks", "2", "--sweep", "cap=1024", "--contents", "mixed",
+                         "-o", str(tmp_path / "out"))
+    assert code == 0, err
+    (cases, _, _), = seen
+    assert [c.impl for c in cases] == ["generated", "reference"]
+    assert all(c.drawn is not None and c.contents == "mixed-0" and Path(c.draw_file).is_file()
+               for c in cases)
+    named = ("contents timed: mixed-0 (each bounded value at its lower bound, its upper bound "
+             "or between, seed 0)")
+    assert named in out.splitlines()[0]
+    assert named in (tmp_path / "out" / "alltoallv-cap-nvshmem.txt").read_text().splitlines()[0]
+    info = json.loads((tmp_path / "out" / "results.json").read_text())["info"]
+    assert info["contents"] == {"alltoallv:cap": named.removeprefix("contents timed: ")}
+
+
+def test_an_unknown_contents_choice_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        run(capsys, A2A, "--target", "nccl-lsa", "--sweep", "block=8B", "--contents", "skewed")
+    assert info.value.code == 2
+    assert "--contents" in capsys.readouterr().err
