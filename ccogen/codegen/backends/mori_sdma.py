@@ -31,6 +31,13 @@ acquire fence (MORI polls with relaxed loads); `--debug` bounds them and reports
 wait in the debug record.  After a local `copy` a system release fence makes the CU
 stores visible to the copy engines.
 
+Run-time values (language v2 §3, a run-time protocol only): a `load` of my own window
+reads `c.heap` where the op runs (a peer's is refused); a put/get of run-time length
+computes it once and a length of 0 becomes an 8-byte copy between scratch words, so
+the op still posts and signals as counted.  Counted writes (§4) are emulated: a counted
+put is a `remoteSignal` put, and `wait_count` waits for every `(sender, queue)` slot its
+counted puts signal, each for its static number of puts per epoch (docs/targets.md).
+
 Files: `kernels.hip` (device code; defines `BUILD_CCO_SDMA` itself), `host.cpp` (C ABI
 host entry: `ccoCommCreate`, `ccoMemAlloc`, `ccoWindowRegister`, `ccoDevCommCreate` with
 `reqs.sdmaQueueCount` = the instance's queue count, and a clear error when SDMA has no
