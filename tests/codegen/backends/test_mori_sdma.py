@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[3]
 DATA = Path(__file__).resolve().parent / "data"
 ROWS = DATA / "counted_rows_windows.cco"
 A2AV = DATA / "alltoallv_windows.cco"
+LANES = DATA / "lanes_runtime.cco"
 
 
 def generate(text: str, ranks: int, source: str = "t.cco",
@@ -170,6 +171,50 @@ protocol peek(cap: int = 64):
 """
 
 
+GROUPED = """
+protocol grouped(row: bytes = 256):
+    team lsa
+    between_launches: host_sync
+    counter landed
+    window inbox: nranks * 4 * row
+    window data: 4 * row
+
+    kernel send(threads=64):
+        if me != 0:
+            lanes i in range(4):
+                put(0, dst=inbox[(me * 4 + i) * row : (me * 4 + i + 1) * row],
+                    src=data[i * row : (i + 1) * row], queue=0, count=landed)
+            quiet(0)
+        else:
+            wait_count(landed)
+"""
+
+
+def test_lanes_of_one_group_signal_once() -> None:
+    # MORI groups lanes that share a queue: one signal per group, so one per sender here
+    text = generate(GROUPED, 3)["kernels.hip"]
+    assert "ccoSdmaThreadSameQueue" in function(text, 1)
+    waits = re.findall(r"sdma\.waitSignal\((\d), (\d), (\d+)ULL \+ c\.epoch \* (\d+)ULL\)",
+                       function(text, 0))
+    assert waits == [("1", "0", "1", "1"), ("2", "0", "1", "1")]
+
+
+def test_lane_tables_compute_the_length_first() -> None:
+    text = function(generate(LANES.read_text(), 4, "lanes.cco")["kernels.hip"], 1)
+    rows = re.findall(r"case (\d+): a\.on = true; a\.n = (.*?); a\.peer = (\d); a\.queue = (\d); "
+                      r"a\.dst = ccogen_rt_at\(a\.n, \d+LL, (\d+)ULL\); a\.src = "
+                      r"ccogen_rt_at\(a\.n, \d+LL, \5ULL\); a\.bytes = ccogen_rt_bytes\(a\.n\); "
+                      r"break;", text)
+    assert [(t, p, q) for t, _, p, q, _ in rows] == [
+        ("0", "0", "0"), ("1", "2", "0"), ("2", "3", "0"),
+        ("0", "0", "1"), ("1", "2", "1"), ("2", "3", "1")]
+    assert all(n.startswith("static_cast<int64_t>(ccogen_ld<int32_t>(c, ") for _, n, *_ in rows)
+    # the counted lanes signal (remoteSignal) like the signalled ones; rank 1 waits on
+    # queue 1 of every peer for `landed`
+    assert text.count("sdma.put<ccoCoopThread, false, true,") == 2
+    assert re.findall(r"sdma\.waitSignal\((\d), 1, 1ULL", text) == ["0", "2", "3"]
+
+
 def test_a_slot_shared_with_signalled_puts_is_refused() -> None:
     message = refusal(SHARED_SLOT, 2)
     assert "counted puts from rank 0 to rank 1 on queue 0 share their signal slot" in message
@@ -265,9 +310,10 @@ def test_spec_examples_compile_or_say_why(text: str) -> None:
 
 
 @pytest.mark.toolchain
-@pytest.mark.parametrize(("path", "ranks"), [(ROWS, 2), (A2AV, 4),
+@pytest.mark.parametrize(("path", "ranks"), [(ROWS, 2), (A2AV, 4), (LANES, 4),
                                              (ROOT / "protocols" / "counted_gather.cco", 4)],
-                         ids=["counted_rows_windows", "alltoallv_windows", "counted_gather"])
+                         ids=["counted_rows_windows", "alltoallv_windows", "lanes_runtime",
+                              "counted_gather"])
 def test_builds_with_the_real_headers(path: Path, ranks: int, tmp_path: Path) -> None:
     GeneratedFiles(generate(path.read_text(), ranks, path.name)).write(tmp_path)
     try:
