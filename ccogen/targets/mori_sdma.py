@@ -61,8 +61,12 @@ CAPABILITIES = Capabilities(
                    (IssuerLevel.BLOCK, "ccoCoopBlock")),
     thread_modes=True,  # ccoSdmaThreadSameQueue / ccoSdmaThreadIndependent, thread scope only
     get=Support.NATIVE,
-    counted_writes=Support.NONE,
-    counted_writes_lowering="none: ccoSdma has no counted writes",
+    # ccoSdma has no counted writes; a counted put is a `remoteSignal` put, and a
+    # `wait_count` waits for every (sender, queue) slot that the epoch's counted puts
+    # signal, each for its static number of puts (codegen/backends/mori_sdma.py)
+    counted_writes=Support.EMULATED,
+    counted_writes_lowering="sdma.put<Coop, false, true, ...>(...) per counted put; "
+                            "wait_count: sdma.waitSignal(sender, q, puts) per (sender, queue)",
     aggregate=Support.NATIVE,  # ccoSdmaOptFlagsAggregate + commit<Coop>(peer, q)
     signal_per_copy=Support.NATIVE,  # ccoSdmaOptFlagsSignalPerCopy
     signal_storage=SignalStorage.QUEUE_SLOTS,  # signalBuf[senderLsaRank * n + q]
@@ -88,8 +92,6 @@ CAPABILITIES = Capabilities(
     unsupported=(
         (Feature.TEAM_WORLD, "the SDMA copy engines reach only peers on the same node "
                              "(cross-node traffic goes through `ccoGda`, not a v1 target)"),
-        (Feature.COUNTED_WRITES, "`ccoSdma` has no counted writes: a put can only bump a "
-                                 "per-(sender, queue) signal slot by one"),
         (Feature.CREDITS, "`ccoSdma` has no signal-only operation: a signal travels only with "
                           "a `put` (`remoteSignal`), and a zero-byte put is not documented to "
                           "signal"),

@@ -42,8 +42,7 @@ VARIANTS = (MORI, CFT, NVSHMEM_SM100)
 # run-time sizes (language v2 §3): generated on nccl-lsa and nvshmem only
 RT = {"alltoallv": "E042", "moe_dispatch": "E042", "moe_combine": "E042"}
 REFUSED = {
-    MORI: {"counted_broadcast": "E042", "counted_gather": "E042",
-           "allreduce_oneshot": "E042", "allreduce_twoshot": "E042",
+    MORI: {"allreduce_oneshot": "E042", "allreduce_twoshot": "E042",
            "broadcast_pipelined": "E042", "reduce_scatter_ring": "E042", **RT},
     CFT: {"pingpong": "E040", "allreduce_oneshot": "E042", "allreduce_twoshot": "E042",
           **RT, "alltoallv": "E040", "moe_dispatch": "E040"},

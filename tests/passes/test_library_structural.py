@@ -34,8 +34,7 @@ KNOWN: dict[tuple[str, str | None], set[str]] = {
     # one aggregate put per commit per peer: doorbells are per (peer, queue), so the
     # aggregation amortises nothing (W105 is right; reported to the protocol's owner)
     ("counted_broadcast", None): {"W105"},
-    ("counted_broadcast", "mori-sdma"): {"W105", "E042"},  # no counted writes on SDMA
-    ("counted_gather", "mori-sdma"): {"E042"},
+    ("counted_broadcast", "mori-sdma"): {"W105"},  # counted writes: per-queue signals
     ("pingpong", "nccl-cft"): {"E040"},  # 8-byte messages: CFT moves multiples of 16
     # a `reduce` cannot load a peer's window through the SDMA engines
     ("allreduce_oneshot", "mori-sdma"): {"E042"},

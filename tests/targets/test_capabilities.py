@@ -68,7 +68,7 @@ def test_signals() -> None:
 
 def test_counted_writes() -> None:
     how = {name: caps.counted_writes for name, caps in CAPS.items()}
-    assert how == {"mori-sdma": Support.NONE, "nccl-cft": Support.NATIVE,
+    assert how == {"mori-sdma": Support.EMULATED, "nccl-cft": Support.NATIVE,
                    "nvshmem": Support.EMULATED, "nccl-lsa": Support.EMULATED}
 
 
@@ -103,8 +103,8 @@ def test_a_missing_feature_has_a_reason_and_only_then(name: str, feature: Featur
 
 def test_providers_name_native_targets_first() -> None:
     assert providers(Feature.COUNTED_WRITES) == [
-        ("nccl-cft", Support.NATIVE), ("nvshmem", Support.EMULATED),
-        ("nccl-lsa", Support.EMULATED)]
+        ("nccl-cft", Support.NATIVE), ("mori-sdma", Support.EMULATED),
+        ("nvshmem", Support.EMULATED), ("nccl-lsa", Support.EMULATED)]
     assert [n for n, _ in providers(Feature.TEAM_WORLD)] == ["nccl-cft", "nvshmem"]
 
 

@@ -31,6 +31,13 @@ acquire fence (MORI polls with relaxed loads); `--debug` bounds them and reports
 wait in the debug record.  After a local `copy` a system release fence makes the CU
 stores visible to the copy engines.
 
+Run-time values (language v2 §3, a run-time protocol only): a `load` of my own window
+reads `c.heap` where the op runs (a peer's is refused); a put/get of run-time length
+computes it once and a length of 0 becomes an 8-byte copy between scratch words, so
+the op still posts and signals as counted.  Counted writes (§4) are emulated: a counted
+put is a `remoteSignal` put, and `wait_count` waits for every `(sender, queue)` slot its
+counted puts signal, each for its static number of puts per epoch (docs/targets.md).
+
 Files: `kernels.hip` (device code; defines `BUILD_CCO_SDMA` itself), `host.cpp` (C ABI
 host entry: `ccoCommCreate`, `ccoMemAlloc`, `ccoWindowRegister`, `ccoDevCommCreate` with
 `reqs.sdmaQueueCount` = the instance's queue count, and a clear error when SDMA has no
@@ -41,18 +48,18 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from ccogen import __version__
 from ccogen.analysis import Analysis, analyse
+from ccogen.analysis.matching import Increment, SlotKey
 from ccogen.codegen.backends.base import (
     Backend,
     Options,
     check_budget,
     manifest_head,
     refuse_buffers,
-    refuse_runtime,
 )
 from ccogen.codegen.files import GeneratedFiles, banner, options_hash
 from ccogen.codegen.jinja import render
@@ -61,8 +68,9 @@ from ccogen.codegen.model import LOCAL, Reduction
 from ccogen.codegen.naming import c_identifier
 from ccogen.codegen.plan import Unsupported, block_ops, segments_of
 from ccogen.codegen.reduce import CTYPES, VECTOR, reduction
+from ccogen.codegen.rtexpr import CExpr
 from ccogen.ir.dtype import DType
-from ccogen.ir.instance import Instance, IssuerLevel, OpInst
+from ccogen.ir.instance import Instance, IssuerLevel, OpInst, RegionInst
 from ccogen.ir.nodes import Mode
 from ccogen.ir.opkind import OpKind
 from ccogen.targets.mori_sdma import CAPABILITIES as CAPS
@@ -88,7 +96,8 @@ class Stmt:
     `wait` (`func(args)` then the acquire fence, under `guard`); `sync` (text is the
     statement); `lanes` (a per-lane table: `rows` of (thread, ((field, value), ...)),
     then `func<targs>(args)` by the lanes of the table, `acquire` after it for waits);
-    `reduce` (`func<reduction's types>(c, args...)` over the sources of `reduction`).
+    `reduce` (`func<reduction's types>(c, args...)` over the sources of `reduction`);
+    `let` (text is a declaration: a run-time value computed once where the op runs).
     """
 
     kind: str
@@ -152,6 +161,7 @@ class MoriModel:
     lsa_barrier_count: int
     wave: int = WAVE
     reduces: bool = False  # print the `reduce` primitives
+    runtime: bool = False  # print the run-time value primitives (`ccogen_ld`, ...)
 
 
 # ============================================================================= lowering
@@ -166,10 +176,51 @@ class _Lowering:
     layout: HeapLayout
     source: str
     debug: bool
+    # counted puts: the signals each `(receiver, counter)` gets per `(sender, queue)`
+    counted: dict[tuple[int, str], dict[tuple[int, int], int]]
 
     # ---------------------------------------------------------------- helpers
     def off(self, region: object) -> int:
         return self.layout.window(region.window).offset + region.start  # type: ignore[attr-defined]
+
+    def cx(self, op: OpInst) -> CExpr:
+        return _MoriExpr(self.instance, self.layout, op.rank, op.span)
+
+    def bounds(self, op: OpInst, region: RegionInst) -> tuple[str, str]:
+        """(heap offset, length) of a region with run-time bounds, as C expressions."""
+        assert region.runtime is not None
+        start, stop = region.runtime
+        base = self.off(region) - region.start
+        cx = self.cx(op)
+        return cx.value(start + base), cx.value(stop - start)  # type: ignore[operator]
+
+    def rt_transfer(self, op: OpInst, n: str) -> tuple[str, str, str] | None:
+        """(dst, src, bytes) of a put/get with run-time bounds, given the name `n` its
+        length is bound to (None: static).  A length of 0 becomes an 8-byte copy between
+        the scratch words of both heaps, so that the op still posts, signals (its
+        remote/local/counted signal) and groups with its lanes as the analysis counted:
+        MORI's thread-scope put returns before posting or signalling when the size is 0
+        (mori/cco/cco.hpp, `ccoSdmaPutThread`), and a zero-length SDMA copy packet is not
+        documented for the warp and block scopes."""
+        assert op.dst is not None and op.src is not None
+        if op.dst.runtime is None and op.src.runtime is None:
+            return None
+        scratch = f"{self.layout.scratch.offset}ULL"
+        dst = self.rt_start(op, op.dst)
+        src = self.rt_start(op, op.src)
+        return (f"ccogen_rt_at({n}, {dst}, {scratch})", f"ccogen_rt_at({n}, {src}, {scratch})",
+                f"ccogen_rt_bytes({n})")
+
+    def rt_start(self, op: OpInst, region: RegionInst) -> str:
+        if region.runtime is None:
+            return f"{self.off(region)}LL"
+        return self.bounds(op, region)[0]
+
+    def rt_length(self, op: OpInst) -> str:
+        assert op.dst is not None
+        if op.dst.runtime is None:
+            return f"{op.dst.size}LL"
+        return self.bounds(op, op.dst)[1]
 
     def comment(self, op: OpInst) -> Stmt:
         line = op.span.line if op.span is not None else 0
@@ -189,7 +240,8 @@ class _Lowering:
     def targs(self, op: OpInst, scope: str) -> tuple[str, ...]:
         flags = [f for f, on in (("ccoSdmaOptFlagsAggregate", op.aggregate),
                                  ("ccoSdmaOptFlagsSignalPerCopy", op.signal_per_copy)) if on]
-        return (COOP[scope], _cbool(op.signal.local), _cbool(op.signal.remote),
+        remote = op.signal.remote or op.counter is not None  # a counted put signals
+        return (COOP[scope], _cbool(op.signal.local), _cbool(remote),
                 " | ".join(flags) or "ccoSdmaOptFlagsDefault",
                 self.mode(op) if scope == "thread" else "ccoSdmaThreadIndependent")
 
@@ -203,8 +255,15 @@ class _Lowering:
         kind = op.kind
         if kind.traits.queued:
             assert op.dst is not None and op.src is not None and op.peer is not None
-            args = (str(op.peer), "c.win", f"{self.off(op.dst)}ULL", "c.win",
-                    f"{self.off(op.src)}ULL", f"{op.dst.size}ULL", str(op.queue))
+            n = f"rt{op.index}_n"
+            rt = self.rt_transfer(op, n)
+            if rt is None:
+                dst, src, nbytes = (f"{self.off(op.dst)}ULL", f"{self.off(op.src)}ULL",
+                                    f"{op.dst.size}ULL")
+            else:
+                out.append(Stmt("let", text=f"const int64_t {n} = {self.rt_length(op)};"))
+                dst, src, nbytes = rt
+            args = (str(op.peer), "c.win", dst, "c.win", src, nbytes, str(op.queue))
             out.append(Stmt("call", func=f"sdma.{kind}", targs=self.targs(op, scope), args=args))
         elif kind is OpKind.COMMIT:
             out.append(Stmt("call", func="sdma.commit", targs=("ccoCoopThread",),
@@ -213,10 +272,18 @@ class _Lowering:
             out.extend(self.quiet(op, scope))
         elif kind is OpKind.WAIT_SIGNAL:
             out.extend(self.wait(op, scope))
+        elif kind is OpKind.WAIT_COUNT:
+            out.extend(self.wait_count(op, scope))
+        elif kind is OpKind.RESET_COUNT:
+            raise Unsupported("`reset_count` has no lowering on `mori-sdma`: a counter is its "
+                              "(sender, queue) signal slots there, which are never reset; drop "
+                              "`reset_count` (the generated waits already count per epoch) or "
+                              "generate for a target with counted writes", op.span)
         elif kind is OpKind.COPY:
             assert op.dst is not None and op.src is not None
-            out.append(Stmt("call", func=f"ccogen_copy_{scope}",
-                            args=("c", *self.copy_args(op))))
+            lets, args = self.copy_lets(op)
+            out.extend(lets)
+            out.append(Stmt("call", func=f"ccogen_copy_{scope}", args=("c", *args)))
         elif kind is OpKind.FENCE:
             out.append(Stmt("call", func="ccogen_fence_system"))
         elif kind is OpKind.BARRIER:
@@ -237,6 +304,14 @@ class _Lowering:
         if peer != LOCAL or any(p != LOCAL for p, _ in spec.srcs):
             raise Unsupported("a `reduce` on `mori-sdma` reads and writes local windows only",
                               op.span)
+        if any(r.runtime is not None for r in (op.dst, *op.srcs) if r is not None):
+            raise Unsupported("a `reduce` with run-time bounds is not generated yet: give it "
+                              "static bounds (clear unused rows with a `copy` first, as "
+                              "protocols/moe_combine.cco does)", op.span)
+        if op.weights_rt:
+            cx = self.cx(op)
+            spec = replace(spec, weights=tuple(f"static_cast<{spec.acc}>({cx.value(w)})"
+                                               for w in op.weights_rt))
         return Stmt("reduce", func=f"ccogen_reduce_{scope}",
                     args=(f"{dst}ULL", f"{op.dst.size}ULL", _cbool(spec.vector == VECTOR)),
                     reduction=spec)
@@ -246,6 +321,19 @@ class _Lowering:
         dst, src, n = self.off(op.dst), self.off(op.src), op.dst.size
         vec = dst % 16 == 0 and src % 16 == 0 and n % 16 == 0
         return f"{dst}ULL", f"{src}ULL", f"{n}ULL", _cbool(vec)
+
+    def copy_lets(self, op: OpInst) -> tuple[list[Stmt], tuple[str, ...]]:
+        """A local copy's declarations and arguments: run-time offsets and length are
+        computed once, 16-byte vectors when all three turn out multiples of 16."""
+        assert op.dst is not None and op.src is not None
+        if op.dst.runtime is None and op.src.runtime is None:
+            return [], self.copy_args(op)
+        names = tuple(f"rt{op.index}_{x}" for x in ("d", "s", "n"))
+        values = (self.rt_start(op, op.dst), self.rt_start(op, op.src), self.rt_length(op))
+        lets = [Stmt("let", text=f"const uint64_t {name} = {value};")
+                for name, value in zip(names, values, strict=True)]
+        d, s, n = names
+        return lets, (d, s, n, f"(({d} | {s} | {n}) & 15ULL) == 0")
 
     def quiet(self, op: OpInst, scope: str) -> list[Stmt]:
         coop = (COOP[scope],)
@@ -273,6 +361,37 @@ class _Lowering:
             out.append(Stmt("sync", text=SYNC[scope]))
         return out
 
+    def wait_count(self, op: OpInst, scope: str) -> list[Stmt]:
+        """`wait_count(C)`: every (sender, queue) slot that the epoch's counted puts to me
+        signal, each waited for its static number of puts (one signal per put, or per
+        posting group of lanes), whatever the bytes: the checker proved `expected` (a
+        run-time one too) equal to the bytes those puts bring (E034), so waiting for all
+        of them is waiting for it."""
+        assert op.counter is not None
+        counted = self.counted.get((op.rank, op.counter), {})
+        total = sum(w.nbytes for w in self.analysis.matching.counted.get(
+            (op.rank, op.counter), ()))
+        if op.expected_rt is None and op.expected is not None and op.expected != total:
+            raise Unsupported(
+                f"`wait_count({op.counter}, expected={op.expected})` waits for part of the "
+                f"{total} bytes counted to `{op.counter}` on rank {op.rank} in an epoch: on "
+                "`mori-sdma` a counter is the (sender, queue) signal slots of its counted "
+                "puts, and only their whole per-epoch counts can be waited for; omit "
+                "`expected=` (wait for every counted put), or give the puts you wait for "
+                "first `signal=\"remote\"` and `wait_signal` them", op.span)
+        line = op.span.line if op.span is not None else 0
+        out = [Stmt("comment", text=f"// `{op.counter}`: {plural_puts(n)} from rank {s} on "
+                                    f"queue {q}") for (s, q), n in sorted(counted.items())]
+        if not counted:
+            out.append(Stmt("comment", text="// nothing is counted to this rank: no wait"))
+        for (sender, queue), n in sorted(counted.items()):
+            func, args = self.wait_call(str(sender), str(queue),
+                                        f"{n}ULL + c.epoch * {n}ULL", line)
+            out.append(Stmt("wait", func=func, args=args, guard=LEADER[scope]))
+        if counted and SYNC[scope]:
+            out.append(Stmt("sync", text=SYNC[scope]))
+        return out
+
     # ---------------------------------------------------------------- lanes in phases
     def phase(self, ops: Sequence[OpInst]) -> list[Stmt]:
         """One phase of a wave's lanes: call sites, non-blocking before blocking."""
@@ -290,8 +409,11 @@ class _Lowering:
     def site(self, ops: list[OpInst]) -> list[Stmt]:
         kind = ops[0].kind
         if kind.traits.queued:
+            runtime = any(self.rt_transfer(o, "a.n") is not None for o in ops)
+            fields = ("peer", "queue", "dst", "src", "bytes")
             return [self.lanes(ops, f"sdma.{kind}", self.targs(ops[0], "thread"),
-                               ("peer", "queue", "dst", "src", "bytes"), _transfer_row(self),
+                               ("n", *fields) if runtime else fields,
+                               _transfer_row(self, runtime),
                                ("a.peer", "c.win", "a.dst", "c.win", "a.src", "a.bytes",
                                 "a.queue"))]
         if kind is OpKind.COMMIT:
@@ -303,13 +425,24 @@ class _Lowering:
             return self.lane_quiet(ops)
         if kind is OpKind.WAIT_SIGNAL:
             return [self.lane_wait(ops)]
+        if kind is OpKind.WAIT_COUNT:
+            raise Unsupported("`wait_count` inside `lanes` is not supported by `mori-sdma` (it "
+                              "waits on several signal slots): wait from a warp or the block",
+                              ops[0].span)
         if kind is OpKind.COPY:
             return [self.lanes(ops, "ccogen_copy_thread", (), ("dst", "src", "bytes", "vec"),
-                               lambda o: self.copy_args(o),
+                               self.lane_copy_row,
                                ("c", "a.dst", "a.src", "a.bytes", "a.vec"))]
         if kind is OpKind.FENCE:
             return [self.lanes(ops, "ccogen_fence_system", (), (), lambda o: (), ())]
         raise Unsupported(f"`{kind}` inside `lanes` is not supported by `mori-sdma`", ops[0].span)
+
+    def lane_copy_row(self, op: OpInst) -> tuple[str, ...]:
+        assert op.dst is not None and op.src is not None
+        if op.dst.runtime is None and op.src.runtime is None:
+            return self.copy_args(op)
+        return (self.rt_start(op, op.dst), self.rt_start(op, op.src), self.rt_length(op),
+                "((a.dst | a.src | a.bytes) & 15ULL) == 0")
 
     def lanes(self, ops: Sequence[OpInst], func: str, targs: tuple[str, ...],
               fields: tuple[str, ...], values: object, args: tuple[str, ...],
@@ -409,12 +542,77 @@ def _site_key(op: OpInst) -> tuple[object, ...]:
     return (op.kind,)
 
 
-def _transfer_row(low: _Lowering) -> object:
+def _transfer_row(low: _Lowering, runtime: bool) -> object:
+    """A lane's put/get arguments; with `runtime`, its length `a.n` first (every lane of
+    the call site sets it, a static one to its size)."""
     def row(o: OpInst) -> tuple[str, ...]:
         assert o.dst is not None and o.src is not None
-        return (str(o.peer), str(o.queue), f"{low.off(o.dst)}ULL", f"{low.off(o.src)}ULL",
-                f"{o.dst.size}ULL")
+        rt = low.rt_transfer(o, "a.n")
+        if rt is not None:
+            return (low.rt_length(o), str(o.peer), str(o.queue), *rt)
+        static = (str(o.peer), str(o.queue), f"{low.off(o.dst)}ULL", f"{low.off(o.src)}ULL",
+                  f"{o.dst.size}ULL")
+        return (f"{o.dst.size}LL", *static) if runtime else static
     return row
+
+
+def plural_puts(n: int) -> str:
+    return f"{n} counted put" + ("" if n == 1 else "s")
+
+
+@dataclass(frozen=True)
+class _MoriExpr(CExpr):
+    """Run-time values on `mori-sdma`: a `load` reads an element of my own heap through
+    `c.heap` (`ccogen_ld`, kernels.hip).  `ccoSdma` gives the compute units no pointer
+    into a peer's window, so a `load(x@p[i])` of a peer is refused."""
+
+    def element(self, window: str, rank: int, index: int) -> str:
+        if rank != self.me:
+            raise Unsupported(
+                f"a run-time `load` of a peer's window (`{window}@{rank}`) is not generated on "
+                "`mori-sdma`: `ccoSdma` gives the compute units no pointer into a peer's "
+                "window; bring the value over first (a signalled `put` from the peer, or a "
+                "`get` with `signal=\"local\"` and its `wait_signal`) into a window of mine "
+                "and `load` it there, or generate for `nccl-lsa` or `nvshmem`", self.span)
+        dtype = self.instance.dtype(window)
+        off = self.layout.window(window).offset + index * dtype.size
+        if dtype in (DType.F16, DType.BF16):
+            return f"static_cast<double>(ccogen_ld_{dtype.value}(c, {off}ULL))"
+        wide = "double" if dtype.is_float else "int64_t"
+        return f"static_cast<{wide}>(ccogen_ld<{HIP_CTYPES[dtype]}>(c, {off}ULL))"
+
+
+def counted_signals(instance: Instance, increments: Mapping[SlotKey, tuple[Increment, ...]]
+                    ) -> dict[tuple[int, str], dict[tuple[int, int], int]]:
+    """The signals the counted puts of an epoch bring, per `(receiver, counter)` and
+    `(sender, queue)`: one per put, or one per posting group of lanes and `(peer, queue)`
+    (MORI groups lanes by queue; `signal_per_copy`: one per lane), as
+    `analysis.matching` counts signals.  A slot that also carries signalled ops
+    (`increments`: the analysis's signal increments per slot) would count both, and the
+    waits on either would be wrong: refused, naming the queue."""
+    seen: dict[tuple[int, str], dict[tuple[int, int], set[object]]] = defaultdict(
+        lambda: defaultdict(set))
+    first: dict[tuple[int, int, int], OpInst] = {}
+    for rank, ops in enumerate(instance.ranks):
+        for op in ops:
+            if op.kind is not OpKind.PUT or op.counter is None:
+                continue
+            assert op.peer is not None and op.queue is not None
+            grouped = (op.issuer.level is IssuerLevel.LANE and op.lanes_in_group > 1
+                       and not op.signal_per_copy)
+            seen[(op.peer, op.counter)][(rank, op.queue)].add(
+                ("g", op.group) if grouped else ("o", op.index))
+            first.setdefault((op.peer, rank, op.queue), op)
+    for (receiver, sender, queue), op in first.items():
+        if increments.get((receiver, sender, queue)):
+            raise Unsupported(
+                f"counted puts from rank {sender} to rank {receiver} on queue {queue} share "
+                "their signal slot with signalled ops on that queue: on `mori-sdma` a counted "
+                "put is a put that signals its (sender, queue) slot, and the waits on that slot "
+                "could not tell the two apart; give the counted puts a queue of their own "
+                "(`queue=`)", op.span)
+    return {key: {slot: len(keys) for slot, keys in slots.items()}
+            for key, slots in seen.items()}
 
 
 def _by_issuer(ops: Sequence[OpInst]) -> dict[object, list[OpInst]]:
@@ -450,8 +648,6 @@ class MoriSdma(Backend):
             raise Unsupported("Options.epoch_from_heap is implemented for nccl-lsa and nvshmem "
                               "only", None)
         refuse_buffers(instance, self.name)
-        refuse_runtime(instance, self.name, "the SDMA queues' transfers are sized on the "
-                       "host")
         model, layout = self.model(instance, source, options)
         files = {
             "kernels.hip": render("mori_sdma/kernels.hip.j2", model=model),
@@ -466,8 +662,10 @@ class MoriSdma(Backend):
         if instance.queues > (CAPS.queue_cap or instance.queues):
             raise Unsupported(f"{instance.queues} queues exceed the SDMA cap of {CAPS.queue_cap}",
                               instance.protocol.span)
-        layout = plan_heap(instance, 1)
-        low = _Lowering(instance, analyse(instance), layout, source, options.debug)
+        layout = plan_heap(instance, 1)  # its scratch word: zero-length run-time transfers
+        analysis = analyse(instance)
+        low = _Lowering(instance, analysis, layout, source, options.debug,
+                        counted_signals(instance, analysis.matching.increments))
         for k in instance.kernels:
             check_budget(k.blocks, options.max_ctas, k.name, k.span)
         kernels = tuple(self.kernel(instance, k.index, low) for k in instance.kernels)
@@ -478,7 +676,8 @@ class MoriSdma(Backend):
             queues=instance.queues, heap_size=layout.size, debug=options.debug,
             kernels=kernels, entry=c_identifier(instance.protocol.name),
             lsa_barrier_count=1 if any(k.barrier for k in kernels) else 0,
-            reduces=any(op.kind.traits.reduces for ops in instance.ranks for op in ops))
+            reduces=any(op.kind.traits.reduces for ops in instance.ranks for op in ops),
+            runtime=bool(instance.runtime))
         return model, layout
 
     def kernel(self, instance: Instance, index: int, low: _Lowering) -> Kernel:
