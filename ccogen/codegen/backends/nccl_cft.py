@@ -41,6 +41,11 @@ SMs as on nccl-lsa (the shared device header's `ccogen_reduce_*`); a peer's sour
 from the capability table (CFT gives the SMs no pointer into a peer's window).  `signal`
 is the fenced flag update of a signalled put, without data.  Local buffers are kernel
 parameters `buffer:NAME` (staged puts read from them, local copies and gets write them).
+
+Run-time values (language v2 §3, §4): `load`s of this rank's own elements, fabric
+transfers of run-time bounds in whole 16-byte granules, a length of 0 issuing no CFT op,
+`wait_count(expected=<run-time>)` through `cft.waitCounted`; what is refused and why is
+decided in `nccl_cft_runtime` (docs/targets.md, "Run-time values").
 """
 
 from __future__ import annotations
