@@ -25,12 +25,11 @@ def _resolved(step: Step, text: str) -> str:
     return text
 
 
-def fuse_counted(steps: tuple[Step, ...], counters: frozenset[int],
-                 buffer_sources: bool = False) -> tuple[Step, ...]:
+def fuse_counted(steps: tuple[Step, ...], counters: frozenset[int]) -> tuple[Step, ...]:
     """Each add of `n` bytes on a counter in `counters` of peer P absorbs the nearest
-    earlier copy of `n` bytes to P in the same transfer run (copies, syncs, adds).
-    A copy from a local buffer keeps the emulation unless `buffer_sources` (the engine
-    stages any local source: nccl-cft)."""
+    earlier copy of `n` bytes to P in the same transfer run (copies, syncs, adds); a
+    run-time `n` is compared as the expression it names.  A copy from a local buffer
+    keeps the emulation (a `putcounted` step names a heap source)."""
     out: list[Step | None] = list(steps)
     for i, s in enumerate(steps):
         if s.kind != "signal" or s.peer < 0 or s.off not in counters:
@@ -40,7 +39,7 @@ def fuse_counted(steps: tuple[Step, ...], counters: frozenset[int],
             c = out[j]  # None: an add fused already (it stood between)
             if c is not None and c.kind == "copy" and c.dst_peer == s.peer \
                     and _resolved(c, c.c_nbytes) == _resolved(s, s.c_value) \
-                    and (c.src_peer == -1 or (buffer_sources and c.src_peer < -1)):
+                    and c.src_peer == -1:
                 out[j] = replace(c, kind="putcounted", off=s.off, value=s.value)
                 out[i] = None
                 break

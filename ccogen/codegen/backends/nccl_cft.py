@@ -146,7 +146,7 @@ class NcclCft(SmBackend):
     def refine(self, segments: list[Segment], ctas: int) -> list[Segment]:
         counters = frozenset(c.offset for c in self._layout.counters)
         out = map_steps(segments, lambda steps: runtime_counted(counted_waits(
-            fuse_counted(steps, counters, buffer_sources=True), lambda s: True)))
+            fuse_counted(steps, counters), lambda s: True)))
         for seg in out:
             for br in seg.branches:
                 if br.scope == "thread" and any(_remote(s) for s in br.steps):

@@ -47,8 +47,15 @@ def refusal(text: str, ranks: int = 2, name: str = "t.cco") -> DiagnosticError:
 # ----------------------------------------------------------------------------- generated
 
 
-def test_counted_rows_waits_natively_for_the_device_total() -> None:
-    text = kernels(COUNTED_ROWS)
+def counted_rows_from_a_window(tmp: Path) -> Path:
+    """cft_counted_rows with `data` a window: the counted put's source is in the heap."""
+    path = tmp / "cft_counted_rows_w.cco"
+    path.write_text(COUNTED_ROWS.read_text().replace("buffer data:", "window data:"))
+    return path
+
+
+def test_counted_rows_waits_natively_for_the_device_total(tmp_path: Path) -> None:
+    text = kernels(counted_rows_from_a_window(tmp_path))
     # each warp's run-time put is one counted fabric put of `n[w] * 16` bytes
     puts = re.findall(r"const uint64_t rt_n = static_cast<uint64_t>\(16LL \* static_cast<int64_t>"
                       r"\(ccogen_ld<int32_t>\(c, -2, (\d)ULL\)\)\);\n\s+"
@@ -61,6 +68,20 @@ def test_counted_rows_waits_natively_for_the_device_total() -> None:
     assert "ccogen_rtwait_group(c" not in text.split("end of the nccl-cft primitives")[1]
     assert "cft.waitCounted(ncclCoopCta(), cuda::memory_order_acquire" in text
     assert not PEER_LOAD.search(text)
+
+
+def test_a_counted_put_from_a_buffer_adds_its_run_time_count_after_the_data() -> None:
+    """The spec's form (`data` a local buffer): the `putcounted` step names a heap source,
+    so the put is staged from the buffer and its byte count added on the counter by the
+    fenced flag update; the wait is still cft.waitCounted."""
+    text = kernels(COUNTED_ROWS)
+    pairs = re.findall(r"const uint64_t rt_n = (.*);\n\s+ccogen_copy_warp\(c, 1, rt_dst, -3, "
+                       r"rt_src, rt_n, .*\n\s+\}\n\s+ccogen_sync_warp\(c, \d+ULL, kSyncs\);\n"
+                       r"\s+\{\n\s+const uint64_t rt_n = (.*);\n"
+                       r"\s+ccogen_signal_warp\(c, 1, (\d+)ULL, rt_n\);", text)
+    assert len(pairs) == 2 and all(a == b for a, b, _ in pairs)
+    assert "ccogen_putcounted_warp(c" not in text.split("end of the nccl-cft primitives")[1]
+    assert "ccogen_rtwaitcounted_group(c, " + pairs[0][2] + "ULL, rt_expected" in text
 
 
 def test_alltoallv_puts_run_time_lengths_and_still_signals() -> None:
@@ -132,22 +153,22 @@ def test_require_over_a_peer_window_is_left_to_the_peer(target: str, peer_checks
 def test_fused_counted_puts_pair_by_expression_not_name() -> None:
     """Two run-time copies to one peer, each counted on its own counter: each add absorbs
     the copy of its own length, although both name it `rt_n`."""
-    def copy(expr: str) -> Step:
-        return Step("copy", dst_peer=1, src_peer=-2, nbytes=64, rt=(("nbytes", "rt_n"),),
-                    let=(("rt_n", expr),))
+    def copy(expr: str, src_peer: int = -1) -> Step:
+        return Step("copy", dst_peer=1, src_peer=src_peer, nbytes=64,
+                    rt=(("nbytes", "rt_n"),), let=(("rt_n", expr),))
 
     def add(expr: str, counter: int) -> Step:
         return Step("signal", peer=1, off=counter, value=64, rt=(("value", "rt_n"),),
                     let=(("rt_n", expr),))
 
     steps = (copy("A"), copy("B"), Step("sync"), add("A", 256), add("B", 512))
-    fused = fuse_counted(steps, frozenset({256, 512}), buffer_sources=True)
+    fused = fuse_counted(steps, frozenset({256, 512}))
     assert [(s.kind, s.off, s.let) for s in fused] == [
         ("putcounted", 256, (("rt_n", "A"),)), ("putcounted", 512, (("rt_n", "B"),)),
         ("sync", 0, ())]
-    # a buffer source keeps the emulation where the engine cannot stage it (nvshmem)
-    assert [s.kind for s in fuse_counted(steps, frozenset({256, 512}))] == [
-        "copy", "copy", "sync", "signal", "signal"]
+    # a buffer source keeps the emulation (`putcounted` names a heap source)
+    buffered = (copy("A", -2), Step("sync"), add("A", 256))
+    assert fuse_counted(buffered, frozenset({256})) == buffered
 
 
 # ----------------------------------------------------------------------------- refused
@@ -246,12 +267,17 @@ def build(path: Path, tmp: Path, ranks: int, debug: bool) -> list[str]:
 
 @pytest.mark.toolchain
 @pytest.mark.parametrize("debug", [False, True], ids=["release", "debug"])
-@pytest.mark.parametrize(("path", "ranks", "counted"), [(COUNTED_ROWS, 2, True),
-                                                       (ALLTOALLV, 3, False)],
-                         ids=["counted_rows", "alltoallv"])
-def test_run_time_protocols_build_for_sm_100(path: Path, ranks: int, counted: bool,
+@pytest.mark.parametrize(("which", "ranks", "counted"), [("counted_rows", 2, True),
+                                                        ("counted_rows_window", 2, True),
+                                                        ("alltoallv", 3, False)])
+def test_run_time_protocols_build_for_sm_100(which: str, ranks: int, counted: bool,
                                              debug: bool, tmp_path: Path) -> None:
-    notes = build(path, tmp_path, ranks, debug)
+    path = {"counted_rows": COUNTED_ROWS, "alltoallv": ALLTOALLV}.get(which) \
+        or counted_rows_from_a_window(tmp_path)
+    out = tmp_path / "gen"
+    out.mkdir()
+    notes = build(path, out, ranks, debug)
+    tmp_path = out
     ptx = (tmp_path / "kernels.ptx").read_text()
     assert "fabric.try_put" in ptx
     assert ("counted::bytes" in ptx) is counted
