@@ -31,10 +31,9 @@ ALLTOALLV = DATA / "cft_alltoallv.cco"
 PEER_LOAD = re.compile(r"ccogen_ld<\w+>\(c, \d+,")
 
 
-def kernels(path: Path, ranks: int = 2, debug: bool = False,
-            params: dict[str, object] | None = None) -> str:
+def kernels(path: Path, ranks: int = 2, debug: bool = False) -> str:
     files = compile_protocol(load_ir(path), "nccl-cft", source=path.name, ranks=ranks,
-                             debug=debug, params=params).files
+                             debug=debug).files
     return files["kernels.cu"]  # type: ignore[return-value]
 
 
@@ -215,7 +214,8 @@ def test_spec_moe_dispatch_with_a_16_byte_header_is_generated() -> None:
             .replace("rank_counts[p : p + 1]", "rank_counts[4 * p : 4 * p + 4]")
             .replace("rank_counts[me : me + 1]", "rank_counts[4 * me : 4 * me + 4]")
             .replace("rank_counts[p] ==", "rank_counts[4 * p] ==")
-            .replace("got[p] == init(rank_counts@p)[me]", "got[4 * p] == init(rank_counts@p)[4 * me]"))
+            .replace("got[p] == init(rank_counts@p)[me]",
+                     "got[4 * p] == init(rank_counts@p)[4 * me]"))
     files = compile_protocol(parse_ir(text, "spec.cco"), "nccl-cft", source="spec.cco", ranks=2)
     cu = files.files["kernels.cu"]
     assert re.search(r"ccogen_copy_warp\(c, 1, rt_dst, -2, rt_src, rt_n, ", cu)
