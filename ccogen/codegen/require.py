@@ -9,8 +9,9 @@ through the debug record (kind 4: the `require` line, the element's index or -1,
 value; ccogen.rt.debug) and traps.
 
 Only conditions over the rank's own elements are checked there (another rank's buffer
-cannot be read; its own check covers it); comparisons between static numbers were
-decided when the protocol was checked.
+cannot be read; its own check covers it), and, on a target whose kernels cannot load a
+peer's element (`peers=False`: nccl-cft), only those over this rank's own windows and
+buffers; comparisons between static numbers were decided when the protocol was checked.
 """
 
 from __future__ import annotations
@@ -32,13 +33,14 @@ from ccogen.ir.runtime import Rt
 class _DeviceChecks(Preconditions):
     """Collects, per rank, (line, C condition, element index, C value) of each comparison."""
 
-    def __init__(self, instance: Instance, layout: HeapLayout) -> None:
+    def __init__(self, instance: Instance, layout: HeapLayout, peers: bool = True) -> None:
         protocol = instance.protocol
         _, memories, bound = preconditions(protocol, instance.nranks, instance.param_dict)
         super().__init__(instance.nranks, bound, memories, Compiler(),
                          Findings(instance.nranks), SymbolicLoader({}, None))
         self.instance = instance
         self.layout = layout
+        self.peers = peers
         self.steps: dict[int, list[Step]] = {r: [] for r in range(instance.nranks)}
 
     def _require(self, s: ir.Require) -> None:
@@ -78,8 +80,8 @@ class _DeviceChecks(Preconditions):
             for atom in v.terms:
                 if atom.tree is not None:
                     stack.extend(x for x in _forms(atom.tree))
-                elif atom.read is None or (atom.read[1] != self.rank
-                                           and self.instance.is_buffer(atom.read[0])):
+                elif atom.read is None or (atom.read[1] != self.rank and (
+                        not self.peers or self.instance.is_buffer(atom.read[0]))):
                     return False
         return True
 
@@ -109,11 +111,13 @@ def _conjuncts(cond: ir.Expr) -> Sequence[ir.Expr]:
     return [cond]
 
 
-def require_steps(instance: Instance, layout: HeapLayout) -> dict[int, list[Step]]:
-    """Per rank, the steps that check `require` on the device (empty without one)."""
+def require_steps(instance: Instance, layout: HeapLayout,
+                  peers: bool = True) -> dict[int, list[Step]]:
+    """Per rank, the steps that check `require` on the device (empty without one);
+    `peers=False`: only conditions over this rank's own elements."""
     if not instance.protocol.require:
         return {}
-    checks = _DeviceChecks(instance, layout)
+    checks = _DeviceChecks(instance, layout, peers)
     checks.run(instance.protocol.require)
     return checks.steps
 

@@ -53,7 +53,9 @@ def _keep_ptx(tmp: Path, directory: Path) -> str:
     return ptx.read_text(encoding="utf-8", errors="replace")
 
 
-def build_cft(directory: Path, manifest: dict[str, object], debug: bool) -> BuildResult:
+def build_cft(directory: Path, manifest: dict[str, object], debug: bool,
+              extra_flags: tuple[str, ...] = ()) -> BuildResult:
+    """`extra_flags`: more nvcc flags (the tests add `-Werror all-warnings`)."""
     target = str(manifest["target"])
     nvcc, version = _nvcc_cft()
     nccl = find_library(target)  # NCCL >= 2.31: LibraryVersionError names the upgrade
@@ -61,7 +63,7 @@ def build_cft(directory: Path, manifest: dict[str, object], debug: bool) -> Buil
     source = directory / "kernels.cu"
     with tempfile.TemporaryDirectory(prefix="ccogen-cft-") as tmp:
         run_compiler([nvcc, "-cubin", "-std=c++17", f"-arch={arch}", f"-I{nccl.include}",
-                      "-lineinfo", *(["-DCCOGEN_DEBUG=1"] if debug else []), "--keep",
+                      "-lineinfo", *(["-DCCOGEN_DEBUG=1"] if debug else []), *extra_flags, "--keep",
                       "--keep-dir", tmp, source.name, "-o", "kernels.cubin"], directory, source)
         ptx = _keep_ptx(Path(tmp), directory)
     fabric = ptx.count("fabric.")

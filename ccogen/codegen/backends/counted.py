@@ -16,19 +16,30 @@ from ccogen.codegen.model import Branch, Segment, Step
 _BETWEEN = frozenset({"copy", "sync", "signal", "comment", "putcounted"})
 
 
+def _resolved(step: Step, text: str) -> str:
+    """`text` (a step's C field) with the names of its `let` replaced by their values: a
+    run-time count is the same as another's only if both compute the same expression."""
+    for name, value in step.let:
+        if text == name:
+            return value
+    return text
+
+
 def fuse_counted(steps: tuple[Step, ...], counters: frozenset[int]) -> tuple[Step, ...]:
     """Each add of `n` bytes on a counter in `counters` of peer P absorbs the nearest
-    earlier copy of `n` bytes to P in the same transfer run (copies, syncs, adds)."""
+    earlier copy of `n` bytes to P in the same transfer run (copies, syncs, adds); a
+    run-time `n` is compared as the expression it names.  A copy from a local buffer
+    keeps the emulation (a `putcounted` step names a heap source)."""
     out: list[Step | None] = list(steps)
     for i, s in enumerate(steps):
         if s.kind != "signal" or s.peer < 0 or s.off not in counters:
             continue
         j = i - 1
-        while j >= 0 and out[j] is not None and out[j].kind in _BETWEEN:  # type: ignore[union-attr]
-            c = out[j]
-            assert c is not None
-            if c.kind == "copy" and c.dst_peer == s.peer and c.c_nbytes == s.c_value \
-                    and c.src_peer == -1:  # a buffer source keeps the emulation
+        while j >= 0 and (out[j] is None or out[j].kind in _BETWEEN):  # type: ignore[union-attr]
+            c = out[j]  # None: an add fused already (it stood between)
+            if c is not None and c.kind == "copy" and c.dst_peer == s.peer \
+                    and _resolved(c, c.c_nbytes) == _resolved(s, s.c_value) \
+                    and c.src_peer == -1:
                 out[j] = replace(c, kind="putcounted", off=s.off, value=s.value)
                 out[i] = None
                 break

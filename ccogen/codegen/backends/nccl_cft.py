@@ -41,14 +41,20 @@ SMs as on nccl-lsa (the shared device header's `ccogen_reduce_*`); a peer's sour
 from the capability table (CFT gives the SMs no pointer into a peer's window).  `signal`
 is the fenced flag update of a signalled put, without data.  Local buffers are kernel
 parameters `buffer:NAME` (staged puts read from them, local copies and gets write them).
+
+Run-time values (language v2 §3, §4): `load`s of this rank's own elements, fabric
+transfers of run-time bounds in whole 16-byte granules, a length of 0 issuing no CFT op,
+`wait_count(expected=<run-time>)` through `cft.waitCounted`; what is refused and why is
+decided in `nccl_cft_runtime` (docs/targets.md, "Run-time values").
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ccogen.codegen.backends.base import Options, refuse_runtime
+from ccogen.codegen.backends.base import Options
 from ccogen.codegen.backends.counted import counted_waits, fuse_counted, map_steps
+from ccogen.codegen.backends.nccl_cft_runtime import check_runtime, runtime_counted
 from ccogen.codegen.backends.sm import SmBackend
 from ccogen.codegen.files import GeneratedFiles
 from ccogen.codegen.layout import ALIGN, HeapLayout, Placed, plan_heap
@@ -105,13 +111,13 @@ class NcclCft(SmBackend):
     name = "nccl-cft"
     template = "nccl_cft/kernels.cu.j2"
     kernel_params = ("devcomm", "window", "epoch", "debug")
+    peer_loads = False  # `require` checks read the rank's own elements only (codegen.require)
 
     def generate(self, instance: Instance, source: str, options: Options) -> GeneratedFiles:
         if options.epoch_from_heap:
             raise Unsupported("Options.epoch_from_heap is implemented for nccl-lsa and nvshmem "
                               "only", None)
-        refuse_runtime(instance, self.name, "the fabric engine's transfers take lengths "
-                       "fixed when the kernel is built, in multiples of 16 bytes")
+        check_runtime(instance)
         self._counted = any(op.counter is not None and op.kind is OpKind.PUT
                             for ops in instance.ranks for op in ops)
         if self._counted and any(op.kind is OpKind.GET for ops in instance.ranks for op in ops):
@@ -139,8 +145,8 @@ class NcclCft(SmBackend):
 
     def refine(self, segments: list[Segment], ctas: int) -> list[Segment]:
         counters = frozenset(c.offset for c in self._layout.counters)
-        out = map_steps(segments, lambda steps: counted_waits(fuse_counted(steps, counters),
-                                                              lambda s: True))
+        out = map_steps(segments, lambda steps: runtime_counted(counted_waits(
+            fuse_counted(steps, counters), lambda s: True)))
         for seg in out:
             for br in seg.branches:
                 if br.scope == "thread" and any(_remote(s) for s in br.steps):

@@ -121,6 +121,7 @@ class SmBackend(Backend):
     ll_path: ClassVar[bool] = False  # small puts with their signal folded in (codegen.ll)
 
     add_primitives: ClassVar[bool] = False  # defines ccogen_add / ccogen_llput_thread
+    peer_loads: ClassVar[bool] = True  # kernels can load a peer's element (codegen.require)
     _require: dict[int, list[Step]] = {}  # noqa: RUF012  (set per generate: codegen.require)
 
     def generate(self, instance: Instance, source: str, options: Options) -> GeneratedFiles:
@@ -159,7 +160,7 @@ class SmBackend(Backend):
         if ll.size:
             layout = self.plan_layout(instance, scratch + 1 + ll.size // 8)
         # debug builds check `require` first in the first kernel (codegen.require)
-        self._require = require_steps(instance, layout) if options.debug else {}
+        self._require = require_steps(instance, layout, self.peer_loads) if options.debug else {}
         kernels = []
         word = layout.scratch.offset
         for k in instance.kernels:
