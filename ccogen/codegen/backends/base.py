@@ -109,21 +109,6 @@ def refuse_buffers(instance: Instance, target: str) -> None:
                           "tensor in), or generate for `nccl-lsa` or `nvshmem`", buffer.span)
 
 
-def refuse_runtime(instance: Instance, target: str, why: str) -> None:
-    """Targets that do not generate run-time values (language v2 §3) refuse them at the
-    first op that uses one, naming the targets that do."""
-    if not instance.runtime:
-        return
-    span = instance.protocol.span
-    for op in (o for ops in instance.ranks for o in ops):
-        if op.expected_rt is not None or op.weights_rt or any(
-                r is not None and r.runtime is not None for r in (op.dst, op.src, *op.srcs)):
-            span = op.span
-            break
-    raise Unsupported(f"run-time sizes are not generated on `{target}`: {why}; generate for "
-                      "`nccl-lsa` or `nvshmem`, which read them on the device", span)
-
-
 def check_budget(blocks: int, max_ctas: int, kernel: str, span: Span | None) -> None:
     """A kernel needs one CTA per logical block: refuse one the budget cannot hold."""
     if blocks > max_ctas:
