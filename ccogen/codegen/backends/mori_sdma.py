@@ -281,9 +281,9 @@ class _Lowering:
                               "generate for a target with counted writes", op.span)
         elif kind is OpKind.COPY:
             assert op.dst is not None and op.src is not None
-            lets, args = self.copy_lets(op)
+            lets, copy_args = self.copy_lets(op)
             out.extend(lets)
-            out.append(Stmt("call", func=f"ccogen_copy_{scope}", args=("c", *args)))
+            out.append(Stmt("call", func=f"ccogen_copy_{scope}", args=("c", *copy_args)))
         elif kind is OpKind.FENCE:
             out.append(Stmt("call", func="ccogen_fence_system"))
         elif kind is OpKind.BARRIER:
