@@ -11,11 +11,12 @@
 #   4. one rank, no MPS, the default target `nccl-lsa` over an NCCL process group (the
 #      path a one-GPU user takes): the MoE example (--k 1) and the data-parallel example;
 #      `ccogen run` of the three run-time protocols at one rank on nccl-lsa;
-#   5. tests/torch/test_gpu.py -k violated_require (a debug build's `require` failing on the
+#   5. `ccogen bench` of alltoallv at 2 ranks on drawn contents (`--contents high`);
+#   6. tests/torch/test_gpu.py -k violated_require (a debug build's `require` failing on the
 #      device is a DeviceError naming the line, the element and the value; 2 ranks, MPS).
 # Every stage runs under `timeout`, never past the total; a stage without enough time left
-# is SKIPPED.  Logs in $OUT (default v2-logs, 6 files): setup.log, runtime.log (with the
-# table runtime.md), moe.log, one-rank.log, summary.txt.  Exit 0 when every stage passed.
+# is SKIPPED.  Logs in $OUT (default v2-logs, 7 files): setup.log, runtime.log (with the
+# table runtime.md), moe.log, one-rank.log, bench.log, summary.txt.  Exit 0 when every stage passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-v2-logs}; mkdir -p "$OUT"
@@ -98,7 +99,21 @@ for args in "alltoallv cap=1024" "moe_dispatch tokens=16 hidden=128 k=1" \
     "$(tail -n 1 "$OUT/run.tmp" | cut -c1-120)"
   rm -f "$OUT/run.tmp"
 done
-# -- 5. a violated `require` seen from PyTorch (last: a trapped kernel may leave MPS unusable)
+# -- 5. `ccogen bench` of a run-time protocol on drawn contents (functional: ranks share the GPU)
+b=$(budget_for 60 30)
+if [ "$b" -gt 0 ]; then
+  t0=$SECONDS
+  timeout -k 5 "$b" $PY -m ccogen bench protocols/alltoallv.cco --target nvshmem --ranks 2 \
+    --sweep cap=4096 --contents high --warmup 1 --iters 5 --epochs-per-graph 2 --no-plot \
+    -o /tmp/ccogen-v2-bench > "$OUT/bench.log" 2>&1
+  rc=$?
+  record "bench alltoallv x2 (contents high)" "$(verdict $rc)" $(( SECONDS - t0 )) \
+    "$(grep -m1 -o 'contents timed: [^)]*)' "$OUT/bench.log")"
+else
+  record "bench alltoallv x2 (contents high)" SKIPPED 0 "$(left) s left"
+fi
+
+# -- 6. a violated `require` seen from PyTorch (last: a trapped kernel may leave MPS unusable)
 b=$(budget_for 90 40)
 if [ "$b" -gt 0 ]; then
   t0=$SECONDS
