@@ -6,7 +6,7 @@
 #      moe_combine at 2, 4 and 8 NVSHMEM ranks sharing the GPU, 100 epochs with fresh
 #      routings, `ensure` checked, then compute-sanitizer memcheck and racecheck;
 #   3. the MoE example (examples/moe_layer.py) at V2_RANKS ranks (default 4) sharing the
-#      GPU: eager, --graph, --compile, V2_STEPS steps each (default 100), its kernels
+#      GPU: eager, --graph, --compile (V2_MOE_MODES), V2_STEPS steps each (default 100), its kernels
 #      prebuilt (scripts/torch_prebuild.py --moe);
 #   4. one rank, no MPS, the default target `nccl-lsa` over an NCCL process group (the
 #      path a one-GPU user takes): the MoE example (--k 1) and the data-parallel example;
@@ -68,7 +68,7 @@ if [ "$b" -gt 0 ]; then
     "$(grep -c '^built' "$OUT/setup.log") lines 'built'"
 fi
 : > "$OUT/moe.log"
-for mode in eager graph compile; do
+for mode in ${V2_MOE_MODES:-eager graph compile}; do
   flags=(); [ $mode = eager ] || flags=("--$mode")
   torchrun_stage "moe example $RANKS ranks $mode" "$OUT/moe.log" 150 --nproc-per-node "$RANKS" \
     examples/moe_layer.py --shared-gpu "${flags[@]}" --steps "$STEPS"
@@ -78,8 +78,6 @@ done
 : > "$OUT/one-rank.log"
 torchrun_stage "moe example 1 rank nccl-lsa eager" "$OUT/one-rank.log" 90 --nproc-per-node 1 \
   examples/moe_layer.py --k 1 --steps 20
-torchrun_stage "moe example 1 rank nccl-lsa graph" "$OUT/one-rank.log" 60 --nproc-per-node 1 \
-  examples/moe_layer.py --k 1 --graph --steps "$STEPS"
 torchrun_stage "dp example 1 rank nccl-lsa eager" "$OUT/one-rank.log" 60 --nproc-per-node 1 \
   examples/dp_allreduce_step.py --steps 20
 for args in "alltoallv cap=1024" "moe_dispatch tokens=16 hidden=128 k=1" \
