@@ -63,7 +63,10 @@ _DEFAULTS: dict[Path, dict] = {}
 # backend's own heap planner and manifest (`predicted_manifest`).
 # test_a_small_instance_predicts_the_generated_manifest checks that this gives the
 # generated manifest exactly, from one small instance to a larger one.
-SMALL_TOKENS = {"moe_dispatch": 16, "moe_combine": 16}
+# Large enough that the rows spread over the whole CTA budget (codegen.spread: at 2 ranks
+# and hidden 7168 bf16, 4 items per token, 16 warps per CTA: the grid reaches the budget
+# of 32 CTAs at 128 tokens), so that the small instance's grid is the default's.
+SMALL_TOKENS = {"moe_dispatch": 128, "moe_combine": 128}
 
 
 def default_manifest(spec: ref.ReferenceSpec, repo: Path = ROOT, nranks: int = 2) -> dict:
@@ -126,17 +129,19 @@ def predicted_manifest(protocol_file: str, target: str, tokens: int,
 @pytest.mark.parametrize("name", sorted(SMALL_TOKENS))
 def test_a_small_instance_predicts_the_generated_manifest(name: str, target: str,
                                                            tmp_path: Path) -> None:
-    """What `default_manifest` relies on: the generated manifest at 64 tokens, predicted
-    from the code generated at 16, is the one generated at 64."""
+    """What `default_manifest` relies on: the generated manifest at twice SMALL_TOKENS,
+    predicted from the code generated at SMALL_TOKENS, is the one generated there."""
     path = ROOT / "protocols" / f"{name}.cco"
-    compile_for_run(load_ir(path), path.name, target, 2, {"tokens": 64}, tmp_path,
+    small = SMALL_TOKENS[name]
+    compile_for_run(load_ir(path), path.name, target, 2, {"tokens": 2 * small}, tmp_path,
                     debug=False, epoch_from_heap=True)
     generated = json.loads((tmp_path / "manifest.json").read_text())
-    predicted = predicted_manifest(f"protocols/{name}.cco", target, 16, {"tokens": 64})
+    predicted = predicted_manifest(f"protocols/{name}.cco", target, small,
+                                   {"tokens": 2 * small})
     assert predicted == generated
     # the sizes did move: the prediction is not the small instance's manifest
-    assert predicted["heap_size"] != predicted_manifest(f"protocols/{name}.cco", target, 16,
-                                                        {"tokens": 16})["heap_size"]
+    assert predicted["heap_size"] != predicted_manifest(f"protocols/{name}.cco", target, small,
+                                                        {"tokens": small})["heap_size"]
 
 
 def test_check_mode_finds_nothing_stale(monkeypatch: pytest.MonkeyPatch) -> None:
