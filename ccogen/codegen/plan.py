@@ -24,12 +24,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from ccogen.codegen.layout import HeapLayout
 from ccogen.codegen.ll import NONE, LLEntry, LLPlan
 from ccogen.codegen.model import LOCAL, Branch, Segment, Step
-from ccogen.codegen.reduce import VECTOR, reduction
+from ccogen.codegen.reduce import VECTOR, reduction, with_runtime_weights
 from ccogen.codegen.rtexpr import CExpr
 from ccogen.codegen.unsupported import Unsupported
 from ccogen.errors import InternalError
@@ -143,14 +143,7 @@ class _Builder:
 
     def reduce(self, o: OpInst) -> Step:
         (dst_peer, dst), spec = reduction(o, self.layout)
-        if any(r.runtime is not None for r in (o.dst, *o.srcs) if r is not None):
-            raise Unsupported("a `reduce` with run-time bounds is not generated yet: give it "
-                              "static bounds (clear unused rows with a `copy` first, as "
-                              "protocols/moe_combine.cco does)", o.span)
-        if o.weights_rt:
-            cx = self.cexpr(o)
-            spec = replace(spec, weights=tuple(f"static_cast<{spec.acc}>({cx.value(w)})"
-                                               for w in o.weights_rt))
+        spec = with_runtime_weights(o, spec, self.cexpr)
         return Step("reduce", dst_peer=dst_peer, dst_off=dst, nbytes=o.dst.size if o.dst else 0,
                     vec=spec.vector == VECTOR, reduction=spec,
                     line=o.span.line if o.span is not None else 0)

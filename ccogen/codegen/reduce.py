@@ -20,11 +20,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
 from ccogen.codegen.layout import HeapLayout
 from ccogen.codegen.model import Reduction
+from ccogen.codegen.unsupported import Unsupported
 from ccogen.errors import InternalError
 from ccogen.ir.dtype import DType
 from ccogen.ir.instance import OpInst
+
+if TYPE_CHECKING:  # rtexpr imports this module's CTYPES
+    from ccogen.codegen.rtexpr import CExpr
 
 VECTOR = 16  # bytes of one vector load (int4)
 
@@ -71,4 +79,20 @@ def reduction(op: OpInst, layout: HeapLayout,
         vector=VECTOR if aligned else op.dtype.size, elements=op.dst.size // op.dtype.size)
 
 
-__all__ = ["CTYPES", "VECTOR", "accumulator", "reduction", "weight_literal"]
+def with_runtime_weights(op: OpInst, spec: Reduction,
+                         cexpr: Callable[[OpInst], CExpr]) -> Reduction:
+    """`spec` with the op's run-time weights as C expressions (`cexpr`: the target's
+    printer of run-time values); run-time region bounds are refused."""
+    if any(r.runtime is not None for r in (op.dst, *op.srcs) if r is not None):
+        raise Unsupported("a `reduce` with run-time bounds is not generated yet: give it "
+                          "static bounds (clear unused rows with a `copy` first, as "
+                          "protocols/moe_combine.cco does)", op.span)
+    if not op.weights_rt:
+        return spec
+    cx = cexpr(op)
+    return replace(spec, weights=tuple(f"static_cast<{spec.acc}>({cx.value(w)})"
+                                       for w in op.weights_rt))
+
+
+__all__ = ["CTYPES", "VECTOR", "accumulator", "reduction", "weight_literal",
+           "with_runtime_weights"]

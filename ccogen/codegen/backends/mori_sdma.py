@@ -49,7 +49,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ccogen import __version__
 from ccogen.analysis import Analysis, analyse
@@ -67,7 +67,7 @@ from ccogen.codegen.layout import HeapLayout, plan_heap
 from ccogen.codegen.model import LOCAL, Reduction
 from ccogen.codegen.naming import c_identifier
 from ccogen.codegen.plan import Unsupported, block_ops, segments_of
-from ccogen.codegen.reduce import CTYPES, VECTOR, reduction
+from ccogen.codegen.reduce import CTYPES, VECTOR, reduction, with_runtime_weights
 from ccogen.codegen.rtexpr import CExpr
 from ccogen.ir.dtype import DType
 from ccogen.ir.instance import Instance, IssuerLevel, OpInst, RegionInst
@@ -304,14 +304,7 @@ class _Lowering:
         if peer != LOCAL or any(p != LOCAL for p, _ in spec.srcs):
             raise Unsupported("a `reduce` on `mori-sdma` reads and writes local windows only",
                               op.span)
-        if any(r.runtime is not None for r in (op.dst, *op.srcs) if r is not None):
-            raise Unsupported("a `reduce` with run-time bounds is not generated yet: give it "
-                              "static bounds (clear unused rows with a `copy` first, as "
-                              "protocols/moe_combine.cco does)", op.span)
-        if op.weights_rt:
-            cx = self.cx(op)
-            spec = replace(spec, weights=tuple(f"static_cast<{spec.acc}>({cx.value(w)})"
-                                               for w in op.weights_rt))
+        spec = with_runtime_weights(op, spec, self.cx)
         return Stmt("reduce", func=f"ccogen_reduce_{scope}",
                     args=(f"{dst}ULL", f"{op.dst.size}ULL", _cbool(spec.vector == VECTOR)),
                     reduction=spec)
