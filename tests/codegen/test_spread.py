@@ -157,7 +157,7 @@ def test_large_rows_are_chunked() -> None:
 
 @pytest.mark.toolchain
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("ranks", [2, 4, 8])
+@pytest.mark.parametrize("ranks", [4])  # 2 and 8 print the same templates (a build is ~10 s)
 @pytest.mark.parametrize("stem", sorted(SHAPES))
 def test_spread_kernels_build_without_warnings(stem: str, ranks: int, target: str,
                                                tmp_path: Path,
