@@ -65,6 +65,11 @@ class SpreadPlan:
         return self.step.spread.items
 
 
+def _is_item(s: Step, after: Step) -> bool:
+    """A row of a branch: a copy step, then its sync."""
+    return s.kind == "copy" and after.kind == "sync"
+
+
 def _items(steps: Sequence[Step], counters: frozenset[int]) -> tuple[list[list[Step]],
                                                                         list[Step]] | None:
     """(items, tail) of a branch: items `comment*, copy, sync`, then the tail."""
@@ -74,7 +79,7 @@ def _items(steps: Sequence[Step], counters: frozenset[int]) -> tuple[list[list[S
         j = i
         while j < len(steps) and steps[j].kind == "comment":
             j += 1
-        if j + 1 < len(steps) and steps[j].kind == "copy" and steps[j + 1].kind == "sync":
+        if j + 1 < len(steps) and _is_item(steps[j], steps[j + 1]):
             items.append(list(steps[i:j + 1]))
             i = j + 2
             continue
