@@ -47,7 +47,7 @@ class Evaluating:
         self.iterations = 0
         self._loops: list[ir.Stmt | ir.ListComp] = []
         self._bounds: dict[int, tuple[IntFn | None, IntFn | None, ir.Region]] = {}
-        # per region: (it reads `load(...)` itself, the names its bounds mention)
+        # per region or assignment: (it reads `load(...)` itself, the names it mentions)
         self._reads: dict[int, tuple[bool, frozenset[str]]] = {}
         self.runtime_names: set[str] = set()  # names assigned a value that reads `load`
         # what `load(...)` reads (`ccogen.instantiate.runtime`); None: no run-time values
@@ -196,11 +196,17 @@ class Evaluating:
     def _runtime_bounds(self, region: ir.Region) -> bool:
         """The bounds depend on run-time contents, even where this instance's `require`
         pins them to one value (a run-time length may be 0: language v2 §3)."""
-        reads = self._reads.get(id(region))
+        loads, names = self._reads_of(region, region.start, region.stop)
+        return loads or not names.isdisjoint(self.runtime_names)
+
+    def _reads_of(self, node: ir.Region | ir.Assign, *exprs: ir.Expr | None
+                  ) -> tuple[bool, frozenset[str]]:
+        """`_reads(*exprs)`, walked once per node (evaluated per rank and iteration)."""
+        reads = self._reads.get(id(node))
         if reads is None:
-            reads = _reads(region.start, region.stop)
-            self._reads[id(region)] = reads
-        return reads[0] or not reads[1].isdisjoint(self.runtime_names)
+            reads = _reads(*exprs)
+            self._reads[id(node)] = reads
+        return reads
 
     def _runtime_region(self, region: ir.Region, rank: int, start: int | Rt, stop: int | Rt,
                         memory: Memory, span: Span | None) -> RegionInst | None:
@@ -325,7 +331,7 @@ class Evaluating:
             self._eval_failed(exc, s.span)
             return
         self.env.vars[s.var] = value
-        loads, names = _reads(s.value)
+        loads, names = self._reads_of(s, s.value)
         if loads or not names.isdisjoint(self.runtime_names):
             self.runtime_names.add(s.var)
         else:
