@@ -25,7 +25,9 @@ Layout rules:
 - Labels in another file than the primary one get their own `::: path:line:col`
   section after the primary file's.
 - A diagnostic without any label prints its header, an empty gutter and its notes.
-- Tabs in source lines are shown as 4 spaces; trailing whitespace is dropped.
+- Tabs in source lines are shown as 4 spaces; trailing whitespace is dropped.  Other
+  control characters of the user's text (source lines, paths, messages) are shown
+  escaped (`\\x1b`, `ccogen.diag.visible`), and the marks count the escaped width.
 
 `render` sorts the diagnostics with `sort_key`, separates them by a blank line and,
 unless `with_summary=False`, ends with a blank line and the summary line from `summary`,
@@ -40,6 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ccogen.diag import Diagnostic, Label, Severity, sort_key
+from ccogen.diag.visible import visible, visible_lines
 from ccogen.source import SourceFile, Span
 
 _TAB = "    "
@@ -107,7 +110,7 @@ def render_one(diagnostic: Diagnostic, *, color: bool = False) -> str:
 
 def _header(d: Diagnostic, style: _Style) -> str:
     title = style.paint(f"{d.sev.value}[{d.code}]", style.primary)
-    return title + style.paint(f": {d.message}", _BOLD)
+    return title + style.paint(f": {visible_lines(d.message)}", _BOLD)
 
 
 # -- source snippet -------------------------------------------------------------------
@@ -119,7 +122,8 @@ def _snippet(d: Diagnostic, style: _Style) -> list[str]:
         if index > 0:
             lines.append(style.blank)
         arrow = style.paint("-->" if index == 0 else ":::", _BLUE)
-        lines.append(f"{' ' * style.width}{arrow} {labels[0].span if index else d.span}")
+        where = visible(str(labels[0].span if index else d.span))
+        lines.append(f"{' ' * style.width}{arrow} {where}")
         lines.append(style.blank)
         lines += _file_lines(file, labels, style)
     return lines
@@ -162,7 +166,7 @@ def _gap(file: SourceFile, previous: int | None, number: int, style: _Style) -> 
 
 
 def _source_line(file: SourceFile, number: int, style: _Style) -> str:
-    text = file.line_text(number).replace("\t", _TAB).rstrip()
+    text = _shown(file.line_text(number).rstrip())
     gutter = style.paint(f"{number:>{style.width}} |", _BLUE)
     return f"{gutter} {text}" if text else gutter
 
@@ -170,7 +174,7 @@ def _source_line(file: SourceFile, number: int, style: _Style) -> str:
 def _marks(label: Label, style: _Style) -> str:
     begin, length = _mark_extent(label.span)
     char = "^" if label.primary else "-"
-    marks = char * length + (f" {label.message}" if label.message else "")
+    marks = char * length + (f" {visible_lines(label.message)}" if label.message else "")
     color = style.primary if label.primary else _BLUE
     return f"{style.blank} {' ' * begin}{style.paint(marks, color)}"
 
@@ -179,10 +183,15 @@ def _mark_extent(span: Span) -> tuple[int, int]:
     """Display column (0-based) and width of a span's marks on its first line."""
     text = span.file.line_text(span.line)
     start = span.column - 1
-    end = len(text) if span.end_line != span.line else span.end_column - 1
-    begin = len(text[:start].replace("\t", _TAB))
-    length = len(text[start:end].replace("\t", _TAB))
+    end = len(text.rstrip("\r")) if span.end_line != span.line else span.end_column - 1
+    begin = len(_shown(text[:start]))
+    length = len(_shown(text[start:end]))
     return begin, max(1, length)
+
+
+def _shown(text: str) -> str:
+    """A piece of a source line as printed: tabs expanded, control characters escaped."""
+    return visible(text.replace("\t", _TAB))
 
 
 # -- notes ------------------------------------------------------------------------------
@@ -202,7 +211,7 @@ def _note(name: str, text: str, style: _Style) -> str:
     pad = " " * (style.width + 1)
     prefix = pad + style.paint("=", _BLUE) + " " + style.paint(f"{name}:", _BOLD)
     indent = pad + " " * len(f"= {name}: ")
-    first, *rest = text.split("\n")
+    first, *rest = visible_lines(text).split("\n")
     return "\n".join([f"{prefix} {first}"] + [f"{indent}{line}".rstrip() for line in rest])
 
 

@@ -8,7 +8,8 @@
 The data after `::` is the code, the message and, on a second line, `  help: ...`;
 notes and secondary labels are left out.  Escaping follows the workflow-command rules:
 `%`, `\\r`, `\\n` become `%25`, `%0D`, `%0A` everywhere, and in property values `:` and
-`,` also become `%3A`, `%2C`.  Diagnostics are sorted with `sort_key`; the text ends
+`,` also become `%3A`, `%2C`; other control characters are shown escaped
+(`\\x1b`, `ccogen.diag.visible`).  Diagnostics are sorted with `sort_key`; the text ends
 with a newline, and is empty for no diagnostics.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ccogen.diag import Diagnostic, sort_key
+from ccogen.diag.visible import visible
 from ccogen.source import Span
 
 
@@ -47,7 +49,7 @@ def _span_properties(span: Span | None) -> list[tuple[str, str]]:
 
 def escape_data(text: str) -> str:
     """Escape the message part of a workflow command."""
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return visible(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def escape_property(text: str) -> str:

@@ -39,6 +39,7 @@ from dataclasses import replace
 
 from ccogen.diag import Diagnostic, Label, sort_key
 from ccogen.diag.codes import RULES
+from ccogen.diag.visible import json_visible
 from ccogen.source import Span
 
 JsonObject = dict[str, object]
@@ -46,7 +47,7 @@ JsonObject = dict[str, object]
 
 def render(diagnostics: Sequence[Diagnostic], **_opts: object) -> str:
     """The JSON array text of the sorted diagnostics."""
-    return json.dumps(to_json(diagnostics), indent=2, ensure_ascii=False) + "\n"
+    return json_visible(json.dumps(to_json(diagnostics), indent=2, ensure_ascii=False)) + "\n"
 
 
 def to_json(diagnostics: Sequence[Diagnostic]) -> list[JsonObject]:

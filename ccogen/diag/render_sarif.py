@@ -30,6 +30,7 @@ from urllib.parse import quote
 
 from ccogen.diag import Diagnostic, Label, Severity, sort_key
 from ccogen.diag.codes import RULES, Rule
+from ccogen.diag.visible import json_visible
 from ccogen.source import Span
 
 JsonObject = dict[str, object]
@@ -43,7 +44,7 @@ _RULE_INDEX = {code: index for index, code in enumerate(RULES)}
 
 def render(diagnostics: Sequence[Diagnostic], **_opts: object) -> str:
     """The SARIF log as JSON text, indented by 2, ending with a newline."""
-    return json.dumps(sarif_log(diagnostics), indent=2, ensure_ascii=False) + "\n"
+    return json_visible(json.dumps(sarif_log(diagnostics), indent=2, ensure_ascii=False)) + "\n"
 
 
 def sarif_log(diagnostics: Sequence[Diagnostic]) -> JsonObject:
