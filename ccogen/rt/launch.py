@@ -218,16 +218,14 @@ def _distributed_env() -> tuple[int, int, int] | None:
 def _run_distributed(manifest: Manifest, specs: tuple[CheckSpec, ...], iters: int, seed: int,
                      debug: bool, watchdog_s: float, cubin: Path, engine: Path, library: str,
                      where: tuple[int, int, int], drawn: DrawSpec | None = None) -> RunReport:
-    from ccogen.rt.rendezvous import FileRendezvous, from_environment, job_id
+    from ccogen.rt.rendezvous import FileRendezvous, from_environment, job_dirs
 
     rank, world, local = where
     if world != manifest.nranks:
         raise RunError(f"protocol instance has {manifest.nranks} ranks, the job has "
                        f"WORLD_SIZE={world}")
     rendezvous = from_environment(rank, manifest.protocol)
-    base = Path(os.environ.get("CCOGEN_RENDEZVOUS_DIR", "/tmp/ccogen-rendezvous"))
-    shared = base / f"{job_id()}-{manifest.protocol}-data"
-    shared.mkdir(parents=True, exist_ok=True)
+    shared = job_dirs(manifest.protocol)[1]  # private to the user, checked (rt/rendezvous)
     directory = rendezvous.directory if isinstance(rendezvous, FileRendezvous) else shared
     config = RunConfig(str(manifest.directory), manifest.nranks, iters, seed,
                        debug or manifest.debug, str(cubin), str(engine), specs,
@@ -329,8 +327,10 @@ def _where_stuck(config: Any, rank: int, proc: Any) -> str:
 
 
 def _read_text(path: Path) -> str:
+    from ccogen.rt.rendezvous import read_private
+
     try:
-        return path.read_text(encoding="utf-8", errors="replace").strip()
+        return read_private(path).decode("utf-8", errors="replace").strip()
     except OSError:
         return ""
 
@@ -561,18 +561,18 @@ class _Rank:
         """Final windows that other ranks' checks read, through the shared directory."""
         import numpy as np
 
+        from ccogen.rt.rendezvous import read_private, write_private
+
         shared = Path(self.config.shared_dir)
         shared.mkdir(parents=True, exist_ok=True)
         mine = []
-        for w in sorted(self.exports):
+        for w in sorted(self.exports):  # never through a link (rt/rendezvous)
             path = shared / f"final-{epoch}-{self.rank}-{w}.bin"
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_bytes(finals[(w, self.rank)].tobytes())
-            os.replace(tmp, path)
+            write_private(path, finals[(w, self.rank)].tobytes())
             mine.append(path)
         self._barrier("exporting final windows", epoch)
         for w, r in self.imports:
-            data = (shared / f"final-{epoch}-{r}-{w}.bin").read_bytes()
+            data = read_private(shared / f"final-{epoch}-{r}-{w}.bin")
             finals[(w, r)] = np.frombuffer(data, dtype=np.uint8)
         self._barrier("importing final windows", epoch)
         for path in mine:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ccogen.rt import native
 from ccogen.rt.errors import RunError
+from ccogen.rt.rendezvous import open_private, write_private
 from ccogen.rt.requirements import EngineRequirements, apply_env, check_heap
 
 if TYPE_CHECKING:
@@ -68,7 +69,7 @@ class RankSession:
     def phase(self, what: str) -> None:
         """Where this rank is, for the launcher's message if it has to stop the rank."""
         with contextlib.suppress(OSError):
-            phase_file(self.shared_dir, self.rank).write_text(what)
+            write_private(phase_file(self.shared_dir, self.rank), what.encode("utf-8"))
 
     # -- set-up ------------------------------------------------------------------------------
     def open_context(self) -> None:
@@ -169,7 +170,8 @@ def dump_stack_on_signal(shared_dir: str, rank: int) -> None:
     import faulthandler
 
     Path(shared_dir).mkdir(parents=True, exist_ok=True)
-    stack = open(stack_file(shared_dir, rank), "w")  # noqa: SIM115 - lives as long as the process
+    # never through a planted link; the file lives as long as the process
+    stack = os.fdopen(open_private(stack_file(shared_dir, rank)), "w")
     faulthandler.register(signal.SIGUSR1, file=stack, all_threads=True)
 
 
