@@ -12,10 +12,16 @@ Writing never loses data and never writes where it was not asked to:
   file.  A target that is one of the command's inputs is refused (`--trace p.cco`
   would replace the protocol), and so is a read-only file (`fmt` does not use the
   directory's write permission to replace a file the user protected).
-* `write_generated` writes an output directory (`compile -o DIR`): every file is
-  checked before any is written; a file there that lacks ccogen's generated-file
-  banner is kept unless `force`, and a symbolic link is never written through (so
-  nothing outside DIR changes).
+* `write_generated` writes an output directory (`compile -o DIR`, `build -o DIR`,
+  `run -o DIR`): every file is checked before any is written; a file there that lacks
+  ccogen's generated-file banner is kept unless `force`, and a symbolic link is never
+  written through (so nothing outside DIR changes).
+* `check_build_outputs` applies the same rules to the binaries a build will write into
+  such a directory (`build -o DIR`), before the toolchain runs: a previous build's
+  output is recognized by its format (an ELF object, nvcc's PTX header).
+* `write_output` writes one output file (`simulate --trace FILE`) under the same rules:
+  never a `.cco` file, never through a link, never over an existing file that ccogen
+  did not write (`is_own` recognizes ccogen's own, e.g. an earlier trace).
 
 Every refusal or OS failure raises `FileError` with one line for a person; the CLI
 prints it and exits 2.
@@ -27,7 +33,7 @@ import contextlib
 import os
 import stat
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from ccogen.diag import error
@@ -165,6 +171,112 @@ def _replace(target: Path, data: bytes, mode: int | None, *, shown: str) -> None
                 os.unlink(tmp)
 
 
+def _refuse_source(path: str | Path, flag: str) -> None:
+    if Path(path).suffix.lower() == ".cco":
+        raise FileError(f"{flag} {path}: refusing to write onto a .cco file (a protocol "
+                        "source); name the output differently")
+
+
+def check_output_file(path: str | Path, inputs: Iterable[str | Path], flag: str,
+                      is_own: Callable[[Path], bool]) -> None:
+    """FileError unless `path` may receive an output file: not a `.cco` name, not an
+    input, not a symbolic link, in an existing directory, and either absent or a writable
+    regular file that `is_own` says ccogen wrote."""
+    check_not_input(path, inputs, flag)
+    _refuse_source(path, flag)
+    target = Path(path)
+    try:
+        st = os.lstat(target)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise FileError(f"cannot write {path}: {_reason(exc)}") from None
+    if st is not None:
+        if stat.S_ISLNK(st.st_mode):
+            raise FileError(f"{flag} {path}: it is a symbolic link; ccogen does not write "
+                            "through links (remove it, or name another file)")
+        if stat.S_ISDIR(st.st_mode):
+            raise FileError(f"{flag} {path}: it is a directory; name a file")
+        if not stat.S_ISREG(st.st_mode):
+            raise FileError(f"{flag} {path}: not a regular file")
+        if not st.st_mode & 0o222 or not os.access(target, os.W_OK):
+            raise FileError(f"cannot write {path}: the file is read-only")
+        if not is_own(target):
+            raise FileError(f"{flag} {path}: exists and was not written by ccogen; refusing "
+                            "to overwrite it (remove it, or name another file)")
+    folder = Path(os.path.realpath(target.parent))
+    if not folder.is_dir():
+        raise FileError(f"{flag} {path}: the directory {folder} does not exist")
+
+
+def write_output(path: str | Path, text: str, *, inputs: Iterable[str | Path] = (),
+                 flag: str = "output", is_own: Callable[[Path], bool]) -> None:
+    """Write one output file atomically under `check_output_file`'s rules (checked again
+    here: the caller may have checked before a long run)."""
+    inputs = list(inputs)
+    check_output_file(path, inputs, flag, is_own)
+    target = Path(path)
+    try:
+        mode = stat.S_IMODE(os.lstat(target).st_mode)
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise FileError(f"cannot write {path}: {_reason(exc)}") from None
+    _replace(Path(os.path.realpath(target.parent)) / target.name, text.encode("utf-8"), mode,
+             shown=str(path))
+
+
+def file_contains(path: Path, mark: bytes, *, head: int = 0, tail: int = 0) -> bool:
+    """Whether `mark` occurs in the first `head` or the last `tail` bytes of `path`."""
+    try:
+        with path.open("rb") as handle:
+            if head and mark in handle.read(head):
+                return True
+            if tail:
+                size = os.fstat(handle.fileno()).st_size
+                handle.seek(max(0, size - tail))
+                return mark in handle.read(tail)
+    except OSError:
+        return False
+    return False
+
+
+_ELF = b"\x7fELF"
+_PTX_MARK = b"Generated by NVIDIA NVVM Compiler"
+
+
+def is_build_output(path: Path) -> bool:
+    """Whether an existing file looks like a build's output: an ELF object (cubin, code
+    object, `.o`) or PTX with nvcc's header."""
+    if path.suffix == ".ptx":
+        return file_contains(path, _PTX_MARK, head=256)
+    try:
+        with path.open("rb") as handle:
+            return handle.read(4) == _ELF
+    except OSError:
+        return False
+
+
+def check_build_outputs(out_dir: str | Path, names: Iterable[str], *,
+                        force: bool = False) -> None:
+    """FileError unless the build may write `names` in `out_dir`: none is a symbolic link
+    or anything but a regular file, and an existing one is a previous build's output
+    (`is_build_output`) unless `force`."""
+    out = Path(out_dir)
+    for name in sorted(names):
+        path = out / name
+        if path.is_symlink():
+            raise FileError(f"-o {out}: {path} is a symbolic link; ccogen does not write "
+                            "through links (remove it, or choose another directory)")
+        if not path.exists():
+            continue
+        if not path.is_file():
+            raise FileError(f"-o {out}: {path} exists and is not a regular file")
+        if not force and not is_build_output(path):
+            raise FileError(f"-o {out}: {path} exists and was not built by ccogen; refusing "
+                            "to overwrite it (--force overwrites it)")
+
+
 def is_generated(path: Path) -> bool:
     """Whether an existing file carries ccogen's generated-file banner."""
     try:
@@ -191,13 +303,16 @@ def check_output_dir(out_dir: str | Path, inputs: Iterable[str | Path] = (),
 
 
 def write_generated(out_dir: str | Path, files: Mapping[str, str], *, force: bool = False,
-                    inputs: Iterable[str | Path] = ()) -> list[Path]:
+                    inputs: Iterable[str | Path] = (),
+                    force_flag: str | None = "--force") -> list[Path]:
     """Write generated `files` (name -> text) into `out_dir`; returns those that changed.
 
     Every file is checked first, so a refusal writes nothing: `out_dir` must be a
     directory (created if missing); no file may be a link or an input; an existing file
-    without ccogen's banner is kept unless `force`.
+    without ccogen's banner is kept unless `force` (the refusal names `force_flag`, the
+    command's flag that sets it, or says to remove the file when there is none).
     """
+    fix = f"{force_flag} overwrites it" if force_flag else "remove it, or choose another directory"
     out = Path(out_dir)
     inputs = list(inputs)
     check_output_dir(out, inputs)
@@ -208,6 +323,7 @@ def write_generated(out_dir: str | Path, files: Mapping[str, str], *, force: boo
         if Path(name).is_absolute() or ".." in Path(name).parts:
             raise FileError(f"cannot write {name}: outside {out}")  # a bug, not the user's
         check_not_input(path, inputs, "-o")
+        _refuse_source(path, "-o")
         if path.is_symlink():
             raise FileError(f"-o {out}: {path} is a symbolic link; ccogen does not write "
                             "through links (remove it, or choose another directory)")
@@ -221,7 +337,7 @@ def write_generated(out_dir: str | Path, files: Mapping[str, str], *, force: boo
                 raise FileError(f"cannot read {path}: {_reason(exc)}") from None
             if not force and not is_generated(path):
                 raise FileError(f"-o {out}: {path} exists and was not generated by ccogen; "
-                                "refusing to overwrite it (--force overwrites it)")
+                                f"refusing to overwrite it ({fix})")
         plan.append((path, data))
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -232,6 +348,7 @@ def write_generated(out_dir: str | Path, files: Mapping[str, str], *, force: boo
     return [path for path, _ in plan]
 
 
-__all__ = ["MAX_SOURCE_BYTES", "FileError", "check_not_input", "check_output_dir",
-           "decode_source", "is_generated", "read_source", "same_file", "write_atomic",
-           "write_generated"]
+__all__ = ["MAX_SOURCE_BYTES", "FileError", "check_build_outputs", "check_not_input",
+           "check_output_dir", "check_output_file", "decode_source", "file_contains",
+           "is_build_output", "is_generated", "read_source", "same_file", "write_atomic",
+           "write_generated", "write_output"]

@@ -19,6 +19,10 @@ from ccogen.cli.common import (
     target,
 )
 
+# what the builders (ccogen/toolchains) write beside the generated files
+BUILD_OUTPUTS = ("kernels.cubin", "kernels.ptx", "host.o",
+                 *(f"kernels.{arch}.hsaco" for arch in ("gfx942", "gfx950")))
+
 
 def _compile_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE.cco")
@@ -75,12 +79,14 @@ def compile_command(args: argparse.Namespace) -> int:
 def build_command(args: argparse.Namespace) -> int:
     """`ccogen build`: compile, then build with the real toolchain
     (scripts/install-toolchains.sh)."""
+    from ccogen.fileio import check_build_outputs
     from ccogen.rt.errors import CompileError, ToolchainError
     from ccogen.toolchains import build_dir
 
     out = _compile(args)
     if out is None:
         return EXIT_FINDINGS
+    check_build_outputs(out, BUILD_OUTPUTS, force=args.force)  # before the toolchain writes
     try:
         result = build_dir(out, debug=args.debug)
     except ToolchainError as exc:

@@ -36,10 +36,23 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the window contents")
     p.add_argument("--watchdog", type=float, default=30.0, metavar="S",
                    help="seconds an epoch's kernels may run before the run stops")
-    p.add_argument("-o", "--out", metavar="DIR", help="keep the generated files in DIR")
+    p.add_argument("-o", "--out", metavar="DIR", help="keep the generated files in DIR (a "
+                   "file there that ccogen did not write is never overwritten)")
     p.add_argument("--times", action="store_true", help="print every epoch's time")
     max_ctas_arg(p)
 
+
+
+def check_out(out: str, source: str) -> None:
+    """`-o DIR` under `compile`'s rules, checked before anything is built: a directory (or
+    one to create), never a file, the input or inside a file.  The files in it are checked
+    when written (`ccogen.fileio.write_generated`)."""
+    from ccogen.fileio import FileError, check_output_dir
+
+    try:
+        check_output_dir(out, [source], "-o")
+    except FileError as exc:
+        raise UsageError(f"{exc} (`run -o` names a directory for the generated files)") from None
 
 
 def command(args: argparse.Namespace) -> int:
@@ -53,6 +66,8 @@ def command(args: argparse.Namespace) -> int:
     if args.ranks < 1 or args.iters < 1:
         raise UsageError("--ranks and --iters must be at least 1")
     text = read(args.file)
+    if args.out:
+        check_out(args.out, args.file)
     try:
         protocol = parse_ir(text, args.file)
         values = params(args.param, protocol)
@@ -61,7 +76,7 @@ def command(args: argparse.Namespace) -> int:
             out = Path(args.out) if args.out else Path(tmp)
             instance = compile_for_run(protocol, Path(args.file).name, args.target,
                                        args.ranks, values, out, debug=args.debug,
-                                       force=args.force, max_ctas=budget)
+                                       force=args.force, max_ctas=budget, inputs=[args.file])
             report = run_manifest(out, instance, iters=args.iters, seed=args.seed,
                                   debug=args.debug, watchdog_s=args.watchdog,
                                   placement=placement)

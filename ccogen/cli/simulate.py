@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from ccogen.cli.common import (
@@ -62,15 +61,16 @@ def add_parser(sub: Any) -> None:
 
 
 def check_trace_path(out: str, source: str) -> None:
-    """Refuse `--trace` onto the input or into a missing folder before simulating."""
-    from ccogen.fileio import check_not_input
+    """Refuse `--trace` before simulating where `compile` would refuse to write: onto the
+    input or any `.cco`, through a link, over a file that is not an earlier trace, into a
+    missing folder (`ccogen.fileio.check_output_file`)."""
+    from ccogen.fileio import FileError, check_output_file
+    from ccogen.sim.trace import is_trace
 
-    check_not_input(out, [source], "--trace")
-    folder = Path(out).resolve().parent
-    if not folder.is_dir():
-        raise UsageError(f"--trace {out}: the directory {folder} does not exist")
-    if Path(out).is_dir():
-        raise UsageError(f"--trace {out}: it is a directory; name a file")
+    try:
+        check_output_file(out, [source], "--trace", is_trace)
+    except FileError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def command(args: argparse.Namespace) -> int:

@@ -8,7 +8,7 @@ DiagnosticError) → build and run (ccogen.rt.launch.run) → RunReport.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -73,20 +73,22 @@ def placement_and_budget(target: str, ranks: int,
 def compile_for_run(protocol: IrProtocol, source: str, target: str, ranks: int,
                     params: Mapping[str, int], out_dir: Path, *, debug: bool,
                     force: bool = False, epoch_from_heap: bool = False,
-                    max_ctas: int | None = None) -> Instance:
+                    max_ctas: int | None = None, inputs: Sequence[str | Path] = ()) -> Instance:
     """Check the instance (errors raise DiagnosticError), generate its files into out_dir.
 
     `epoch_from_heap`: kernels count their own launches (codegen.Options), so captured
     launches can be replayed as a CUDA graph (`ccogen bench`).  `max_ctas`: the SM budget
-    (codegen.Options.max_ctas; None: the default)."""
+    (codegen.Options.max_ctas; None: the default).  The files are written under `compile`'s
+    rules (`ccogen.fileio.write_generated`: no file ccogen did not write is overwritten,
+    no link is written through, never onto `inputs`; `force` does not change that);
+    FileError otherwise."""
     from ccogen.compiler import compile_protocol
+    from ccogen.fileio import write_generated
 
     compiled = compile_protocol(protocol, target, source=source, ranks=ranks,
                                 params=dict(params), debug=debug, force=force,
                                 epoch_from_heap=epoch_from_heap, max_ctas=max_ctas)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for name, text in compiled.files.items():
-        (out_dir / name).write_text(text, encoding="utf-8")
+    write_generated(out_dir, compiled.files, inputs=inputs, force_flag=None)
     return compiled.instance
 
 
@@ -97,7 +99,8 @@ def run(protocol: Any, target: str = "nccl-lsa", ranks: int = 2,
         max_ctas: int | None = None) -> RunReport:
     """Generate, build and run `protocol` on `ranks` GPUs; check every `ensure` each epoch.
 
-    `out_dir` keeps the generated files (a temporary directory otherwise).  `force` runs
+    `out_dir` keeps the generated files (a temporary directory otherwise), written under
+    `compile`'s file rules (FileError when refused).  `force` runs
     a protocol the checker rejects (with `debug`, to see its hang reported).  `max_ctas`
     is the SM budget, the most CTAs one kernel launch may use (default: 32, fewer when
     ranks share a GPU: `placement_and_budget`).  Ranks beyond the GPUs share them under
@@ -111,7 +114,8 @@ def run(protocol: Any, target: str = "nccl-lsa", ranks: int = 2,
     with tempfile.TemporaryDirectory(prefix="ccogen-gen-") as tmp:
         directory = Path(out_dir) if out_dir is not None else Path(tmp)
         instance = compile_for_run(ir, Path(source).name, target, ranks, params or {},
-                                   directory, debug=debug, force=force, max_ctas=budget)
+                                   directory, debug=debug, force=force, max_ctas=budget,
+                                   inputs=[source] if Path(source).is_file() else [])
         return run_manifest(directory, instance, iters=iters, seed=seed, debug=debug,
                             watchdog_s=watchdog_s, placement=placement)
 

@@ -202,10 +202,12 @@ def _run_instance(setup: Setup, seeds: int | Iterable[int], exhaustive: bool,
 def _write_trace(setup: Setup, out: str | Path, target: str | None, source: str) -> str:
     data = chrome_trace(setup, model_for(target), label=setup.plan.instance.label(),
                         source=source)
-    from ccogen.fileio import write_atomic
+    from ccogen.fileio import write_output
+    from ccogen.sim.trace import is_trace
 
     text = json.dumps(data, indent=None, separators=(",", ":")) + "\n"
-    write_atomic(out, text, inputs=[source] if Path(source).is_file() else [], flag="--trace")
+    write_output(out, text, inputs=[source] if Path(source).is_file() else [], flag="--trace",
+                 is_own=is_trace)
     return str(out)
 
 

@@ -24,6 +24,7 @@ attach as a counterexample.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from ccogen.ir.instance import OpInst
@@ -47,8 +48,20 @@ def chrome_trace(setup: Setup, cost: StepCosts, *, label: str = "",
     for t in timed:
         builder.add(t)
     return {"traceEvents": builder.metadata() + builder.events, "displayTimeUnit": "ns",
-            "otherData": {"generator": "ccogen simulate", "protocol": source,
+            "otherData": {"generator": GENERATOR, "protocol": source,
                           "instance": label, "cost_model": cost.name}}
+
+
+GENERATOR = "ccogen simulate"
+_MARK = f'"generator":"{GENERATOR}"'.encode()
+
+
+def is_trace(path: Path) -> bool:
+    """Whether an existing file is a trace `chrome_trace` wrote (its `otherData`, near the
+    end): `simulate --trace` replaces only such a file (`ccogen.fileio.write_output`)."""
+    from ccogen.fileio import file_contains
+
+    return file_contains(path, _MARK, tail=1 << 16)
 
 
 class _Builder:
