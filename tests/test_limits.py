@@ -192,10 +192,19 @@ def test_analysis_memory_is_bounded() -> None:
 def test_findings_per_rule_are_capped_and_counted() -> None:
     text = (ROOT / "tests" / "lint" / "E005-bad-thread-count.cco").read_text()
     assert codes(text) == ["E005"] * 3
+    two = check_text(text, "t.cco", CheckOptions(limits=Limits(findings=2))).diagnostics
+    assert [d.code for d in two] == ["E005"] * 2
+    assert two[-1].notes[-1] == ("1 more E005 finding not shown: at most 2 per rule "
+                                 "(`--limit findings=N` shows more)")
+    # the limit also stops each instance's evaluation at its count (#29 item 8)
     few = check_text(text, "t.cco", CheckOptions(limits=Limits(findings=1))).diagnostics
     assert [d.code for d in few] == ["E005"]
-    assert few[0].notes[-1] == ("2 more E005 findings not shown: at most 1 per rule "
-                                "(`--limit findings=N` shows more)")
+    from ccogen.instantiate import instantiate
+
+    _, four = instantiate(parse_ir(text, "t.cco"), 4, {}, Limits(findings=1))
+    assert [d.code for d in four] == ["E005"]
+    assert any(n.startswith("stopped after 1 E005 finding in this instance")
+               for n in four[0].notes)
 
 
 @pytest.mark.parametrize("argv,message", [
@@ -297,3 +306,55 @@ def test_api_check_takes_limits() -> None:
 
     result = ccogen.check(ccogen.load(GOOD), ranks=(3,), limits=Limits(ranks=2))
     assert [d.code for d in result.diagnostics] == ["E006"]
+
+
+# a 184-byte protocol whose `ensure` loop makes one E003 finding per iteration, 10**6 of them
+FINDING_PER_ITERATION = """\
+protocol p():
+    team lsa(2)
+    window w: 1 B
+    kernel k(threads=32):
+        if me == 0:
+            quiet(1)
+    ensure:
+        for i in range(10**6):
+            w[i:i+1] == w
+"""
+
+
+def test_the_findings_limit_stops_the_evaluation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #29 item 8: the limit applies while findings are made (60+ CPU s before)."""
+    from ccogen.instantiate.evaluating import Evaluating
+
+    made = 0
+    real = Evaluating._error
+
+    def counting(self: Evaluating, *args: object, **kwargs: object) -> None:
+        nonlocal made
+        made += 1
+        real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Evaluating, "_error", counting)
+    cpu = time.process_time()
+    diags = check_text(FINDING_PER_ITERATION, "loop.cco", CheckOptions()).diagnostics
+    cpu = time.process_time() - cpu
+    assert made == 101  # the 101st E003 stops the instantiation, not the 1,000,000th
+    assert cpu < 20, cpu  # counted above; a CPU-time bound only against a regression
+    assert {d.code for d in diags} == {"E003"}
+    notes = [n for d in diags for n in d.notes]
+    assert any(n.startswith("stopped after 100 E003 findings in this instance") for n in notes)
+    assert any("97 more findings of this kind here" in n for n in notes)
+    few = check_text(FINDING_PER_ITERATION, "loop.cco",
+                     CheckOptions(limits=Limits(findings=5))).diagnostics
+    assert made == 101 + 6
+    assert any("stopped after 5 E003 findings" in n for d in few for n in d.notes)
+
+
+def test_warnings_and_repeats_do_not_stop_the_instantiation() -> None:
+    """One finding repeated on every iteration is merged, not counted again; a protocol
+    whose only findings are below the limit is checked in full."""
+    text = FINDING_PER_ITERATION.replace("range(10**6)", "range(1000)").replace(
+        "w[i:i+1] == w", "w[5:6] == w")
+    diags = check_text(text, "loop.cco", CheckOptions(limits=Limits(findings=1))).diagnostics
+    assert [d.code for d in diags] == ["E003"]
+    assert not any("stopped after" in n for n in diags[0].notes)

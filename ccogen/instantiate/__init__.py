@@ -116,7 +116,7 @@ from ccogen.instantiate.declarations import (
 from ccogen.instantiate.ensure import Ensure
 from ccogen.instantiate.evaluating import Overflow
 from ccogen.instantiate.finalize import auto_queue_count, finalize
-from ccogen.instantiate.findings import Findings, label
+from ccogen.instantiate.findings import Findings, FindingsFull, label
 from ccogen.instantiate.limits import DEFAULT_TEAM_SIZES, MAX_OP_INSTANCES
 from ccogen.instantiate.params import parse_param_value, parse_params
 from ccogen.instantiate.runtime import (
@@ -177,17 +177,20 @@ def instantiate(
     `ccogen.instantiate.runtime`), or for the initial `contents` given.
     """
     given = dict(params or {})
-    findings = Findings(nranks, label(nranks, given), limits)
+    findings = Findings(nranks, label(nranks, given), limits, stop=True)
     compiler = Compiler()
-    types = bind_dtype_params(protocol, given, findings)
-    ints = {k: v for k, v in given.items() if not is_dtype_param(protocol, k)}
-    bound = bind_params(protocol, nranks, ints, compiler, findings)
-    if bound is not None and types is not None:
-        findings.label = label(nranks, {**bound, **types})
-    if bound is None or types is None or not team_ok(protocol, nranks, bound, compiler,
-                                                      findings):
+    try:
+        types = bind_dtype_params(protocol, given, findings)
+        ints = {k: v for k, v in given.items() if not is_dtype_param(protocol, k)}
+        bound = bind_params(protocol, nranks, ints, compiler, findings)
+        if bound is not None and types is not None:
+            findings.label = label(nranks, {**bound, **types})
+        if bound is None or types is None or not team_ok(protocol, nranks, bound, compiler,
+                                                          findings):
+            return None, findings.diagnostics()
+        inst = _unroll(protocol, nranks, bound, types, compiler, findings, contents)
+    except FindingsFull:  # `limits.findings` of one rule: stop evaluating (Findings)
         return None, findings.diagnostics()
-    inst = _unroll(protocol, nranks, bound, types, compiler, findings, contents)
     return inst, findings.diagnostics()
 
 

@@ -16,27 +16,58 @@ from ccogen.source import Span
 SIMILAR_SHOWN = 3  # different messages of one code shown at one place, then a count
 
 
+class FindingsFull(Exception):
+    """The findings limit was reached while instantiating (`Findings(stop=True)`): the
+    instantiation stops; `instantiate` returns what was found."""
+
+
 class Findings:
     """Collects diagnostics, merging identical ones from several ranks or iterations
     (`FindingSet`); at one place at most `SIMILAR_SHOWN` messages of one code.  Also
-    carries the instantiation's `limits`."""
+    carries the instantiation's `limits`.
 
-    def __init__(self, nranks: int, label: str = "", limits: Limits = DEFAULT_LIMITS) -> None:
+    With `stop`, the `findings` limit holds while the findings are made, not after: the
+    add of one more distinct error of a rule that already has `limits.findings` raises
+    `FindingsFull` (a repeat on another rank or iteration is a merge, not a new finding),
+    so a loop of 10**6 iterations with a finding each stops after the limit's worth
+    (clang's `-ferror-limit`); the last finding of that rule says so."""
+
+    def __init__(self, nranks: int, label: str = "", limits: Limits = DEFAULT_LIMITS, *,
+                 stop: bool = False) -> None:
         self.nranks = nranks
         self.label = label or f"nranks={nranks}"
         self.limits = limits
+        self.stop = stop
+        self.stopped: str | None = None  # the rule whose limit stopped the instantiation
         self._set: FindingSet[int] = FindingSet(lambda d: (d.code, d.span, d.message))
         self._sites: dict[tuple[str, Span], list[Diagnostic]] = {}
         self._hidden: dict[int, set[str]] = {}  # id of the last shown -> messages hidden
+        self._made: dict[str, int] = {}  # distinct findings per rule, hidden ones too
+        self._last: dict[str, Diagnostic] = {}  # the last shown finding of each rule
 
     def add(self, d: Diagnostic, rank: int | None = None) -> None:
-        if self._set.get(d) is None and d.span is not None:
-            shown = self._sites.setdefault((d.code, d.span), [])
-            if len(shown) >= SIMILAR_SHOWN:
-                self._hidden.setdefault(id(shown[-1]), set()).add(d.message)
-                return
-            shown.append(d)
+        if self._set.get(d) is None:
+            if d.span is not None:
+                shown = self._sites.setdefault((d.code, d.span), [])
+                if len(shown) >= SIMILAR_SHOWN:
+                    hidden = self._hidden.setdefault(id(shown[-1]), set())
+                    if d.message not in hidden:
+                        self._count(d)
+                        hidden.add(d.message)
+                    return
+                self._count(d)
+                shown.append(d)
+            else:
+                self._count(d)
+            self._last[d.code] = d
         self._set.add(d, rank)
+
+    def _count(self, d: Diagnostic) -> None:
+        made = self._made[d.code] = self._made.get(d.code, 0) + 1
+        if self.stop and d.is_error and made > self.limits.findings:
+            self._made[d.code] -= 1
+            self.stopped = d.code
+            raise FindingsFull(d.code)
 
     def diagnostics(self) -> list[Diagnostic]:
         out = []
@@ -48,6 +79,11 @@ class Findings:
             if hidden := self._hidden.get(id(d)):
                 n = len(hidden)
                 notes.append(f"{n} more finding{'s' if n > 1 else ''} of this kind here, not shown")
+            if self.stopped is not None and self._last.get(self.stopped) is d:
+                limit = self.limits.findings
+                notes.append(f"stopped after {limit:,} {d.code} finding{'s' if limit > 1 else ''}"
+                             " in this instance: the rest was not evaluated (`--limit "
+                             "findings=N` looks further)")
             notes.append(f"in the instance {self.label}")
             out.append(replace(d, notes=tuple(notes)))
         return out
