@@ -8,6 +8,8 @@ from typing import Any, ClassVar
 
 from ccogen.codegen.files import GeneratedFiles
 from ccogen.codegen.plan import Unsupported
+from ccogen.codegen.text import comment
+from ccogen.codegen.text import name as checked_name
 from ccogen.ir.instance import Instance
 from ccogen.ir.nodes import LaunchOrder
 from ccogen.source import Span
@@ -54,6 +56,20 @@ class Options:
         if not out["epoch_from_heap"]:
             del out["epoch_from_heap"]
         return out
+
+
+def shown_source(instance: Instance, source: str) -> str:
+    """The source path as every generated file prints it (`codegen.text.comment`: control
+    characters, backslashes, `*/` escaped), after refusing a declared name that is not an
+    ASCII identifier (`codegen.text.name`).  Each backend's model starts here, so no raw
+    path or name reaches a template, a comment step or the manifest."""
+    p = instance.protocol
+    checked_name(p.name, "protocol")
+    for what, items in (("window", p.windows), ("counter", p.counters),
+                        ("buffer", p.buffers), ("kernel", p.kernels)):
+        for item in items:
+            checked_name(item.name, what)
+    return comment(source)
 
 
 def manifest_head(target: str, instance: Instance, source: str, arch: object,

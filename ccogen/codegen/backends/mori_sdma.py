@@ -60,6 +60,7 @@ from ccogen.codegen.backends.base import (
     check_budget,
     manifest_head,
     refuse_buffers,
+    shown_source,
 )
 from ccogen.codegen.files import GeneratedFiles, banner, options_hash
 from ccogen.codegen.jinja import render
@@ -655,6 +656,7 @@ class MoriSdma(Backend):
         if instance.queues > (CAPS.queue_cap or instance.queues):
             raise Unsupported(f"{instance.queues} queues exceed the SDMA cap of {CAPS.queue_cap}",
                               instance.protocol.span)
+        source = shown_source(instance, source)  # escaped once, for every file (codegen.text)
         layout = plan_heap(instance, 1)  # its scratch word: zero-length run-time transfers
         analysis = analyse(instance)
         low = _Lowering(instance, analysis, layout, source, options.debug,

@@ -53,6 +53,7 @@ from ccogen.codegen.backends.base import (
     buffers_manifest,
     check_budget,
     manifest_head,
+    shown_source,
 )
 from ccogen.codegen.ctasplit import scale_programs, slot_scales, split_segments
 from ccogen.codegen.files import GeneratedFiles, banner, options_hash, support_banner
@@ -149,6 +150,7 @@ class SmBackend(Backend):
         # Per kernel: one group-barrier word per logical block and the rank-wide word,
         # plus the launch counter under Options.epoch_from_heap.
         # Then the LL entries (codegen.ll), 16-byte aligned.
+        source = shown_source(instance, source)  # escaped once, for every file (codegen.text)
         per_kernel = 2 if options.epoch_from_heap else 1
         scratch = sum(k.blocks for k in instance.kernels) + per_kernel * len(instance.kernels)
         oracle = expected_oracle(instance)
