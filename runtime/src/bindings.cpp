@@ -146,6 +146,7 @@ void bind_driver_objects(py::module_& m) {
       .def("record", &cu::Event::record, py::arg("stream") = nullptr,
            py::call_guard<py::gil_scoped_release>())
       .def("synchronize", &cu::Event::synchronize, py::call_guard<py::gil_scoped_release>())
+      .def("query", &cu::Event::query, py::call_guard<py::gil_scoped_release>())
       .def("elapsed_ms_since", &cu::Event::elapsed_ms_since, py::arg("start"));
 
   py::class_<cu::HostMapped>(m, "HostMapped", "Pinned host memory mapped into the device.")

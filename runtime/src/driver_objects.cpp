@@ -199,6 +199,13 @@ void Event::record(const Stream* stream) const {
 
 void Event::synchronize() const { CCOGEN_CU_CHECK(drv(), cuEventSynchronize, event_); }
 
+bool Event::query() const {
+  const CUresult result = require(drv().cuEventQuery, "cuEventQuery")(event_);
+  if (result == CUDA_ERROR_NOT_READY) return false;
+  check(result, "cuEventQuery");
+  return true;
+}
+
 float Event::elapsed_ms_since(const Event& start) const {
   float ms = 0.0f;
   const Driver& d = drv();

@@ -98,6 +98,7 @@ using FnPtr = Signature*;
   X(cuEventDestroy,     "cuEventDestroy_v2",  CUresult(CUevent))                             \
   X(cuEventRecord,      "cuEventRecord",      CUresult(CUevent, CUstream))                   \
   X(cuEventSynchronize, "cuEventSynchronize", CUresult(CUevent))                             \
+  X(cuEventQuery,       "cuEventQuery",       CUresult(CUevent))                             \
   X(cuEventElapsedTime, "cuEventElapsedTime", CUresult(float*, CUevent, CUevent))         \
   X(cuEventElapsedTime_v2, "cuEventElapsedTime_v2", CUresult(float*, CUevent, CUevent))   \
   X(cuStreamBeginCapture, "cuStreamBeginCapture_v2", CUresult(CUstream, int))               \

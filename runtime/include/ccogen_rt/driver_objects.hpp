@@ -132,6 +132,7 @@ class Event {
 
   void record(const Stream* stream) const;
   void synchronize() const;
+  bool query() const;  // true once the work before the record is done; throws on an error
   float elapsed_ms_since(const Event& start) const;  // cuEventElapsedTime(start, this)
 
  private:
