@@ -256,3 +256,37 @@ def test_nvshmem_counted_writes_need_the_tma_policy_which_the_runtime_sets(tmp_p
                              ranks=2, arch="sm_100").files
     (tmp_path / "manifest.json").write_text(files["manifest.json"])
     assert dict(read(tmp_path, "nvshmem").env) == {"NVSHMEM_TMA_POLICY": "ENABLE"}
+
+
+# ============================================================================= round 3 (#28)
+
+
+def test_a_counted_wait_compares_a_never_reset_counter_so_its_total_must_be_known() -> None:
+    """N2: `cft.waitCounted` and NVSHMEM's counted wait spin until the counter reaches a
+    target and never reset it (`got - expected <= uint64_t(-1) >> 1`): a static wait on a
+    counter that a run-time put also counts to would wait for the footprint (or advance
+    by it per launch) and hang.  The checker refuses it (E035); the simulator runs the
+    generated target and hangs in launch 2 (E030); the run-time sum compiles."""
+    cite(nccl("nccl_device/impl/cft__funcs.h"),
+         r"if \(got - expected <= uint64_t\(-1\) >> 1\) break;")
+    cite(nvshmem("device/nvshmemx_defines.h"),
+         r"while \(\(uint64_t\)\(nvshmemx_signal_counted_load\(signal_addr\) - expected\) >=")
+    bad = LINT / "E035-static-wait-on-runtime-count.cco"
+    ok = LINT / "E035-static-wait-on-runtime-count-ok.cco"
+    for target in (None, "nccl-cft", "nvshmem", "nccl-lsa"):
+        assert codes(bad, target=target) == {"E035"}, target
+        assert codes(ok, target=target) == set(), target
+    from ccogen.sim import simulate
+    hung = simulate(bad.read_text(encoding="utf-8"), seeds=2, path=bad.name)
+    assert {d.code for d in hung.diagnostics if d.is_error} == {"E030"}
+    assert "reach 160 bytes" in str(hung.diagnostics[0].notes)
+    from ccogen.compiler import compile_protocol
+    from ccogen.errors import DiagnosticError
+    from ccogen.syntax import parse_ir
+    with pytest.raises(DiagnosticError) as refused:
+        compile_protocol(parse_ir(bad.read_text(encoding="utf-8"), bad.name), "nccl-cft",
+                         source=bad.name, ranks=2)
+    assert {d.code for d in refused.value.diagnostics} == {"E035"}
+    text = compile_protocol(parse_ir(ok.read_text(encoding="utf-8"), ok.name), "nccl-cft",
+                            source=ok.name, ranks=2).files["kernels.cu"]
+    assert "ccogen_rtwaitcounted_group(" in text
