@@ -56,6 +56,7 @@ from ccogen.codegen.backends.base import Options
 from ccogen.codegen.backends.counted import counted_waits, fuse_counted, map_steps
 from ccogen.codegen.backends.nccl_cft_runtime import check_runtime, runtime_counted
 from ccogen.codegen.backends.sm import SmBackend
+from ccogen.codegen.fences import add_proxy_fences
 from ccogen.codegen.files import GeneratedFiles
 from ccogen.codegen.layout import ALIGN, HeapLayout, Placed, plan_heap
 from ccogen.codegen.model import ProtocolModel, Segment, Step
@@ -120,6 +121,9 @@ class NcclCft(SmBackend):
         check_runtime(instance)
         self._counted = any(op.counter is not None and op.kind is OpKind.PUT
                             for ops in instance.ranks for op in ops)
+        self._getters = frozenset(op.rank for ops in instance.ranks for op in ops
+                                  if op.kind is OpKind.GET)
+        self._queues = instance.queues
         if self._counted and any(op.kind is OpKind.GET for ops in instance.ranks for op in ops):
             first = next(op for ops in instance.ranks for op in ops if op.kind is OpKind.GET)
             raise Unsupported("`get` in a protocol with counted puts: the heap is then a "
@@ -145,8 +149,13 @@ class NcclCft(SmBackend):
 
     def refine(self, segments: list[Segment], ctas: int) -> list[Segment]:
         counters = frozenset(c.offset for c in self._layout.counters)
-        out = map_steps(segments, lambda steps: runtime_counted(counted_waits(
-            fuse_counted(steps, counters), lambda s: True)))
+        rank = self.refining_rank
+        # words written by ordinary stores: my local signal slots (a generic release add)
+        generic = frozenset(self._layout.slot(rank, q) for q in range(self._queues))
+        out = map_steps(segments, lambda steps: add_proxy_fences(
+            "nccl-cft", runtime_counted(counted_waits(fuse_counted(steps, counters),
+                                                      lambda s: True)),
+            generic, rank in self._getters))
         for seg in out:
             for br in seg.branches:
                 if br.scope == "thread" and any(_remote(s) for s in br.steps):
