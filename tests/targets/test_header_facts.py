@@ -398,3 +398,25 @@ def test_nvshmem_a_counter_fed_by_generic_adds_is_acquired_for_generic_stores() 
     assert body.index('ccogen_pfence_group(c, "fence.acquire.sys;");', wait) > wait
     assert 'ccogen_pfence_group(c, "fence.acquire.sys;")' not in _generated(
         COUNTED_THEN_SIGNAL, "nvshmem", "sm_100")
+
+
+def test_cft_puts_keep_under_16_mb_in_flight_per_cft_smem() -> None:
+    """N8: an `ncclCftSmem` mbarrier expects the submitted bytes in 16-byte units
+    (`txCount += bytes / 16`, `mbarrier.expect_tx`); a tx count holds at most 2^20 - 1, so
+    one smem tracks at most 16 MB of put/red in flight (NCCL's documented limit).  The
+    staged put flushes before a chunk would take it past that, whatever its size."""
+    funcs = nccl("nccl_device/impl/cft__funcs.h")
+    cite(funcs, r"mbarrier\.expect_tx\.relaxed\.cta\.shared::cta\.b64 \[%0\], %1;")
+    cite(funcs, r"this->txCount \+= \(bytes / 16\);")
+    from ccogen.codegen.backends.nccl_cft import MAX_IN_FLIGHT, STAGE_BYTES
+    assert MAX_IN_FLIGHT // 16 <= (1 << 20) - 1 and MAX_IN_FLIGHT <= 16 << 20
+    big = GET_AFTER_COPY.replace("size: bytes = 4 KiB", "size: bytes = 64 MiB")
+    text = _generated(big, "nccl-cft")
+    assert f"constexpr uint64_t kMaxInFlight = {MAX_IN_FLIGHT}ULL;" in text
+    write = text[text.index("void ccogen_cft_write("):]
+    write = write[:write.index("\n}\n")]
+    loop = write.index("for (uint64_t done = 0; done < n; done += stage_bytes)")
+    check = write.index("if (pending + len > kMaxInFlight) {", loop)
+    assert loop < check < write.index("ccogen_cft_flush(c, cft, coop, peer);", check) < \
+        write.index("cft.submit(coop);")
+    assert STAGE_BYTES <= MAX_IN_FLIGHT

@@ -8,7 +8,8 @@ primitives the template prints are CFT ones:
   `cft.put` (`cft.putCounted` for a counted put: the engine adds the bytes to the peer's
   counter after the data) to the peer's logical endpoint from `ncclGetCftLeInfo`,
   `cft.submit`, `cft.flushSmem` before the buffer is refilled, and `cft.flush` once the
-  op is done (so `quiet` needs nothing more).  A get is the mirror image (`cft.get`,
+  op is done (so `quiet` needs nothing more), and before the bytes submitted since the
+  last flush would pass `MAX_IN_FLIGHT` (16 MB: one `ncclCftSmem` tracks no more).  A get is the mirror image (`cft.get`,
   `submit`, `flush`, then generic stores out of shared memory).  The CTAs of a logical
   block split large transfers in 16-byte-aligned slices, each counting its own bytes.
 - A remote signal is a *fenced flag update*: after the data's `cft.flush` and
@@ -67,6 +68,10 @@ from ccogen.targets.nccl_cft import CAPABILITIES as CAPS
 
 SLOT_STRIDE = 16  # one 16-byte `red` per signal slot
 STAGE_BYTES = 32 << 10  # the CTA's shared-memory staging buffer
+# put/red bytes one `ncclCftSmem` may have in flight between flushes: its mbarrier counts
+# 16-byte units (`txCount += bytes / 16`, `mbarrier.expect_tx`), at most 2^20 - 1 of them
+# (16 MB, NCCL's documented limit)
+MAX_IN_FLIGHT = ((1 << 20) - 1) * 16
 MIN_ARCH = 100
 NO_COUNTER = (1 << 64) - 1
 
@@ -140,6 +145,7 @@ class NcclCft(SmBackend):
         model, layout = super().model(instance, source, options)
         extra: dict[str, object] = {
             "stage_bytes": STAGE_BYTES, "counted_heap": self._counted,
+            "max_in_flight": MAX_IN_FLIGHT,
             "sink": self._layout.sink if self._counted else NO_COUNTER,
             "nranks": instance.nranks,
             # a peer's `get` reads my window through the fabric proxy: what I wrote there
