@@ -124,6 +124,11 @@ _RULES: tuple[Rule, ...] = tuple(
             "a run-time `expected=` of `wait_count` that may differ from the bytes counted",
         ),
         (
+            "E035",
+            "static-wait-on-runtime-count",
+            "a static `wait_count` on a counter that receives a run-time number of bytes",
+        ),
+        (
             "E040",
             "cft-misaligned",
             "CFT operand not 16-byte aligned, length not a multiple of 16,"

@@ -11,6 +11,15 @@ Emits E034 when the forms differ.  Equal forms are a proof; different forms may
 still agree on every allowed contents when the equality rests on a `require` that
 is not an interval (then the message says that the debug build's device check is
 what will catch a violation: `OpInst.expected_rt` is the hook).
+
+E035: a `wait_count` with a static `expected=` (or none) on a counter that also
+receives run-time bytes.  The bytes an epoch brings are then only known on the device
+(`16 + 16 * n`), while a static wait waits for a number fixed at instantiation: the
+static footprint when `expected=` is omitted (more than arrives: a hang in the first
+launch), and `expected + epoch * footprint` in later launches when it is given (the
+counter is never reset: a hang from the second launch).  A hand-written static
+`expected=` on a counter the protocol resets with `reset_count` has no epoch offset and
+is kept (the other checks judge it).
 """
 
 from __future__ import annotations
@@ -30,12 +39,13 @@ class CheckRuntimeTotals(Pass):
     """Run-time `expected=` of `wait_count` equals the counted bytes (E034)."""
 
     name: ClassVar[str] = "check-runtime-totals"
-    codes: ClassVar[tuple[str, ...]] = ("E034",)
+    codes: ClassVar[tuple[str, ...]] = ("E034", "E035")
 
     def run(self, ctx: PassContext) -> None:
         inst = ctx.instance
         if inst.runtime != "symbolic":
             return
+        _static_waits(ctx)
         seen: set[tuple[object, str]] = set()
         for ops in inst.ranks:
             for op in ops:
@@ -62,6 +72,44 @@ class CheckRuntimeTotals(Pass):
                     help="make `expected=` the same sum of the loaded counts that sizes the "
                          "counted puts (in bytes); if it only holds by a `require` that is "
                          "not a bound, the debug build checks it on the device"))
+
+
+def _static_waits(ctx: PassContext) -> None:
+    """E035: a static `wait_count` on a counter whose per-epoch total is run-time."""
+    inst = ctx.instance
+    resets = {(op.rank, op.counter) for ops in inst.ranks for op in ops
+              if op.kind is OpKind.RESET_COUNT}
+    seen: set[object] = set()
+    for ops in inst.ranks:
+        for op in ops:
+            if op.kind is not OpKind.WAIT_COUNT or op.expected_rt is not None:
+                continue
+            counted = _counted_to(inst.ranks, op.rank, op.counter or "")
+            varying = [p for p in counted if isinstance(_length(p), Rt)]
+            if not varying or (op.expected is not None and (op.rank, op.counter) in resets):
+                continue
+            if op.span in seen:
+                continue
+            seen.add(op.span)
+            total = lift(0)
+            for put in counted:
+                total = total + _length(put)
+            footprint = sum(p.dst.size for p in counted if p.dst is not None)
+            waits = (f"waits for {footprint} bytes (the most the counted puts may bring)"
+                     if op.expected is None else
+                     f"waits for {op.expected} bytes, plus {footprint} per earlier launch")
+            secondary = [(p.span, f"counts `{_text(_length(p))}` bytes to rank {op.rank}, "
+                                  "known only on the device") for p in varying[:MAX_LABELS]]
+            ctx.sink.emit(error(
+                "E035", f"a static `wait_count({op.counter})` on a counter that receives a "
+                "run-time number of bytes", op.span, waits, secondary=secondary,
+                notes=(f"the counted puts bring `{total.text()}` bytes to rank {op.rank} "
+                       "each launch; the generated code cannot know that total where it "
+                       "waits, nor advance the counter's expected value by it",
+                       f"in the instance {inst.label()}"),
+                help="give `expected=` as the run-time sum of the loaded counts that size the "
+                     "counted puts (a header sent before them, as in `counted_rows`), or wait "
+                     "for the static puts with `signal=\"remote\"` and `wait_signal`"))
 
 
 def _counted_to(ranks: tuple[tuple[OpInst, ...], ...], rank: int, counter: str

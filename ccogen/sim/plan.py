@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -157,7 +158,10 @@ class Plan:
         return self.op(key).span
 
 
-def build_plan(instance: Instance) -> Plan:
+def build_plan(instance: Instance,
+               generated: Mapping[OpKey, tuple[int, int]] | None = None) -> Plan:
+    """The plan of `instance`; `generated` overrides what some waits wait for (a drawn
+    instance's static `wait_count`s on run-time counters: `generated_counter_waits`)."""
     issuers, proc_of_op = _issuer_procs(instance)
     members, leader_of = _groups(instance)
     posts = {k: _transfers(instance, k, m) for k, m in members.items()
@@ -166,7 +170,8 @@ def build_plan(instance: Instance) -> Plan:
     gens, parties = _barriers(instance, issuers)
     plan = Plan(instance=instance, issuers=issuers, queues=queues, proc_of_op=proc_of_op,
                 members=members, leader_of=leader_of, posts=posts,
-                waits=_waits(instance, posts), barrier_gen=gens, barrier_parties=parties)
+                waits=_waits(instance, posts, generated or {}), barrier_gen=gens,
+                barrier_parties=parties)
     plan.queue_index = {q: i for i, q in enumerate(queues)}
     plan.rank_issuers = [[p for p, ip in enumerate(issuers) if ip.rank == r]
                          for r in range(instance.nranks)]
@@ -269,7 +274,38 @@ def check_sides(check: CheckInst) -> list[tuple[RegionInst, bool]]:
 # ----------------------------------------------------------------------------- expected values
 
 
-def _waits(instance: Instance, posts: dict[OpKey, tuple[TransferSpec, ...]]) -> dict[OpKey, Wait]:
+def generated_counter_waits(symbolic: Instance) -> dict[OpKey, tuple[int, int]]:
+    """(base, added per epoch) of every static `wait_count` on a counter that receives
+    run-time bytes, as the generated code waits for it: the static footprint stands for
+    the epoch's bytes (omitted `expected=`; the epoch offset unless the rank resets the
+    counter).  The checker refuses these waits (E035); the simulator runs what the
+    generated code would do, so a drawn contents that brings fewer bytes hangs here too.
+    `symbolic` is the footprint instance of the drawn ones (the same op indices)."""
+    varying: dict[CounterKey, int] = defaultdict(int)
+    footprint: dict[CounterKey, int] = defaultdict(int)
+    for ops in symbolic.ranks:
+        for op in ops:
+            if op.kind is OpKind.PUT and op.counter is not None and op.dst is not None:
+                key = (op.dst.rank, op.counter)
+                footprint[key] += op.dst.size
+                bounds = op.dst.runtime
+                if bounds is not None and not isinstance(bounds[1] - bounds[0], int):  # type: ignore[operator]
+                    varying[key] += 1
+    out: dict[OpKey, tuple[int, int]] = {}
+    for rank, ops in enumerate(symbolic.ranks):
+        resets = {op.counter for op in ops if op.kind is OpKind.RESET_COUNT}
+        for op in ops:
+            if op.kind is not OpKind.WAIT_COUNT or op.expected_rt is not None:
+                continue
+            key = (rank, op.counter or "")
+            if varying.get(key):
+                base = footprint[key] if op.expected is None else op.expected
+                out[(rank, op.index)] = (base, 0 if op.counter in resets else footprint[key])
+    return out
+
+
+def _waits(instance: Instance, posts: dict[OpKey, tuple[TransferSpec, ...]],
+           generated: Mapping[OpKey, tuple[int, int]]) -> dict[OpKey, Wait]:
     totals: dict[tuple[str, SlotKey | CounterKey], int] = defaultdict(int)
     for specs in posts.values():
         for t in specs:
@@ -281,6 +317,10 @@ def _waits(instance: Instance, posts: dict[OpKey, tuple[TransferSpec, ...]]) -> 
     waits: dict[OpKey, Wait] = {}
     for rank, ops in enumerate(instance.ranks):
         waits.update(_rank_waits(rank, ops, totals))
+    for key, (base, per_epoch) in generated.items():
+        w = waits.get(key)
+        if w is not None and w.kind == "counter":
+            waits[key] = Wait(w.kind, w.key, base, per_epoch, w.hand, w.ordinal, w.waits)
     return waits
 
 

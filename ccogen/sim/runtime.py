@@ -132,7 +132,7 @@ def run_drawn(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None,
     """Simulate every draw: (instance reports, setups).  `run(setup)` runs one setup
     (`ccogen.sim._run_instance` with the caller's seeds and limits)."""
     from ccogen.instantiate import instantiate as symbolic
-    from ccogen.sim.plan import build_plan
+    from ccogen.sim.plan import build_plan, generated_counter_waits
     from ccogen.sim.report import InstanceReport
     from ccogen.sim.schedule import Setup
 
@@ -140,6 +140,7 @@ def run_drawn(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None,
     errors = [d for d in diags if d.is_error]
     if inst is None or errors:
         return [InstanceReport(f"nranks={nranks}", nranks, setup=errors)], []
+    generated = generated_counter_waits(inst)  # what the generated code waits for (E035)
     reports, setups = [], []
     for label, concrete, errs, contents in concrete_instances(protocol, nranks, params, limits,
                                                               data_seed):
@@ -148,7 +149,7 @@ def run_drawn(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None,
                 reports.append(InstanceReport(f"{inst.label()}, contents {label}", nranks,
                                               setup=errs))
             continue
-        plan = build_plan(concrete)
+        plan = build_plan(concrete, generated)
         total = nranks * sum(size for _, size in plan.windows)
         if total > limits.sim_bytes:
             continue

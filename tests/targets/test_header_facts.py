@@ -256,3 +256,167 @@ def test_nvshmem_counted_writes_need_the_tma_policy_which_the_runtime_sets(tmp_p
                              ranks=2, arch="sm_100").files
     (tmp_path / "manifest.json").write_text(files["manifest.json"])
     assert dict(read(tmp_path, "nvshmem").env) == {"NVSHMEM_TMA_POLICY": "ENABLE"}
+
+
+# ============================================================================= round 3 (#28)
+
+
+def test_a_counted_wait_compares_a_never_reset_counter_so_its_total_must_be_known() -> None:
+    """N2: `cft.waitCounted` and NVSHMEM's counted wait spin until the counter reaches a
+    target and never reset it (`got - expected <= uint64_t(-1) >> 1`): a static wait on a
+    counter that a run-time put also counts to would wait for the footprint (or advance
+    by it per launch) and hang.  The checker refuses it (E035); the simulator runs the
+    generated target and hangs in launch 2 (E030); the run-time sum compiles."""
+    cite(nccl("nccl_device/impl/cft__funcs.h"),
+         r"if \(got - expected <= uint64_t\(-1\) >> 1\) break;")
+    cite(nvshmem("device/nvshmemx_defines.h"),
+         r"while \(\(uint64_t\)\(nvshmemx_signal_counted_load\(signal_addr\) - expected\) >=")
+    bad = LINT / "E035-static-wait-on-runtime-count.cco"
+    ok = LINT / "E035-static-wait-on-runtime-count-ok.cco"
+    for target in (None, "nccl-cft", "nvshmem", "nccl-lsa"):
+        assert codes(bad, target=target) == {"E035"}, target
+        assert codes(ok, target=target) == set(), target
+    from ccogen.sim import simulate
+    hung = simulate(bad.read_text(encoding="utf-8"), seeds=2, path=bad.name)
+    assert {d.code for d in hung.diagnostics if d.is_error} == {"E030"}
+    assert "reach 160 bytes" in str(hung.diagnostics[0].notes)
+    from ccogen.compiler import compile_protocol
+    from ccogen.errors import DiagnosticError
+    from ccogen.syntax import parse_ir
+    with pytest.raises(DiagnosticError) as refused:
+        compile_protocol(parse_ir(bad.read_text(encoding="utf-8"), bad.name), "nccl-cft",
+                         source=bad.name, ranks=2)
+    assert {d.code for d in refused.value.diagnostics} == {"E035"}
+    text = compile_protocol(parse_ir(ok.read_text(encoding="utf-8"), ok.name), "nccl-cft",
+                            source=ok.name, ranks=2).files["kernels.cu"]
+    assert "ccogen_rtwaitcounted_group(" in text
+
+
+LOCAL_SIGNAL_AND_RESET = """
+protocol fetch_reset(size: bytes = 4 KiB):
+    team lsa(2)
+    between_launches: host_sync
+    counter landed
+    window x: size
+    window fresh: size
+    window out: size
+    window note: 16
+    window credit: 16
+
+    kernel k(threads=64):
+        if me == 1:
+            put(0, dst=x, src=fresh, queue=0, count=landed)
+            wait_signal(0, queue=0)
+        else:
+            wait_count(landed)
+            reset_count(landed)
+            put(1, dst=credit, src=note, queue=0, signal="both")
+            wait_signal(0, queue=0)
+            copy(dst=out, src=x)
+
+    ensure:
+        if me == 0:
+            out == init(fresh@1)
+"""
+
+
+def _fence_args(order: str, producer: str, consumer: str) -> str:
+    return (f"ccogen_pfence_group(c, cuda::memory_order_{order}, ncclMemProxyType::{producer}, "
+            f"ncclMemProxyType::{consumer}, ncclMemFenceScope::Sys);")
+
+
+def test_cft_fences_come_from_one_table_of_producer_and_consumer_proxies() -> None:
+    """N3, N4, N5: `ncclMemFence(order, producer, consumer, scope)` prints one instruction
+    per (producer, consumer) pair; a counted wait's own acquire is fabric-only (its
+    producer is always Fabric), NCCL's barrier passes the consumer through.  So: a `get`
+    after a wait needs the Generic -> Fabric acquire (N3), a `reset_count` before a credit
+    the Generic -> Fabric release (N4), a wait on my own slot (a local signal: a generic
+    add) the Generic -> Generic acquire (N5); all from `codegen.fences.TABLES`."""
+    funcs = nccl("nccl_device/impl/cft__funcs.h")
+    cite(funcs, r"ncclMemFence\(coop, nccl::utility::acquireOrderOf\(order\), "
+                r"ncclMemProxyType::Fabric, consumer, ncclMemFenceScope::Sys\);")
+    cite(nccl("nccl_device/impl/cft_barrier__funcs.h"),
+         r"ncclMemFence\(this->coop, nccl::utility::acquireOrderOf\(order\), producer, consumer,")
+    cite(funcs, r"\} else \{ // Generic to Generic proxy sync")
+    cite(funcs, r'asm volatile\("fence\.acquire\.sys;" ::: "memory"\);')
+    from ccogen.codegen.fences import TABLES, Fence, Order, Proxy
+    # nvshmem prints the instruction ncclMemFence prints for the same fence
+    text = funcs.text()
+    for fence, insn in TABLES["nvshmem"].items():
+        assert f"asm volatile({insn} ::: \"memory\");" in text, (fence, insn)
+    assert TABLES["nvshmem"][Fence(Order.ACQUIRE, Proxy.GENERIC, Proxy.FABRIC)] == \
+        '"fence.proxy.fabric::generic.alias.acquire.sys;"'
+    # N3: the getter's wait, then the acquire whose consumer is the fabric `get`
+    got = _generated(GET_AFTER_COPY, "nccl-cft")
+    getter = got[got.index("_r0_b0(const ccogen_ctx& c)"):]
+    getter = getter[:getter.index("\n}\n")]
+    wait = getter.index("ccogen_waitcounted_group(")
+    acquire = getter.index(_fence_args("acquire", "Generic", "Fabric"))
+    assert wait < acquire < getter.index("ccogen_copy_group(c, -1")
+    # N5: the wait on my own slot (the get's local signal) acquires generic stores
+    local = getter.index("ccogen_waitcounted_group(", wait + 1)
+    assert getter.index(_fence_args("acquire", "Generic", "Generic"), local) > local
+    # N4: the reset, then the release that keeps the peer's next counted add behind it
+    assert not [d for d in cg.check(LOCAL_SIGNAL_AND_RESET).diagnostics if d.is_error]
+    reset = _generated(LOCAL_SIGNAL_AND_RESET, "nccl-cft")
+    body = reset[reset.index("_r0_b0(const ccogen_ctx& c)"):]
+    at = body.index("ccogen_reset_group(")
+    release = body.index(_fence_args("release", "Generic", "Fabric"), at)
+    assert release < body.index("ccogen_copy_group(", at)  # the credit's put, then its signal
+    local = body.index("ccogen_waitcounted_group(", at)
+    assert body.index(_fence_args("acquire", "Generic", "Generic"), local) > local
+
+
+COUNTED_FROM_A_BUFFER = """
+protocol counted_buffer(size: bytes = 4 KiB):
+    team lsa(2)
+    between_launches: host_sync
+    counter landed
+    buffer src: u8[size]
+    window dst: size
+
+    kernel k(threads=256):
+        if me == 0:
+            put(1, dst=dst, src=src, queue=0, count=landed)
+            quiet(1)
+        else:
+            wait_count(landed)
+"""
+
+
+def test_nvshmem_a_counter_fed_by_generic_adds_is_acquired_for_generic_stores() -> None:
+    """N5 on NVSHMEM sm_100: `nvshmemx_signal_counted_wait_until` spins on volatile loads
+    and acquires fabric -> generic only; a counted put from a local buffer stays the
+    emulation (a generic atomic add on the counter), so the wait adds the generic
+    acquire from the same table."""
+    header = nvshmem("device/nvshmemx_defines.h")
+    cite(header, r"return \*reinterpret_cast<const volatile uint64_t \*>\(signal_addr\);")
+    cite(header, r"fence_proxy_fabric2generic_acquire_system\(\);")
+    text = _generated(COUNTED_FROM_A_BUFFER, "nvshmem", "sm_100")
+    body = text[text.index("_r1_b0(const ccogen_ctx& c)"):]
+    wait = body.index("ccogen_waitcounted_group(")
+    assert body.index('ccogen_pfence_group(c, "fence.acquire.sys;");', wait) > wait
+    assert 'ccogen_pfence_group(c, "fence.acquire.sys;")' not in _generated(
+        COUNTED_THEN_SIGNAL, "nvshmem", "sm_100")
+
+
+def test_cft_puts_keep_under_16_mb_in_flight_per_cft_smem() -> None:
+    """N8: an `ncclCftSmem` mbarrier expects the submitted bytes in 16-byte units
+    (`txCount += bytes / 16`, `mbarrier.expect_tx`); a tx count holds at most 2^20 - 1, so
+    one smem tracks at most 16 MB of put/red in flight (NCCL's documented limit).  The
+    staged put flushes before a chunk would take it past that, whatever its size."""
+    funcs = nccl("nccl_device/impl/cft__funcs.h")
+    cite(funcs, r"mbarrier\.expect_tx\.relaxed\.cta\.shared::cta\.b64 \[%0\], %1;")
+    cite(funcs, r"this->txCount \+= \(bytes / 16\);")
+    from ccogen.codegen.backends.nccl_cft import MAX_IN_FLIGHT, STAGE_BYTES
+    assert MAX_IN_FLIGHT // 16 <= (1 << 20) - 1 and MAX_IN_FLIGHT <= 16 << 20
+    big = GET_AFTER_COPY.replace("size: bytes = 4 KiB", "size: bytes = 64 MiB")
+    text = _generated(big, "nccl-cft")
+    assert f"constexpr uint64_t kMaxInFlight = {MAX_IN_FLIGHT}ULL;" in text
+    write = text[text.index("void ccogen_cft_write("):]
+    write = write[:write.index("\n}\n")]
+    loop = write.index("for (uint64_t done = 0; done < n; done += stage_bytes)")
+    check = write.index("if (pending + len > kMaxInFlight) {", loop)
+    assert loop < check < write.index("ccogen_cft_flush(c, cft, coop, peer);", check) < \
+        write.index("cft.submit(coop);")
+    assert STAGE_BYTES <= MAX_IN_FLIGHT

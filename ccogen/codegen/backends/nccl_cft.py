@@ -8,7 +8,8 @@ primitives the template prints are CFT ones:
   `cft.put` (`cft.putCounted` for a counted put: the engine adds the bytes to the peer's
   counter after the data) to the peer's logical endpoint from `ncclGetCftLeInfo`,
   `cft.submit`, `cft.flushSmem` before the buffer is refilled, and `cft.flush` once the
-  op is done (so `quiet` needs nothing more).  A get is the mirror image (`cft.get`,
+  op is done (so `quiet` needs nothing more), and before the bytes submitted since the
+  last flush would pass `MAX_IN_FLIGHT` (16 MB: one `ncclCftSmem` tracks no more).  A get is the mirror image (`cft.get`,
   `submit`, `flush`, then generic stores out of shared memory).  The CTAs of a logical
   block split large transfers in 16-byte-aligned slices, each counting its own bytes.
 - A remote signal is a *fenced flag update*: after the data's `cft.flush` and
@@ -56,6 +57,7 @@ from ccogen.codegen.backends.base import Options
 from ccogen.codegen.backends.counted import counted_waits, fuse_counted, map_steps
 from ccogen.codegen.backends.nccl_cft_runtime import check_runtime, runtime_counted
 from ccogen.codegen.backends.sm import SmBackend
+from ccogen.codegen.fences import add_proxy_fences
 from ccogen.codegen.files import GeneratedFiles
 from ccogen.codegen.layout import ALIGN, HeapLayout, Placed, plan_heap
 from ccogen.codegen.model import ProtocolModel, Segment, Step
@@ -66,6 +68,10 @@ from ccogen.targets.nccl_cft import CAPABILITIES as CAPS
 
 SLOT_STRIDE = 16  # one 16-byte `red` per signal slot
 STAGE_BYTES = 32 << 10  # the CTA's shared-memory staging buffer
+# put/red bytes one `ncclCftSmem` may have in flight between flushes: its mbarrier counts
+# 16-byte units (`txCount += bytes / 16`, `mbarrier.expect_tx`), at most 2^20 - 1 of them
+# (16 MB, NCCL's documented limit)
+MAX_IN_FLIGHT = ((1 << 20) - 1) * 16
 MIN_ARCH = 100
 NO_COUNTER = (1 << 64) - 1
 
@@ -120,6 +126,9 @@ class NcclCft(SmBackend):
         check_runtime(instance)
         self._counted = any(op.counter is not None and op.kind is OpKind.PUT
                             for ops in instance.ranks for op in ops)
+        self._getters = frozenset(op.rank for ops in instance.ranks for op in ops
+                                  if op.kind is OpKind.GET)
+        self._queues = instance.queues
         if self._counted and any(op.kind is OpKind.GET for ops in instance.ranks for op in ops):
             first = next(op for ops in instance.ranks for op in ops if op.kind is OpKind.GET)
             raise Unsupported("`get` in a protocol with counted puts: the heap is then a "
@@ -136,6 +145,7 @@ class NcclCft(SmBackend):
         model, layout = super().model(instance, source, options)
         extra: dict[str, object] = {
             "stage_bytes": STAGE_BYTES, "counted_heap": self._counted,
+            "max_in_flight": MAX_IN_FLIGHT,
             "sink": self._layout.sink if self._counted else NO_COUNTER,
             "nranks": instance.nranks,
             # a peer's `get` reads my window through the fabric proxy: what I wrote there
@@ -145,8 +155,13 @@ class NcclCft(SmBackend):
 
     def refine(self, segments: list[Segment], ctas: int) -> list[Segment]:
         counters = frozenset(c.offset for c in self._layout.counters)
-        out = map_steps(segments, lambda steps: runtime_counted(counted_waits(
-            fuse_counted(steps, counters), lambda s: True)))
+        rank = self.refining_rank
+        # words written by ordinary stores: my local signal slots (a generic release add)
+        generic = frozenset(self._layout.slot(rank, q) for q in range(self._queues))
+        out = map_steps(segments, lambda steps: add_proxy_fences(
+            "nccl-cft", runtime_counted(counted_waits(fuse_counted(steps, counters),
+                                                      lambda s: True)),
+            generic, rank in self._getters))
         for seg in out:
             for br in seg.branches:
                 if br.scope == "thread" and any(_remote(s) for s in br.steps):

@@ -39,6 +39,7 @@ from dataclasses import replace
 from ccogen.codegen.backends.base import Options
 from ccogen.codegen.backends.counted import counted_waits, fuse_counted, map_steps
 from ccogen.codegen.backends.sm import SmBackend
+from ccogen.codegen.fences import add_proxy_fences
 from ccogen.codegen.files import GeneratedFiles
 from ccogen.codegen.layout import HeapLayout
 from ccogen.codegen.ll import LLPlan
@@ -46,6 +47,7 @@ from ccogen.codegen.model import LOCAL, Branch, KernelModel, ProtocolModel, Segm
 from ccogen.codegen.plan import Unsupported
 from ccogen.ir.instance import Instance
 from ccogen.ir.nodes import TeamKind
+from ccogen.ir.opkind import OpKind
 
 COUNTED_ARCH = 100  # sm_100: CFT, the hardware path of counted writes
 DONATED_SMEM = 32768  # NVSHMEMX_SMEM_MINIMUM: the payload comes from global memory
@@ -154,6 +156,17 @@ class Nvshmem(SmBackend):
     def plan_layout(self, instance: Instance, scratch: int) -> HeapLayout:
         layout = super().plan_layout(instance, scratch)
         self._counters = frozenset(c.offset for c in layout.counters)
+        # counters fed by emulated adds (a counted put from a local buffer stays a copy and
+        # a generic atomic add): ordinary stores write them, per receiving rank
+        offsets = {c.name: c.offset for c in layout.counters}
+        buffers = {name for name, _ in instance.buffer_sizes}
+        generic: dict[int, set[int]] = {}
+        for ops in instance.ranks:
+            for op in ops:
+                if (op.kind is OpKind.PUT and op.counter is not None and op.peer is not None
+                        and op.src is not None and op.src.window in buffers):
+                    generic.setdefault(op.peer, set()).add(offsets[op.counter])
+        self._generic_words = {r: frozenset(w) for r, w in generic.items()}
         return layout
 
     def model(self, instance: Instance, source: str,
@@ -183,8 +196,10 @@ class Nvshmem(SmBackend):
     def counted(self, segments: list[Segment]) -> list[Segment]:
         """sm_100: counted puts and counter waits go through the counted API; waits on
         signal slots acquire what the fabric proxy delivered (`fabacquire`)."""
-        out = map_steps(segments, lambda steps: _fabric_acquires(_runtime_counted(counted_waits(
-            fuse_counted(steps, self._counters), lambda s: s.wait_kind == 2))))
+        generic = self._generic_words.get(self.refining_rank, frozenset())
+        out = map_steps(segments, lambda steps: add_proxy_fences("nvshmem", _fabric_acquires(
+            _runtime_counted(counted_waits(fuse_counted(steps, self._counters),
+                                           lambda s: s.wait_kind == 2))), generic, False))
         if any(s.kind == "putcounted" for seg in out for br in seg.branches for s in br.steps):
             raise Unsupported("`nvshmemx_putmem_signal_counted_nbi_block` is CTA-collective: "
                               "issue counted puts at block level on sm_100", None)

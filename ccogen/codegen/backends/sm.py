@@ -124,6 +124,7 @@ class SmBackend(Backend):
     add_primitives: ClassVar[bool] = False  # defines ccogen_add / ccogen_llput_thread
     peer_loads: ClassVar[bool] = True  # kernels can load a peer's element (codegen.require)
     _require: dict[int, list[Step]] = {}  # noqa: RUF012  (set per generate: codegen.require)
+    refining_rank: int = 0  # the rank whose program `refine` is rewriting
 
     def generate(self, instance: Instance, source: str, options: Options) -> GeneratedFiles:
         model, layout = self.model(instance, source, options)
@@ -236,6 +237,7 @@ class SmBackend(Backend):
             if self.splits_ctas() and ctas > 1:
                 segments, syncs = split_segments(segments, counters)
             segments = spread_apply(segments, plans)
+            self.refining_rank = rank  # the rank whose program `refine` rewrites
             segments = self.refine(segments, ctas)
             programs.append(BlockProgram(rank, block, tuple(segments), syncs,
                                          rank * blocks + block))
