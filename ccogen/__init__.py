@@ -15,47 +15,68 @@ import builtins
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ccogen.builder import (
-    GiB,
-    KiB,
-    MiB,
-    Protocol,
-    abs,
-    and_,
-    bf16,
-    bytes,
-    dtype,
-    f16,
-    f32,
-    i32,
-    i64,
-    init,
-    int_,
-    lsa,
-    max,
-    min,
-    not_,
-    or_,
-    sum,
-    u8,
-    u32,
-    u64,
-    where,
-    world,
-)
-from ccogen.builder import int_ as int
 from ccogen.diag import Diagnostic, Severity
 from ccogen.errors import DiagnosticError, InternalError
 
 if TYPE_CHECKING:
+    from ccogen.builder import (
+        GiB,
+        KiB,
+        MiB,
+        Protocol,
+        abs,
+        and_,
+        bf16,
+        bytes,
+        dtype,
+        f16,
+        f32,
+        i32,
+        i64,
+        init,
+        int_,
+        lsa,
+        max,
+        min,
+        not_,
+        or_,
+        sum,
+        u8,
+        u32,
+        u64,
+        where,
+        world,
+    )
+    from ccogen.builder import int_ as int
     from ccogen.driver import CheckResult
     from ccogen.limits import Limits
+
+_BUILDER = frozenset({
+    "GiB", "KiB", "MiB", "Protocol", "abs", "and_", "bf16", "bytes", "dtype", "f16",
+    "f32", "i32", "i64", "init", "int_", "lsa", "max", "min", "not_", "or_", "sum",
+    "u8", "u32", "u64", "where", "world",
+})
+
+
+def __getattr__(name: str) -> Any:
+    """The builder's names (`cg.Protocol`, `cg.KiB`, `cg.int`...), imported on first use:
+    `ccogen lint` never needs the builder, whose imports (the runtime, numpy) cost more
+    than the whole check of a small protocol."""
+    if name in _BUILDER or name == "int":
+        from ccogen import builder
+
+        value = getattr(builder, "int_" if name == "int" else name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'ccogen' has no attribute {name!r}")
+
 
 __version__ = "0.1.0"
 
 
 def parse(text: str, path: str = "<string>") -> Protocol:
     """Parse `.cco` text into a `Protocol`; raises `DiagnosticError` (E001/E002)."""
+    from ccogen.builder import Protocol
     from ccogen.syntax import parse_ir
 
     return Protocol.from_ir(parse_ir(text, path))

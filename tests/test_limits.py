@@ -101,11 +101,11 @@ def test_nesting_under_the_limit_still_works() -> None:
 
 
 def test_team_of_tens_of_thousands_is_refused_up_front() -> None:
-    start = time.monotonic()
+    start = time.process_time()
     result = check_text(SHIFT, "t.cco", CheckOptions(ranks=(50_000,)))
     assert [d.code for d in result.diagnostics] == ["E006"]
     assert "--limit ranks=50000" in (result.diagnostics[0].help or "")
-    assert time.monotonic() - start < 5
+    assert time.process_time() - start < 5
 
 
 def test_compile_takes_limit(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -245,10 +245,10 @@ def test_unknown_target_is_a_usage_error_everywhere(capsys: pytest.CaptureFixtur
 def test_finding_set_merges_in_linear_time() -> None:
     found: FindingSet[int] = FindingSet()
     d = error("E031", "race", None)
-    start = time.monotonic()
+    start = time.process_time()
     for rank in range(200_000):
         found.add(d, rank)
-    assert time.monotonic() - start < 2  # a list scan per add took minutes
+    assert time.process_time() - start < 2  # a list scan per add took minutes
     (entry,) = list(found)
     assert entry.where[:3] == [0, 1, 2] and len(entry.where) == 200_000
 

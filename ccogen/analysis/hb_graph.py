@@ -53,9 +53,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from ccogen.analysis import _hb_derive as derive
 from ccogen.analysis._clock import Clock, sweep
@@ -64,6 +62,9 @@ from ccogen.analysis.events import EdgeKind, Event, EventKind
 from ccogen.analysis.matching import Matching, match
 from ccogen.ir.instance import Instance, OpInst
 from ccogen.source import Span
+
+if TYPE_CHECKING:  # imported where used: `lint` of a protocol without a hang never needs it
+    import networkx as nx
 
 MAX_ROUNDS = 64
 
@@ -295,6 +296,8 @@ class HBGraph:
         stuck = set(self.stuck)
         if not stuck:
             return []
+        import networkx as nx
+
         kinds = self._sk.edge_kind
         sub: nx.DiGraph[int] = nx.DiGraph()
         sub.add_edges_from((u, v) for v in stuck for u in self._sk.preds[v] if u in stuck
@@ -310,6 +313,8 @@ class HBGraph:
     @cached_property
     def nx(self) -> nx.DiGraph:
         """The graph as a networkx DiGraph: nodes are `Event`s, edges carry `kind` and `spans`."""
+        import networkx as nx
+
         g: nx.DiGraph[Event] = nx.DiGraph()
         evs = [self._sk.event(e) for e in range(len(self._sk))]
         for e, ev in enumerate(evs):

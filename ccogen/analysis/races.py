@@ -38,6 +38,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from itertools import pairwise
+from weakref import WeakKeyDictionary
 
 from ccogen.analysis._hb_derive import prefix_len
 from ccogen.analysis.hb_graph import HBGraph
@@ -299,6 +300,23 @@ def _classify(graph: HBGraph, r: Access, w: Access, overlap: RegionInst) -> Conf
     return Conflict(ConflictKind.READ_BEFORE_ARRIVAL, r, w, overlap)
 
 
+_WAITS: WeakKeyDictionary[HBGraph, dict[tuple[int, int], list[OpInst]]] = WeakKeyDictionary()
+
+
+def _queued_waits(graph: HBGraph) -> dict[tuple[int, int], list[OpInst]]:
+    """(rank, peer) -> the rank's `wait_signal`s on that peer with a queue, in program
+    order; built once per graph (a scan of the rank's ops per read was quadratic)."""
+    found = _WAITS.get(graph)
+    if found is None:
+        found = {}
+        for rank, ops in enumerate(graph.instance.ranks):
+            for op in ops:
+                if op.kind is OpKind.WAIT_SIGNAL and op.queue is not None:
+                    found.setdefault((rank, op.peer), []).append(op)  # type: ignore[arg-type]
+        _WAITS[graph] = found
+    return found
+
+
 def _other_queue(graph: HBGraph, r: Access, w: Access) -> tuple[OpInst, OpInst] | None:
     """A wait before `r` on a signal that `w`'s issuer sent after `w`, on another queue."""
     put = w.op
@@ -307,9 +325,8 @@ def _other_queue(graph: HBGraph, r: Access, w: Access) -> tuple[OpInst, OpInst] 
     reader = r.op.rank if r.op is not None else r.check.rank  # type: ignore[union-attr]
     m = graph.matching
     issue_put = graph.issue(put.rank, put.index)
-    for op in graph.instance.ranks[reader]:
-        if (op.kind is not OpKind.WAIT_SIGNAL or op.peer != put.rank
-                or op.queue in (None, put.queue)):
+    for op in _queued_waits(graph).get((reader, put.rank), ()):
+        if op.queue is None or op.queue == put.queue:
             continue
         done = graph.done(reader, op.index)
         if not graph.hb(done, r.event):

@@ -13,10 +13,10 @@ import shlex
 import sys
 import traceback
 from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import NoReturn
 
 from ccogen import __version__
-from ccogen.cli import bench, compile, explain, fmt, lint, run, simulate
 from ccogen.cli.common import EXIT_FINDINGS, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, UsageError
 from ccogen.errors import DiagnosticError
 from ccogen.fileio import FileError
@@ -31,26 +31,79 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
-def _parser() -> argparse.ArgumentParser:
+# subcommand -> (module of this package, its command function); the modules are imported
+# only for the command that runs (a cold `ccogen lint` must not import the simulator,
+# the code generators or the runtime: docs/performance.md, "Cold start")
+_COMMAND_MODULES: dict[str, tuple[str, str]] = {
+    "lint": ("lint", "command"), "fmt": ("fmt", "command"), "explain": ("explain", "command"),
+    "compile": ("compile", "compile_command"), "build": ("compile", "build_command"),
+    "run": ("run", "command"), "simulate": ("simulate", "command"), "bench": ("bench", "command"),
+}
+# the modules that add the subparsers, in the order of `ccogen --help`
+_PARSERS = (("lint", "add_parser"), ("fmt", "add_parser"), ("explain", "add_parser"),
+            ("compile", "add_parsers"), ("run", "add_parser"), ("simulate", "add_parser"),
+            ("bench", "add_parser"))
+
+
+def _module(name: str) -> ModuleType:
+    """A subcommand's module, imported here (plain imports, which the import-cycle test
+    sees as edges)."""
+    if name == "lint":
+        from ccogen.cli import lint
+
+        return lint
+    if name == "fmt":
+        from ccogen.cli import fmt
+
+        return fmt
+    if name == "explain":
+        from ccogen.cli import explain
+
+        return explain
+    if name == "compile":
+        from ccogen.cli import compile
+
+        return compile
+    if name == "run":
+        from ccogen.cli import run
+
+        return run
+    if name == "simulate":
+        from ccogen.cli import simulate
+
+        return simulate
+    from ccogen.cli import bench
+
+    assert name == "bench", name
+    return bench
+
+
+def _parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The parser; when `argv` starts with a subcommand, only that subcommand's module is
+    imported and registered (its parse and `--help` are the same either way)."""
     p = _Parser(prog="ccogen", description="Check, simulate and generate GPU "
                                 "communication protocols written in .cco")
     p.add_argument("--version", action="version", version=f"ccogen {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    lint.add_parser(sub)
-    fmt.add_parser(sub)
-    explain.add_parser(sub)
-    compile.add_parsers(sub)
-    run.add_parser(sub)
-    simulate.add_parser(sub)
-    bench.add_parser(sub)
+    first = argv[0] if argv else None
+    only = _COMMAND_MODULES[first][0] if first in _COMMAND_MODULES else None
+    for module, adder in _PARSERS:
+        if only is None or module == only:
+            getattr(_module(module), adder)(sub)
     return p
 
 
+def _lazy(module: str, name: str) -> Callable[[argparse.Namespace], int]:
+    def command(args: argparse.Namespace) -> int:
+        fn: Callable[[argparse.Namespace], int] = getattr(_module(module), name)
+        return fn(args)
+
+    command.__name__ = command.__qualname__ = name
+    return command
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "lint": lint.command, "fmt": fmt.command, "explain": explain.command,
-    "compile": compile.compile_command, "build": compile.build_command,
-    "run": run.command, "simulate": simulate.command, "bench": bench.command,
-}
+    command: _lazy(module, name) for command, (module, name) in _COMMAND_MODULES.items()}
 
 
 def _internal_error(argv: Sequence[str]) -> int:
@@ -65,7 +118,7 @@ def _internal_error(argv: Sequence[str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = _parser().parse_args(argv)
+    args = _parser(argv).parse_args(argv)
     try:
         return COMMANDS[args.command](args)
     except (UsageError, FileError) as exc:

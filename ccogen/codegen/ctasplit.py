@@ -34,6 +34,7 @@ never scaled: their values are byte counts the engines add themselves.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
@@ -54,26 +55,26 @@ def split_segments(segments: Sequence[Segment],
     flat: list[Pos] = [(i, j) for i, seg in enumerate(segments)
                        for j in ([None] if seg.branches else range(len(seg.steps)))]
     out = [list(seg.steps) for seg in segments]
-    dirty: list[Step] = []  # copies since the last group barrier
+    dirty = Footprint()  # copies since the last group barrier
     for n, (i, j) in enumerate(flat):
         if j is None:
-            dirty = []  # the fork ended in a group join
+            dirty = Footprint()  # the fork ended in a group join
             continue
         s = segments[i].steps[j]
         if s.kind in COPIES:
-            dirty.append(s)
+            dirty.add(s)
         elif s.kind == "barrier":
-            dirty = []
+            dirty = Footprint()
         elif s.kind == "signal" and s.off not in counters:
             out[i][j] = replace(s, kind="csignal")
         elif s.kind == "wait":
             out[i][j] = replace(s, kind="cwait")
         elif s.kind == "sync":
             ahead, fork_ahead = _copies_ahead(segments, flat, n)
-            keep = (bool(dirty) and (fork_ahead or _conflict(dirty, ahead))) \
+            keep = (bool(dirty) and (fork_ahead or dirty.conflicts(ahead))) \
                 or _leader_next(segments, flat, n, counters) or _reset_before(segments, flat, n)
             if keep:
-                dirty = []
+                dirty = Footprint()
             else:
                 out[i][j] = replace(s, kind="ctasync")
     result = []
@@ -126,13 +127,83 @@ def _ranges(s: Step) -> list[tuple[int, int, int, bool]]:
 
 
 def _conflict(before: Sequence[Step], after: Sequence[Step]) -> bool:
+    """Whether a copy of `before` and one of `after` touch the same bytes of one rank,
+    one of them writing (ranges `lo_a < hi_b and lo_b < hi_a`, so an empty range
+    conflicts with a range that holds its point strictly inside)."""
+    index = Footprint()
     for a in before:
-        for b in after:
-            for pa, lo_a, hi_a, wa in _ranges(a):
-                for pb, lo_b, hi_b, wb in _ranges(b):
-                    if pa == pb and (wa or wb) and lo_a < hi_b and lo_b < hi_a:
+        index.add(a)
+    return index.conflicts(after)
+
+
+class Footprint:
+    """The byte ranges of a growing set of copies, per (rank, written): an interval
+    index that answers "does this range meet one of them" in O(log n).
+
+    Non-empty ranges are kept as sorted disjoint intervals, merged only when they
+    overlap (touching ones stay apart: a point strictly inside the union is then
+    strictly inside a member); empty ranges (`lo == hi`) as sorted points.  Adding is a
+    bisection and a splice, a query two bisections, so a block's pass over its copies
+    is O(n log n) instead of the pairwise O(n^2) scan it replaces."""
+
+    def __init__(self) -> None:
+        # (rank, written) -> (starts, ends) of disjoint intervals; points
+        self._spans: dict[tuple[int, bool], tuple[list[int], list[int]]] = {}
+        self._points: dict[tuple[int, bool], list[int]] = {}
+        self._raw: list[tuple[int, int, int, bool]] = []  # every range, as added
+        self._reversed = False  # a range with lo > hi (the planner makes none): pairwise
+        self._size = 0
+
+    def __bool__(self) -> bool:
+        return self._size > 0
+
+    def add(self, s: Step) -> None:
+        self._size += 1
+        for p, lo, hi, w in _ranges(s):
+            self._raw.append((p, lo, hi, w))
+            if lo > hi:
+                self._reversed = True
+                continue
+            if lo == hi:
+                pts = self._points.setdefault((p, w), [])
+                pts.insert(bisect_left(pts, lo), lo)
+                continue
+            starts, ends = self._spans.setdefault((p, w), ([], []))
+            # members with end > lo and start < hi overlap [lo, hi): a contiguous run
+            first = bisect_right(ends, lo)
+            last = bisect_left(starts, hi)
+            if first < last:
+                lo = min(lo, starts[first])
+                hi = max(hi, ends[last - 1])
+            starts[first:last] = [lo]
+            ends[first:last] = [hi]
+
+    def _meets(self, p: int, lo: int, hi: int, w: bool) -> bool:
+        if lo > hi or self._reversed:
+            return any(q == p and (wq or w) and a < hi and lo < b for q, a, b, wq in self._raw)
+        for written in ((True, False) if w else (True,)):
+            key = (p, written)
+            if lo < hi:
+                spans = self._spans.get(key)
+                if spans is not None:  # some member with start < hi and end > lo
+                    first = bisect_right(spans[1], lo)
+                    if first < len(spans[0]) and spans[0][first] < hi:
                         return True
-    return False
+                pts = self._points.get(key)
+                if pts is not None:  # a point strictly inside (lo, hi)
+                    k = bisect_right(pts, lo)
+                    if k < len(pts) and pts[k] < hi:
+                        return True
+            elif lo == hi:
+                spans = self._spans.get(key)
+                if spans is not None:  # a member with start < lo < end
+                    k = bisect_right(spans[1], lo)
+                    if k < len(spans[0]) and spans[0][k] < lo:
+                        return True
+        return False
+
+    def conflicts(self, after: Iterable[Step]) -> bool:
+        return any(self._meets(p, lo, hi, w) for b in after for p, lo, hi, w in _ranges(b))
 
 
 def _neighbours(segments: Sequence[Segment], flat: list[Pos], n: int,

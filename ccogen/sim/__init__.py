@@ -62,7 +62,8 @@ def simulate(
 
     `seeds`: how many seeded random schedules (seeds 0..K-1), or which seeds.
     `exhaustive`: every schedule up to partial-order equivalence instead, bounded by
-    `max_schedules` and `time_limit` seconds per instance.  Each schedule runs
+    `max_schedules` and `time_limit` CPU seconds of this process per instance (CPU, not
+    wall time: the same search stops at the same point on a loaded machine).  Each schedule runs
     `epochs` launches; transfers move in `pieces` pieces.  `trace` writes a
     Chrome/Perfetto trace of the first instance's timed schedule with the cost
     model of `target` (MORI SDMA by default).  `keep_memory` keeps every
@@ -183,7 +184,7 @@ def _run_instance(setup: Setup, seeds: int | Iterable[int], exhaustive: bool,
                   max_schedules: int, time_limit: float, keep_memory: bool) -> InstanceReport:
     inst = setup.plan.instance
     report = InstanceReport(inst.label(), inst.nranks, exhaustive=exhaustive)
-    start = time.monotonic()
+    start = time.process_time()
     if exhaustive:
         explored = explore(setup, max_schedules=max_schedules, time_limit=time_limit,
                            keep_memory=keep_memory)
@@ -193,7 +194,7 @@ def _run_instance(setup: Setup, seeds: int | Iterable[int], exhaustive: bool,
         chosen = range(seeds) if isinstance(seeds, int) else list(seeds)
         runs = [run_seeded(setup, s, keep_memory) for s in chosen]
     report.results = [result_of(r) for r in runs]
-    report.elapsed = time.monotonic() - start
+    report.elapsed = time.process_time() - start
     if not runs:
         report.complete, report.limit = False, "no schedule explored within the limits"
     return report

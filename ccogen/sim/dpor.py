@@ -90,7 +90,9 @@ class Explorer:
         self.replayed: dict[object, Run] = {}
 
     def run(self) -> Explored:
-        start = time.monotonic()
+        # CPU seconds of this process, not wall time: a loaded machine must not stop a
+        # search that a quiet one finishes (issue 25)
+        start = time.process_time()
         zero = np.zeros(self.nprocs, np.int64)
         self._push(self._node(self.setup.machine(memory=False), [zero] * self.nprocs, {}))
         while self.stack:
@@ -98,20 +100,20 @@ class Explorer:
             self._undo(node)
             limit = self._limit(start)
             if limit:
-                return Explored(self.runs, False, time.monotonic() - start, limit)
+                return Explored(self.runs, False, time.process_time() - start, limit)
             candidates = sorted(node.backtrack - node.done - node.sleep.keys())
             if not candidates:
                 self.stack.pop()
                 continue
             node.done.add(candidates[0])
             self._descend(node, candidates[0])
-        return Explored(self.runs, True, time.monotonic() - start)
+        return Explored(self.runs, True, time.process_time() - start)
 
     def _limit(self, start: float) -> str:
         if len(self.runs) >= self.max_schedules:
             return f"stopped after {self.max_schedules} schedules"
-        if time.monotonic() - start > self.time_limit:
-            return f"stopped after {self.time_limit:g} s"
+        if time.process_time() - start > self.time_limit:
+            return f"stopped after {self.time_limit:g} CPU s"
         return ""
 
     # ------------------------------------------------------------------ dependence

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import random
 import re
 
-from ccogen.codegen.ctasplit import split_segments
+from ccogen.codegen.ctasplit import Footprint, _conflict, _ranges, split_segments
 from ccogen.codegen.model import LOCAL, Segment, Step
 from tests.helpers import generated_kernels as kernels
 
@@ -136,3 +137,36 @@ def test_a_write_after_read_keeps_the_barrier() -> None:
                          Step("quiet"), copy(0, 4000)))
     out, _ = split_segments([seg], frozenset())
     assert [s.kind for s in out[0].steps][1] == "sync"  # the put still reads what copy 2 overwrites
+
+
+def _pairwise(before: list[Step], after: list[Step]) -> bool:
+    """The definition `_conflict` implements: the old pairwise scan."""
+    return any(pa == pb and (wa or wb) and lo_a < hi_b and lo_b < hi_a
+               for a in before for b in after
+               for pa, lo_a, hi_a, wa in _ranges(a) for pb, lo_b, hi_b, wb in _ranges(b))
+
+
+def _random_copy(rng: random.Random) -> Step:
+    lo = rng.randrange(0, 64)
+    n = rng.choice([0, 0, 1, 2, 4, 8, 16, 32, -3]) if rng.random() < 0.2 else rng.randrange(1, 24)
+    kind = rng.choice(["copy", "copy", "putsig", "llwait", "llput"])
+    return Step(kind, dst_peer=rng.choice([LOCAL, 0, 1]), dst_off=lo,
+                src_peer=rng.choice([LOCAL, 0, 1]), src_off=rng.randrange(0, 64),
+                off=rng.randrange(0, 64), nbytes=n)
+
+
+def test_conflict_index_agrees_with_the_pairwise_scan() -> None:
+    rng = random.Random(25)
+    hits = 0
+    for _ in range(3000):
+        before = [_random_copy(rng) for _ in range(rng.randrange(0, 8))]
+        after = [_random_copy(rng) for _ in range(rng.randrange(0, 6))]
+        want = _pairwise(before, after)
+        hits += want
+        assert _conflict(before, after) == want, (before, after)
+        index = Footprint()  # grown one copy at a time, queried as it grows
+        for k, s in enumerate(before):
+            index.add(s)
+            assert index.conflicts(after) == _pairwise(before[:k + 1], after)
+    assert 300 < hits < 2700  # both answers are common
+

@@ -1,12 +1,15 @@
 """Every protocol of the library passes every seed, and every schedule.
 
 Exhaustive exploration is promised for instances of at most `EXHAUSTIVE_MAX_OPS`
-ops within 10 s; the library's larger instances (all-to-all on 8 ranks, 168 ops)
-finish well within that too, so every instance is explored.
+ops; the library's larger instances (all-to-all on 8 ranks, 168 ops) are explored
+completely too.  The search is bounded by a count of schedules, never by time: a loaded
+machine must not turn a correct protocol red (issue 25: alltoallv at 8 ranks explored
+no schedule inside a 10 s wall-clock limit on a busy 2-core CI machine).
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -17,10 +20,15 @@ from ccogen.syntax import load_ir
 from tests.helpers import REPO_ROOT, library_params
 
 PROTOCOLS = sorted((REPO_ROOT / "protocols").glob("*.cco"))
-UNFINISHED = {"reduce_scatter_ring": 8}
-"""Instances beyond the promise (`EXHAUSTIVE_MAX_OPS` ops) whose exploration may stop at
-the time limit, by team size: the ring's credits on a second queue multiply the
-interleavings at 8 ranks (over 400 classes in 20 s); the seeded schedules cover it."""
+UNFINISHED = {"reduce_scatter_ring": (8, 48)}
+"""Instances beyond the promise (`EXHAUSTIVE_MAX_OPS` ops) whose exploration stops at a
+count of schedules, by protocol: (team size, schedules explored).  The ring's credits on
+a second queue multiply the interleavings at 8 ranks (over 400 classes); its 2-4 rank
+instances finish within 16; the seeded schedules cover the rest."""
+
+SCHEDULES = 1000
+"""The bound of every other exploration: each finishes with at most 4 classes, so a
+search that reaches it has found far more interleavings than the protocol has."""
 
 
 EXHAUSTIVE_RANKS = {"moe_dispatch": [2, 3], "moe_combine": [2, 3]}
@@ -46,12 +54,15 @@ def test_passes_every_seed(path: Path) -> None:
 
 @pytest.mark.parametrize("path", PROTOCOLS, ids=lambda p: p.stem)
 def test_passes_every_schedule(path: Path) -> None:
+    unfinished, count = UNFINISHED.get(path.stem, (None, SCHEDULES))
     report = simulate(path, EXHAUSTIVE_RANKS.get(path.stem), params=library_params(path),
-                      exhaustive=True, time_limit=10.0)
+                      exhaustive=True, max_schedules=count, time_limit=math.inf)
     assert report.passed, report.summary()
     for inst in report.instances:
-        assert inst.complete or UNFINISHED.get(path.stem) == inst.nranks, inst.limit
-        assert inst.elapsed <= 10.5
+        assert inst.complete or inst.nranks == unfinished, inst.limit
+        assert 1 <= len(inst.results) <= count
+        if not inst.complete:
+            assert inst.limit == f"stopped after {count} schedules"
         assert len(inst.digests) == 1  # one final memory, whatever the schedule
 
 
