@@ -358,3 +358,38 @@ def test_warnings_and_repeats_do_not_stop_the_instantiation() -> None:
     diags = check_text(text, "loop.cco", CheckOptions(limits=Limits(findings=1))).diagnostics
     assert [d.code for d in diags] == ["E003"]
     assert not any("stopped after" in n for n in diags[0].notes)
+
+
+def test_a_64_rank_alltoall_stops_before_its_clocks_are_allocated() -> None:
+    """Issue #29 item 8: 64-rank alltoall lint peaked at 4.2 GB against the 2 GiB limit
+    (two clock matrices of 2.0 GB each); the estimate now counts both, before either."""
+    import subprocess
+    import sys
+
+    child = ("import resource, sys\nfrom ccogen.cli.main import main\n"
+             f"code = main(['lint', {str(GOOD)!r}, '--ranks', '64'])\n"
+             "print('peak-kib', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+             "sys.exit(code)\n")
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
+                         check=False)
+    assert out.returncode == 1, out.stderr[-2000:]
+    assert "error[E006]: the happens-before analysis would need at least 4,204,315,680 bytes" \
+        in out.stdout and "2 clock matrices" in out.stdout
+    assert "--limit analysis-bytes=4204315680" in out.stdout
+    peak_kib = int(out.stdout.rsplit("peak-kib ", 1)[1])
+    assert peak_kib < (1 << 30) // 1024, peak_kib  # 4.2 GB before; ~120 MB now
+
+
+def test_growing_clocks_stay_within_the_limit() -> None:
+    """Chains that are not chains after all grow the rows while they are made: the limit
+    holds for the growth too (old and new matrix while copying)."""
+    from ccogen.analysis._clock import sweep
+    from ccogen.limits import LimitExceeded
+
+    n = 64  # events of one key that are not ordered: each opens a new chain
+    preds: list[list[int]] = [[] for _ in range(n)]
+    clock = sweep(preds, preds, [0] * n, 1)
+    assert len(set(clock.chain)) == n
+    with pytest.raises(LimitExceeded) as info:
+        sweep(preds, preds, [0] * n, 1, max_bytes=4 * n * 8)
+    assert info.value.name == "analysis-bytes" and "to grow its clocks" in info.value.message
