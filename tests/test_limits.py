@@ -393,3 +393,67 @@ def test_growing_clocks_stay_within_the_limit() -> None:
     with pytest.raises(LimitExceeded) as info:
         sweep(preds, preds, [0] * n, 1, max_bytes=4 * n * 8)
     assert info.value.name == "analysis-bytes" and "to grow its clocks" in info.value.message
+
+
+BIG = """\
+protocol big(n: int = 25000):
+    team lsa(4)
+    window w: 64 B
+    kernel k(threads=32):
+        for i in range(n):
+            put((me + 1) % nranks, dst=w[0:8], src=w[8:16], queue=0)
+        quiet((me + 1) % nranks)
+"""
+
+
+@pytest.fixture
+def steps(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The simulator's steps, counted."""
+    from ccogen.sim import engine
+
+    taken = [0]
+    real = engine.Machine.step
+
+    def step(self: engine.Machine, p: int) -> object:
+        taken[0] += 1
+        return real(self, p)
+
+    monkeypatch.setattr(engine.Machine, "step", step)
+    return taken
+
+
+def test_a_seeded_simulation_of_100k_op_instances_is_bounded(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, steps: list[int]) -> None:
+    """Issue #29 item 8: no bound before; the least number of steps (op instances x epochs
+    x schedules) is known before any schedule runs."""
+    src = tmp_path / "big.cco"
+    src.write_text(BIG)
+    code, out, _ = run(capsys, "simulate", str(src), "--limit", "sim-steps=1000000")
+    assert code == 1
+    assert ("error[E006]: simulating would take at least 4,000,160 steps (100,004 op "
+            "instances x 2 epochs x the schedules), over the limit of 1,000,000 steps") in out
+    assert "--limit sim-steps=4000160" in out
+    assert steps[0] == 0  # refused before the first schedule
+
+
+def test_the_step_limit_is_counted_while_the_schedules_run(steps: list[int]) -> None:
+    from ccogen.sim import simulate
+
+    def sim(limit: int | None) -> object:
+        limits = Limits() if limit is None else Limits(sim_steps=limit)
+        return simulate(GOOD, ranks=8, seeds=5, params={"block": 4096}, limits=limits)
+
+    free = sim(None)
+    needed = steps[0]
+    assert free.passed and needed > 168 * 2 * 5  # more than the up-front least
+    steps[0] = 0
+    same = sim(needed)  # exactly enough: the same result
+    assert same.passed and steps[0] == needed and same.summary() == free.summary()
+    steps[0] = 0
+    stopped = sim(needed // 2)
+    assert steps[0] == needed // 2 + 1  # the step past the limit raised
+    assert not stopped.passed
+    [d] = stopped.diagnostics
+    assert d.code == "E006" and "stopped after 2 schedules" in d.message
+    assert "--limit sim-steps=N" in (d.help or "")
+    assert stopped.summary().endswith("1 instance stopped at the sim-steps limit")
