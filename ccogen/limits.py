@@ -13,6 +13,7 @@ the machine:
 | `sim-bytes`    | 1 GiB         | window bytes the simulator backs per instance (*)       |
 | `findings`     | 100           | findings reported per rule (the rest are counted)       |
 | `analysis-bytes` | 2 GiB       | happens-before clocks of one instance (events x issuers) |
+| `sim-steps`    | 10,000,000    | simulator steps of one instance, all its schedules      |
 
 (*) Past 256 MiB of windows the simulator backs only the bytes ops and `ensure` touch.
 
@@ -39,6 +40,7 @@ class Limits:
     sim_bytes: int = 1 << 30
     findings: int = 100
     analysis_bytes: int = 2 << 30
+    sim_steps: int = 10_000_000
 
     @staticmethod
     def names() -> list[str]:

@@ -358,3 +358,102 @@ def test_warnings_and_repeats_do_not_stop_the_instantiation() -> None:
     diags = check_text(text, "loop.cco", CheckOptions(limits=Limits(findings=1))).diagnostics
     assert [d.code for d in diags] == ["E003"]
     assert not any("stopped after" in n for n in diags[0].notes)
+
+
+def test_a_64_rank_alltoall_stops_before_its_clocks_are_allocated() -> None:
+    """Issue #29 item 8: 64-rank alltoall lint peaked at 4.2 GB against the 2 GiB limit
+    (two clock matrices of 2.0 GB each); the estimate now counts both, before either."""
+    import subprocess
+    import sys
+
+    child = ("import resource, sys\nfrom ccogen.cli.main import main\n"
+             f"code = main(['lint', {str(GOOD)!r}, '--ranks', '64'])\n"
+             "print('peak-kib', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+             "sys.exit(code)\n")
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
+                         check=False)
+    assert out.returncode == 1, out.stderr[-2000:]
+    assert "error[E006]: the happens-before analysis would need at least 4,204,315,680 bytes" \
+        in out.stdout and "2 clock matrices" in out.stdout
+    assert "--limit analysis-bytes=4204315680" in out.stdout
+    peak_kib = int(out.stdout.rsplit("peak-kib ", 1)[1])
+    assert peak_kib < (1 << 30) // 1024, peak_kib  # 4.2 GB before; ~120 MB now
+
+
+def test_growing_clocks_stay_within_the_limit() -> None:
+    """Chains that are not chains after all grow the rows while they are made: the limit
+    holds for the growth too (old and new matrix while copying)."""
+    from ccogen.analysis._clock import sweep
+    from ccogen.limits import LimitExceeded
+
+    n = 64  # events of one key that are not ordered: each opens a new chain
+    preds: list[list[int]] = [[] for _ in range(n)]
+    clock = sweep(preds, preds, [0] * n, 1)
+    assert len(set(clock.chain)) == n
+    with pytest.raises(LimitExceeded) as info:
+        sweep(preds, preds, [0] * n, 1, max_bytes=4 * n * 8)
+    assert info.value.name == "analysis-bytes" and "to grow its clocks" in info.value.message
+
+
+BIG = """\
+protocol big(n: int = 25000):
+    team lsa(4)
+    window w: 64 B
+    kernel k(threads=32):
+        for i in range(n):
+            put((me + 1) % nranks, dst=w[0:8], src=w[8:16], queue=0)
+        quiet((me + 1) % nranks)
+"""
+
+
+@pytest.fixture
+def steps(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The simulator's steps, counted."""
+    from ccogen.sim import engine
+
+    taken = [0]
+    real = engine.Machine.step
+
+    def step(self: engine.Machine, p: int) -> object:
+        taken[0] += 1
+        return real(self, p)
+
+    monkeypatch.setattr(engine.Machine, "step", step)
+    return taken
+
+
+def test_a_seeded_simulation_of_100k_op_instances_is_bounded(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, steps: list[int]) -> None:
+    """Issue #29 item 8: no bound before; the least number of steps (op instances x epochs
+    x schedules) is known before any schedule runs."""
+    src = tmp_path / "big.cco"
+    src.write_text(BIG)
+    code, out, _ = run(capsys, "simulate", str(src), "--limit", "sim-steps=1000000")
+    assert code == 1
+    assert ("error[E006]: simulating would take at least 4,000,160 steps (100,004 op "
+            "instances x 2 epochs x the schedules), over the limit of 1,000,000 steps") in out
+    assert "--limit sim-steps=4000160" in out
+    assert steps[0] == 0  # refused before the first schedule
+
+
+def test_the_step_limit_is_counted_while_the_schedules_run(steps: list[int]) -> None:
+    from ccogen.sim import simulate
+
+    def sim(limit: int | None) -> object:
+        limits = Limits() if limit is None else Limits(sim_steps=limit)
+        return simulate(GOOD, ranks=8, seeds=5, params={"block": 4096}, limits=limits)
+
+    free = sim(None)
+    needed = steps[0]
+    assert free.passed and needed > 168 * 2 * 5  # more than the up-front least
+    steps[0] = 0
+    same = sim(needed)  # exactly enough: the same result
+    assert same.passed and steps[0] == needed and same.summary() == free.summary()
+    steps[0] = 0
+    stopped = sim(needed // 2)
+    assert steps[0] == needed // 2 + 1  # the step past the limit raised
+    assert not stopped.passed
+    [d] = stopped.diagnostics
+    assert d.code == "E006" and "stopped after 2 schedules" in d.message
+    assert "--limit sim-steps=N" in (d.help or "")
+    assert stopped.summary().endswith("1 instance stopped at the sim-steps limit")

@@ -51,16 +51,19 @@ class Clock:
 
 
 def sweep(preds: Sequence[Sequence[int]], succs: Sequence[Sequence[int]],
-          keys: Sequence[int], nkeys: int, blocked: Iterable[int] = ()) -> Clock:
+          keys: Sequence[int], nkeys: int, blocked: Iterable[int] = (),
+          max_bytes: int | None = None) -> Clock:
     """Topologically sort and clock the graph given by `preds`/`succs`.
 
     `keys[e]` names the chain event `e` should join; `blocked` events never happen.
+    `max_bytes` bounds the rows while they are made: growing them for new chains past
+    it (the old and the new matrix together) raises `LimitExceeded` (analysis-bytes).
     """
     n = len(preds)
     indeg = [len(p) for p in preds]
     for b in blocked:
         indeg[b] += 1
-    state = _State(n, nkeys)
+    state = _State(n, nkeys, max_bytes)
     ready = deque(i for i in range(n) if indeg[i] == 0)
     while ready:
         e = ready.popleft()
@@ -75,7 +78,8 @@ def sweep(preds: Sequence[Sequence[int]], succs: Sequence[Sequence[int]],
 class _State:
     """The mutable part of a sweep."""
 
-    def __init__(self, n: int, nkeys: int) -> None:
+    def __init__(self, n: int, nkeys: int, max_bytes: int | None = None) -> None:
+        self.max_bytes = max_bytes
         self.rows: Rows = np.empty((n, max(nkeys, 1)), dtype=np.int32)  # filled as visited
         self.chain_of_key = list(range(nkeys))
         self.tail = [-1] * nkeys
@@ -105,7 +109,16 @@ class _State:
     def _new_chain(self, key: int) -> int:
         c = len(self.tail)
         if c >= self.rows.shape[1]:
-            grow = np.full((self.rows.shape[0], max(8, c // 4)), -1, dtype=np.int32)
+            more = max(8, c // 4)
+            need = 2 * self.rows.nbytes + 2 * 4 * self.rows.shape[0] * more  # while copying
+            if self.max_bytes is not None and need > self.max_bytes:
+                from ccogen.limits import LimitExceeded
+
+                raise LimitExceeded(
+                    f"the happens-before analysis would need at least {need:,} bytes to grow "
+                    f"its clocks to {c + more:,} chains of {self.rows.shape[0]:,} events, over "
+                    f"the {self.max_bytes:,} bytes the limit leaves", "analysis-bytes", need)
+            grow = np.full((self.rows.shape[0], more), -1, dtype=np.int32)
             self.rows = np.concatenate([self.rows, grow], axis=1)
         self.chain_of_key[key] = c
         self.tail.append(-1)

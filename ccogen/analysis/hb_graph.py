@@ -89,28 +89,41 @@ class HBGraph:
         self.instance = instance
         self.matching = matching if matching is not None else match(instance)
         self._sk = build_skeleton(instance, self.matching)
-        # each sweep fills an int32 matrix of events x keys (`_clock._State.rows`)
-        events, keys = len(self._sk.preds), len(self._sk.key_ids)
-        need = 4 * events * max(keys, 1)
-        if max_bytes is not None and need > max_bytes:
-            from ccogen.limits import LimitExceeded
-
-            raise LimitExceeded(
-                f"the happens-before analysis would need at least {need:,} bytes ({events:,} "
-                f"events by {keys:,} issuers), over the limit of {max_bytes:,} bytes",
-                "analysis-bytes", need)
+        # each sweep fills an int32 matrix of events x keys (`_clock._State.rows`); the
+        # analysis holds up to three (structural, after blocking, fixpoint): `max_bytes`
+        # is checked before each is allocated, counting those still held, and first for
+        # the two every analysis with a wait or quiet needs (#29: 4.2 GB against 2 GiB)
+        self._max_bytes = max_bytes
+        self._rows = 4 * len(self._sk.preds) * max(len(self._sk.key_ids), 1)
+        self._budget(2)
         derive.block_unsatisfiable(self._sk)
-        self.clock0 = self._structural = self._sweep()
+        self.clock0 = self._structural = self._sweep(0)
         blocked = derive.block_behind_batch(self._sk, self.clock0.hb)
         blocked += derive.block_unrung(self._sk, self.clock0.hb)
         if blocked:
-            self.clock0 = self._sweep()
+            self._budget(3)
+            self.clock0 = self._sweep(1)
         self.clock = self._fixpoint()
 
     # ------------------------------------------------------------------ construction
-    def _sweep(self) -> Clock:
+    def _budget(self, matrices: int) -> None:
+        """LimitExceeded (analysis-bytes) unless `matrices` clock matrices fit."""
+        need = matrices * self._rows
+        if self._max_bytes is not None and need > self._max_bytes:
+            from ccogen.limits import LimitExceeded
+
+            events, keys = len(self._sk.preds), len(self._sk.key_ids)
+            raise LimitExceeded(
+                f"the happens-before analysis would need at least {need:,} bytes ({events:,} "
+                f"events by {keys:,} issuers, {matrices} clock matrices), over the limit of "
+                f"{self._max_bytes:,} bytes", "analysis-bytes", need)
+
+    def _sweep(self, held: int) -> Clock:
+        """A sweep while `held` other clock matrices are alive: its own matrix, grown for
+        new chains, stays within what the limit leaves (`_clock.sweep`)."""
         sk = self._sk
-        return sweep(sk.preds, sk.succs, sk.keys, len(sk.key_ids), sk.blocked)
+        room = None if self._max_bytes is None else self._max_bytes - held * self._rows
+        return sweep(sk.preds, sk.succs, sk.keys, len(sk.key_ids), sk.blocked, max_bytes=room)
 
     def _fixpoint(self) -> Clock:
         sk, clock0 = self._sk, self.clock0
@@ -124,7 +137,9 @@ class HBGraph:
                      + derive.cross_queue_edges(sk, hb))
             if added == 0 and fresh:
                 break
-            clock, fresh = self._sweep(), True
+            del hb
+            clock = clock0  # the last round's rows are freed before the next sweep fills its own
+            clock, fresh = self._sweep(1 if self.clock0 is self._structural else 2), True
         return clock
 
     # ------------------------------------------------------------------ events

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from ccogen.diag import Diagnostic
@@ -28,6 +29,7 @@ from ccogen.limits import DEFAULT as DEFAULT_LIMITS
 from ccogen.limits import Limits, raise_hint
 from ccogen.sim.cost import model_for
 from ccogen.sim.dpor import explore
+from ccogen.sim.engine import StepBudget, StepLimit
 from ccogen.sim.plan import Plan, build_plan
 from ccogen.sim.report import InstanceReport, SimReport, SimResult, merge, result_of
 from ccogen.sim.schedule import Run, Setup, run_seeded
@@ -86,6 +88,8 @@ def simulate(
         report.diagnostics = [deep]
         return report
     sizes = _sizes(proto, ranks, params)
+    if not isinstance(seeds, int):
+        seeds = list(seeds)  # counted for the step limit, then run
     report = SimReport(proto.name, shown, epochs)
     setups: list[Setup] = []
     from ccogen.instantiate.runtime import uses_runtime
@@ -99,7 +103,7 @@ def simulate(
                 proto, n, params, limits, data_seed, epochs, pieces,
                 digests if digests is not None else exhaustive or keep_memory,
                 lambda s: _run_instance(s, seeds, exhaustive, max_schedules, time_limit,
-                                        keep_memory))
+                                        keep_memory, proto, limits))
             report.instances.extend(more)
             setups.extend(ready)
             continue
@@ -117,16 +121,23 @@ def simulate(
             report.instances.append(InstanceReport(inst.label(), n, setup=[
                 _too_big(proto, inst, needed, limits.sim_bytes, sparse=needed < total)]))
             continue
+        least = _least_steps(inst, epochs, seeds, exhaustive)
+        if least > limits.sim_steps:
+            report.instances.append(InstanceReport(inst.label(), n, setup=[
+                _too_long(proto, inst, f"at least {least:,} steps ({_ops(inst):,} op "
+                          f"instances x {epochs} epochs x the schedules)", limits, least)]))
+            continue
         digest = digests if digests is not None else exhaustive or keep_memory
-        setup = Setup(plan, random_image(plan, data_seed, dense_max), epochs, pieces, digest)
+        setup = Setup(plan, random_image(plan, data_seed, dense_max), epochs, pieces, digest,
+                      budget=StepBudget(limits.sim_steps))
         setups.append(setup)
         report.instances.append(_run_instance(setup, seeds, exhaustive, max_schedules,
-                                              time_limit, keep_memory))
+                                              time_limit, keep_memory, proto, limits))
         if total > dense_max:
             report.instances[-1].backing = f"{needed:,} of {total:,} bytes"
     report.diagnostics = merge(report.instances, f"ccogen simulate {shown}")
-    if trace is not None and setups:
-        report.trace = _write_trace(setups[0], trace, target, shown)
+    if trace is not None and setups:  # one timed schedule, outside the instance's budget
+        report.trace = _write_trace(replace(setups[0], budget=None), trace, target, shown)
         report.trace_label = setups[0].plan.instance.label()
     return report
 
@@ -180,19 +191,54 @@ def _too_big(proto: Protocol, inst: Instance, needed: int, limit: int, *,
                       f"{raise_hint('sim-bytes', needed)}")
 
 
+def _ops(inst: Instance) -> int:
+    return sum(len(ops) for ops in inst.ranks)
+
+
+def _least_steps(inst: Instance, epochs: int, seeds: int | Iterable[int],
+                 exhaustive: bool) -> int:
+    """A lower bound of the steps a simulation takes: every op instance is at least one
+    step per epoch and schedule (one schedule at least when exploring)."""
+    schedules = 1 if exhaustive else seeds if isinstance(seeds, int) else len(list(seeds))
+    return _ops(inst) * epochs * max(schedules, 1)
+
+
+def _too_long(proto: Protocol, inst: Instance, what: str, limits: Limits,
+              needed: int | None) -> Diagnostic:
+    from ccogen.diag import error
+
+    return error("E006", f"simulating would take {what}, over the limit of "
+                 f"{limits.sim_steps:,} steps", proto.span, "this protocol",
+                 notes=(f"in the instance {inst.label()}",),
+                 help=f"simulate fewer schedules (`--seeds`), epochs or smaller loops "
+                      f"(`--param`), or {raise_hint('sim-steps', needed)}")
+
+
 def _run_instance(setup: Setup, seeds: int | Iterable[int], exhaustive: bool,
-                  max_schedules: int, time_limit: float, keep_memory: bool) -> InstanceReport:
+                  max_schedules: int, time_limit: float, keep_memory: bool,
+                  proto: Protocol | None = None,
+                  limits: Limits = DEFAULT_LIMITS) -> InstanceReport:
     inst = setup.plan.instance
     report = InstanceReport(inst.label(), inst.nranks, exhaustive=exhaustive)
     start = time.process_time()
-    if exhaustive:
-        explored = explore(setup, max_schedules=max_schedules, time_limit=time_limit,
-                           keep_memory=keep_memory)
-        runs: list[Run] = explored.runs
-        report.complete, report.limit = explored.complete, explored.limit
-    else:
-        chosen = range(seeds) if isinstance(seeds, int) else list(seeds)
-        runs = [run_seeded(setup, s, keep_memory) for s in chosen]
+    runs: list[Run] = []
+    chosen = range(seeds) if isinstance(seeds, int) else list(seeds)
+    try:
+        if exhaustive:
+            explored = explore(setup, max_schedules=max_schedules, time_limit=time_limit,
+                               keep_memory=keep_memory)
+            runs = explored.runs
+            report.complete, report.limit = explored.complete, explored.limit
+        else:
+            for s in chosen:
+                runs.append(run_seeded(setup, s, keep_memory))
+    except StepLimit:  # counted as the steps are taken (`--limit sim-steps`)
+        assert setup.budget is not None and proto is not None
+        done = f"{len(runs):,} schedule{'s' if len(runs) != 1 else ''}"
+        report.stopped = (f"stopped at the sim-steps limit ({setup.budget.limit:,} steps, "
+                          f"after {done})")
+        report.setup = [_too_long(proto, inst, f"more than {setup.budget.limit:,} steps "
+                                  f"(stopped after {done})", limits, None)]
     report.results = [result_of(r) for r in runs]
     report.elapsed = time.process_time() - start
     if not runs:

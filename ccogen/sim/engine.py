@@ -40,13 +40,29 @@ from ccogen.sim.record import RecordKind, StepRecord
 from ccogen.sim.state import Memory, State, WindowKey
 
 
+class StepLimit(Exception):
+    """The instance's `StepBudget` is spent (the `sim-steps` limit)."""
+
+
+class StepBudget:
+    """Steps every machine of one instance may take together (`--limit sim-steps`),
+    counted as they are taken; `StepLimit` on the first one past `limit`."""
+
+    __slots__ = ("limit", "used")
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.used = limit, 0
+
+
 class Machine:
     """One schedule's machine (see the module docstring)."""
 
     def __init__(self, plan: Plan, *, epochs: int = 2, pieces: int = 2,
                  memory: Memory | None = None,
-                 image: dict[WindowKey, np.ndarray] | None = None) -> None:
+                 image: dict[WindowKey, np.ndarray] | None = None,
+                 budget: StepBudget | None = None) -> None:
         self.plan = plan
+        self.budget = budget
         self.epochs = epochs
         self.npieces = pieces
         self.state = State.initial(plan)
@@ -128,6 +144,10 @@ class Machine:
 
     def step(self, p: int) -> StepRecord:
         plan = self.plan
+        if (budget := self.budget) is not None:
+            budget.used += 1
+            if budget.used > budget.limit:
+                raise StepLimit
         if p < plan.nissuers:
             record = self._issuer_step(p)
         elif p < plan.host:

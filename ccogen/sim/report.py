@@ -47,6 +47,7 @@ class InstanceReport:
     elapsed: float = 0.0
     setup: list[Diagnostic] = field(default_factory=list)  # instantiation errors
     backing: str = ""  # sparse backing: "N of M bytes" (only the touched bytes were backed)
+    stopped: str = ""  # the `sim-steps` limit ended it (its E006 is in `setup`)
 
     @property
     def passed(self) -> bool:
@@ -95,10 +96,14 @@ class SimReport:
 
     def _failed(self) -> str:
         bad = sum(1 for i in self.instances for r in i.results if not r.passed)
-        setup = sum(1 for i in self.instances if i.setup)
+        setup = sum(1 for i in self.instances if i.setup and not i.stopped)
+        stopped = sum(1 for i in self.instances if i.stopped)
         parts = [f"{bad} schedule{'s' if bad != 1 else ''} failed"] if bad else []
         if setup:
             parts.append(f"{setup} instance{'s' if setup != 1 else ''} could not be built")
+        if stopped:
+            parts.append(f"{stopped} instance{'s' if stopped != 1 else ''} stopped at the "
+                         "sim-steps limit")
         empty = sum(1 for i in self.instances if not i.setup and not i.results)
         if empty:
             parts.append(f"{empty} instance{'s' if empty != 1 else ''} explored no schedule "

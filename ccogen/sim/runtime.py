@@ -132,6 +132,7 @@ def run_drawn(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None,
     """Simulate every draw: (instance reports, setups).  `run(setup)` runs one setup
     (`ccogen.sim._run_instance` with the caller's seeds and limits)."""
     from ccogen.instantiate import instantiate as symbolic
+    from ccogen.sim.engine import StepBudget
     from ccogen.sim.plan import build_plan, generated_counter_waits
     from ccogen.sim.report import InstanceReport
     from ccogen.sim.schedule import Setup
@@ -153,7 +154,8 @@ def run_drawn(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None,
         total = nranks * sum(size for _, size in plan.windows)
         if total > limits.sim_bytes:
             continue
-        setup = Setup(plan, image_of(contents, plan.windows, nranks), epochs, pieces, digest)
+        setup = Setup(plan, image_of(contents, plan.windows, nranks), epochs, pieces, digest,
+                      budget=StepBudget(limits.sim_steps))
         setups.append(setup)
         report = run(setup)
         report.label = f"{concrete.label()}, contents {label}"

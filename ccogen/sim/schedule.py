@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ccogen.sim.cost import StepCosts
-from ccogen.sim.engine import Machine
+from ccogen.sim.engine import Machine, StepBudget
 from ccogen.sim.explain import Finding
 from ccogen.sim.ops import IMPLS
 from ccogen.sim.plan import Plan
@@ -40,6 +40,7 @@ class Setup:
     pieces: int = 2
     digests: bool = True  # hash every schedule's final memory
     written: frozenset[WindowKey] = field(default_factory=frozenset)
+    budget: StepBudget | None = None  # steps all schedules may take (`--limit sim-steps`)
 
     def __post_init__(self) -> None:
         if not self.written:
@@ -48,7 +49,7 @@ class Setup:
     def machine(self, memory: bool = True) -> Machine:
         mem = Memory.fresh(self.image, self.written) if memory else None
         return Machine(self.plan, epochs=self.epochs, pieces=self.pieces, memory=mem,
-                       image=self.image)
+                       image=self.image, budget=self.budget)
 
 
 @dataclass
