@@ -29,7 +29,7 @@ from pathlib import Path
 from ccogen.rt.cache import cache_key, cached_build
 from ccogen.rt.errors import CompileError, ToolchainError
 from ccogen.rt.manifest import load_manifest
-from ccogen.rt.toolchain import Library, engine_spec, find_library, find_nvcc, nvcc_version
+from ccogen.rt.toolchain import Library, engine_spec, find_library, find_nvcc, toolchain_inputs
 from ccogen.targets import get_target
 
 _LOG_LOCATION = re.compile(r"^(?P<file>[^\s:()]+)\((?P<line>\d+)\):\s*(?:error|catastrophic)",
@@ -119,7 +119,7 @@ def _build(path: Path, options: BuildOptions) -> Path:
     text = path.read_text(encoding="utf-8")
     headers = local_headers(path, text)
     flags = compile_flags(text, library, options)
-    key = cache_key("cubin-v1", options.target, text, "\0".join(flags), nvcc_version(nvcc),
+    key = cache_key("cubin-v2", options.target, text, "\0".join(flags), *toolchain_inputs(nvcc),
                     library.version_text, str(library.root),
                     *(f"{h.name}\0{h.read_text(encoding='utf-8')}" for h in headers))
 

@@ -221,3 +221,16 @@ def test_engine_shim_builds_and_loads(target: str, cache_dir: Path) -> None:
         assert engine.devcomm_size in (200, 248) or engine.devcomm_size > 0
         assert len(engine.unique_id()) == 128  # ncclGetUniqueId works without a GPU
     assert os.path.getsize(next(cache_dir.glob("engine/*/libccogen_engine.so"))) > 0
+
+
+@pytest.mark.toolchain
+def test_nvcc_append_flags_change_the_key(cache_dir: Path, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A flag nvcc appends from the environment changes the cubin: a new entry (#29 item 3)."""
+    require_toolchain("nccl-lsa")
+    log = _counting_nvcc(tmp_path, monkeypatch)
+    monkeypatch.delenv("NVCC_APPEND_FLAGS", raising=False)
+    first = build_cubin(DATA / "nccl_hang" / "kernels.cu", "nccl-lsa")
+    monkeypatch.setenv("NVCC_APPEND_FLAGS", "-DCCOGEN_SOMETHING_ELSE=1")
+    second = build_cubin(DATA / "nccl_hang" / "kernels.cu", "nccl-lsa")
+    assert second != first and _compiles(log) == 2
