@@ -75,7 +75,7 @@ def compile_command(args: argparse.Namespace) -> int:
 def build_command(args: argparse.Namespace) -> int:
     """`ccogen build`: compile, then build with the real toolchain
     (scripts/install-toolchains.sh)."""
-    from ccogen.rt.errors import CompileError, ToolchainError
+    from ccogen.rt.errors import CompileError, RunError, ToolchainError
     from ccogen.toolchains import build_dir
 
     out = _compile(args)
@@ -88,5 +88,7 @@ def build_command(args: argparse.Namespace) -> int:
     except CompileError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return EXIT_FINDINGS
+    except RunError as exc:  # a manifest refused (ManifestError), the cache (CacheError)
+        raise UsageError(str(exc)) from None
     print(result.summary())
     return EXIT_OK
