@@ -18,6 +18,7 @@ the generated file and the protocol line (`// file.cco:LINE` comment) the error 
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -127,9 +128,11 @@ def _build(path: Path, options: BuildOptions) -> Path:
         # Compile a copy under its own name: line info and logs then name `kernels.cu`, not
         # a temporary path, so one cache entry serves every directory holding this text.
         # The headers it includes from its own directory (ccogen_device.cuh) go beside it.
-        shutil.copyfile(path, tmp / path.name)
-        for header in headers:
-            shutil.copyfile(header, tmp / header.name)
+        # Line info records each file's modification time: the copies get a fixed one
+        # (0, as SOURCE_DATE_EPOCH would), so two builds of one text are byte-identical.
+        for file in (path, *headers):
+            shutil.copyfile(file, tmp / file.name)
+            os.utime(tmp / file.name, (0, 0))
         archive = library.spec.device_archive
         if archive is None:
             commands = [[str(nvcc), "-cubin", *flags, path.name, "-o", "kernels.cubin"]]

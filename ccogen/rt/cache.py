@@ -21,8 +21,9 @@ cache trusts nothing it did not write itself (docs/reliability.md, "Security mod
   links, opened with O_NOFOLLOW), owned by this user, and the file's SHA-256 equals the
   one recorded when it was written; otherwise the entry is rebuilt (one of ours) or
   refused (another user's);
-* `build.json` and the file are written in a private temporary directory inside the entry
-  and renamed into place: a link planted at either name is replaced, never written through.
+* `build.json` and the file are written in a private build directory inside the entry
+  (`<entry>/.build`, removed on every exit) and renamed into place: a link planted at
+  either name is replaced, never written through.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ import json
 import os
 import shutil
 import stat
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -174,14 +174,33 @@ def _discard(entry: Path, filename: str) -> None:
             os.unlink(entry / name)
 
 
+BUILD_DIR = ".build"
+
+
+@contextlib.contextmanager
+def _build_dir(entry: Path) -> Iterator[Path]:
+    """The entry's build directory, `<entry>/.build`: private, made empty, and removed on
+    every exit (an exception, KeyboardInterrupt; one a killed build left is removed by the
+    next).  Its name is the same for every build of the key (under the entry's lock), so
+    what a compiler records of its working directory (nvcc's line info does) is too, and
+    two builds of one input in one cache are byte-identical."""
+    path = entry / BUILD_DIR
+    shutil.rmtree(path, ignore_errors=True)
+    os.mkdir(path, 0o700)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def cached_build(kind: str, key: str, filename: str, build: Callable[[Path], dict[str, object]]
                  ) -> Path:
     """Path of `<cache>/<kind>/<key>/<filename>`, running `build(tmpdir)` when absent or
     when the entry does not verify (module docstring).
 
-    `build` writes `filename` into the private temporary directory it is given and returns
-    what to record in build.json.  Exceptions from `build` propagate and leave no entry
-    (and no temporary directory) behind.
+    `build` writes `filename` into the private build directory it is given (`_build_dir`)
+    and returns what to record in build.json.  Exceptions from `build` propagate and leave
+    no entry (and no build directory) behind.
     """
     kind_dir = _kind_dir(kind)
     entry = kind_dir / key
@@ -193,17 +212,17 @@ def cached_build(kind: str, key: str, filename: str, build: Callable[[Path], dic
         if _verified(entry, filename):
             return target
         _discard(entry, filename)
-        with tempfile.TemporaryDirectory(prefix=f".{filename}.", dir=entry) as tmp:
-            record = build(Path(tmp))
-            produced = Path(tmp) / filename
+        with _build_dir(entry) as tmp:
+            record = build(tmp)
+            produced = tmp / filename
             digest = file_sha256(produced)
             if digest is None:
                 raise FileNotFoundError(f"the build did not produce {filename}")
-            (Path(tmp) / RECORD).write_text(
+            (tmp / RECORD).write_text(
                 json.dumps({**record, _HASH_FIELD: {filename: digest}}, indent=2,
                            default=str) + "\n", encoding="utf-8")
             os.replace(produced, target)  # the file first: a record never names a missing one
-            os.replace(Path(tmp) / RECORD, entry / RECORD)
+            os.replace(tmp / RECORD, entry / RECORD)
     return target
 
 

@@ -265,8 +265,6 @@ def verify_seal(data: Any, directory: Path, r: _Reader) -> bool:
                      "ccogen generated it; generate the directory again")
     needed = {check_file_name(r, data.get("kernel_file", "kernels.cu"), "kernel_file"),
               *_headers(r, data)}
-    if "host.cpp" in files or data.get("target") == "mori-sdma":
-        needed.add("host.cpp")
     missing = sorted(needed - set(files))
     if missing:
         raise r.fail(f"{SEAL}.files", f"does not cover {', '.join(missing)}")

@@ -183,10 +183,8 @@ def _file_identity(path: str | None) -> str:
 def _build_code_fingerprint() -> str:
     import hashlib
 
-    from ccogen import __version__
-
-    h = hashlib.sha256(__version__.encode())
     here = Path(__file__).resolve().parent
+    h = hashlib.sha256((here.parent / "__init__.py").read_bytes())  # ccogen's __version__
     for name in _BUILD_MODULES:
         h.update((here / name).read_bytes())
     return h.hexdigest()

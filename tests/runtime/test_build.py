@@ -234,3 +234,24 @@ def test_nvcc_append_flags_change_the_key(cache_dir: Path, tmp_path: Path,
     monkeypatch.setenv("NVCC_APPEND_FLAGS", "-DCCOGEN_SOMETHING_ELSE=1")
     second = build_cubin(DATA / "nccl_hang" / "kernels.cu", "nccl-lsa")
     assert second != first and _compiles(log) == 2
+
+
+@pytest.mark.toolchain
+def test_two_builds_from_different_temporary_directories_are_identical(
+        cache_dir: Path, tmp_path: Path) -> None:
+    """Reproducible builds (#29 item 8): the same kernels built from two temporary
+    directories, the cache emptied between them, are byte-identical cubins that name no
+    temporary directory (the build directory is `<entry>/.build`, one name per key)."""
+    from ccogen.rt import cache
+
+    require_toolchain("nccl-lsa")
+    cubins = []
+    for name in ("first-tmp", "second-tmp"):
+        where = tmp_path / name
+        where.mkdir()
+        (where / "kernels.cu").write_text((DATA / "nccl_hang" / "kernels.cu").read_text())
+        cubins.append(build_cubin(where / "kernels.cu", "nccl-lsa").read_bytes())
+        assert not list(cache_dir.glob("cubin/*/.build"))  # removed after the build
+        cache.clear()
+    assert cubins[0] == cubins[1]
+    assert b"first-tmp" not in cubins[0] and b".kernels.cubin." not in cubins[0]

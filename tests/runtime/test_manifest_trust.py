@@ -5,6 +5,7 @@ is built or launched (no GPU, no toolchain: the refusals come first)."""
 from __future__ import annotations
 
 import json
+import re
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -119,7 +120,8 @@ def test_a_tampered_generated_file_is_refused(file: str, tmp_path: Path,
     out = _generated(tmp_path)
     path = out / file
     path.write_text(path.read_text() + '\n#include "/etc/passwd"\n')
-    _refused_everywhere(out, no_compiler, f"{file} was changed after ccogen generated it")
+    _refused_everywhere(out, no_compiler,
+                        re.escape(f"{file} was changed after ccogen generated it"))
 
 
 def test_a_generated_file_replaced_by_a_link_is_refused(tmp_path: Path,
@@ -143,7 +145,7 @@ def test_mori_manifests_are_checked_before_clang(tmp_path: Path,
     out = _generated(tmp_path, "mori-sdma")
     host = out / "host.cpp"
     host.write_text(host.read_text().replace("int ", "int /* edited */ ", 1))
-    with pytest.raises(ManifestError, match="host.cpp was changed"):
+    with pytest.raises(ManifestError, match=r"host\.cpp was changed"):
         build_dir(out)
     out2 = _generated(tmp_path / "again", "mori-sdma")
     _edit(out2, lambda data: data.__setitem__("arch", ["gfx942 -fplugin=x"]), reseal=True)
