@@ -80,7 +80,7 @@ def build_command(args: argparse.Namespace) -> int:
     """`ccogen build`: compile, then build with the real toolchain
     (scripts/install-toolchains.sh)."""
     from ccogen.fileio import check_build_outputs
-    from ccogen.rt.errors import CompileError, ToolchainError
+    from ccogen.rt.errors import CompileError, RunError, ToolchainError
     from ccogen.toolchains import build_dir
 
     out = _compile(args)
@@ -94,5 +94,7 @@ def build_command(args: argparse.Namespace) -> int:
     except CompileError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return EXIT_FINDINGS
+    except RunError as exc:  # a manifest refused (ManifestError), the cache (CacheError)
+        raise UsageError(str(exc)) from None
     print(result.summary())
     return EXIT_OK

@@ -8,7 +8,7 @@ the target's `Target.codegen` (ccogen.targets).
 from __future__ import annotations
 
 from ccogen.codegen.backends import Options, get_backend
-from ccogen.codegen.files import GeneratedFiles
+from ccogen.codegen.files import GeneratedFiles, seal
 from ccogen.codegen.plan import Unsupported
 from ccogen.ir.instance import Instance
 
@@ -16,8 +16,9 @@ from ccogen.ir.instance import Instance
 def generate(instance: Instance, target: str, *, source: str = "<protocol>",
              options: Options | None = None) -> GeneratedFiles:
     """Generate the code of one instance for one target (the instance must be clean);
-    `options` None: the defaults."""
-    return get_backend(target).generate(instance, source, options or Options())
+    `options` None: the defaults.  The manifest is sealed (`codegen.files.seal`)."""
+    files = get_backend(target).generate(instance, source, options or Options())
+    return GeneratedFiles(seal(files.files))  # the hashes the runtime checks (rt.manifest)
 
 
 __all__ = ["GeneratedFiles", "Options", "Unsupported", "generate"]

@@ -19,6 +19,34 @@ def support_banner(version: str) -> str:
             "do not edit")
 
 
+MANIFEST = "manifest.json"
+SEAL = "generated"  # the manifest's field holding the files' and its own SHA-256
+
+
+def text_sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def manifest_sha256(manifest: dict[str, object]) -> str:
+    """The SHA-256 of a manifest's canonical JSON, without its seal."""
+    body = {k: v for k, v in manifest.items() if k != SEAL}
+    return text_sha256(json.dumps(body, sort_keys=True, separators=(",", ":")))
+
+
+def seal(files: dict[str, str]) -> dict[str, str]:
+    """`files` with manifest.json's `generated` field set: the SHA-256 of every other
+    file and of the manifest itself (docs/runtime-abi.md).  The runtime and `ccogen build`
+    refuse a sealed directory whose files or manifest changed since (rt.manifest)."""
+    if MANIFEST not in files:
+        return files
+    manifest = json.loads(files[MANIFEST])
+    manifest.pop(SEAL, None)
+    manifest[SEAL] = {"files": {name: text_sha256(text) for name, text in sorted(files.items())
+                                if name != MANIFEST},
+                      "manifest": manifest_sha256(manifest)}
+    return {**files, MANIFEST: json.dumps(manifest, indent=2) + "\n"}
+
+
 def options_hash(options: object) -> str:
     text = json.dumps(options, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:12]

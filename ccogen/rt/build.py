@@ -18,6 +18,7 @@ the generated file and the protocol line (`// file.cco:LINE` comment) the error 
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -29,7 +30,7 @@ from pathlib import Path
 from ccogen.rt.cache import cache_key, cached_build
 from ccogen.rt.errors import CompileError, ToolchainError
 from ccogen.rt.manifest import load_manifest
-from ccogen.rt.toolchain import Library, engine_spec, find_library, find_nvcc, nvcc_version
+from ccogen.rt.toolchain import Library, engine_spec, find_library, find_nvcc, toolchain_inputs
 from ccogen.targets import get_target
 
 _LOG_LOCATION = re.compile(r"^(?P<file>[^\s:()]+)\((?P<line>\d+)\):\s*(?:error|catastrophic)",
@@ -119,7 +120,7 @@ def _build(path: Path, options: BuildOptions) -> Path:
     text = path.read_text(encoding="utf-8")
     headers = local_headers(path, text)
     flags = compile_flags(text, library, options)
-    key = cache_key("cubin-v1", options.target, text, "\0".join(flags), nvcc_version(nvcc),
+    key = cache_key("cubin-v2", options.target, text, "\0".join(flags), *toolchain_inputs(nvcc),
                     library.version_text, str(library.root),
                     *(f"{h.name}\0{h.read_text(encoding='utf-8')}" for h in headers))
 
@@ -127,9 +128,11 @@ def _build(path: Path, options: BuildOptions) -> Path:
         # Compile a copy under its own name: line info and logs then name `kernels.cu`, not
         # a temporary path, so one cache entry serves every directory holding this text.
         # The headers it includes from its own directory (ccogen_device.cuh) go beside it.
-        shutil.copyfile(path, tmp / path.name)
-        for header in headers:
-            shutil.copyfile(header, tmp / header.name)
+        # Line info records each file's modification time: the copies get a fixed one
+        # (0, as SOURCE_DATE_EPOCH would), so two builds of one text are byte-identical.
+        for file in (path, *headers):
+            shutil.copyfile(file, tmp / file.name)
+            os.utime(tmp / file.name, (0, 0))
         archive = library.spec.device_archive
         if archive is None:
             commands = [[str(nvcc), "-cubin", *flags, path.name, "-o", "kernels.cubin"]]

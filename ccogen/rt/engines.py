@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ccogen.rt.cache import cache_key, cached_build
 from ccogen.rt.errors import EngineError, LibraryVersionError, ToolchainError
-from ccogen.rt.toolchain import Library, engine_spec, find_library, find_nvcc, nvcc_version
+from ccogen.rt.toolchain import Library, engine_spec, find_library, find_nvcc, toolchain_inputs
 
 SHIM_ABI = 1
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
@@ -56,8 +56,8 @@ def build_engine(target: str, arch: str = "sm_90") -> tuple[Path, Library]:
     nvcc = find_nvcc()
     source = shim_source(target)
     text = source.read_text(encoding="utf-8")
-    key = cache_key("engine-v1", target, text, arch, nvcc_version(nvcc), library.version_text,
-                    str(library.root))
+    key = cache_key("engine-v2", target, text, arch, *toolchain_inputs(nvcc),
+                    library.version_text, str(library.root))
 
     def build(tmp: Path) -> dict[str, object]:
         command = shim_command(source, library, nvcc, arch)

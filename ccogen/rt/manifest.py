@@ -7,10 +7,14 @@ naming the file and the field.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
+import os
+import re
+import stat
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +28,14 @@ PARAM_KINDS = ("devcomm", "window", "heap", "epoch", "debug")
 BUFFER_PARAM = "buffer:"  # `buffer:NAME`: the device pointer of the caller's tensor NAME
 ACCESS = ("read", "write", "readwrite")
 BETWEEN_LAUNCHES = ("host_sync", "free")
+SEAL = "generated"  # codegen.files.seal: the SHA-256 of the generated files and the manifest
+# The only nvcc flags a manifest may ask for (anything else, `-ccbin`, `-Xcompiler`, `-o`,
+# an include path, could run a program or read a file at build time): macro definitions
+# with a plain value, and a few code-generation switches.
+_FLAG_ALLOWED = re.compile(r"-D[A-Za-z_][A-Za-z0-9_]*(=[A-Za-z0-9_.+-]*)?|-U[A-Za-z_][A-Za-z0-9_]*"
+                           r"|--extended-lambda|-lineinfo|-O[0-3]")
+FLAGS_HELP = "-DNAME[=VALUE] (VALUE letters, digits and _.+-), -UNAME, --extended-lambda, " \
+             "-lineinfo, -O0..-O3"
 
 
 def buffer_name(param: object) -> str | None:
@@ -115,6 +127,8 @@ class Manifest:
     buffers: tuple[BufferSpec, ...] = ()
     between_launches: str = "host_sync"
     runtime_values: bool = False  # the kernels read run-time values (language v2 §3)
+    scratch: tuple[int, int] | None = None  # (offset, size): the kernels' own words
+    sealed: bool = False  # the `generated` hashes were present and matched
 
     @property
     def kernel_path(self) -> Path:
@@ -201,7 +215,94 @@ def load_manifest(path: str | Path) -> Manifest:
                             "(or ccogen.codegen.generate)") from None
     except (OSError, json.JSONDecodeError) as exc:
         raise ManifestError(f"{file}: cannot read: {exc}") from None
-    return parse_manifest(data, file)
+    sealed = verify_seal(data, file.parent, _Reader(file))  # integrity first, then content
+    manifest = parse_manifest(data, file)
+    return replace(manifest, sealed=True) if sealed else manifest
+
+
+def check_file_name(r: _Reader, name: object, where: str) -> str:
+    """A file beside the manifest: a plain relative name (no directory, no link out)."""
+    if (not isinstance(name, str) or not name or "/" in name or "\\" in name
+            or name.startswith(".") or not name.isprintable()):
+        raise r.fail(where, f"must be a file name beside the manifest, not {name!r}")
+    return name
+
+
+def check_nvcc_flags(r: _Reader, flags: Sequence[Any]) -> tuple[str, ...]:
+    """The manifest's `nvcc_flags`, each from the fixed allow-list (`FLAGS_HELP`)."""
+    for i, flag in enumerate(flags):
+        if not isinstance(flag, str) or not _FLAG_ALLOWED.fullmatch(flag):
+            raise r.fail(f"nvcc_flags[{i}]", f"{flag!r} is not a flag ccogen passes to a "
+                         f"compiler from a manifest (allowed: {FLAGS_HELP})")
+    return tuple(flags)
+
+
+def _regular_sha256(path: Path) -> str | None:
+    """SHA-256 of a regular file, opened without following a link (None: not one)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return None
+        return hashlib.sha256(handle.read()).hexdigest()
+
+
+def verify_seal(data: Any, directory: Path, r: _Reader) -> bool:
+    """Check the `generated` hashes (codegen.files.seal) when the manifest has them: the
+    manifest's own canonical JSON and every file it lists, which must include the kernel
+    file and the headers.  False for an unsealed (hand-written) manifest."""
+    if not isinstance(data, Mapping) or SEAL not in data:
+        return False
+    seal = r.obj(data[SEAL], SEAL)
+    files = r.obj(r.get(seal, "files", f"{SEAL}."), f"{SEAL}.files")
+    body = {k: v for k, v in data.items() if k != SEAL}
+    own = hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"))
+                         .encode("utf-8")).hexdigest()
+    if seal.get("manifest") != own:
+        raise r.fail(f"{SEAL}.manifest", "does not match the manifest: it was changed after "
+                     "ccogen generated it; generate the directory again")
+    needed = {check_file_name(r, data.get("kernel_file", "kernels.cu"), "kernel_file"),
+              *_headers(r, data)}
+    missing = sorted(needed - set(files))
+    if missing:
+        raise r.fail(f"{SEAL}.files", f"does not cover {', '.join(missing)}")
+    for name, digest in files.items():
+        check_file_name(r, name, f"{SEAL}.files")
+        found = _regular_sha256(directory / name)
+        if found is None:
+            raise r.fail(f"{SEAL}.files", f"names {name}, which is missing, a link or not a "
+                         "regular file")
+        if found != digest:
+            raise r.fail(f"{SEAL}.files", f"{name} was changed after ccogen generated it "
+                         "(its SHA-256 differs from the one recorded); generate the "
+                         "directory again")
+    return True
+
+
+_BUILD_ARCH = re.compile(r"sm_\d+[a-z]?|gfx\d+[a-z]?")
+
+
+def check_for_build(data: Any, file: Path) -> None:
+    """What `ccogen build` checks of a manifest of any target before running a compiler:
+    the seal (when present), the kernel file and headers beside it, `arch` (a string or a
+    list of `sm_NN` / `gfxNNN`), `nvcc_flags` from the allow-list, kernel symbols that are
+    C identifiers.  ManifestError otherwise."""
+    r = _Reader(file)
+    top = r.obj(data, "(top level)")
+    check_file_name(r, top.get("kernel_file", "kernels.cu"), "kernel_file")
+    _headers(r, top)
+    arch = top.get("arch", "sm_90")
+    for a in arch if isinstance(arch, list) else [arch]:
+        if not isinstance(a, str) or not _BUILD_ARCH.fullmatch(a):
+            raise r.fail("arch", f"must be sm_NN or gfxNNN (or a list of them), not {a!r}")
+    check_nvcc_flags(r, r.list_(top, "nvcc_flags", "", []))
+    for i, k in enumerate(r.list_(top, "kernels", "")):
+        symbol = r.obj(k, f"kernels[{i}]").get("symbol")
+        if not isinstance(symbol, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", symbol):
+            raise r.fail(f"kernels[{i}].symbol", f"must be a C identifier, not {symbol!r}")
+    verify_seal(top, file.parent, r)
 
 
 def parse_manifest(data: Any, file: Path) -> Manifest:
@@ -230,9 +331,11 @@ def parse_manifest(data: Any, file: Path) -> Manifest:
     if not kernels:
         raise r.fail("kernels", "is empty")
     nccl = r.obj(r.get(top, "nccl", "", {}), "nccl")
-    flags = r.list_(top, "nvcc_flags", "", [])
-    if not all(isinstance(f, str) for f in flags):
-        raise r.fail("nvcc_flags", "must be a list of strings")
+    flags = check_nvcc_flags(r, r.list_(top, "nvcc_flags", "", []))
+    scratch = None
+    if "scratch" in top:
+        area = r.obj(top["scratch"], "scratch")
+        scratch = (r.int_(area, "offset", "scratch."), r.int_(area, "size", "scratch.", minimum=1))
     params = r.obj(r.get(top, "params", "", {}), "params")
     manifest = Manifest(
         directory=file.parent,
@@ -251,13 +354,15 @@ def parse_manifest(data: Any, file: Path) -> Manifest:
         counters=counters,
         kernels=kernels,
         lsa_barrier_count=r.int_(nccl, "lsa_barrier_count", "nccl.", 0),
-        nvcc_flags=tuple(flags),
-        kernel_file=r.str_(top, "kernel_file", "", "kernels.cu"),
+        nvcc_flags=flags,
+        kernel_file=check_file_name(r, r.get(top, "kernel_file", "", "kernels.cu"),
+                                    "kernel_file"),
         headers=_headers(r, top),
         max_ctas=r.int_(top, "max_ctas", "", minimum=1) if "max_ctas" in top else None,
         buffers=buffers,
         between_launches=between,
         runtime_values=bool(r.get(top, "runtime_values", "", False)),
+        scratch=scratch,
     )
     _check_layout(r, manifest)
     return manifest
@@ -265,10 +370,7 @@ def parse_manifest(data: Any, file: Path) -> Manifest:
 
 def _headers(r: _Reader, top: Mapping[str, Any]) -> tuple[str, ...]:
     names = r.list_(top, "headers", "", [])
-    for i, name in enumerate(names):
-        if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
-            raise r.fail(f"headers[{i}]", f"must be a file name beside the kernels, not {name!r}")
-    return tuple(names)
+    return tuple(check_file_name(r, name, f"headers[{i}]") for i, name in enumerate(names))
 
 
 def _window(r: _Reader, data: Any, i: int) -> WindowSpec:
@@ -376,12 +478,19 @@ def _check_layout(r: _Reader, m: Manifest) -> None:
     buffer_names = [b.name for b in m.buffers]
     if len(set(buffer_names)) != len(buffer_names) or set(buffer_names) & set(names):
         raise r.fail("buffers", "has two buffers of one name, or a buffer named like a window")
-    for what, offset, size in areas:
+    for what, offset, _size in areas:
         if offset % HEAP_ALIGN:
             raise r.fail(what, f"offset {offset} is not {HEAP_ALIGN}-byte aligned")
+    if m.scratch is not None:  # the kernels' barrier words and LL entries: 8-byte aligned
+        if m.scratch[0] % 8:
+            raise r.fail("scratch", f"offset {m.scratch[0]} is not 8-byte aligned")
+        areas.append(("scratch", *m.scratch))
+    for what, offset, size in areas:
         if offset + size > m.heap_size:
+            need = f": the kernels need {offset + size} bytes at least" if what == "scratch" \
+                else ""
             raise r.fail(what, f"[{offset}, {offset + size}) lies outside heap_size "
-                         f"{m.heap_size}")
+                         f"{m.heap_size}{need}")
     ordered = sorted(areas, key=lambda a: a[1])
     for (a, a_off, a_size), (b, b_off, _) in itertools.pairwise(ordered):
         if a_off + a_size > b_off:
@@ -402,6 +511,9 @@ __all__ = [
     "SignalSpec",
     "WindowSpec",
     "buffer_name",
+    "check_for_build",
+    "check_nvcc_flags",
     "load_manifest",
     "parse_manifest",
+    "verify_seal",
 ]

@@ -160,5 +160,48 @@ def nvcc_version(nvcc: Path) -> str:
     return _nvcc_version_cached(str(nvcc), nvcc.stat().st_mtime_ns)
 
 
-__all__ = ["Library", "engine_spec", "find_library", "find_nvcc", "library_spec",
-           "nvcc_version", "parse_version"]
+# The environment nvcc reads that changes what it produces: flags it adds to every command
+# line, the host compiler it runs, and include/library search paths.
+COMPILER_ENV = ("NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS", "NVCC_CCBIN", "CPATH",
+                "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "LIBRARY_PATH")
+_BUILD_MODULES = ("build.py", "engines.py", "toolchain.py", "cache.py")
+
+
+def _file_identity(path: str | None) -> str:
+    """A host tool's resolved path, size and modification time ('' when there is none)."""
+    if not path:
+        return ""
+    try:
+        real = os.path.realpath(path)
+        info = os.stat(real)
+    except OSError:
+        return path
+    return f"{real}:{info.st_size}:{info.st_mtime_ns}"
+
+
+@functools.cache
+def _build_code_fingerprint() -> str:
+    import hashlib
+
+    here = Path(__file__).resolve().parent
+    h = hashlib.sha256((here.parent / "__init__.py").read_bytes())  # ccogen's __version__
+    for name in _BUILD_MODULES:
+        h.update((here / name).read_bytes())
+    return h.hexdigest()
+
+
+def toolchain_inputs(nvcc: Path) -> tuple[str, ...]:
+    """Everything about the compiler that changes a binary and is not on its command line:
+    nvcc's resolved path and `--version`, the environment it reads (`COMPILER_ENV`), the
+    host compiler it would run, and ccogen's own build code.  Part of every cache key."""
+    env = os.environ
+    ccbin = env.get("NVCC_CCBIN", "").strip()
+    host = [_file_identity(shutil.which(ccbin) if ccbin else None)] if ccbin else \
+        [_file_identity(shutil.which(tool)) for tool in ("gcc", "g++")]
+    return (_file_identity(str(nvcc)), nvcc_version(nvcc),
+            *(f"{name}={env.get(name, '')}" for name in COMPILER_ENV),
+            *host, _build_code_fingerprint())
+
+
+__all__ = ["COMPILER_ENV", "Library", "engine_spec", "find_library", "find_nvcc", "library_spec",
+           "nvcc_version", "parse_version", "toolchain_inputs"]

@@ -36,11 +36,17 @@ class BuildResult:
 
 
 def load(directory: Path) -> dict[str, object]:
+    """The manifest, checked before any compiler runs (`rt.manifest.check_for_build`:
+    seal, file names, arch, flags, symbols)."""
+    from ccogen.rt.manifest import check_for_build
+
     path = directory / "manifest.json"
     try:
-        return json.loads(path.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ToolchainError(f"cannot read {path}: {exc}") from None
+    check_for_build(data, path)
+    return data  # type: ignore[no-any-return]
 
 
 def arch_number(arch: str) -> int:

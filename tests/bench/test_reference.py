@@ -136,6 +136,7 @@ def test_a_small_instance_predicts_the_generated_manifest(name: str, target: str
     compile_for_run(load_ir(path), path.name, target, 2, {"tokens": 2 * small}, tmp_path,
                     debug=False, epoch_from_heap=True)
     generated = json.loads((tmp_path / "manifest.json").read_text())
+    del generated["generated"]  # the seal hashes the kernels, which are not predicted
     predicted = predicted_manifest(f"protocols/{name}.cco", target, small,
                                    {"tokens": 2 * small})
     assert predicted == generated

@@ -221,3 +221,37 @@ def test_engine_shim_builds_and_loads(target: str, cache_dir: Path) -> None:
         assert engine.devcomm_size in (200, 248) or engine.devcomm_size > 0
         assert len(engine.unique_id()) == 128  # ncclGetUniqueId works without a GPU
     assert os.path.getsize(next(cache_dir.glob("engine/*/libccogen_engine.so"))) > 0
+
+
+@pytest.mark.toolchain
+def test_nvcc_append_flags_change_the_key(cache_dir: Path, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A flag nvcc appends from the environment changes the cubin: a new entry (#29 item 3)."""
+    require_toolchain("nccl-lsa")
+    log = _counting_nvcc(tmp_path, monkeypatch)
+    monkeypatch.delenv("NVCC_APPEND_FLAGS", raising=False)
+    first = build_cubin(DATA / "nccl_hang" / "kernels.cu", "nccl-lsa")
+    monkeypatch.setenv("NVCC_APPEND_FLAGS", "-DCCOGEN_SOMETHING_ELSE=1")
+    second = build_cubin(DATA / "nccl_hang" / "kernels.cu", "nccl-lsa")
+    assert second != first and _compiles(log) == 2
+
+
+@pytest.mark.toolchain
+def test_two_builds_from_different_temporary_directories_are_identical(
+        cache_dir: Path, tmp_path: Path) -> None:
+    """Reproducible builds (#29 item 8): the same kernels built from two temporary
+    directories, the cache emptied between them, are byte-identical cubins that name no
+    temporary directory (the build directory is `<entry>/.build`, one name per key)."""
+    from ccogen.rt import cache
+
+    require_toolchain("nccl-lsa")
+    cubins = []
+    for name in ("first-tmp", "second-tmp"):
+        where = tmp_path / name
+        where.mkdir()
+        (where / "kernels.cu").write_text((DATA / "nccl_hang" / "kernels.cu").read_text())
+        cubins.append(build_cubin(where / "kernels.cu", "nccl-lsa").read_bytes())
+        assert not list(cache_dir.glob("cubin/*/.build"))  # removed after the build
+        cache.clear()
+    assert cubins[0] == cubins[1]
+    assert b"first-tmp" not in cubins[0] and b".kernels.cubin." not in cubins[0]

@@ -706,6 +706,7 @@ class MoriSdma(Backend):
             **manifest_head(self.name, instance, model.source, list(ARCHES), options.debug,
                             layout.size, options.max_ctas),
             "windows": layout.windows_manifest(instance),
+            "scratch": {"offset": layout.scratch.offset, "size": layout.scratch.size},
             "kernel_file": "kernels.hip",
             "kernels": [
                 {"name": k.name, "symbol": k.symbol, "grid": k.blocks, "block": k.block_dim,

@@ -277,6 +277,7 @@ class SmBackend(Backend):
             **({"buffers": buffers_manifest(instance)} if instance.buffer_sizes else {}),
             "headers": [model.support_header],
             "signals": {"offset": layout.signals.offset, "count": layout.signals.size // 8},
+            "scratch": {"offset": layout.scratch.offset, "size": layout.scratch.size},
             "counters": [{"name": c.name, "offset": c.offset} for c in layout.counters],
             "kernels": [
                 {"name": k.name, "symbol": k.symbol, "grid": k.grid, "block": k.block_dim,
