@@ -35,6 +35,7 @@ from ccogen.rt.errors import RunError
 T = TypeVar("T")
 
 STALL_MARGIN_S = 10.0
+STARTUP_S = 60.0  # a rank's process start (spawn, imports) on a loaded machine, at least
 FAULT_ENV = "CCOGEN_FAULT_STALL"
 
 
@@ -78,10 +79,10 @@ def stalled(phase: Phase | None, started: float, watchdog_s: float,
             margin_s: float = STALL_MARGIN_S, now: float | None = None
             ) -> tuple[str, float, float] | None:
     """(phase text, seconds in it, its limit) when a rank has stalled, else None; a rank
-    with no phase yet is `starting` since `started` (time.time())."""
+    with no phase yet is `starting` since `started` (time.time()), for STARTUP_S at least."""
     now = time.time() if now is None else now
-    text, limit, since = ("starting", None, started) if phase is None else \
-        (phase.text, phase.limit_s, phase.since)
+    text, limit, since = ("starting", max(watchdog_s, STARTUP_S), started) if phase is None \
+        else (phase.text, phase.limit_s, phase.since)
     bound = watchdog_s if limit is None else limit
     age = now - since
     return (text, age, bound) if age > bound + margin_s else None
@@ -123,5 +124,5 @@ def bounded(call: Callable[[], T], timeout_s: float, what: str) -> T:
     return box["value"]  # type: ignore[return-value]
 
 
-__all__ = ["FAULT_ENV", "STALL_MARGIN_S", "Phase", "StallError", "bounded", "fault_stall",
+__all__ = ["FAULT_ENV", "STALL_MARGIN_S", "STARTUP_S", "Phase", "StallError", "bounded", "fault_stall",
            "read_phase", "stall_forever", "stalled", "write_phase"]
