@@ -42,8 +42,9 @@ def main() -> int:
     ap.add_argument("--data", type=Path, required=True)
     ap.add_argument("--work", type=Path, required=True)
     ap.add_argument("--timeout", type=float, default=150)
+    ap.add_argument("--no-debug", action="store_true", help="release builds only")
     args = ap.parse_args()
-    jobs = [(s, n, d) for s, n in CASES for d in (False, True)]
+    jobs = [(s, n, d) for s, n in CASES for d in ((False,) if args.no_debug else (False, True))]
     with ThreadPoolExecutor(len(jobs)) as pool:
         for line in pool.map(lambda j: build(args.data, args.work, *j, args.timeout), jobs):
             print(line, flush=True)
