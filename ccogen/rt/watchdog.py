@@ -124,5 +124,5 @@ def bounded(call: Callable[[], T], timeout_s: float, what: str) -> T:
     return box["value"]  # type: ignore[return-value]
 
 
-__all__ = ["FAULT_ENV", "STALL_MARGIN_S", "STARTUP_S", "Phase", "StallError", "bounded", "fault_stall",
-           "read_phase", "stall_forever", "stalled", "write_phase"]
+__all__ = ["FAULT_ENV", "STALL_MARGIN_S", "STARTUP_S", "Phase", "StallError", "bounded",
+           "fault_stall", "read_phase", "stall_forever", "stalled", "write_phase"]
