@@ -69,7 +69,7 @@ for stage in $STAGES; do
 import sys; from ccogen.rt.build import build_manifest_dir; build_manifest_dir(sys.argv[1])" "$d" \
             > "$WORK-$(basename "$d").log" 2>&1; echo "   as generated before the fix: $d: exit $? after $(( SECONDS - t0 )) s" ) &
       done
-      $PY scripts/stall_build.py --data "$DATA" --work "$WORK" --timeout 120
+      $PY scripts/stall_build.py --data "$DATA" --work "$WORK" --timeout 120 ${BUILD_ARGS:-}
       wait
     } >> "$OUT/build.log" 2>&1 ;;
   run)
@@ -82,8 +82,11 @@ import sys; from ccogen.rt.build import build_manifest_dir; build_manifest_dir(s
     { while read -r f n; do run_case "$f-n$n-x100" 75 "$DATA/$f.cco" --target nvshmem --ranks "$n" --iters 100 --watchdog 20 --times; done < <(cases); } >> "$OUT/many.log" 2>&1 ;;
   tests)
     { echo "== tests ($(left) s left)"
-      timeout -k 5 $(( $(left) - 10 )) $PY -m pytest -x -q -m gpu -p no:cacheprovider tests/runtime/test_gpu_stall.py 2>&1 | tail -60
-      echo "== tests: exit ${PIPESTATUS[0]}"; } >> "$OUT/tests.log" 2>&1 ;;
+      timeout -k 5 $(( $(left) - 10 )) $PY -m pytest -q -s -rA -m gpu -p no:cacheprovider \
+        --durations=0 tests/runtime/test_gpu_stall.py > "$OUT/tests-full.log" 2>&1
+      echo "== tests: exit $?"
+      grep -E "^(PASSED|FAILED|ERROR|SKIPPED)|passed|failed|time per epoch|on nvshmem|error:|had not finished|timed-out|ensure:|s call" "$OUT/tests-full.log" | head -80
+    } >> "$OUT/tests.log" 2>&1 ;;
   esac
 done
 echo "total $SECONDS s" >> "$OUT/setup.log"

@@ -458,7 +458,8 @@ def _run_ranks(cases: Sequence[CaseSpec], compares: Sequence[CompareSpec], setti
         config = WorkerConfig(settings.target, settings.ranks, str(engine), heap, barriers,
                               tuple(staged), tuple(compares), settings.seed,
                               rendezvous_dir=shared, shared_dir=shared,
-                              watchdog_s=settings.watchdog_s, devices=devices)
+                              watchdog_s=settings.watchdog_s,
+                              init_timeout_s=settings.watchdog_s, devices=devices)
         deadline = config.init_timeout_s + 90.0 * len(cases) + 60.0 * len(compares) + 120.0
         return _spawn(config, main=worker_main,
                       failed=lambda rank, text: RankBench(rank, error=text),

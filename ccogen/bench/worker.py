@@ -131,7 +131,8 @@ class BenchRank:
         if self.config.compares:
             from ccogen.bench.collective import run_collectives
 
-            s.phase("engine collectives (torch.distributed)")
+            s.phase("engine collectives (torch.distributed)",
+                    self.config.init_timeout_s + 60.0 * len(self.config.compares))
             self.result.cases.extend(run_collectives(
                 self.config.compares, self.rank, self.config.nranks, self.device,
                 Path(self.config.shared_dir), self.config.init_timeout_s))

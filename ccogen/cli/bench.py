@@ -70,7 +70,8 @@ def add_parser(sub: Any) -> None:
                    "between the bounds; low / high: every bounded value at its lower / "
                    "upper bound; mixed: each at either bound or between)")
     p.add_argument("--watchdog", type=float, default=30.0, metavar="S",
-                   help="seconds a phase's kernels may run before the run stops")
+                   help="seconds any phase of a rank (bootstrap, heap, host barrier, a "
+                        "case's kernels, ...) may take before the run stops, naming it")
     p.add_argument("--jobs", type=int, default=0, metavar="J", help="parallel nvcc builds")
     p.add_argument("--arch", default=None, metavar="SM", help="build for SM (default: the GPU)")
     p.add_argument("--build-only", action="store_true",

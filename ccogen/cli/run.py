@@ -35,7 +35,8 @@ def add_parser(sub: Any) -> None:
                    help="run even if the checker finds errors (with --debug: see the hang)")
     p.add_argument("--seed", type=int, default=0, help="seed of the window contents")
     p.add_argument("--watchdog", type=float, default=30.0, metavar="S",
-                   help="seconds an epoch's kernels may run before the run stops")
+                   help="seconds any phase of a rank (bootstrap, heap, host barrier, an "
+                        "epoch's kernels, ...) may take before the run stops, naming it")
     p.add_argument("-o", "--out", metavar="DIR", help="keep the generated files in DIR (a "
                    "file there that ccogen did not write is never overwritten)")
     p.add_argument("--times", action="store_true", help="print every epoch's time")

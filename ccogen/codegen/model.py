@@ -249,6 +249,9 @@ class ProtocolModel:
     support_header: str = "ccogen_device.cuh"  # the shared device header kernels.cu includes
     runtime: bool = False  # run-time values: print templates/common/_runtime.j2
     spread: bool = False  # rows spread over the group (codegen.spread): print _spread.j2
+    # How the step primitives are declared (`CCOGEN_STEP_INLINE`): out of line where a
+    # kernel's programs are (backends.sm): inlined at every step, ptxas took minutes
+    step_qualifier: str = "__forceinline__"
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -63,12 +63,14 @@ from ccogen.rt.session import (
     phase_file,
     stack_file,
 )
+from ccogen.rt.watchdog import STALL_MARGIN_S, read_phase, stalled
 
 if TYPE_CHECKING:
     from ccogen.ir.instance import Instance
 
 DEFAULT_WATCHDOG_S = 30.0
 DEFAULT_INIT_TIMEOUT_S = 180.0
+BUILD_NOTICE_S = 15.0  # a build says it is still going every this many seconds
 
 
 @dataclass(frozen=True)
@@ -101,20 +103,24 @@ class RunConfig:
 def run(manifest_dir: str | Path, instance: Instance | None = None, *, iters: int = 100,
         seed: int = 0, debug: bool = False, watchdog_s: float = DEFAULT_WATCHDOG_S,
         checks: Sequence[CheckSpec] | None = None,
-        init_timeout_s: float = DEFAULT_INIT_TIMEOUT_S,
+        init_timeout_s: float | None = None,
         placement: Placement | None = None) -> RunReport:
     """Run the instance generated into `manifest_dir` for `iters` epochs and check `ensure`.
 
     `instance` supplies the `ensure` comparisons (or pass `checks`); with neither, the run
     only times the kernels.  Raises RunError subclasses for set-up problems; `ensure`
-    failures and timed-out waits are in the report (`report.ok`).  `watchdog_s` bounds one
-    epoch's kernels and each host barrier; `init_timeout_s` bounds the engine's bootstrap.
+    failures and timed-out waits are in the report (`report.ok`).  `watchdog_s` bounds every
+    phase of every rank (ccogen.rt.watchdog): an epoch's kernels, each host barrier, the
+    heap, the module's registration, the teardown; `init_timeout_s` bounds the engine's
+    bootstrap (default: the watchdog).
     `placement` puts the ranks on GPUs (default: `ccogen.rt.placement.place`, one GPU per
     rank, or ranks sharing GPUs under MPS on nvshmem); the kernels' residency is checked
     against it before anything launches (placement.ResidencyError).
     """
     if iters < 1:
         raise RunError("iters must be at least 1")
+    if init_timeout_s is None:
+        init_timeout_s = watchdog_s
     manifest = load_manifest(manifest_dir)
     if instance is not None:
         _check_instance(manifest, instance)
@@ -195,9 +201,32 @@ def _build(manifest: Manifest, arch: str, debug: bool) -> tuple[Path, Path, str]
     from ccogen.rt.build import build_cubin
     from ccogen.rt.engines import build_engine
 
-    cubin = build_cubin(manifest.directory, manifest.target, arch, debug or manifest.debug)
-    engine, library = build_engine(manifest.target, arch)
+    with _still(f"building the kernels of `{manifest.protocol}` for {arch} (nvcc; cached "
+                "after the first build)"):
+        cubin = build_cubin(manifest.directory, manifest.target, arch,
+                            debug or manifest.debug)
+        engine, library = build_engine(manifest.target, arch)
     return cubin, engine, library.describe()
+
+
+@contextlib.contextmanager
+def _still(what: str, every_s: float = BUILD_NOTICE_S) -> Iterator[None]:
+    """Say on stderr, every `every_s` seconds, that `what` is still going on (a build is
+    bounded by the compiler's own limit, rt.build, not by the watchdog: it makes progress
+    and waits on no one; docs/runtime.md, "Watchdog")."""
+    start = time.monotonic()
+    stop = threading.Event()
+
+    def tell() -> None:
+        while not stop.wait(every_s):
+            _notice(f"still {what}: {time.monotonic() - start:.0f} s")
+
+    thread = threading.Thread(target=tell, name="ccogen: build notice", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
 
 
 def _distributed_env() -> tuple[int, int, int] | None:
@@ -230,7 +259,7 @@ def _run_distributed(manifest: Manifest, specs: tuple[CheckSpec, ...], iters: in
     config = RunConfig(str(manifest.directory), manifest.nranks, iters, seed,
                        debug or manifest.debug, str(cubin), str(engine), specs,
                        rendezvous_dir=str(directory), shared_dir=str(shared),
-                       watchdog_s=watchdog_s, drawn=drawn)
+                       watchdog_s=watchdog_s, init_timeout_s=watchdog_s, drawn=drawn)
     def on_hang(result: RankResult) -> None:
         report = RunReport(manifest.protocol, manifest.target, manifest.nranks, iters, [result],
                            library=library, partial=True)
@@ -245,16 +274,22 @@ def _run_distributed(manifest: Manifest, specs: tuple[CheckSpec, ...], iters: in
 
 def _spawn(config: Any, main: Callable[..., None] | None = None,
            failed: Callable[[int, str], Any] | None = None,
-           deadline_s: float | None = None) -> list[Any]:
+           deadline_s: float | None = None, margin_s: float = STALL_MARGIN_S) -> list[Any]:
     """One process per rank; wait for every report; stop the rest once one rank failed.
 
     `main(config, rank, results_queue)` is the rank's entry point (`_worker_main`), each
     report has `.rank` and `.ok`, and `failed(rank, text)` makes the report of a rank
     that never sent one; `deadline_s` bounds the whole run (default: from `iters`).
     `config` needs `nranks`, `watchdog_s`, `init_timeout_s` and `shared_dir`.
+
+    A rank that stays in one phase past its limit (ccogen.rt.watchdog: the watchdog unless
+    the phase names another, plus a margin) has stalled: the run stops, naming the rank and
+    the phase, and so does it, after a grace of the watchdog, when a rank failed.  Both are
+    said on stderr as they happen (the report comes when every rank is accounted for).
     """
     main = main or _worker_main
     failed = failed or (lambda rank, text: RankResult(rank, rank, error=text))
+    started = time.time()
     mp = multiprocessing.get_context("spawn")
     results_queue: Any = mp.Queue()
     procs = [mp.Process(target=main, args=(config, rank, results_queue),
@@ -275,9 +310,24 @@ def _spawn(config: Any, main: Callable[..., None] | None = None,
                 results[got.rank] = got
                 if not got.ok and first_failure is None:
                     first_failure = time.monotonic()
+                    _notice(f"rank {got.rank} failed; stopping the other ranks within "
+                            f"{grace:g} s")
                 continue
             except queue_module.Empty:
                 pass
+            for rank, p in enumerate(procs):
+                if rank in results or not p.is_alive():
+                    continue
+                stall = stalled(read_phase(phase_file(config.shared_dir, rank)), started,
+                                config.watchdog_s, margin_s)
+                if stall is not None:
+                    text, age, bound = stall
+                    where = _where_stuck(config, rank, p)
+                    results[rank] = failed(rank, (
+                        f"rank {rank} stalled: {age:.0f} s in `{text}`, past its limit of "
+                        f"{bound:g} s; {where}"))
+                    _notice(f"rank {rank} stalled in `{text}` ({age:.0f} s); stopping the run")
+                    first_failure = first_failure or time.monotonic() - grace
             now = time.monotonic()
             for rank, p in enumerate(procs):
                 if rank in results or p.is_alive():
@@ -308,11 +358,20 @@ def _spawn(config: Any, main: Callable[..., None] | None = None,
     return [results[r] for r in range(config.nranks)]
 
 
+def _notice(text: str) -> None:
+    """A line on stderr while the run goes on (`ccogen run` prints its report at the end)."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(f"ccogen: {text}\n")
+        sys.stderr.flush()
+
+
 def _where_stuck(config: Any, rank: int, proc: Any) -> str:
     """The phase a rank that did not report was in, and its Python stack (SIGUSR1 makes
     the worker's faulthandler write it; see session.dump_stack_on_signal)."""
-    phase = _read_text(phase_file(config.shared_dir, rank)) or "starting"
-    text = f"rank {rank} was at: {phase}"
+    recorded = read_phase(phase_file(config.shared_dir, rank))
+    phase = recorded.text if recorded is not None else "starting"
+    since = f" (for {time.time() - recorded.since:.0f} s)" if recorded is not None else ""
+    text = f"rank {rank} was at: {phase}{since}"
     if proc.is_alive() and proc.pid is not None:
         try:
             os.kill(proc.pid, signal.SIGUSR1)
@@ -402,6 +461,7 @@ class _Rank:
         and heap, and checks one epoch of each through `epoch`)."""
         self.session = session
         self.start, self.end = session.rt.Event(), session.rt.Event()
+        self.after = [session.rt.Event() for _ in self.manifest.kernels]
 
     # -- set-up ------------------------------------------------------------------------------
     def run(self) -> None:
@@ -420,6 +480,7 @@ class _Rank:
         self.functions = functions = [module.function(k.symbol) for k in m.kernels]
         self.record = record = rt.HostMapped(RECORD_SIZE) if self.config.debug else None
         self.start, self.end = rt.Event(), rt.Event()
+        self.after = [rt.Event() for _ in m.kernels]  # which kernel had not finished
         for epoch in range(self.config.iters):
             self.epoch(epoch, functions, record)
         s.phase("teardown")
@@ -449,10 +510,11 @@ class _Rank:
         backstop = self._arm_backstop(epoch, record)
         try:
             self.start.record(stream)
-            for spec, fn in zip(m.kernels, functions, strict=True):
+            for spec, fn, after in zip(m.kernels, functions, self.after, strict=True):
                 rt.launch(fn, spec.grid, spec.block, spec.shared_mem,
                           s.kernel_params(spec, epoch, record, self.buffers), stream,
                           spec.cooperative)
+                after.record(stream)
             self.end.record(stream)
             done = stream.wait(watchdog)
         except (rt.CudaError, rt.CudaUnavailable) as exc:
@@ -539,11 +601,25 @@ class _Rank:
         if error is None:
             hint = ("; no wait reported its timeout" if self.config.debug else
                     "; rerun with --debug to name the wait that hangs")
-            self.result.error = (f"rank {self.rank}, epoch {epoch}: the kernels did not finish "
+            kernel = self._unfinished()
+            self.result.unfinished = kernel
+            what = "the kernels" if kernel is None else f"kernel `{kernel}`"
+            self.result.error = (f"rank {self.rank}, epoch {epoch}: {what} did not finish "
                                  f"within {self.config.watchdog_s:g} s{hint}")
         else:
             self.result.error = f"rank {self.rank}, epoch {epoch}: {error}"
         raise Stop
+
+    def _unfinished(self) -> str | None:
+        """The first kernel of the epoch whose completion event has not fired (None when
+        that cannot be told: an extension without `Event.query`, or a failing query)."""
+        for spec, after in zip(self.manifest.kernels, getattr(self, "after", []), strict=False):
+            try:
+                if not after.query():
+                    return spec.name
+            except Exception:
+                return None
+        return None
 
     def _finals(self) -> dict[tuple[str, int], Any]:
         import numpy as np

@@ -19,6 +19,7 @@ class RankResult:
     failure_count: int = 0
     wait: str | None = None               # a debug-build wait that timed out, described
     error: str | None = None              # anything else that stopped this rank
+    unfinished: str | None = None         # the kernel that did not finish (watchdog)
     library: str = ""
     # run-time protocols: the draw of each epoch's contents (ccogen.rt.drawn), in order
     draws: list[str] = field(default_factory=list)
@@ -58,6 +59,21 @@ class RunReport:
     def failures(self) -> list[CheckFailure]:
         return [f for r in self.ranks for f in r.failures]
 
+    def _unfinished_summary(self) -> str:
+        """Which kernel had not finished on which ranks (a release build's hang), and the
+        ranks that stopped elsewhere (a rank that never launched is one of those)."""
+        hung: dict[str, list[int]] = {}
+        for r in self.ranks:
+            if r.unfinished is not None:
+                hung.setdefault(r.unfinished, []).append(r.rank)
+        if not hung:
+            return ""
+        text = "; ".join(f"`{k}` on {_ranks(on)}" for k, on in sorted(hung.items()))
+        elsewhere = [r.rank for r in self.ranks if r.unfinished is None and not r.ok]
+        if elsewhere:
+            text += f" ({_ranks(elsewhere)} stopped before or after it: see below)"
+        return f"  kernels that had not finished: {text}"
+
     def format(self, times: bool = False) -> str:
         lines = [f"{self.protocol} on {self.target}, {self.nranks} ranks"
                  f"{f' ({self.library})' if self.library else ''}, {self.iters} epochs"
@@ -75,6 +91,9 @@ class RunReport:
             for r in self.ranks:
                 lines.append(f"  rank {r.rank} epoch times (us): "
                              + " ".join(f"{t * 1e3:.1f}" for t in r.times_ms))
+        summary = self._unfinished_summary()
+        if summary:
+            lines.append(summary)
         for r in self.ranks:
             if r.wait is not None:
                 lines.append(f"  timed-out wait: {r.wait}")
@@ -102,6 +121,10 @@ class RunReport:
                          + ("" if all(r.ok for r in self.ranks) else
                             ", and a rank did not finish"))
         return "\n".join(lines)
+
+
+def _ranks(ranks: list[int]) -> str:
+    return f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}"
 
 
 def _us(ms: float | None) -> str:

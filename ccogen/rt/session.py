@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ccogen.rt import native
 from ccogen.rt.errors import RunError
-from ccogen.rt.rendezvous import open_private, write_private
+from ccogen.rt.rendezvous import open_private
 from ccogen.rt.requirements import EngineRequirements, apply_env, check_heap
+from ccogen.rt.watchdog import fault_stall, stall_forever, write_phase
 
 if TYPE_CHECKING:
     from ccogen.rt.engines import Engine, Heap
@@ -66,10 +67,13 @@ class RankSession:
         # None: the engine's defaults, any heap base
         self.requirements: EngineRequirements | None = None
 
-    def phase(self, what: str) -> None:
-        """Where this rank is, for the launcher's message if it has to stop the rank."""
+    def phase(self, what: str, limit_s: float | None = None) -> None:
+        """Where this rank is, for the launcher, which stops a rank that stays in one phase
+        past its limit (`limit_s`, else the run's watchdog; ccogen.rt.watchdog)."""
         with contextlib.suppress(OSError):
-            write_private(phase_file(self.shared_dir, self.rank), what.encode("utf-8"))
+            write_phase(phase_file(self.shared_dir, self.rank), what, limit_s)
+        if fault_stall(self.rank, what):
+            stall_forever()
 
     # -- set-up ------------------------------------------------------------------------------
     def open_context(self) -> None:
@@ -90,6 +94,7 @@ class RankSession:
         if self.requirements is not None:
             check_heap(self.requirements, self.heap.pointer)
         self.zero_heap()
+        self.phase("host barrier after the heap allocation", self.init_timeout_s)
         engine.barrier(self.init_timeout_s)
         if devcomm_barriers is not None:
             self.phase("device communicator")
@@ -109,7 +114,7 @@ class RankSession:
             os.environ.setdefault(key, value)
         engine = Engine(self.target, Path(self.engine_path), find_library(self.target))
         report.library = engine.library.describe()
-        self.phase(f"{self.target} engine bootstrap")
+        self.phase(f"{self.target} engine bootstrap", self.init_timeout_s)
         if self.rank == 0:
             uid = engine.unique_id()
             self.rendezvous.publish(uid)

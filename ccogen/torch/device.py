@@ -22,6 +22,7 @@ from typing import Any
 from ccogen.rt import native
 from ccogen.rt.debug import RECORD_SIZE, DebugRecord
 from ccogen.rt.manifest import Manifest, buffer_name
+from ccogen.rt.watchdog import bounded
 
 DEFAULT_INIT_TIMEOUT_S = 180.0
 
@@ -69,7 +70,9 @@ class DeviceEngine:
         path, library = build_engine(target, self.arch)
         self.engine = Engine(target, path, library)
         uid = broadcast(self.engine.unique_id() if rank == 0 else None)
-        self.engine.init(rank, nranks, device, uid)
+        # collective: bounded (a peer that never comes would block it for ever)
+        bounded(lambda: self.engine.init(rank, nranks, device, uid), init_timeout_s,
+                f"rank {rank}: the {target} engine bootstrap")
         self.ctx.make_current()
         self.library = library.describe()
 
@@ -85,7 +88,14 @@ class DeviceEngine:
         prepared launches (module docstring).  Collective."""
         rt, engine = self.rt, self.engine
         self.ctx.make_current()
-        heap = engine.heap_alloc(manifest.heap_size)
+
+        def alloc() -> Any:
+            self.ctx.make_current()  # the helper thread's context
+            return engine.heap_alloc(manifest.heap_size)
+
+        heap = bounded(alloc, self.init_timeout_s,
+                       f"rank {self.rank}: the heap allocation of `{manifest.protocol}` "
+                       "(collective: does every rank load the same protocols in order?)")
         rt.memset_d8(heap.pointer, 0, manifest.heap_size)
         self.ctx.synchronize()
         devcomm = b""

@@ -64,6 +64,9 @@ def fake_runtime(heap_size: int, *, capture_fails: bool = False,
         def elapsed_ms_since(self, start: Any) -> float:
             return (self.t - start.t) * 1e-3
 
+        def query(self) -> bool:  # a hung stream's events never fire
+            return hang_after is None or rt.waits[0] <= hang_after
+
     class Module:
         def __init__(self, image: bytes) -> None:
             self.handle = 1

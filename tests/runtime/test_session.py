@@ -97,7 +97,9 @@ def test_a_hang_stops_the_rank(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(session, "_ABANDONED", [])
     result, _, engine = _run(tmp_path, monkeypatch, "nccl_putsig", hang_after=1)
     assert result.error is not None
-    assert "epoch 1: the kernels did not finish within 30 s" in result.error
+    # the kernel whose completion event had not fired is named (release builds)
+    assert "epoch 1: kernel `putsig` did not finish within 30 s" in result.error
+    assert result.unfinished == "putsig"
     assert "rerun with --debug" in result.error
     assert result.epochs == 1 and not engine.finalized
     assert (tmp_path / "rank0.phase").read_text() == "epoch 1: kernels"

@@ -31,7 +31,11 @@ Each logical block's program is a device function the kernel's dispatch calls.  
 struct then stays in registers (as a `__noinline__` callee's reference argument it lives
 in a 96-byte stack frame that every thread writes at the start; measured on 2 x H200 it
 cost the generated alltoall ~0.6 us against its hand-written reference at 16 KiB-4 MiB,
-docs/performance.md).  Above, `__noinline__` keeps very large instances quick to compile.
+docs/performance.md).  Above, `__noinline__` keeps very large instances quick to compile,
+and so do the step primitives out of line (`ProtocolModel.step_qualifier`, printed as
+`CCOGEN_STEP_INLINE`): inlined at each of a few hundred steps, ptxas took minutes (issue
+31: a 4-rank halo exchange over 2 minutes and an FP8 MoE dispatch 112 s on an H200 host,
+17 s and 22 s out of line), and `ccogen run` looked stalled while it built.
 
 `Options.epoch_from_heap` adds one 64-bit launch counter per kernel after its barrier
 words (`KernelModel.epoch_word`); the kernel's first act is to take a ticket from it
@@ -186,7 +190,9 @@ class SmBackend(Backend):
             epoch_from_heap=options.epoch_from_heap, buffers=layout.buffers,
             runtime=bool(instance.runtime),
             spread=any(s.kind == "spread" for k in kernels for p in k.programs
-                       for seg in p.segments for s in seg.steps))
+                       for seg in p.segments for s in seg.steps),
+            step_qualifier=("__noinline__" if any(k.program_qualifier == "__noinline__"
+                                                  for k in kernels) else "__forceinline__"))
         return model, layout
 
     def _ll(self, instance: Instance, oracle: Callable[[OpInst], tuple[int, int]],

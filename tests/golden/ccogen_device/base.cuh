@@ -13,6 +13,12 @@
 #error "define CCOGEN_ENGINE_FIELDS (the target's context fields) before including ccogen_device.cuh"
 #endif
 
+// How the step primitives (copies, syncs, waits, signals, quiets) are declared: inlined
+// unless kernels.cu says otherwise (out of line for instances of very many steps).
+#ifndef CCOGEN_STEP_INLINE
+#define CCOGEN_STEP_INLINE __forceinline__
+#endif
+
 #ifndef CCOGEN_TIMEOUT_CYCLES
 #define CCOGEN_TIMEOUT_CYCLES 4000000000ULL  // about 2 s at the H200's clock
 #endif
@@ -305,27 +311,27 @@ __device__ __forceinline__ void ccogen_cta_barrier(uint64_t* counter, unsigned c
   }
 }
 
-__device__ __forceinline__ void ccogen_sync_group(const ccogen_ctx& c, uint64_t seq, uint64_t n) {
+__device__ CCOGEN_STEP_INLINE void ccogen_sync_group(const ccogen_ctx& c, uint64_t seq, uint64_t n) {
   ccogen_cta_barrier(reinterpret_cast<uint64_t*>(c.heap + c.group_scratch) + c.group,
                      c.ctas, c.epoch, seq, n);
 }
-__device__ __forceinline__ void ccogen_sync_warp(const ccogen_ctx&, uint64_t, uint64_t) {
+__device__ CCOGEN_STEP_INLINE void ccogen_sync_warp(const ccogen_ctx&, uint64_t, uint64_t) {
   __syncwarp();
 }
-__device__ __forceinline__ void ccogen_sync_thread(const ccogen_ctx&, uint64_t, uint64_t) {}
+__device__ CCOGEN_STEP_INLINE void ccogen_sync_thread(const ccogen_ctx&, uint64_t, uint64_t) {}
 
-__device__ __forceinline__ void ccogen_wait_group(const ccogen_ctx& c, uint64_t off, uint64_t v,
+__device__ CCOGEN_STEP_INLINE void ccogen_wait_group(const ccogen_ctx& c, uint64_t off, uint64_t v,
                                                   uint64_t pe, int line, int src, int q, int k,
                                                   uint64_t scale) {
   if (c.cta_in_group == 0 && threadIdx.x == 0) ccogen_spin(c, off, v, pe, line, src, q, k, scale);
 }
-__device__ __forceinline__ void ccogen_wait_warp(const ccogen_ctx& c, uint64_t off, uint64_t v,
+__device__ CCOGEN_STEP_INLINE void ccogen_wait_warp(const ccogen_ctx& c, uint64_t off, uint64_t v,
                                                  uint64_t pe, int line, int src, int q, int k,
                                                  uint64_t scale) {
   if (threadIdx.x % 32 == 0) ccogen_spin(c, off, v, pe, line, src, q, k, scale);
   __syncwarp();
 }
-__device__ __forceinline__ void ccogen_wait_thread(const ccogen_ctx& c, uint64_t off, uint64_t v,
+__device__ CCOGEN_STEP_INLINE void ccogen_wait_thread(const ccogen_ctx& c, uint64_t off, uint64_t v,
                                                    uint64_t pe, int line, int src, int q, int k,
                                                    uint64_t scale) {
   ccogen_spin(c, off, v, pe, line, src, q, k, scale);
@@ -333,7 +339,7 @@ __device__ __forceinline__ void ccogen_wait_thread(const ccogen_ctx& c, uint64_t
 
 // Split per CTA (codegen/ctasplit.py): every CTA's thread 0 spins itself (its CTA then
 // meets with `ctasync`), and a CTA meets only its own threads.
-__device__ __forceinline__ void ccogen_cwait_group(const ccogen_ctx& c, uint64_t off, uint64_t v,
+__device__ CCOGEN_STEP_INLINE void ccogen_cwait_group(const ccogen_ctx& c, uint64_t off, uint64_t v,
                                                    uint64_t pe, int line, int src, int q, int k,
                                                    uint64_t scale) {
   if (threadIdx.x == 0) ccogen_spin(c, off, v, pe, line, src, q, k, scale);
