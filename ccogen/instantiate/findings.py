@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from ccogen.diag import Diagnostic, error
-from ccogen.diag.merge import FindingSet, ranks_note
+from ccogen.diag.merge import FindingSet, ranks_note, shape_key
 from ccogen.ir.evaluate import Env, EvalError
 from ccogen.limits import DEFAULT as DEFAULT_LIMITS
 from ccogen.limits import Limits
@@ -17,15 +17,18 @@ SIMILAR_SHOWN = 3  # different messages of one code shown at one place, then a c
 
 
 class Findings:
-    """Collects diagnostics, merging identical ones from several ranks or iterations
-    (`FindingSet`); at one place at most `SIMILAR_SHOWN` messages of one code.  Also
-    carries the instantiation's `limits`."""
+    """Collects diagnostics, merging those of one mistake from several ranks or iterations
+    (`FindingSet` by `shape_key`: the same code, place and message but for its numbers;
+    the first is kept, with a count of the others); at one place at most
+    `SIMILAR_SHOWN` different messages of one code.  Also carries the instantiation's
+    `limits`."""
 
     def __init__(self, nranks: int, label: str = "", limits: Limits = DEFAULT_LIMITS) -> None:
         self.nranks = nranks
         self.label = label or f"nranks={nranks}"
         self.limits = limits
-        self._set: FindingSet[int] = FindingSet(lambda d: (d.code, d.span, d.message))
+        self._set: FindingSet[int] = FindingSet(shape_key)
+        self._variants: dict[int, set[str]] = {}  # id of the kept -> the messages merged
         self._sites: dict[tuple[str, Span], list[Diagnostic]] = {}
         self._hidden: dict[int, set[str]] = {}  # id of the last shown -> messages hidden
 
@@ -36,7 +39,8 @@ class Findings:
                 self._hidden.setdefault(id(shown[-1]), set()).add(d.message)
                 return
             shown.append(d)
-        self._set.add(d, rank)
+        entry = self._set.add(d, rank)
+        self._variants.setdefault(id(entry.diagnostic), {entry.diagnostic.message}).add(d.message)
 
     def diagnostics(self) -> list[Diagnostic]:
         out = []
@@ -45,6 +49,10 @@ class Findings:
             notes = list(d.notes)
             if entry.places:
                 notes.append(ranks_note(sorted(entry.places), self.nranks))
+            if (others := len(self._variants.get(id(d), ())) - 1) > 0:
+                notes.append(f"{others} more finding{'s' if others > 1 else ''} here "
+                             f"differ{'' if others > 1 else 's'} only in the numbers (other "
+                             "ranks or iterations)")
             if hidden := self._hidden.get(id(d)):
                 n = len(hidden)
                 notes.append(f"{n} more finding{'s' if n > 1 else ''} of this kind here, not shown")

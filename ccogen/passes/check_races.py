@@ -53,7 +53,7 @@ class CheckRaces(Pass):
             _race(c, out)
         for c in a.conflicts_of(ConflictKind.READ_BEFORE_ARRIVAL):
             if not (_miscounted(a, c) or _uncounted(a, c)):
-                _early_read(c, out)
+                _early_read(a, c, out)
         for c in a.conflicts_of(ConflictKind.REMOTE_READ):
             _remote_overwrite(c, out)
         out.flush()
@@ -160,7 +160,7 @@ def _miscounted(a: Analysis, c: Conflict) -> bool:
     return any(a.matching.counts_groups(w) for w in waits)
 
 
-def _early_read(c: Conflict, out: Findings) -> None:
+def _early_read(a: Analysis, c: Conflict, out: Findings) -> None:
     reader, writer = c.first, c.second
     put = writer.op
     if put is None:  # the caller writes an input between launches while a transfer reads it
@@ -179,10 +179,15 @@ def _early_read(c: Conflict, out: Findings) -> None:
                      "still in flight then is not ordered by the end of the kernel", *notes]
     else:
         label = f"{name(reader.op)} reads {region(c.overlap)}"
+        if _early_credit(a, reader, writer) is not None:
+            notes = [f"rank {put.rank} may overwrite these bytes before they are read: its "
+                     f"{name(put)} waits for a credit that rank {rank} sends before reading",
+                     *notes]
     out.error("E032", "read before arrival: nothing orders the write of these bytes before "
               "this read", _span(reader), label, rank=rank,
               secondary=[(put.span, f"{_what(put, c.overlap.rank)} writes them")],
-              notes=notes, help=_launch_hint(reader, writer) or _wait_hint(put, rank))
+              notes=notes, help=(_launch_hint(reader, writer) or _credit_hint(a, reader, writer)
+                                 or _wait_hint(put, rank)))
 
 
 def _read_across_caller(c: Conflict, out: Findings) -> None:
@@ -209,6 +214,35 @@ def _launch_hint(reader: Access, writer: Access) -> str | None:
     return (f"make rank {w.rank}'s next launch wait until rank {reader.region.rank} is done "
             "with this one: a `barrier()` at the start of the kernel, or declare "
             "`between_launches: host_sync`")
+
+
+def _early_credit(a: Analysis, reader: Access, writer: Access) -> OpInst | None:
+    """A signal of the reader's rank, issued before the read, that the write waits for:
+    a credit returned before the bytes it frees were read."""
+    g, r, w = a.graph, reader.op, writer.op
+    if r is None or w is None or w.rank == r.rank:
+        return None
+    write_issue = g.issue(w.rank, w.index)
+    for (to, sender, _), incs in g.matching.increments.items():
+        if to != w.rank or sender != r.rank:
+            continue
+        for inc in incs:
+            sig = g.signal_event(inc.sender, inc.first, inc.local)
+            if (sig is not None and g.hb(g.issue(inc.sender, inc.first), reader.event)
+                    and g.hb(sig, write_issue)):
+                return a.launches.ranks[inc.sender][inc.first]
+    return None
+
+
+def _credit_hint(a: Analysis, reader: Access, writer: Access) -> str | None:
+    """The fix when the write is let go by a credit that the reader sent too early."""
+    credit = _early_credit(a, reader, writer)
+    if credit is None or reader.op is None or writer.op is None:
+        return None
+    where = f"line {credit.span.line}" if credit.span is not None else "earlier"
+    return (f"move rank {reader.op.rank}'s {name(credit)} to rank {writer.op.rank} ({where}) "
+            f"after this read: it tells rank {writer.op.rank} that these bytes are free while "
+            f"they are still to be read, and its {name(writer.op)} overwrites them")
 
 
 def _wait_hint(put: OpInst, reader: int) -> str:
