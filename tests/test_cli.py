@@ -25,7 +25,28 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 def test_lint_clean_protocol_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "lint", str(GOOD))
     assert code == 0
-    assert "error" not in out
+    assert "error[" not in out
+    # success says so: one summary line naming what was checked
+    assert out == f"{GOOD}: 0 errors, 0 warnings (4 instances checked: nranks=2, 3, 4, 8)\n"
+
+
+def test_lint_summarises_every_file_and_the_total(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "lint", str(GOOD), str(BAD), "--ranks", "2")
+    assert code == 1
+    assert out.splitlines()[-3:] == [
+        f"{GOOD}: 0 errors, 0 warnings (1 instance checked: nranks=2)",
+        f"{BAD}: 6 errors, 0 warnings (not instantiated: the text has errors)",
+        "2 files: 6 errors, 0 warnings"]
+
+
+@pytest.mark.parametrize("fmt", ["concise", "json", "sarif", "github"])
+def test_machine_formats_print_no_summary(capsys: pytest.CaptureFixture[str], fmt: str) -> None:
+    code, out, _ = run(capsys, "lint", str(GOOD), "--ranks", "2", "--format", fmt)
+    assert code == 0 and "instances checked" not in out and "0 errors" not in out
+    if fmt in ("json", "sarif"):
+        json.loads(out)
+    else:
+        assert out == ""
 
 
 @pytest.mark.parametrize("fmt", ["full", "concise", "json", "sarif", "github"])
@@ -45,7 +66,8 @@ def test_every_format_reports_the_same_findings(capsys: pytest.CaptureFixture[st
     elif fmt == "github":
         assert out.count("::error title=ccogen (E002)") == 6
     else:
-        assert out.count("error[E002]") == 6 and out.rstrip().endswith("6 errors, 0 warnings")
+        assert out.count("error[E002]") == 6
+        assert out.rstrip().endswith("6 errors, 0 warnings (not instantiated: the text has errors)")
 
 
 def test_strict_fails_on_warnings(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 from ccogen.diag import Diagnostic, error
 from ccogen.ir import nodes as ir
 from ccogen.ir.dtype import DTYPE_NAMES, DType
-
-_FP8_NAMES = frozenset({"e4m3", "e5m2", "fp8", "f8", "e4m3fn", "e5m2fnuz", "e4m3fnuz",
-                        "float8", "fp8_e4m3", "fp8_e5m2"})
 from ccogen.ir.opkind import OpKind
 from ccogen.ir.signatures import CHOICES, SIGNATURES, Arg, bind, make_op
 from ccogen.source import Span
 from ccogen.syntax import ast as A
+
+# names of 8-bit float formats, answered with how FP8 data travels (as bytes)
+_FP8_NAMES = frozenset({"e4m3", "e5m2", "fp8", "f8", "e4m3fn", "e5m2fnuz", "e4m3fnuz",
+                        "float8", "fp8_e4m3", "fp8_e5m2"})
 
 BUILTIN_ARITY: dict[str, tuple[int, int]] = {
     "peers": (0, 0), "ranks": (0, 0), "range": (1, 3), "len": (1, 1),
