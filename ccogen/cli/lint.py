@@ -11,6 +11,7 @@ finding, `json`, `sarif` and `github` stay machine-readable."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from typing import Any
 
 from ccogen.cli.common import (
@@ -77,7 +78,7 @@ def command(args: argparse.Namespace) -> int:
     return EXIT_FINDINGS if failing else EXIT_OK
 
 
-def file_summary(path: str, diagnostics: list[Diagnostic],
+def file_summary(path: str, diagnostics: Sequence[Diagnostic],
                  instances: list[Instance] | None) -> str:
     """`path: N errors, M warnings (K instances checked: nranks=2, 3)`; `instances` None
     when the file did not parse."""
