@@ -107,6 +107,18 @@ def test_explain_prints_the_rule(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(capsys, "explain", "E999")[0] == 2
 
 
+def test_explain_knows_every_registered_code(capsys: pytest.CaptureFixture[str]) -> None:
+    from ccogen.diag.codes import RULES
+
+    for code, rule in RULES.items():
+        status, out, _ = run(capsys, "explain", code)
+        assert status == 0 and out.startswith(f"{code} ({rule.slug})"), code
+    status, _, err = run(capsys, "explain", "W999")
+    first = min(c for c in RULES if c.startswith("W"))
+    last = max(c for c in RULES if c.startswith("W"))
+    assert status == 2 and f"{first}–{last}" in err and max(RULES) in err
+
+
 def test_bench_is_a_real_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert "bench" in cli.COMMANDS
     code, _, err = run(capsys, "bench", str(GOOD), "--target", "nccl-lsa",
