@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -142,3 +143,41 @@ def test_python_dash_m_and_console_script() -> None:
     proc = subprocess.run([sys.executable, "-m", "ccogen", "explain", "W100"], capture_output=True,
                           text=True, check=False)
     assert proc.returncode == 0 and proc.stdout.startswith("W100")
+
+
+def _bullets(text: str) -> list[str]:
+    """The `- ...` items of a Markdown list, continuation lines joined."""
+    items: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("- "):
+            items.append(line)
+        elif line.startswith("  ") and items:
+            items[-1] += " " + line.strip()
+    return items
+
+
+def test_every_flag_of_every_command_is_in_the_cli_reference() -> None:
+    """docs/reference/cli.md names each command's flags in its section, or in a common
+    option that applies to it (one naming the command, or naming none)."""
+    import argparse
+
+    from ccogen.cli.main import _parser
+
+    doc = (ROOT / "docs" / "reference" / "cli.md").read_text(encoding="utf-8")
+    common = _bullets(doc[:doc.index("\n## `ccogen ")])
+    sub = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    missing = []
+    for name, parser in sub.choices.items():
+        start = doc.index(f"## `ccogen {name}`")
+        end = doc.find("\n## ", start + 1)
+        section = doc[start:end if end > 0 else None]
+        commands = [f"`{c}`" for c in sub.choices]
+        for action in parser._actions:
+            for flag in action.option_strings:
+                named = re.compile(rf"(?<![\w-]){re.escape(flag)}(?![\w-])")
+                if not flag.startswith("--") or flag == "--help" or named.search(section):
+                    continue
+                if not any(named.search(b) and (
+                        f"`{name}`" in b or not any(c in b for c in commands)) for b in common):
+                    missing.append(f"{name} {flag}")
+    assert not missing
