@@ -124,6 +124,11 @@ _RULES: tuple[Rule, ...] = tuple(
             "a run-time `expected=` of `wait_count` that may differ from the bytes counted",
         ),
         (
+            "E035",
+            "unproved-disjoint-writes",
+            "two writes with run-time bounds that the checker cannot prove disjoint",
+        ),
+        (
             "E040",
             "cft-misaligned",
             "CFT operand not 16-byte aligned, length not a multiple of 16,"
