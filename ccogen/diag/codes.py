@@ -124,7 +124,7 @@ _RULES: tuple[Rule, ...] = tuple(
             "a run-time `expected=` of `wait_count` that may differ from the bytes counted",
         ),
         (
-            "E035",
+            "E036",
             "unproved-disjoint-writes",
             "two writes with run-time bounds that the checker cannot prove disjoint",
         ),

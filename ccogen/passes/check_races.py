@@ -13,7 +13,7 @@ A `reduce` that loads a peer's bytes (`x@p`) reads them at its issue: an op of t
 peer that writes them unordered with the load is E031 (the peer may overwrite them
 while they are read).
 
-Emits E031 (data race between writes), E035 (two unordered writes whose run-time
+Emits E031 (data race between writes), E036 (two unordered writes whose run-time
 bounds the checker cannot prove disjoint: their footprints overlap, which is not a
 race found) and E032 (read before arrival).  The reads
 that a signal on the wrong queue announces are E024 (`check_signals`), and a source
@@ -47,7 +47,7 @@ class CheckRaces(Pass):
     """Writes are ordered (E031) and reads follow arrival (E032); see the module docstring."""
 
     name: ClassVar[str] = "check-races"
-    codes: ClassVar[tuple[str, ...]] = ("E031", "E032", "E035")
+    codes: ClassVar[tuple[str, ...]] = ("E031", "E032", "E036")
 
     def run(self, ctx: PassContext) -> None:
         a = analysis_of(ctx)
@@ -142,10 +142,10 @@ def _bounds(r: RegionInst) -> str:
 
 
 def _unproved(c: Conflict, x: OpInst, y: OpInst, out: Findings) -> None:
-    """E035: writes that may overlap for some contents, unordered: not a definite race."""
+    """E036: writes that may overlap for some contents, unordered: not a definite race."""
     where = c.overlap.rank
     rt = [a.region for a in (c.first, c.second) if _runtime_bounds(a.region)]
-    out.error("E035", "the checker could not prove these two writes disjoint", y.span,
+    out.error("E036", "the checker could not prove these two writes disjoint", y.span,
               f"{_what(y, where)} may write {region(c.overlap)}", rank=where,
               secondary=[(x.span, f"{_what(x, where)} may write them too")],
               notes=[f"with run-time bounds ({'; '.join(_bounds(r) for r in rt)}) the checker "

@@ -46,7 +46,7 @@ EFFECTS: dict[str, set[str]] = {
     # rows from the first warp): the wait can never be met
     "E034-runtime-total-mismatch": {"E026"},
     # the checker could not prove the writes disjoint; they are, for every drawn contents
-    "E035-unproved-disjoint-writes": set(),
+    "E036-unproved-disjoint-writes": set(),
 }
 
 
