@@ -2,7 +2,10 @@
 
 text -> AST -> IR (E001/E002) -> one instance per team size (E002–E005, E010) ->
 the checks of `ccogen.passes.PIPELINE` on every instance.  A finding that appears on
-several instances is reported once, with a note naming the instances.
+several instances is reported once, with a note naming the instances: one mistake is
+one finding even where its numbers differ per instance (`diag.merge.shape_key`: a
+region out of bounds names other bytes at every team size), and the ranks it was
+found on are said per instance where they differ.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ccogen.diag import Diagnostic, sort_key
-from ccogen.diag.merge import FindingSet, capped
+from ccogen.diag.merge import FindingSet, capped, is_ranks_note, shape_key
 from ccogen.errors import DiagnosticError
 from ccogen.ir.instance import Instance
 from ccogen.ir.nodes import Protocol
@@ -49,7 +52,8 @@ def check_protocol(protocol: Protocol, options: CheckOptions = CheckOptions()) -
 
     if (deep := depth_error(protocol)) is not None:  # built in Python, past the parser's limit
         return CheckResult(protocol, [], [deep])
-    found: FindingSet[str] = FindingSet()
+    found: FindingSet[str] = FindingSet(shape_key)
+    seen_in: dict[int, dict[str, _Seen]] = {}  # id of the kept diagnostic -> per instance
     instances: list[Instance] = []
     sizes = team_sizes(protocol, options.ranks, params=dict(options.params))
     for n in sizes:
@@ -60,9 +64,11 @@ def check_protocol(protocol: Protocol, options: CheckOptions = CheckOptions()) -
             diags = [*diags, *_checks(protocol, instance, options)]
         label = instance.label() if instance is not None else _label(n, options.params)
         for d in diags:
-            found.add(d, label)
-    merged = sorted((_with_instances(e.diagnostic, e.where, len(sizes)) for e in found),
-                    key=sort_key)
+            entry = found.add(d, label)
+            seen = seen_in.setdefault(id(entry.diagnostic), {}).setdefault(label, _Seen(n))
+            seen.add(d)
+    merged = sorted((_with_instances(e.diagnostic, seen_in[id(e.diagnostic)], len(sizes))
+                     for e in found), key=sort_key)
     return CheckResult(protocol, instances, capped(merged, options.limits.findings))
 
 
@@ -81,9 +87,36 @@ def _checks(protocol: Protocol, instance: Instance, options: CheckOptions) -> li
                            f"{raise_hint(exc.name, exc.needed)}")]
 
 
-def _with_instances(d: Diagnostic, labels: list[str], total: int) -> Diagnostic:
-    """Replace a single-instance note by one naming every instance the finding is in."""
-    notes = tuple(n for n in d.notes if not n.startswith("in the instance "))
+@dataclass
+class _Seen:
+    """What one instance contributed to a merged finding: its ranks notes and messages."""
+
+    nranks: int
+    ranks: list[str] = field(default_factory=list)
+    messages: set[str] = field(default_factory=set)
+
+    def add(self, d: Diagnostic) -> None:
+        self.messages.add(d.message)
+        for note in d.notes:
+            if is_ranks_note(note) and note not in self.ranks:
+                self.ranks.append(note)
+
+
+def _with_instances(d: Diagnostic, seen: dict[str, _Seen], total: int) -> Diagnostic:
+    """Replace a single-instance note by one naming every instance the finding is in, and
+    the ranks note by one per instance where the ranks differ between instances."""
+    labels = list(seen)
+    ranks = {label: " and ".join(s.ranks) for label, s in seen.items() if s.ranks}
+    notes = tuple(n for n in d.notes if not n.startswith("in the instance ")
+                  and not (is_ranks_note(n) and len(set(ranks.values())) > 1))
+    if len(set(ranks.values())) > 1:
+        notes = (*notes, "; ".join(f"{r} (nranks={seen[label].nranks})"
+                                   for label, r in ranks.items()))
+    if len(messages := set().union(*(s.messages for s in seen.values()))) > 1:
+        k = len(messages) - 1
+        notes = (*notes, f"the numbers shown are from the instance {labels[0]}; {k} other "
+                         f"message{'s' if k > 1 else ''} of this finding "
+                         f"differ{'' if k > 1 else 's'} only in its numbers")
     if total <= 1 and len(labels) <= 1:
         note = f"in the instance {labels[0]}"
     elif len(labels) == total:

@@ -4,8 +4,11 @@
 #   mori-sdma          Debian clang-22 + lld-22 (HIP device code for gfx942/gfx950) and the
 #                      headers of the amd-mori 1.2.4 wheel (mori/cco/cco.hpp)
 #   nccl-cft, nvshmem  the CUDA 13.5 compiler wheels (nvcc >= 13.3 is needed for real CFT
-#   at sm_100          code) in their own prefix, so the system nvcc is left alone; NCCL
-#                      and NVSHMEM headers come from the `toolchain` extra of pyproject.toml
+#   at sm_100          code) in their own prefix, so the system nvcc is left alone; and the
+#                      NCCL 2.32.3 / NVSHMEM 3.8.0 wheels (headers and libraries) in their
+#                      own prefixes too: `ccogen build` looks there before the environment's
+#                      packages, which torch pins lower (torch 2.14.1: NCCL 2.30.7, NVSHMEM
+#                      3.4.5; nccl-cft needs NCCL >= 2.31, counted writes NVSHMEM 3.8)
 #
 # Everything lands under $CCOGEN_TOOLCHAINS (default ~/.cache/ccogen/toolchains), where
 # ccogen.toolchains finds it.  Idempotent: a component already present is skipped, so a
@@ -23,6 +26,8 @@ ROOT="${CCOGEN_TOOLCHAINS:-$HOME/.cache/ccogen/toolchains}"
 MORI_VERSION=1.2.4
 CUDA_VERSION=13.5.37
 CCCL_VERSION=13.3.5.0.6
+NCCL_VERSION=2.32.3      # ccogen/toolchains/locate.py ENGINE_WHEELS names these directories
+NVSHMEM_VERSION=3.8.0
 MORI_DIR="$ROOT/mori-$MORI_VERSION"
 CUDA_DIR="$ROOT/cuda-$CUDA_VERSION"
 PYTHON="${PYTHON:-python3}"
@@ -88,5 +93,21 @@ else
     "nvidia-cuda-cccl==$CCCL_VERSION"
   touch "$CUDA_DIR/.complete"
 fi
+
+# --- NCCL / NVSHMEM wheels for `ccogen build` (apart from the environment's packages) -------
+engine_wheel() {  # engine_wheel DIR-NAME PACKAGE==VERSION HEADER
+  local dir="$ROOT/$1"
+  if [ -f "$dir/.complete" ] && [ -f "$dir/$3" ]; then
+    echo "install-toolchains: $2 present"
+  else
+    echo "install-toolchains: installing $2 into $dir"
+    rm -rf "$dir"
+    retry "$PYTHON" -m pip install -q --no-deps --target "$dir" "$2"
+    touch "$dir/.complete"
+  fi
+}
+engine_wheel "nccl-$NCCL_VERSION" "nvidia-nccl-cu13==$NCCL_VERSION" nvidia/nccl/include/nccl.h
+engine_wheel "nvshmem-$NVSHMEM_VERSION" "nvidia-nvshmem-cu13==$NVSHMEM_VERSION" \
+  nvidia/nvshmem/include/non_abi/nvshmem_version.h
 
 echo "install-toolchains: done in $(( $(date +%s) - start )) s ($ROOT)"

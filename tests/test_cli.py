@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +26,28 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 def test_lint_clean_protocol_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "lint", str(GOOD))
     assert code == 0
-    assert "error" not in out
+    assert "error[" not in out
+    # success says so: one summary line naming what was checked
+    assert out == f"{GOOD}: 0 errors, 0 warnings (4 instances checked: nranks=2, 3, 4, 8)\n"
+
+
+def test_lint_summarises_every_file_and_the_total(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "lint", str(GOOD), str(BAD), "--ranks", "2")
+    assert code == 1
+    assert out.splitlines()[-3:] == [
+        f"{GOOD}: 0 errors, 0 warnings (1 instance checked: nranks=2)",
+        f"{BAD}: 6 errors, 0 warnings (not instantiated: the text has errors)",
+        "2 files: 6 errors, 0 warnings"]
+
+
+@pytest.mark.parametrize("fmt", ["concise", "json", "sarif", "github"])
+def test_machine_formats_print_no_summary(capsys: pytest.CaptureFixture[str], fmt: str) -> None:
+    code, out, _ = run(capsys, "lint", str(GOOD), "--ranks", "2", "--format", fmt)
+    assert code == 0 and "instances checked" not in out and "0 errors" not in out
+    if fmt in ("json", "sarif"):
+        json.loads(out)
+    else:
+        assert out == ""
 
 
 @pytest.mark.parametrize("fmt", ["full", "concise", "json", "sarif", "github"])
@@ -45,7 +67,8 @@ def test_every_format_reports_the_same_findings(capsys: pytest.CaptureFixture[st
     elif fmt == "github":
         assert out.count("::error title=ccogen (E002)") == 6
     else:
-        assert out.count("error[E002]") == 6 and out.rstrip().endswith("6 errors, 0 warnings")
+        assert out.count("error[E002]") == 6
+        assert out.rstrip().endswith("6 errors, 0 warnings (not instantiated: the text has errors)")
 
 
 def test_strict_fails_on_warnings(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -85,6 +108,18 @@ def test_explain_prints_the_rule(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(capsys, "explain", "E999")[0] == 2
 
 
+def test_explain_knows_every_registered_code(capsys: pytest.CaptureFixture[str]) -> None:
+    from ccogen.diag.codes import RULES
+
+    for code, rule in RULES.items():
+        status, out, _ = run(capsys, "explain", code)
+        assert status == 0 and out.startswith(f"{code} ({rule.slug})"), code
+    status, _, err = run(capsys, "explain", "W999")
+    first = min(c for c in RULES if c.startswith("W"))
+    last = max(c for c in RULES if c.startswith("W"))
+    assert status == 2 and f"{first}–{last}" in err and max(RULES) in err
+
+
 def test_bench_is_a_real_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert "bench" in cli.COMMANDS
     code, _, err = run(capsys, "bench", str(GOOD), "--target", "nccl-lsa",
@@ -108,3 +143,41 @@ def test_python_dash_m_and_console_script() -> None:
     proc = subprocess.run([sys.executable, "-m", "ccogen", "explain", "W100"], capture_output=True,
                           text=True, check=False)
     assert proc.returncode == 0 and proc.stdout.startswith("W100")
+
+
+def _bullets(text: str) -> list[str]:
+    """The `- ...` items of a Markdown list, continuation lines joined."""
+    items: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("- "):
+            items.append(line)
+        elif line.startswith("  ") and items:
+            items[-1] += " " + line.strip()
+    return items
+
+
+def test_every_flag_of_every_command_is_in_the_cli_reference() -> None:
+    """docs/reference/cli.md names each command's flags in its section, or in a common
+    option that applies to it (one naming the command, or naming none)."""
+    import argparse
+
+    from ccogen.cli.main import _parser
+
+    doc = (ROOT / "docs" / "reference" / "cli.md").read_text(encoding="utf-8")
+    common = _bullets(doc[:doc.index("\n## `ccogen ")])
+    sub = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    missing = []
+    for name, parser in sub.choices.items():
+        start = doc.index(f"## `ccogen {name}`")
+        end = doc.find("\n## ", start + 1)
+        section = doc[start:end if end > 0 else None]
+        commands = [f"`{c}`" for c in sub.choices]
+        for action in parser._actions:
+            for flag in action.option_strings:
+                named = re.compile(rf"(?<![\w-]){re.escape(flag)}(?![\w-])")
+                if not flag.startswith("--") or flag == "--help" or named.search(section):
+                    continue
+                if not any(named.search(b) and (
+                        f"`{name}`" in b or not any(c in b for c in commands)) for b in common):
+                    missing.append(f"{name} {flag}")
+    assert not missing

@@ -45,3 +45,21 @@ def test_library_postconditions_are_proved(path: Path) -> None:
 
 def test_the_library_is_not_empty() -> None:
     assert len(PROTOCOLS) >= 10
+
+
+def test_the_readme_table_lists_every_protocol_with_its_launch_order() -> None:
+    """protocols/README.md: one row per file, and its *launches* column is what the file
+    declares (`host_sync`) or not (`back to back`)."""
+    from ccogen.ir.nodes import LaunchOrder
+    from ccogen.syntax import parse_ir
+
+    rows: dict[str, str] = {}
+    for line in (ROOT / "protocols" / "README.md").read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells and cells[0].startswith("`") and cells[0].endswith(".cco`"):
+            rows[cells[0].strip("`")] = cells[-1]
+    assert sorted(rows) == [p.name for p in PROTOCOLS]
+    for path in PROTOCOLS:
+        protocol = parse_ir(path.read_text(encoding="utf-8"), path.name)
+        declared = protocol.between_launches is LaunchOrder.HOST_SYNC
+        assert rows[path.name] == ("`host_sync`" if declared else "back to back"), path.name

@@ -5,6 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
+from ccogen import cli
 from ccogen.driver import check_text
 from ccogen.sim import simulate
 from ccogen.syntax.format import format_text
@@ -23,6 +26,17 @@ def test_quick_start_protocol_is_clean_and_canonical() -> None:
     result = check_text(text, "hello.cco")
     assert not result.diagnostics and result.instances
     assert format_text(text, "hello.cco") == text
+
+
+def test_the_clean_lint_line_is_what_lint_prints(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    said = re.search(r"# clean: (hello\.cco: .*)", README.read_text())
+    assert said, "the README lost the line a clean `ccogen lint` prints"
+    (tmp_path / "hello.cco").write_text(_hello())
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["lint", "hello.cco"]) == 0
+    assert capsys.readouterr().out == said.group(1) + "\n"
 
 
 def test_quick_start_protocol_simulates() -> None:

@@ -19,5 +19,14 @@ def command(args: argparse.Namespace) -> int:
     try:
         print(explain_text(args.code))
     except KeyError:
-        raise UsageError(f"unknown rule `{args.code}`; codes are E001–E042 and W100–W107") from None
+        raise UsageError(f"unknown rule `{args.code}`; codes are {known_codes()}") from None
     return EXIT_OK
+
+
+def known_codes() -> str:
+    """`E001–E042 and W100–W108`: the registry's ranges, from the registry."""
+    from ccogen.diag.codes import RULES
+
+    errors = sorted(c for c in RULES if c.startswith("E"))
+    warnings = sorted(c for c in RULES if c.startswith("W"))
+    return f"{errors[0]}–{errors[-1]} and {warnings[0]}–{warnings[-1]} (`docs/reference/rules.md`)"

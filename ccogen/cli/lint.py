@@ -1,10 +1,17 @@
 """`ccogen lint FILE... [--ranks N] [--param K=V] [--target T] [--format F] [--strict]`:
 every check on every instance; exit 1 when an error is found (or a warning, with
-`--strict`)."""
+`--strict`).
+
+With `--format full` (the default) the findings end with one summary line per file,
+`alltoall.cco: 0 errors, 0 warnings (4 instances checked: nranks=2, 3, 4, 8)`, also when
+there is nothing to report, and a total line for several files.  The other formats
+print the findings only (nothing when there are none): `concise` stays one line per
+finding, `json`, `sarif` and `github` stay machine-readable."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from typing import Any
 
 from ccogen.cli.common import (
@@ -22,6 +29,7 @@ from ccogen.cli.common import (
     write_out,
 )
 from ccogen.diag import Diagnostic
+from ccogen.ir.instance import Instance
 
 
 def add_parser(sub: Any) -> None:
@@ -44,15 +52,45 @@ def command(args: argparse.Namespace) -> int:
     target_name = target(args.target)
     bounds = limits(args)
     diagnostics: list[Diagnostic] = []
+    summaries: list[str] = []
     for path in args.files:
         try:
             protocol = parse_ir(read(path), path)
         except DiagnosticError as exc:
             diagnostics.extend(exc.diagnostics)
+            summaries.append(file_summary(path, exc.diagnostics, None))
             continue
         options = CheckOptions(ranks=team_sizes, params=params(args.param, protocol),
                                target=target_name, limits=bounds)
-        diagnostics.extend(check_protocol(protocol, options).diagnostics)
-    write_out(render(diagnostics, args.format, color=color(args)))
+        result = check_protocol(protocol, options)
+        diagnostics.extend(result.diagnostics)
+        summaries.append(file_summary(path, result.diagnostics, result.instances))
+    if args.format == "full":
+        from ccogen.diag import render_full
+
+        if len(summaries) > 1:
+            summaries.append(f"{len(summaries)} files: {render_full.summary(diagnostics)}")
+        findings = render_full.render(diagnostics, color=color(args), with_summary=False)
+        write_out(findings + ("\n" if findings else "") + "\n".join(summaries))
+    else:
+        write_out(render(diagnostics, args.format, color=color(args)))
     failing = any(d.is_error for d in diagnostics) or (args.strict and diagnostics)
     return EXIT_FINDINGS if failing else EXIT_OK
+
+
+def file_summary(path: str, diagnostics: Sequence[Diagnostic],
+                 instances: list[Instance] | None) -> str:
+    """`path: N errors, M warnings (K instances checked: nranks=2, 3)`; `instances` None
+    when the file did not parse."""
+    from ccogen.diag.render_full import summary
+
+    mine = [d for d in diagnostics if d.span is None or d.span.path == path]
+    if instances is None:
+        what = "not instantiated: the text has errors"
+    elif not instances:
+        what = "no instance checked"
+    else:
+        n = len(instances)
+        sizes = ", ".join(str(i.nranks) for i in instances)
+        what = f"{n} instance{'s' if n > 1 else ''} checked: nranks={sizes}"
+    return f"{path}: {summary(mine)} ({what})"

@@ -3,9 +3,12 @@
 
 Prints the failures with the same renderers as `ccogen lint` (`--format`), then one
 summary line: how many schedules of how many launches on which team sizes, and
-whether all passed (`SimReport.summary`).  Exit
-status: 0 when every schedule of every instance passed, 1 otherwise, 2 for usage
-errors.
+whether all passed (`SimReport.summary`).  Exit status: 0 when every schedule of every
+instance passed, 1 when one failed (or an instance could not be built), 4 when nothing
+failed but an `--exhaustive` exploration ran out of its budget (`--time-limit`,
+`--max-schedules`) before one schedule of some instance completed: not a pass, not a
+finding (the summary, on standard error with `--format json|sarif|github`, says so and
+how far each instance got), 2 for usage errors.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from ccogen.cli.common import (
 from ccogen.sim import DEFAULT_EPOCHS, DEFAULT_SEEDS
 
 EXIT_FAILED = EXIT_FINDINGS
+EXIT_UNFINISHED = 4  # nothing failed, but the exploration's budget ran out before a verdict
 MAX_SEEDS = 1_000_000  # about an hour of schedules of a small protocol
 MAX_EPOCHS = 1_000  # launches in one schedule
 
@@ -107,5 +111,9 @@ def command(args: argparse.Namespace) -> int:
         print(report.summary())
         if report.trace:
             print(f"trace of {report.trace_label} written to {report.trace}")
-    return EXIT_OK if report.passed else EXIT_FAILED
+    elif report.inconclusive:
+        print(f"ccogen simulate: {report.unfinished_note()}", file=sys.stderr)
+    if report.passed:
+        return EXIT_OK
+    return EXIT_UNFINISHED if report.inconclusive else EXIT_FAILED
 

@@ -129,6 +129,11 @@ _RULES: tuple[Rule, ...] = tuple(
             "a static `wait_count` on a counter that receives a run-time number of bytes",
         ),
         (
+            "E036",
+            "unproved-disjoint-writes",
+            "two writes with run-time bounds that the checker cannot prove disjoint",
+        ),
+        (
             "E040",
             "cft-misaligned",
             "CFT operand not 16-byte aligned, length not a multiple of 16,"

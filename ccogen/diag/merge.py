@@ -7,12 +7,19 @@ them in a `FindingSet`: the first diagnostic of each key, and the places (`where
 a rank, an instance label, a schedule) in the order first seen, each once.  Adding is
 O(1) (dicts, no list scans), so merging n findings costs O(n).
 
+One mistake can also read differently from place to place: a region out of bounds
+names its bytes, which depend on the rank, the iteration and the team size.
+`shape_key` keys a finding by its code, its place and its message with the numbers
+taken out, so that those merge too (the diagnostic kept is the first one seen, whose
+notes say which rank and instance its numbers are from).
+
 `capped` keeps at most `limit` findings of each code and says how many it left out;
 `ranks_note` is the one wording of "on ranks ...".
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Generic, TypeVar
@@ -27,6 +34,25 @@ def span_key(d: Diagnostic) -> tuple[object, ...]:
     """Code, message and primary span: the same finding at the same place."""
     span = d.span
     return (d.code, d.message, span and (span.path, span.start, span.end))
+
+
+_NUMBER = re.compile(r"(?<!\w)-?\d[\d_.]*")  # not the 16 of `bf16` nor the 1 of `x_1`
+
+
+def message_shape(message: str) -> str:
+    """The message with its numbers replaced by `#`: `region `x[#:#]` is outside ...`."""
+    return _NUMBER.sub("#", message)
+
+
+def shape_key(d: Diagnostic) -> tuple[object, ...]:
+    """Code, primary span and message shape: one mistake, whatever its numbers."""
+    span = d.span
+    return (d.code, message_shape(d.message), span and (span.path, span.start, span.end))
+
+
+def is_ranks_note(note: str) -> bool:
+    """A note of `ranks_note`."""
+    return note.startswith(("on rank ", "on ranks ", "on every rank"))
 
 
 @dataclass
@@ -101,4 +127,5 @@ def capped(diagnostics: Sequence[Diagnostic], limit: int | None) -> list[Diagnos
     return out
 
 
-__all__ = ["RANKS_SHOWN", "Entry", "FindingSet", "capped", "ranks_note", "span_key"]
+__all__ = ["RANKS_SHOWN", "Entry", "FindingSet", "capped", "is_ranks_note", "message_shape",
+           "ranks_note", "shape_key", "span_key"]

@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from ccogen.diag import Diagnostic, error
-from ccogen.diag.merge import FindingSet, ranks_note
+from ccogen.diag.merge import FindingSet, ranks_note, shape_key
 from ccogen.ir.evaluate import Env, EvalError
 from ccogen.limits import DEFAULT as DEFAULT_LIMITS
 from ccogen.limits import Limits
@@ -22,9 +22,11 @@ class FindingsFull(Exception):
 
 
 class Findings:
-    """Collects diagnostics, merging identical ones from several ranks or iterations
-    (`FindingSet`); at one place at most `SIMILAR_SHOWN` messages of one code.  Also
-    carries the instantiation's `limits`.
+    """Collects diagnostics, merging those of one mistake from several ranks or iterations
+    (`FindingSet` by `shape_key`: the same code, place and message but for its numbers;
+    the first is kept, with a count of the others); at one place at most
+    `SIMILAR_SHOWN` different messages of one code.  Also carries the instantiation's
+    `limits`.
 
     With `stop`, the `findings` limit holds while the findings are made, not after: the
     add of one more distinct error of a rule that already has `limits.findings` raises
@@ -39,14 +41,16 @@ class Findings:
         self.limits = limits
         self.stop = stop
         self.stopped: str | None = None  # the rule whose limit stopped the instantiation
-        self._set: FindingSet[int] = FindingSet(lambda d: (d.code, d.span, d.message))
+        self._set: FindingSet[int] = FindingSet(shape_key)
+        self._variants: dict[int, set[str]] = {}  # id of the kept -> the messages merged
         self._sites: dict[tuple[str, Span], list[Diagnostic]] = {}
         self._hidden: dict[int, set[str]] = {}  # id of the last shown -> messages hidden
         self._made: dict[str, int] = {}  # distinct findings per rule, hidden ones too
         self._last: dict[str, Diagnostic] = {}  # the last shown finding of each rule
 
     def add(self, d: Diagnostic, rank: int | None = None) -> None:
-        if self._set.get(d) is None:
+        kept = self._set.get(d)
+        if kept is None:
             if d.span is not None:
                 shown = self._sites.setdefault((d.code, d.span), [])
                 if len(shown) >= SIMILAR_SHOWN:
@@ -60,7 +64,13 @@ class Findings:
             else:
                 self._count(d)
             self._last[d.code] = d
-        self._set.add(d, rank)
+        elif d.message not in self._variants.get(id(kept.diagnostic), ()):
+            # a variant merged into a shown finding still counts towards the limit: a
+            # loop of 10**6 iterations, each with its own numbers, stops at the limit
+            self._last[d.code] = kept.diagnostic
+            self._count(d)
+        entry = self._set.add(d, rank)
+        self._variants.setdefault(id(entry.diagnostic), {entry.diagnostic.message}).add(d.message)
 
     def _count(self, d: Diagnostic) -> None:
         made = self._made[d.code] = self._made.get(d.code, 0) + 1
@@ -76,6 +86,10 @@ class Findings:
             notes = list(d.notes)
             if entry.places:
                 notes.append(ranks_note(sorted(entry.places), self.nranks))
+            if (others := len(self._variants.get(id(d), ())) - 1) > 0:
+                notes.append(f"{others} more finding{'s' if others > 1 else ''} here "
+                             f"differ{'' if others > 1 else 's'} only in the numbers (other "
+                             "ranks or iterations)")
             if hidden := self._hidden.get(id(d)):
                 n = len(hidden)
                 notes.append(f"{n} more finding{'s' if n > 1 else ''} of this kind here, not shown")

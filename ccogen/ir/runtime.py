@@ -7,6 +7,10 @@ as a product of two run-time values) together with its interval `[lo, hi]`
 (`None`: unbounded on that side).  Arithmetic with ints and other `Rt`s builds new
 forms; intervals follow (interval arithmetic, exact for sums of distinct atoms).
 
+Texts (`Rt.text()`, `Atom.text`) are Python expressions with the fewest parentheses
+that keep their meaning (`2048 * (x % 2)`, not `2048 * x % 2`): each atom knows the
+precedence of its text (`Atom.prec`, the levels of `syntax.printer`).
+
 Two forms with the same atoms and coefficients are the same value whatever the
 contents: that is how the checker proves that `dst` and `src` of a put have equal
 run-time lengths, or that a run-time `expected` equals the bytes counted.
@@ -26,6 +30,10 @@ from ccogen.source import Span
 
 Bound = int | None
 
+# the precedence levels of `syntax.printer`: a comparison, `+`/`-`, `*`/`//`/`%`, unary
+# minus, an atom (a name, an element, a call)
+CMP, ADD, MUL, UNARY, ATOM = 5, 6, 7, 8, 10
+
 
 @dataclass(frozen=True, slots=True)
 class Atom:
@@ -43,6 +51,7 @@ class Atom:
     # ("min" | "max", forms), over `Rt` forms `a`, `b` and numbers `x`, `k`
     read: tuple[str, int, int] | None = field(default=None, compare=False)
     tree: tuple[object, ...] | None = field(default=None, compare=False)
+    prec: int = field(default=ATOM, compare=False)  # of `text`: CMP, ADD, MUL or ATOM
 
     @property
     def cell(self) -> tuple[str, int, int] | None:
@@ -59,14 +68,19 @@ def cell_atom(window: str, rank: int, index: int, lo: Bound, hi: Bound,
 
 
 def _opaque(lo: Bound, hi: Bound, text: str, deps: Iterable[Atom],
-            tree: tuple[object, ...] | None = None) -> Rt:
+            tree: tuple[object, ...] | None = None, prec: int = ATOM) -> Rt:
     """An unknown made of others (a product, a comparison, `min`...): named by its text,
     so that the same expression of the same elements is the same unknown; `tree` says
-    how it is computed (`Atom.tree`)."""
-    atom = Atom(("op", text), lo, hi, text, tree=tree)
+    how it is computed (`Atom.tree`), `prec` the precedence of the text."""
+    atom = Atom(("op", text), lo, hi, text, tree=tree, prec=prec)
     out = Rt.__new__(Rt)
     out.terms, out.const, out.lo, out.hi, out._text = {atom: 1}, 0, lo, hi, None
     return out
+
+
+def _wrap(text: str, prec: int, need: int) -> str:
+    """`text` in parentheses when its precedence is below what its place needs."""
+    return f"({text})" if prec < need else text
 
 
 def _mul_bound(a: Bound, b: Bound) -> Bound:
@@ -115,18 +129,37 @@ class Rt:
         return self._text
 
     def _print(self) -> str:
+        if self.const == 0 and len(self.terms) == 1:
+            (atom, k), = self.terms.items()
+            if k == 1:
+                return atom.text
         parts = []
         for atom, k in sorted(self.terms.items(), key=lambda t: t[0].text):
-            parts.append(atom.text if k == 1 else f"{k} * {atom.text}")
+            parts.append(_wrap(atom.text, atom.prec, ADD + 1) if k == 1
+                         else f"{k} * {_wrap(atom.text, atom.prec, UNARY)}")
         if self.const or not parts:
             parts.append(str(self.const))
         return " + ".join(parts).replace("+ -", "- ")
 
+    @property
+    def prec(self) -> int:
+        """The precedence of `text()`."""
+        if not self.terms:
+            return UNARY if self.const < 0 else ATOM
+        if len(self.terms) > 1 or self.const:
+            return ADD
+        (atom, k), = self.terms.items()
+        return atom.prec if k == 1 else MUL
+
+    def wrapped(self, need: int) -> str:
+        """`text()`, in parentheses where an operand of precedence `need` must be."""
+        return _wrap(self.text(), self.prec, need)
+
     # ------------------------------------------------------------------ arithmetic
     def __add__(self, other: object) -> Rt:
         if isinstance(other, float):
-            return _opaque(None, None, f"{self.text()} + {other!r}", self.terms,
-                           ("addf", self, other))
+            return _opaque(None, None, f"{self.wrapped(ADD)} + {other!r}", self.terms,
+                           ("addf", self, other), ADD)
         if not isinstance(other, int | Rt):
             return NotImplemented
         o = lift(other)
@@ -155,8 +188,8 @@ class Rt:
 
     def __mul__(self, other: object) -> Rt:
         if isinstance(other, float):
-            return _opaque(None, None, f"({self.text()}) * {other!r}", self.terms,
-                           ("mulf", self, other))
+            return _opaque(None, None, f"{self.wrapped(MUL)} * {other!r}", self.terms,
+                           ("mulf", self, other), MUL)
         if isinstance(other, bool | int):
             k = int(other)
             return Rt({a: c * k for a, c in self.terms.items()}, self.const * k)
@@ -170,8 +203,8 @@ class Rt:
         known = [c for c in corners if c is not None]
         lo = min(known) if len(known) == 4 else None
         hi = max(known) if len(known) == 4 else None
-        return _opaque(lo, hi, f"({self.text()}) * ({other.text()})",
-                       [*self.terms, *other.terms], ("mul", self, other))
+        return _opaque(lo, hi, f"{self.wrapped(MUL)} * {other.wrapped(UNARY)}",
+                       [*self.terms, *other.terms], ("mul", self, other), MUL)
 
     __rmul__ = __mul__
 
@@ -179,8 +212,8 @@ class Rt:
         if isinstance(other, int) and other > 0:
             lo = None if self.lo is None else self.lo // other
             hi = None if self.hi is None else self.hi // other
-            return _opaque(lo, hi, f"({self.text()}) // {other}", self.terms,
-                           ("div", self, other))
+            return _opaque(lo, hi, f"{self.wrapped(MUL)} // {other}", self.terms,
+                           ("div", self, other), MUL)
         raise EvalError("a run-time value divided by a run-time or non-positive number",
                         None, code="E004", help="divide by a positive static number")
 
@@ -188,8 +221,8 @@ class Rt:
         if isinstance(other, int) and other > 0:
             if self.lo is not None and self.hi is not None and self.lo >= 0 and self.hi < other:
                 return self
-            return _opaque(0, other - 1, f"({self.text()}) % {other}", self.terms,
-                           ("mod", self, other))
+            return _opaque(0, other - 1, f"{self.wrapped(MUL)} % {other}", self.terms,
+                           ("mod", self, other), MUL)
         raise EvalError("a run-time value modulo a run-time or non-positive number",
                         None, code="E004", help="take the modulo of a positive static number")
 
@@ -235,8 +268,8 @@ class Rt:
                 decided = op == "!="
         if decided is not None:
             return decided
-        return _opaque(0, 1, f"{self.text()} {op} {lift(other).text()}",
-                       [*self.terms, *lift(other).terms], ("cmp", op, self, lift(other)))
+        return _opaque(0, 1, f"{self.wrapped(ADD)} {op} {lift(other).wrapped(ADD)}",
+                       [*self.terms, *lift(other).terms], ("cmp", op, self, lift(other)), CMP)
 
     def __lt__(self, other: object) -> bool | Rt:  # type: ignore[override]
         return self._cmp(other, "<")
@@ -277,7 +310,8 @@ class Rt:
 def _decide_atom(op: str, atom: Atom, value: int) -> bool | Rt:
     """`atom op value`, one answer per question: a MoE instance compares each routing
     entry with every rank once per warp, clearing copy and weight (~10^6 times)."""
-    return _decide(op, atom.lo, atom.hi, value, atom, f"{atom.text} {op} {value}")
+    return _decide(op, atom.lo, atom.hi, value, atom,
+                   f"{_wrap(atom.text, atom.prec, ADD)} {op} {value}")
 
 
 def _decide(op: str, lo: Bound, hi: Bound, value: int, atom: Atom, text: str) -> bool | Rt:
@@ -299,7 +333,7 @@ def _decide(op: str, lo: Bound, hi: Bound, value: int, atom: Atom, text: str) ->
         decided = op == "=="
     if decided is not None:
         return decided
-    return _opaque(0, 1, text, (atom,), ("cmp", op, Rt({atom: 1}, 0), lift(value)))
+    return _opaque(0, 1, text, (atom,), ("cmp", op, Rt({atom: 1}, 0), lift(value)), CMP)
 
 
 def lift(v: int | Rt) -> Rt:

@@ -44,7 +44,7 @@ class CheckCapabilities(Pass):
     more threads than a block can have (never clamped: the warps past it would not
     run, and whatever waits for them would hang).  E042 for a feature the target lacks
     (`team world`, counted writes, `get`, a `reduce` reading a peer's window,
-    `signal`), naming the targets that have it and the alternative.
+    `signal`, local buffers, `reset_count`), naming the targets that have it and the alternative.
     """
 
     name: ClassVar[str] = "check-capabilities"
@@ -123,6 +123,13 @@ def _features(instance: Instance, caps: Capabilities, findings: Findings) -> Non
     credits = [op for op in ops if op.kind is OpKind.SIGNAL]
     if credits and not caps.supports(Feature.CREDITS).available:
         _unsupported(caps, Feature.CREDITS, "`signal`", None, credits, findings)
+    resets = [op for op in ops if op.kind is OpKind.RESET_COUNT]
+    if resets and not caps.supports(Feature.COUNTER_RESET).available:
+        _unsupported(caps, Feature.COUNTER_RESET, "`reset_count`", None, resets, findings)
+    buffers = instance.protocol.buffers
+    if buffers and not caps.supports(Feature.LOCAL_BUFFERS).available:
+        _unsupported(caps, Feature.LOCAL_BUFFERS, f"local buffers (`buffer {buffers[0].name}`)",
+                     buffers[0].span, [], findings)
 
 
 def _unsupported(caps: Capabilities, feature: Feature, what: str, span: Span | None,
@@ -158,6 +165,12 @@ def _alternative(feature: Feature) -> str:
                 '`get(p, dst=stage, src=x, signal="local")`, `wait_signal(me, ...)`, then '
                 '`reduce(dst=..., srcs=[..., stage])` (or have the peer `put` it into a '
                 'landing window and signal)')
+    if feature is Feature.COUNTER_RESET:
+        return ("; or drop `reset_count`: expected values already advance from epoch to "
+                "epoch")
+    if feature is Feature.LOCAL_BUFFERS:
+        return ("; or declare it a `window` (the caller copies its tensor in before the "
+                "launch)")
     if feature is Feature.CREDITS:
         return ('; or send the credit with data: a signalled put of a small region on the '
                 'same queue (`put(p, dst=credit[me : me + 1], src=..., queue=Q, '

@@ -13,7 +13,9 @@ A `reduce` that loads a peer's bytes (`x@p`) reads them at its issue: an op of t
 peer that writes them unordered with the load is E031 (the peer may overwrite them
 while they are read).
 
-Emits E031 (data race between writes) and E032 (read before arrival).  The reads
+Emits E031 (data race between writes), E036 (two unordered writes whose run-time
+bounds the checker cannot prove disjoint: their footprints overlap, which is not a
+race found) and E032 (read before arrival).  The reads
 that a signal on the wrong queue announces are E024 (`check_signals`), and a source
 overwritten before its op completed is E025 (`check_completion`).
 """
@@ -25,8 +27,9 @@ from typing import ClassVar
 
 from ccogen.analysis import Analysis, ConflictKind, analysis_of
 from ccogen.analysis.races import Access, Conflict
-from ccogen.ir.instance import OpInst
+from ccogen.ir.instance import OpInst, RegionInst
 from ccogen.ir.opkind import OpKind
+from ccogen.ir.runtime import Rt, lift
 from ccogen.passes._report import (
     Findings,
     access_span,
@@ -44,7 +47,7 @@ class CheckRaces(Pass):
     """Writes are ordered (E031) and reads follow arrival (E032); see the module docstring."""
 
     name: ClassVar[str] = "check-races"
-    codes: ClassVar[tuple[str, ...]] = ("E031", "E032")
+    codes: ClassVar[tuple[str, ...]] = ("E031", "E032", "E036")
 
     def run(self, ctx: PassContext) -> None:
         a = analysis_of(ctx)
@@ -53,7 +56,7 @@ class CheckRaces(Pass):
             _race(c, out)
         for c in a.conflicts_of(ConflictKind.READ_BEFORE_ARRIVAL):
             if not (_miscounted(a, c) or _uncounted(a, c)):
-                _early_read(c, out)
+                _early_read(a, c, out)
         for c in a.conflicts_of(ConflictKind.REMOTE_READ):
             _remote_overwrite(c, out)
         out.flush()
@@ -90,6 +93,11 @@ def _race(c: Conflict, out: Findings) -> None:
     if x is None or y is None:
         _caller_race(c, out)
         return
+    if _runtime_bounds(c.first.region) or _runtime_bounds(c.second.region):
+        if c.first.launch == c.second.launch and _disjoint(c.first.region, c.second.region):
+            return  # one ends where the other may start, for every contents (prefix sums)
+        _unproved(c, x, y, out)
+        return
     where = c.overlap.rank
     if x.span == y.span and x.kind is y.kind:
         label = (f"the {name(y)}s of ranks {min(x.rank, y.rank)} and {max(x.rank, y.rank)} "
@@ -101,6 +109,56 @@ def _race(c: Conflict, out: Findings) -> None:
               secondary=[(x.span, f"{_what(x, where)} also writes {region(c.overlap)}")],
               notes=[_missing_order(x, y), *launches_note(c.first, c.second)],
               help=_race_help(x, y))
+
+
+def _runtime_bounds(r: RegionInst) -> bool:
+    """Bounds only known on the device: the region is then its footprint, every byte the
+    op may touch over the range `require` allows."""
+    return r.runtime is not None and any(isinstance(b, Rt) for b in r.runtime)
+
+
+def _exact(r: RegionInst) -> tuple[int | Rt, int | Rt]:
+    if r.runtime is None:
+        return r.start, r.stop
+    start, stop = r.runtime
+    assert isinstance(start, int | Rt) and isinstance(stop, int | Rt)
+    return start, stop
+
+
+def _disjoint(a: RegionInst, b: RegionInst) -> bool:
+    """`a` ends before `b` starts, or the reverse, whatever the contents: the difference
+    of the two bounds, a linear form over the initial elements, is never negative (a
+    packed layout: rank r's offset is the sum of the counts below r, which is at least
+    where rank r-1's region ends).  The forms of one launch name the same contents."""
+    (a0, a1), (b0, b1) = _exact(a), _exact(b)
+    gaps = (lift(b0) - lift(a1), lift(a0) - lift(b1))
+    return any(gap.lo is not None and gap.lo >= 0 for gap in gaps)
+
+
+def _bounds(r: RegionInst) -> str:
+    assert r.runtime is not None
+    start, stop = (b.text() if isinstance(b, Rt) else str(b) for b in r.runtime)
+    return f"`{r.window}@{r.rank}[{start} : {stop}]` (bytes)"
+
+
+def _unproved(c: Conflict, x: OpInst, y: OpInst, out: Findings) -> None:
+    """E036: writes that may overlap for some contents, unordered: not a definite race."""
+    where = c.overlap.rank
+    rt = [a.region for a in (c.first, c.second) if _runtime_bounds(a.region)]
+    out.error("E036", "the checker could not prove these two writes disjoint", y.span,
+              f"{_what(y, where)} may write {region(c.overlap)}", rank=where,
+              secondary=[(x.span, f"{_what(x, where)} may write them too")],
+              notes=[f"with run-time bounds ({'; '.join(_bounds(r) for r in rt)}) the checker "
+                     f"knows only the bytes each write may touch over what `require` allows, "
+                     f"and those overlap in {region(c.overlap)}; nothing orders the two writes",
+                     "this is not a race found: for the contents `require` allows the writes "
+                     "may be disjoint, but the checker cannot show it (it proves one bound at "
+                     "or past the other as a sum of elements, such as a prefix sum of counts; "
+                     "a product, or a relation between elements that `require` does not give "
+                     "as bounds, is beyond it)", *launches_note(c.first, c.second)],
+              help="give each writer a region of its own at a static offset (`out[src * cap "
+                   ": src * cap + n]`, as protocols/moe_dispatch.cco does), or order the "
+                   "writers (a signal and a `wait_signal` between them)")
 
 
 def _caller_race(c: Conflict, out: Findings) -> None:
@@ -160,7 +218,7 @@ def _miscounted(a: Analysis, c: Conflict) -> bool:
     return any(a.matching.counts_groups(w) for w in waits)
 
 
-def _early_read(c: Conflict, out: Findings) -> None:
+def _early_read(a: Analysis, c: Conflict, out: Findings) -> None:
     reader, writer = c.first, c.second
     put = writer.op
     if put is None:  # the caller writes an input between launches while a transfer reads it
@@ -179,10 +237,15 @@ def _early_read(c: Conflict, out: Findings) -> None:
                      "still in flight then is not ordered by the end of the kernel", *notes]
     else:
         label = f"{name(reader.op)} reads {region(c.overlap)}"
+        if _early_credit(a, reader, writer) is not None:
+            notes = [f"rank {put.rank} may overwrite these bytes before they are read: its "
+                     f"{name(put)} waits for a credit that rank {rank} sends before reading",
+                     *notes]
     out.error("E032", "read before arrival: nothing orders the write of these bytes before "
               "this read", _span(reader), label, rank=rank,
               secondary=[(put.span, f"{_what(put, c.overlap.rank)} writes them")],
-              notes=notes, help=_launch_hint(reader, writer) or _wait_hint(put, rank))
+              notes=notes, help=(_launch_hint(reader, writer) or _credit_hint(a, reader, writer)
+                                 or _wait_hint(put, rank)))
 
 
 def _read_across_caller(c: Conflict, out: Findings) -> None:
@@ -209,6 +272,35 @@ def _launch_hint(reader: Access, writer: Access) -> str | None:
     return (f"make rank {w.rank}'s next launch wait until rank {reader.region.rank} is done "
             "with this one: a `barrier()` at the start of the kernel, or declare "
             "`between_launches: host_sync`")
+
+
+def _early_credit(a: Analysis, reader: Access, writer: Access) -> OpInst | None:
+    """A signal of the reader's rank, issued before the read, that the write waits for:
+    a credit returned before the bytes it frees were read."""
+    g, r, w = a.graph, reader.op, writer.op
+    if r is None or w is None or w.rank == r.rank:
+        return None
+    write_issue = g.issue(w.rank, w.index)
+    for (to, sender, _), incs in g.matching.increments.items():
+        if to != w.rank or sender != r.rank:
+            continue
+        for inc in incs:
+            sig = g.signal_event(inc.sender, inc.first, inc.local)
+            if (sig is not None and g.hb(g.issue(inc.sender, inc.first), reader.event)
+                    and g.hb(sig, write_issue)):
+                return a.launches.ranks[inc.sender][inc.first]
+    return None
+
+
+def _credit_hint(a: Analysis, reader: Access, writer: Access) -> str | None:
+    """The fix when the write is let go by a credit that the reader sent too early."""
+    credit = _early_credit(a, reader, writer)
+    if credit is None or reader.op is None or writer.op is None:
+        return None
+    where = f"line {credit.span.line}" if credit.span is not None else "earlier"
+    return (f"move rank {reader.op.rank}'s {name(credit)} to rank {writer.op.rank} ({where}) "
+            f"after this read: it tells rank {writer.op.rank} that these bytes are free while "
+            f"they are still to be read, and its {name(writer.op)} overwrites them")
 
 
 def _wait_hint(put: OpInst, reader: int) -> str:

@@ -102,19 +102,38 @@ def _unsatisfiable(a: Analysis, w: WaitMatch, out: Findings) -> None:
                  "the k-th signal that `src` sends on that queue"]
     notes += _other_slots(a, w.key)  # type: ignore[arg-type]
     out.error("E021", "`wait_signal` can never be satisfied", op.span, label, rank=w.rank,
-              secondary=_signallers(a, w.key), notes=notes, help=_fix(w, src, q))
+              secondary=_signallers(a, w.key), notes=notes, help=_fix(a, w, src, q))
 
 
 def _count(n: int) -> str:
     return "no signal" if n == 0 else times(n, "signal")
 
 
-def _fix(w: WaitMatch, src: int, q: int) -> str:
+def _fix(a: Analysis, w: WaitMatch, src: int, q: int) -> str:
     if w.handwritten and w.total:
         return f"wait for `expected={w.total}`, or send more signalled puts"
     if w.total:
         return "remove this wait, or pair it with one more signalled put"
-    return f"give rank {src}'s put on queue {q} `signal=\"remote\"`, or remove this wait"
+    unsignalled = [op for op in a.launches.ranks[src]
+                   if op.kind is OpKind.PUT and op.peer == w.rank and op.queue == q
+                   and not op.signal.remote and op.epoch == 0]
+    if unsignalled:
+        return (f"give rank {src}'s `put` on queue {q} ({_line(unsignalled[0])}) "
+                "`signal=\"remote\"`, or remove this wait")
+    senders = sorted({(s, q2) for (r, s, q2), incs in a.matching.increments.items()
+                      if r == w.rank and s != src and incs})
+    if senders:
+        s2, q2 = next(((s, q2) for s, q2 in senders if q2 == q), senders[0])
+        inc = a.matching.increments[(w.rank, s2, q2)][0]
+        return (f"rank {src} sends rank {w.rank} nothing to wait for; rank {s2} signals it on "
+                f"queue {q2} ({_line(_op(a, inc.sender, inc.first))}): wait for the rank "
+                f"that sends (`wait_signal({s2}, queue={q2})`), or remove this wait")
+    return (f"rank {src} sends rank {w.rank} nothing on queue {q}: send a signalled `put` or "
+            "a `signal` from it, or remove this wait")
+
+
+def _line(op: OpInst) -> str:
+    return f"line {op.span.line}" if op.span is not None else "an op"
 
 
 def _shared_queues(a: Analysis, w: WaitMatch, out: Findings) -> bool:

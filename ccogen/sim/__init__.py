@@ -241,8 +241,9 @@ def _run_instance(setup: Setup, seeds: int | Iterable[int], exhaustive: bool,
                                   f"(stopped after {done})", limits, None)]
     report.results = [result_of(r) for r in runs]
     report.elapsed = time.process_time() - start
-    if not runs:
-        report.complete, report.limit = False, "no schedule explored within the limits"
+    if not runs:  # the budget's own words (`stopped after 10 s`) when it ran out
+        report.complete = False
+        report.limit = report.limit or "no schedule explored within the limits"
     return report
 
 

@@ -289,8 +289,10 @@ def postcondition(check: CheckInst, index: int, left: np.ndarray, right: np.ndar
 
 def reduction_postcondition(check: CheckInst, index: int, left: np.ndarray,
                             expected: np.ndarray, ok: np.ndarray, epoch: int,
-                            epochs: int) -> Finding:
-    """A `region == sum(...)` (or max/min) that the values do not satisfy."""
+                            epochs: int, terms: Sequence[np.ndarray] = ()) -> Finding:
+    """A `region == sum(...)` (or max/min) that the values do not satisfy.  With `terms`,
+    a f16/bf16 sum off by no more than rounding every partial sum says so: `ccogen lint`
+    passes such a protocol (it proves the contributions, not the roundings)."""
     r = check.reduction
     assert r is not None
     width = r.dtype.size
@@ -310,9 +312,23 @@ def reduction_postcondition(check: CheckInst, index: int, left: np.ndarray,
                 f"{first} holds {got} where {want} was expected ({exact})")
     else:
         note = f"`{lt}` equals the {r.op.value} of its {len(r.terms)} terms"
+    notes = [note, f"checked after {launch(epoch, epochs)}"]
+    help = "fix the protocol, or the postcondition if it states the wrong thing"
+    if (check.op == "==" and bad.size and r.op.value == "sum" and terms
+            and values.rounded_per_hop(left, terms, r.weights, r.dtype)):
+        n = len(terms)
+        notes.insert(1, f"every wrong element is within what rounding each of the {n - 1} "
+                        f"partial sums to {r.dtype} gives: a protocol that stores partial sums "
+                        f"in {r.dtype} (a ring or a tree, one `reduce` into a {r.dtype} window "
+                        "per hop) rounds at every hop, while `ensure` allows one rounding of "
+                        "the result.  `ccogen lint` passes it: it proves that each "
+                        "contribution arrives once, exactly, not how often it is rounded")
+        help = (f"keep the partial sums in f32 (f32 windows for the running sums, {r.dtype} "
+                "only where the caller's data is), or check the protocol with `--param "
+                "T=f32`; there is no mixed-precision `reduce` (f32 accumulation over a "
+                f"{r.dtype} wire) yet")
     d = error("E033", "postcondition does not hold", check.span, f"fails on rank {check.rank}",
-              notes=[note, f"checked after {launch(epoch, epochs)}"],
-              help="fix the protocol, or the postcondition if it states the wrong thing")
+              notes=notes, help=help)
     return Finding(("E033", index), d)
 
 

@@ -200,7 +200,7 @@ def _evaluate_reduction(m: Machine, index: int, epoch: int, left: np.ndarray,
         return True
     expected = values.combine(r.op, terms, r.weights, r.dtype)
     m.report(explain.reduction_postcondition(check, index, left, expected, ok, epoch,
-                                             m.epochs))
+                                             m.epochs, terms))
     return False
 
 

@@ -76,6 +76,28 @@ class SimReport:
         return bool(self.instances) and all(i.passed for i in self.instances)
 
     @property
+    def unfinished(self) -> list[InstanceReport]:
+        """The instances whose exploration ran out of its budget before one schedule."""
+        return [i for i in self.instances if not i.setup and not i.results]
+
+    @property
+    def inconclusive(self) -> bool:
+        """Nothing failed, but an instance explored no schedule within the budget: not a
+        pass and not a finding (`ccogen simulate` exits 4)."""
+        return (not self.passed and bool(self.unfinished)
+                and not any(i.setup for i in self.instances)
+                and all(r.passed for i in self.instances for r in i.results))
+
+    def unfinished_note(self) -> str:
+        """What ran out of budget, and how far each instance got."""
+        done = ", ".join(f"nranks={i.nranks}: {len(i.results)}" for i in self.instances
+                         if i.results)
+        stopped = "; ".join(f"nranks={i.nranks} {i.limit or 'stopped'}" for i in self.unfinished)
+        return (f"not finished: the exploration ran out of its budget before one schedule "
+                f"completed ({stopped})" + (f"; schedules explored: {done}" if done else "")
+                + "; raise --time-limit or --max-schedules, or use --seeds K")
+
+    @property
     def schedules(self) -> int:
         return sum(len(i.results) for i in self.instances)
 
@@ -85,10 +107,13 @@ class SimReport:
         runs = "/".join(map(str, counts)) if counts else "0"
         kind = "exhaustive: " if any(i.exhaustive for i in self.instances) else ""
         epochs = f"{self.epochs} epoch{'s' if self.epochs != 1 else ''}"
-        verdict = "all passed" if self.passed else self._failed()
+        verdict = ("all passed" if self.passed else self.unfinished_note()
+                   if self.inconclusive else self._failed())
         plural = "s" if counts != [1] else ""
         text = f"{kind}{runs} schedule{plural} {TIMES} {epochs} on nranks={sizes}: {verdict}"
-        bounded = [f"nranks={i.nranks} {i.limit}" for i in self.instances if not i.complete]
+        bounded = [f"nranks={i.nranks} {i.limit}" + (
+            "" if "schedules" in i.limit else f" with {times(len(i.results), 'schedule')} "
+            "explored") for i in self.instances if not i.complete and i.results]
         sparse = [f"nranks={i.nranks} {i.backing}" for i in self.instances if i.backing]
         return (text + (f" (not exhaustive: {'; '.join(bounded)})" if bounded else "")
                 + (f" (windows backed sparsely, only the bytes touched: {'; '.join(sparse)})"
@@ -104,11 +129,17 @@ class SimReport:
         if stopped:
             parts.append(f"{stopped} instance{'s' if stopped != 1 else ''} stopped at the "
                          "sim-steps limit")
-        empty = sum(1 for i in self.instances if not i.setup and not i.results)
+        empty = self.unfinished
         if empty:
-            parts.append(f"{empty} instance{'s' if empty != 1 else ''} explored no schedule "
-                         "(raise --max-schedules or --time-limit)")
+            parts.append(f"{len(empty)} instance{'s' if len(empty) != 1 else ''} explored no "
+                         f"schedule within the budget "
+                         f"({'; '.join(f'nranks={i.nranks} {i.limit}' for i in empty)}: "
+                         "raise --max-schedules or --time-limit)")
         return "; ".join(parts)
+
+
+def times(n: int, what: str) -> str:
+    return f"{n} {what}" + ("" if n == 1 else "s")
 
 
 def result_of(run: Run) -> SimResult:

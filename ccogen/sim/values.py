@@ -113,6 +113,24 @@ def tolerance(terms: Sequence[np.ndarray], weights: Sequence[int | float], dtype
     return 2 * n * unit * scale + last_place * np.abs(result.astype(np.float64)) + 1e-30
 
 
+def rounded_per_hop(actual: np.ndarray, terms: Sequence[np.ndarray],
+                    weights: Sequence[int | float], dtype: DType) -> bool:
+    """Whether every element of `actual` (raw bytes) is within what a sum of `terms` gives
+    when each of its n-1 partial sums is stored in `dtype` (a ring or a tree that reduces
+    into a `dtype` window at every hop): `tolerance` plus (n-1)·2⁻ᵐ·Σ|wᵢ·xᵢ|.  For f16
+    and bf16 only (f32 partial sums are what the tolerance already allows)."""
+    if dtype not in (DType.F16, DType.BF16) or len(terms) < 3:
+        return False
+    want = decode(combine(ReduceOp.SUM, terms, weights, dtype), dtype).astype(np.float64)
+    got = decode(actual, dtype).astype(np.float64)
+    scale = np.zeros(want.shape, dtype=np.float64)
+    for i, t in enumerate(terms):
+        w = abs(float(weights[i])) if weights else 1.0
+        scale += w * np.abs(decode(t, dtype).astype(np.float64))
+    hops = (len(terms) - 1) * 2.0 ** -dtype.mantissa_bits * scale
+    return bool(np.all(np.abs(got - want) <= tolerance(terms, weights, dtype, want) + hops))
+
+
 def compare(actual: np.ndarray, op: ReduceOp, terms: Sequence[np.ndarray],
             weights: Sequence[int | float], dtype: DType) -> np.ndarray:
     """A boolean per element: whether `actual` (raw bytes) is the reduction of `terms`."""

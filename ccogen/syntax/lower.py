@@ -21,6 +21,10 @@ from ccogen.ir.signatures import CHOICES, SIGNATURES, Arg, bind, make_op
 from ccogen.source import Span
 from ccogen.syntax import ast as A
 
+# names of 8-bit float formats, answered with how FP8 data travels (as bytes)
+_FP8_NAMES = frozenset({"e4m3", "e5m2", "fp8", "f8", "e4m3fn", "e5m2fnuz", "e4m3fnuz",
+                        "float8", "fp8_e4m3", "fp8_e5m2"})
+
 BUILTIN_ARITY: dict[str, tuple[int, int]] = {
     "peers": (0, 0), "ranks": (0, 0), "range": (1, 3), "len": (1, 1),
     "min": (1, 99), "max": (1, 99), "abs": (1, 1),
@@ -216,15 +220,30 @@ class Lowerer:
         return None
 
     def _typed(self, node: A.AExpr) -> tuple[DType | ir.ParamRef, ir.Expr] | None:
-        """`DTYPE[COUNT]` -> (dtype, count); None when `node` is not of that form."""
+        """`DTYPE[COUNT]` -> (dtype, count); None when `node` is not of that form.  A
+        name that is no element type before `[COUNT]` (`e4m3[n]`) is E002 saying so."""
         if isinstance(node, A.Subscript) and not node.is_slice and node.start is not None:
             dtype = self._dtype_spec(node.value)
             if dtype is not None:
                 return dtype, self.expr(node.start)
+            if isinstance(node.value, A.Name):
+                raise self.fail(self._not_an_element_type(node.value))
         return None
+
+    def _not_an_element_type(self, name: A.Name) -> Diagnostic:
+        what = ("a parameter of type " + self.scope.params[name.id].value
+                if name.id in self.scope.params else "not an element type")
+        return error("E002", f"`{name.id}` is not an element type", name.span, what,
+                     notes=[f"the element types are {', '.join(DTYPE_NAMES)}, or a `dtype` "
+                            "parameter (`T: dtype = bf16`)"],
+                     help="8-bit floats (`e4m3`, `e5m2`) have no element type yet: declare "
+                          "them as bytes (`u8[COUNT]`); transfers and copies move them "
+                          "unchanged" if name.id.lower() in _FP8_NAMES else
+                          f"write one of {', '.join(DTYPE_NAMES)}, `[COUNT]` after it")
 
     def _buffer(self, decl: A.BufferDecl, seen: dict[str, Span]) -> ir.Buffer:
         self._declare(decl.name, seen, "buffer")
+        self.scope.buffers.add(decl.name.id)  # known even if its type is wrong: no cascade
         typed = self._typed(decl.type)
         if typed is None:
             raise self.fail(error("E002", f"buffer `{decl.name.id}` needs an element type and "
@@ -236,6 +255,7 @@ class Lowerer:
 
     def _window(self, decl: A.WindowDecl, seen: dict[str, Span]) -> ir.Window:
         self._declare(decl.name, seen, "window")
+        self.scope.windows.add(decl.name.id)  # known even if its size is wrong: no cascade
         typed = self._typed(decl.size)
         dtype: DType | ir.ParamRef = DType.U8
         if typed is not None:

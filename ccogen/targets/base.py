@@ -64,6 +64,8 @@ class Feature(str, Enum):
     GET = "get"
     PEER_READS = "peer reads"  # `reduce` with a peer's source (`x@p` in `srcs`)
     CREDITS = "signal"  # the data-less `signal(peer, queue=)`
+    LOCAL_BUFFERS = "local buffers"  # `buffer NAME: T[n]`: the caller's tensors as parameters
+    COUNTER_RESET = "reset_count"  # setting a counted-write counter back to zero
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -206,6 +208,9 @@ class Capabilities:
     peer_reads_lowering: str = ""
     credits: Support = Support.NATIVE
     credits_lowering: str = ""
+    # `buffer` declarations: kernel parameters the caller's tensors are passed in
+    local_buffers: Support = Support.NATIVE
+    counter_reset: Support = Support.NATIVE  # `reset_count` (where counted writes exist)
 
     def supports(self, feature: Feature) -> Support:
         """How this target provides `feature` (`Support.NONE`: E042)."""
@@ -219,6 +224,10 @@ class Capabilities:
             return self.peer_reads
         if feature is Feature.CREDITS:
             return self.credits
+        if feature is Feature.LOCAL_BUFFERS:
+            return self.local_buffers
+        if feature is Feature.COUNTER_RESET:
+            return self.counter_reset
         return self.get
 
     def reason(self, feature: Feature) -> str | None:

@@ -89,12 +89,20 @@ CAPABILITIES = Capabilities(
     credits=Support.NONE,
     credits_lowering="none: `ccoSdma` has no signal-only op (only `put` with a remote signal, "
                      "whose zero-byte form the API does not document)",
+    local_buffers=Support.NONE,
+    counter_reset=Support.NONE,
     unsupported=(
         (Feature.TEAM_WORLD, "the SDMA copy engines reach only peers on the same node "
                              "(cross-node traffic goes through `ccoGda`, not a v1 target)"),
         (Feature.CREDITS, "`ccoSdma` has no signal-only operation: a signal travels only with "
                           "a `put` (`remoteSignal`), and a zero-byte put is not documented to "
                           "signal"),
+        (Feature.COUNTER_RESET, "a counter is its (sender, queue) signal slots here, which "
+                                "are never reset: the generated waits already count per "
+                                "epoch"),
+        (Feature.LOCAL_BUFFERS, "the HIP kernels take no buffer parameters yet: the SDMA "
+                                "engines copy between registered windows, and ccogen does not "
+                                "register the caller's tensors"),
         (Feature.PEER_READS, "the SDMA engines only copy, and `ccoSdma` gives the compute "
                              "units no pointer into a peer's window: a `reduce` can only read "
                              "local memory"),

@@ -25,7 +25,6 @@ from pathlib import Path
 
 from ccogen.rt.build import run_compiler
 from ccogen.rt.errors import CompileError, ToolchainError
-from ccogen.rt.toolchain import find_library
 from ccogen.toolchains import locate
 from ccogen.toolchains.build import BuildResult, arch_number
 
@@ -58,7 +57,7 @@ def build_cft(directory: Path, manifest: dict[str, object], debug: bool,
     """`extra_flags`: more nvcc flags (the tests add `-Werror all-warnings`)."""
     target = str(manifest["target"])
     nvcc, version = _nvcc_cft()
-    nccl = find_library(target)  # NCCL >= 2.31: LibraryVersionError names the upgrade
+    nccl = locate.find_build_library(target)  # NCCL >= 2.31: the prefix's, else the package
     arch = str(manifest["arch"])
     source = directory / "kernels.cu"
     with tempfile.TemporaryDirectory(prefix="ccogen-cft-") as tmp:
@@ -88,7 +87,7 @@ def counted_supported(include: Path, version: tuple[int, int, int]) -> bool:
 def build_nvshmem_sm100(directory: Path, manifest: dict[str, object], debug: bool) -> BuildResult:
     target = str(manifest["target"])
     nvcc, version = _nvcc_cft()
-    nv = find_library(target)
+    nv = locate.find_build_library(target)  # 3.8 (counted writes): the prefix's first
     device_lib = nv.lib / str(nv.spec.device_archive)
     if not device_lib.is_file():
         raise ToolchainError(f"{device_lib} is missing (reinstall {nv.spec.pip})")

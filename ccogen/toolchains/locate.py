@@ -6,7 +6,16 @@
 - nvcc >= 13.3 for sm_100 CFT code: `$CCOGEN_NVCC_CFT`, else
   `<toolchains>/cuda-13.5.37/nvidia/cu13/bin/nvcc` (the CUDA 13.5 wheels), else `nvcc` on
   PATH when it is new enough.
-- NCCL / NVSHMEM headers: `ccogen.rt.toolchain.find_library` (the `toolchain` extra).
+- NCCL / NVSHMEM headers for `ccogen build` (`find_build_library`): `$CCOGEN_NCCL_HOME` /
+  `$CCOGEN_NVSHMEM_HOME` when set, else `<toolchains>/nccl-2.32.3/nvidia/nccl` and
+  `<toolchains>/nvshmem-3.8.0/nvidia/nvshmem` (the wheels, installed there with
+  `--no-deps`), else the Python packages (`ccogen.rt.toolchain.find_library`, the
+  `toolchain` extra).  The prefix comes before the environment's packages because torch
+  pins older ones (torch 2.14.1: `nvidia-nccl-cu13==2.30.7`, `nvidia-nvshmem-cu13==3.4.5`):
+  `pip install -e '.[torch]'` downgrades them below what nccl-cft (NCCL >= 2.31) and
+  NVSHMEM's counted writes (3.8) need, and the builds must not depend on that.  What
+  `ccogen run` loads is the environment's (rt.toolchain), which must match the library
+  the process loads, not the prefix.
 
 `<toolchains>` is `$CCOGEN_TOOLCHAINS`, else `~/.cache/ccogen/toolchains`.  A missing tool
 raises `ToolchainError` saying how to install it.
@@ -20,8 +29,12 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ccogen.rt.errors import ToolchainError
+from ccogen.rt.errors import LibraryVersionError, ToolchainError
+
+if TYPE_CHECKING:
+    from ccogen.rt.toolchain import Library
 
 INSTALL = "bash scripts/install-toolchains.sh"
 MORI_VERSION = "1.2.4"
@@ -88,6 +101,41 @@ def find_nvcc_cft() -> Path:
                          f"{CUDA_VERSION} compiler wheels) or set CCOGEN_NVCC_CFT")
 
 
+# the engine wheels install-toolchains.sh puts in the prefix: (dir name, package path)
+ENGINE_WHEELS: dict[str, tuple[str, str]] = {
+    "NCCL": ("nccl-2.32.3", "nvidia/nccl"),
+    "NVSHMEM": ("nvshmem-3.8.0", "nvidia/nvshmem"),
+}
+
+
+def prefix_library_root(name: str) -> Path | None:
+    """`<toolchains>/<dir>/<package>` of engine library `name` (`NCCL`), None if none."""
+    wheel = ENGINE_WHEELS.get(name)
+    return None if wheel is None else toolchains_root() / wheel[0] / wheel[1]
+
+
+def find_build_library(target: str) -> Library:
+    """The NCCL / NVSHMEM headers `ccogen build` compiles `target` against: the explicit
+    `$CCOGEN_*_HOME`, else the toolchains prefix, else the Python package (module
+    docstring); `ToolchainError` / `LibraryVersionError` saying how to get them."""
+    from ccogen.rt.toolchain import Library, find_library, library_spec, parse_version
+
+    spec = library_spec(target)
+    if not os.environ.get(spec.env, "").strip():
+        root = prefix_library_root(spec.name)
+        if root is not None and (root / "include" / spec.header).is_file():
+            library = Library(spec, root.resolve(), parse_version(root / "include", spec))
+            if library.version >= spec.minimum:
+                return library
+    try:
+        return find_library(target)
+    except LibraryVersionError as exc:
+        raise LibraryVersionError(
+            f"{exc}; or, where another package pins {spec.pip} (torch does), run `{INSTALL}`: "
+            f"it puts the {spec.name} headers `ccogen build` needs in {toolchains_root()}, "
+            "apart from the environment's packages") from None
+
+
 @functools.cache
 def nvcc_release(nvcc: Path) -> tuple[int, int]:
     """(major, minor) from `nvcc --version`."""
@@ -114,5 +162,6 @@ def tool_version(tool: Path) -> str:
     return lines[-1].strip() if "nvcc" in tool.name else (lines[0].strip() if lines else "unknown")
 
 
-__all__ = ["INSTALL", "MIN_CFT_CUDA", "SHIM", "find_clang", "find_clangxx", "find_mori_include",
-           "find_nvcc_cft", "nvcc_release", "tool_version", "toolchains_root"]
+__all__ = ["ENGINE_WHEELS", "INSTALL", "MIN_CFT_CUDA", "SHIM", "find_build_library", "find_clang",
+           "find_clangxx", "find_mori_include", "find_nvcc_cft", "nvcc_release",
+           "prefix_library_root", "tool_version", "toolchains_root"]

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Callable
+from typing import Any
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ccogen.ir.evaluate import EvalError
-from ccogen.ir.runtime import Rt, cell_atom, lift, rt_min_max, rt_sum
+from ccogen.ir.runtime import Atom, Rt, cell_atom, lift, rt_min_max, rt_sum
 
 
 def element(i: int, lo: int | None = 0, hi: int | None = 8) -> Rt:
@@ -62,3 +68,73 @@ def test_division_by_a_run_time_value_is_refused() -> None:
     with pytest.raises(EvalError) as info:
         6 // element(0)  # type: ignore[operator]
     assert info.value.code == "E004"
+
+
+# ----------------------------------------------------------------------------- texts
+
+_NAMES = ("a", "b", "c")
+
+
+def _named(name: str, lo: int, hi: int) -> Rt:
+    """An element whose text is a Python name, so that its text can be evaluated."""
+    return Rt({Atom(("cell", name, 0, 0), lo, hi, name): 1}, 0)
+
+
+def _tree(depth: int = 3) -> st.SearchStrategy[tuple[object, ...]]:
+    leaf = st.one_of(st.sampled_from(_NAMES).map(lambda n: ("var", n)),
+                     st.integers(-5, 9).map(lambda k: ("int", k)))
+    if depth == 0:
+        return leaf
+    sub = _tree(depth - 1)
+    return st.one_of(
+        leaf,
+        st.tuples(st.sampled_from(["+", "-", "*", "<", "<=", "==", "!=", "min", "max"]),
+                  sub, sub),
+        st.tuples(st.sampled_from(["//", "%"]), sub, st.integers(1, 7).map(lambda k: ("int", k))),
+        st.tuples(st.just("neg"), sub))
+
+
+def _build(tree: tuple[object, ...], env: dict[str, int | Rt]) -> int | Rt:
+    op, *args = tree
+    if op == "var":
+        return env[args[0]]  # type: ignore[index]
+    if op == "int":
+        return args[0]  # type: ignore[return-value]
+    if op == "neg":
+        return -_build(args[0], env)  # type: ignore[arg-type]
+    x, y = (_build(a, env) for a in args)  # type: ignore[arg-type]
+    if op in ("min", "max"):
+        if isinstance(x, Rt) or isinstance(y, Rt):
+            return rt_min_max(op, [x, y])
+        return min(x, y) if op == "min" else max(x, y)
+    ops: dict[str, Callable[[Any, Any], Any]] = {
+        "+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv,
+        "%": operator.mod, "<": operator.lt, "<=": operator.le, "==": operator.eq,
+        "!=": operator.ne}
+    out = ops[op](x, y)
+    return int(out) if isinstance(out, bool) else out
+
+
+@settings(max_examples=300, deadline=None)
+@given(_tree(), st.lists(st.integers(0, 6), min_size=3, max_size=3))
+def test_a_run_time_text_evaluates_to_the_value_it_names(
+        tree: tuple[object, ...], values: list[int]) -> None:
+    """`eval(rt.text())` is the value of the expression the Rt was built from: its text
+    keeps every parenthesis that its meaning needs (`2048 * (a % 2)`)."""
+    concrete = dict(zip(_NAMES, values, strict=True))
+    symbolic: dict[str, int | Rt] = {n: _named(n, 0, 6) for n in _NAMES}
+    want = _build(tree, dict(concrete))
+    got = _build(tree, symbolic)
+    if isinstance(got, Rt):
+        text = got.text()
+        assert eval(text, {"min": min, "max": max}, dict(concrete)) == want, text
+    else:
+        assert got == want
+
+
+def test_a_product_with_a_remainder_keeps_its_parentheses() -> None:
+    a = _named("a", 0, 8)
+    assert (2048 * (a % 2)).text() == "2048 * (a % 2)"
+    assert (2048 * a % 2).text() == "2048 * a % 2"
+    assert ((a + 1) * (a - 1)).text() == "(a + 1) * (a - 1)"
+    assert ((a == 3) + (a < 2)).text() == "(a < 2) + (a == 3)"

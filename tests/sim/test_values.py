@@ -132,3 +132,29 @@ def test_the_gpu_runner_checks_reductions_on_values() -> None:
     assert evaluate(specs, reader(right), 0) == []
     failures = evaluate(specs, reader(wrong), 0)
     assert len(failures) == 3 and "f32 elements are not the sum" in failures[0].detail
+
+
+def test_a_bf16_sum_rounded_at_every_hop_is_told_apart_from_a_wrong_one() -> None:
+    """A ring stores each partial sum in bf16: off by more than `ensure`'s one rounding,
+    within n-1 roundings (what the E033 note explains); a missing term is neither."""
+    rng = np.random.default_rng(5)
+    terms = [values.random_values(rng, 512, DType.BF16) for _ in range(8)]
+    acc = terms[0]
+    for t in terms[1:]:  # the ring: acc = bf16(acc + t) at every hop
+        acc = values.combine(ReduceOp.SUM, [acc, t], [], DType.BF16)
+    assert not values.compare(acc, ReduceOp.SUM, terms, [], DType.BF16).all()
+    assert values.rounded_per_hop(acc, terms, [], DType.BF16)
+    missing = values.combine(ReduceOp.SUM, terms[1:], [], DType.BF16)
+    assert not values.rounded_per_hop(missing, terms, [], DType.BF16)
+    f32 = [values.random_values(rng, 8, DType.F32) for _ in range(4)]
+    assert not values.rounded_per_hop(f32[0], f32, [], DType.F32)  # f32: nothing to explain
+
+
+def test_the_simulator_explains_a_bf16_ring_that_lint_passes() -> None:
+    from tests.helpers import REPO_ROOT
+
+    text = (REPO_ROOT / "protocols" / "reduce_scatter_ring.cco").read_text()
+    report = simulate(text, ranks=[4], params={"T": "bf16", "chunk": 256}, seeds=1)
+    e033 = [d for d in report.diagnostics if d.code == "E033"]
+    assert e033 and any("rounds at every hop" in n for n in e033[0].notes)
+    assert e033[0].help is not None and "f32" in e033[0].help
