@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ccogen.diag import Diagnostic, sort_key
-from ccogen.diag.merge import FindingSet, capped, is_ranks_note, shape_key
+from ccogen.diag.merge import STOPPED_NOTE, FindingSet, capped, is_ranks_note, shape_key
 from ccogen.errors import DiagnosticError
 from ccogen.ir.instance import Instance
 from ccogen.ir.nodes import Protocol
@@ -94,12 +94,15 @@ class _Seen:
     nranks: int
     ranks: list[str] = field(default_factory=list)
     messages: set[str] = field(default_factory=set)
+    stopped: str | None = None  # the instance stopped at the findings limit (its note)
 
     def add(self, d: Diagnostic) -> None:
         self.messages.add(d.message)
         for note in d.notes:
             if is_ranks_note(note) and note not in self.ranks:
                 self.ranks.append(note)
+            elif note.startswith(STOPPED_NOTE):
+                self.stopped = note
 
 
 def _with_instances(d: Diagnostic, seen: dict[str, _Seen], total: int) -> Diagnostic:
@@ -107,8 +110,13 @@ def _with_instances(d: Diagnostic, seen: dict[str, _Seen], total: int) -> Diagno
     the ranks note by one per instance where the ranks differ between instances."""
     labels = list(seen)
     ranks = {label: " and ".join(s.ranks) for label, s in seen.items() if s.ranks}
-    notes = tuple(n for n in d.notes if not n.startswith("in the instance ")
+    notes = tuple(n for n in d.notes if not n.startswith(("in the instance ", STOPPED_NOTE))
                   and not (is_ranks_note(n) and len(set(ranks.values())) > 1))
+    # an instance whose evaluation stopped at the findings limit says so, whichever
+    # instance's copy of the finding was kept
+    for note in dict.fromkeys(s.stopped for s in seen.values() if s.stopped):
+        where = "; ".join(label for label, s in seen.items() if s.stopped == note)
+        notes = (*notes, note.replace("in this instance", f"in the instance {where}"))
     if len(set(ranks.values())) > 1:
         notes = (*notes, "; ".join(f"{r} (nranks={seen[label].nranks})"
                                    for label, r in ranks.items()))

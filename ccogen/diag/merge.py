@@ -44,6 +44,11 @@ def message_shape(message: str) -> str:
     return _NUMBER.sub("#", message)
 
 
+# the note a finding carries when its instance stopped at the findings limit
+# (`instantiate.findings.Findings(stop=True)`); the driver keeps it when merging instances
+STOPPED_NOTE = "stopped after "
+
+
 def shape_key(d: Diagnostic) -> tuple[object, ...]:
     """Code, primary span and message shape: one mistake, whatever its numbers."""
     span = d.span
@@ -127,5 +132,15 @@ def capped(diagnostics: Sequence[Diagnostic], limit: int | None) -> list[Diagnos
     return out
 
 
-__all__ = ["RANKS_SHOWN", "Entry", "FindingSet", "capped", "is_ranks_note", "message_shape",
-           "ranks_note", "shape_key", "span_key"]
+__all__ = [
+    "RANKS_SHOWN",
+    "STOPPED_NOTE",
+    "Entry",
+    "FindingSet",
+    "capped",
+    "is_ranks_note",
+    "message_shape",
+    "ranks_note",
+    "shape_key",
+    "span_key",
+]

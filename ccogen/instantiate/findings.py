@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from ccogen.diag import Diagnostic, error
-from ccogen.diag.merge import FindingSet, ranks_note, shape_key
+from ccogen.diag.merge import STOPPED_NOTE, FindingSet, ranks_note, shape_key
 from ccogen.ir.evaluate import Env, EvalError
 from ccogen.limits import DEFAULT as DEFAULT_LIMITS
 from ccogen.limits import Limits
@@ -95,7 +95,7 @@ class Findings:
                 notes.append(f"{n} more finding{'s' if n > 1 else ''} of this kind here, not shown")
             if self.stopped is not None and self._last.get(self.stopped) is d:
                 limit = self.limits.findings
-                notes.append(f"stopped after {limit:,} {d.code} finding{'s' if limit > 1 else ''}"
+                notes.append(f"{STOPPED_NOTE}{limit:,} {d.code} finding{'s' if limit > 1 else ''}"
                              " in this instance: the rest was not evaluated (`--limit "
                              "findings=N` looks further)")
             notes.append(f"in the instance {self.label}")
