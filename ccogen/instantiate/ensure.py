@@ -72,7 +72,7 @@ class Ensure(Evaluating):
         self.unchecked += runtime  # symbolic: the values are left to the drawn contents
         self.checks.append(CheckInst(rank=self.rank, op=s.op, left=left, left_init=s.left.init,
                                      right=right, right_init=s.right.init, check=s, span=s.span,
-                                     runtime=runtime))
+                                     runtime=runtime, loads=tuple(self.take_loads())))
         self._count(s)
 
     def _reduction_check(self, s: ir.Check, r: ir.Reduction) -> None:
@@ -117,7 +117,8 @@ class Ensure(Evaluating):
         self.unchecked += runtime
         self.checks.append(CheckInst(rank=self.rank, op=s.op, left=left, left_init=s.left.init,
                                      right=None, right_init=False, check=s, span=s.span,
-                                     reduction=reduction, runtime=runtime))
+                                     reduction=reduction, runtime=runtime,
+                                     loads=tuple(self.take_loads())))
         self._count(s)
 
     def _side(self, region: ir.Region, s: ir.Check) -> RegionInst | None:
