@@ -135,6 +135,11 @@ def _read_outputs(m: Machine, rank: int, epoch: int, proc: int) -> None:
             m.access(region, Who("ensure", rank, -1, epoch, region, check=index), proc)
             if m.memory is not None:
                 m.outputs[(epoch, index, side)] = m.memory.view(region).copy()
+        if check.rank == rank:  # the elements it reads as run-time values (`got[p]`)
+            for x in check.loads:
+                if not x.init:
+                    m.access(x.region, Who("ensure", rank, -1, epoch, x.region, check=index),
+                             proc)
 
 
 def _side(m: Machine, epoch: int, index: int, side: int) -> np.ndarray | None:

@@ -174,7 +174,8 @@ def build_plan(instance: Instance) -> Plan:
     plan.windows = instance.window_sizes + instance.buffer_sizes
     plan.buffers = frozenset(name for name, _ in instance.buffer_sizes)
     plan.init_windows = frozenset((r.rank, r.window) for c in instance.checks
-                                  for r, init in check_sides(c) if init)
+                                  for r, init in check_sides(c) if init) | frozenset(
+        (x.region.rank, x.region.window) for c in instance.checks for x in c.loads if x.init)
     plan.counters = tuple(c.name for c in instance.protocol.counters)
     plan.multi_source = _multi_source(posts)
     plan.host_sync = instance.protocol.between_launches is LaunchOrder.HOST_SYNC
