@@ -11,7 +11,10 @@ their arrival must be ordered by a wait on that rank.
 
 A `reduce` that loads a peer's bytes (`x@p`) reads them at its issue: an op of the
 peer that writes them unordered with the load is E031 (the peer may overwrite them
-while they are read).
+while they are read).  A `load(...)` is a read like the others (the element it reads,
+on the rank that holds it, at the issue of its issuer's next op): unordered with a
+write of the element it is E032, naming the load and the write (a peer's `copy` into
+an element a remote `load(x@p[i])` reads too: the load may see the old value).
 
 Emits E031 (data race between writes) and E032 (read before arrival).  The reads
 that a signal on the wrong queue announces are E024 (`check_signals`), and a source
@@ -83,7 +86,8 @@ def _remote_load(c: Conflict, out: Findings) -> None:
     assert reader is not None and writer is not None and load is not None
     peer = c.overlap.rank
     before = not c.second.launch > c.first.launch
-    out.error("E031", "a peer writes an element while a `load` may be reading it", load.span,
+    out.error("E032", "load before arrival: a peer writes the element this `load` reads, in "
+              "no fixed order", load.span,
               f"{load_text(c.first)} may read it " + (
                   f"before {where(writer)} writes it" if before else
                   f"after rank {peer}'s next launch rewrote it at {writer.span}"),
