@@ -1,10 +1,12 @@
 """`ccogen lint FILE... [--ranks N] [--param K=V] [--target T] [--format F] [--strict]`:
 every check on every instance; exit 1 when an error is found (or a warning, with
-`--strict`)."""
+`--strict`; notes, such as N001 for an `ensure` line the checker cannot prove, are
+warnings then)."""
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from typing import Any
 
 from ccogen.cli.common import (
@@ -21,7 +23,7 @@ from ccogen.cli.common import (
     target_names,
     write_out,
 )
-from ccogen.diag import Diagnostic
+from ccogen.diag import Diagnostic, Severity
 
 
 def add_parser(sub: Any) -> None:
@@ -31,7 +33,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--target", metavar="TARGET", help="also apply this backend's "
                    f"capabilities ({', '.join(target_names())})")
     format_args(p)
-    p.add_argument("--strict", action="store_true", help="fail on warnings too")
+    p.add_argument("--strict", action="store_true", help="fail on warnings (and notes) too")
 
 
 def command(args: argparse.Namespace) -> int:
@@ -53,6 +55,9 @@ def command(args: argparse.Namespace) -> int:
         options = CheckOptions(ranks=team_sizes, params=params(args.param, protocol),
                                target=target_name, limits=bounds)
         diagnostics.extend(check_protocol(protocol, options).diagnostics)
+    if args.strict:  # a line the checker cannot prove fails a strict lint
+        diagnostics = [replace(d, severity=Severity.WARNING) if d.sev is Severity.NOTE else d
+                       for d in diagnostics]
     write_out(render(diagnostics, args.format, color=color(args)))
     failing = any(d.is_error for d in diagnostics) or (args.strict and diagnostics)
     return EXIT_FINDINGS if failing else EXIT_OK

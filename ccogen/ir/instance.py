@@ -253,6 +253,8 @@ class Instance:
     # run-time bounds that a symbolic instance leaves to the simulator
     runtime: str = ""
     unchecked: int = 0
+    # (line, why) of every `ensure` line the checker leaves to the simulator (N001)
+    unproved: tuple[tuple[Span | None, str], ...] = field(default=(), compare=False)
     contents_label: str = ""
 
     @property
