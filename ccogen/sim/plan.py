@@ -23,6 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import cast
 
+from ccogen.instantiate.runtime import runtime_inputs
 from ccogen.ir.instance import CheckInst, Instance, Issuer, OpInst, RegionInst
 from ccogen.ir.nodes import LaunchOrder
 from ccogen.ir.opkind import OpKind
@@ -125,6 +126,9 @@ class Plan:
     windows: tuple[tuple[str, int], ...] = ()  # windows and local buffers, in bytes
     init_windows: frozenset[tuple[int, str]] = frozenset()
     buffers: frozenset[str] = frozenset()  # refilled by the caller at every launch
+    # a concrete run-time instance: the buffers holding its run-time values, refilled with
+    # the same contents at every launch (the instance is built for them)
+    runtime_inputs: frozenset[str] = frozenset()
     counters: tuple[str, ...] = ()
     multi_source: frozenset[tuple[str, object]] = frozenset()  # fed by several queues
 
@@ -173,6 +177,8 @@ def build_plan(instance: Instance) -> Plan:
     plan.watchers = _watchers(plan)
     plan.windows = instance.window_sizes + instance.buffer_sizes
     plan.buffers = frozenset(name for name, _ in instance.buffer_sizes)
+    if instance.runtime == "concrete":
+        plan.runtime_inputs = runtime_inputs(instance.protocol) & plan.buffers
     plan.init_windows = frozenset((r.rank, r.window) for c in instance.checks
                                   for r, init in check_sides(c) if init) | frozenset(
         (x.region.rank, x.region.window) for c in instance.checks for x in c.loads if x.init)

@@ -123,7 +123,7 @@ def image_of(contents: Contents, windows: tuple[tuple[str, int], ...], nranks: i
 
 
 __all__ = ["DEFAULT_DRAWS", "concrete_instances", "contents_with", "draw", "image_of",
-           "run_contents", "run_drawn"]
+           "run_contents", "run_drawn", "too_big"]
 
 
 def run_drawn(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None,
@@ -140,6 +140,11 @@ def run_drawn(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None,
     errors = [d for d in diags if d.is_error]
     if inst is None or errors:
         return [InstanceReport(f"nranks={nranks}", nranks, setup=errors)], []
+    memories = inst.window_sizes + inst.buffer_sizes
+    total = nranks * sum(size for _, size in memories)
+    if total > limits.sim_bytes:  # every draw holds every byte of every rank: say so first
+        return [InstanceReport(inst.label(), nranks, setup=[
+            too_big(protocol, inst, total, limits.sim_bytes)])], []
     reports, setups = [], []
     for label, concrete, errs, contents in concrete_instances(protocol, nranks, params, limits,
                                                               data_seed):
@@ -149,15 +154,29 @@ def run_drawn(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None,
                                               setup=errs))
             continue
         plan = build_plan(concrete)
-        total = nranks * sum(size for _, size in plan.windows)
-        if total > limits.sim_bytes:
-            continue
         setup = Setup(plan, image_of(contents, plan.windows, nranks), epochs, pieces, digest)
         setups.append(setup)
         report = run(setup)
         report.label = f"{concrete.label()}, contents {label}"
         reports.append(report)
     return reports, setups
+
+
+def too_big(protocol: Protocol, inst: Instance, needed: int, limit: int) -> Diagnostic:
+    """E006: the drawn contents of an instance would not fit `sim-bytes` (checked before
+    anything is drawn: a draw holds every byte of every window and buffer of every rank)."""
+    from ccogen.diag import error
+    from ccogen.limits import raise_hint
+
+    sizes = ", ".join(f"`{name}` {size:,} B" for name, size in
+                      inst.window_sizes + inst.buffer_sizes)
+    return error("E006", f"simulating drawn contents would hold {needed:,} bytes of windows "
+                 f"and buffers, over the limit of {limit:,} bytes", protocol.span,
+                 "this protocol",
+                 notes=(f"{inst.nranks} ranks, each with {sizes}",
+                        "run-time values are simulated on drawn contents, every byte of every "
+                        "rank held (no sparse backing)", f"in the instance {inst.label()}"),
+                 help=f"simulate smaller sizes (`--param`), or {raise_hint('sim-bytes', needed)}")
 
 
 def contents_with(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None,
