@@ -57,7 +57,7 @@ def _describe_issuer(m: Machine, p: int) -> StepDesc | None:
         return None  # its group's leader posts for it
     keys, mems = IMPLS[op.kind].footprint(m, p, op)
     keys += _order_keys(m, p, op, members)
-    if st.phase[p] == 0:  # the loads its issuer runs before it (a posting group's too)
+    if plan.loads and st.phase[p] == 0:  # the loads its issuer runs before it (and its group's)
         mems += tuple(m.mem_key(x.region, False) for i in members
                       for x in plan.op((op.rank, i)).loads)
     also = tuple(plan.proc_of_op[(op.rank, i)][0] for i in members[1:])

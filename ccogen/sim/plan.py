@@ -129,6 +129,7 @@ class Plan:
     # a concrete run-time instance: the buffers holding its run-time values, refilled with
     # the same contents at every launch (the instance is built for them)
     runtime_inputs: frozenset[str] = frozenset()
+    loads: bool = False  # some op runs `load`s before it (`OpInst.loads`)
     counters: tuple[str, ...] = ()
     multi_source: frozenset[tuple[str, object]] = frozenset()  # fed by several queues
 
@@ -177,6 +178,7 @@ def build_plan(instance: Instance) -> Plan:
     plan.watchers = _watchers(plan)
     plan.windows = instance.window_sizes + instance.buffer_sizes
     plan.buffers = frozenset(name for name, _ in instance.buffer_sizes)
+    plan.loads = any(op.loads for ops in instance.ranks for op in ops)
     if instance.runtime == "concrete":
         plan.runtime_inputs = runtime_inputs(instance.protocol) & plan.buffers
     plan.init_windows = frozenset((r.rank, r.window) for c in instance.checks
