@@ -2,8 +2,8 @@
 
 Codes are never reused.  `E0xx` are errors (the protocol hangs, corrupts data or is
 rejected), `N0xx` notes (what the checks could not decide, said so that nothing passes
-silently; warnings under `--strict`), `W1xx` performance warnings.  The long explanation of each rule lives beside
-the reference, in `docs/reference/rules/CODE.md` (`Rule.explain`, read by
+silently; warnings under `--strict`), `W1xx` performance warnings.  The long explanation
+of each rule lives beside the reference, in `docs/reference/rules/CODE.md` (`Rule.explain`, read by
 `ccogen.diag.explain`; `ccogen explain CODE` prints it).
 """
 

@@ -3,8 +3,8 @@
     ::error title=ccogen (E021),file=protocols/pingpong.cco,line=10,col=13,endLine=10,
     endColumn=48::E021 `wait_signal` expects 2 signals%0A  help: wait for `expected=1`
 
-(one line, wrapped here).  `::warning` for warnings, `::notice` for notes.  Lines and columns are 1-based,
-`endColumn` is exclusive.  A diagnostic without a span has only the `title` property.
+(one line, wrapped here).  `::warning` for warnings, `::notice` for notes.  Lines and
+columns are 1-based, `endColumn` is exclusive.  A diagnostic without a span has only the `title` property.
 The data after `::` is the code, the message and, on a second line, `  help: ...`;
 notes and secondary labels are left out.  Escaping follows the workflow-command rules:
 `%`, `\\r`, `\\n` become `%25`, `%0D`, `%0A` everywhere, and in property values `:` and

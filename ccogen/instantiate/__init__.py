@@ -268,7 +268,8 @@ def _unroll(protocol: ir.Protocol, nranks: int, params: dict[str, int],
                            if m is not None and m.buffer),
         dtype_params=tuple(types.items()),
         runtime="" if loader is None else "concrete" if contents is not None else "symbolic",
-        unchecked=ensure.unchecked, unproved=tuple(ensure.unproved), contents_label=contents.label if contents else "",
+        unchecked=ensure.unchecked, unproved=tuple(ensure.unproved),
+        contents_label=contents.label if contents else "",
     )
 
 

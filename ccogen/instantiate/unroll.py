@@ -27,8 +27,8 @@ class Pending:
     """An op instance before queues `auto` and groups are resolved."""
 
     __slots__ = ("dst", "dtype", "expected", "expected_rt", "group", "issuer", "kernel", "kind",
-                 "loads", "op", "peer", "preds", "queue", "reduce_op", "slot", "src", "srcs", "wait_default",
-                 "weights", "weights_rt")
+                 "loads", "op", "peer", "preds", "queue", "reduce_op", "slot", "src", "srcs",
+                 "wait_default", "weights", "weights_rt")
 
     def __init__(self, kind: OpKind, op: ir.Op, kernel: int, issuer: Issuer) -> None:
         self.kind = kind

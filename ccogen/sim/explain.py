@@ -123,7 +123,6 @@ def _what(ctx: RaceContext, who: Who) -> str:
     if who.role == "caller":
         return f"the caller (refilling buffer `{who.region.window}` for the next launch)"
     if who.role == "load":
-        load = _load_of(ctx, who)
         return f"a `load` of `{who.region.window}`"
     return f"`{ctx.plan.op((who.rank, who.op)).kind}`"
 
