@@ -6,10 +6,10 @@
 (one line, wrapped here).  `::warning` for warnings, `::notice` for notes.  Lines and
 columns are 1-based, `endColumn` is exclusive.  A diagnostic without a span has only the
 `title` property.  The data after `::` is the code, the message and, on a second line,
-`  help: ...`; notes and secondary labels are left out.  Escaping follows the workflow-command rules:
-`%`, `\\r`, `\\n` become `%25`, `%0D`, `%0A` everywhere, and in property values `:` and
-`,` also become `%3A`, `%2C`.  Diagnostics are sorted with `sort_key`; the text ends
-with a newline, and is empty for no diagnostics.
+`  help: ...`; notes and secondary labels are left out.  Escaping follows the
+workflow-command rules: `%`, `\\r`, `\\n` become `%25`, `%0D`, `%0A` everywhere, and in
+property values `:` and `,` also become `%3A`, `%2C`.  Diagnostics are sorted with
+`sort_key`; the text ends with a newline, and is empty for no diagnostics.
 """
 
 from __future__ import annotations
