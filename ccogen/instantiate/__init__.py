@@ -205,6 +205,7 @@ def _loader(protocol: ir.Protocol, nranks: int, params: dict[str, int], decl: An
             SymbolicLoader(bounds, writes)
     first = Unroller(protocol, nranks, params, decl, compiler, Findings(nranks))
     first.loader = SymbolicLoader(bounds, None)
+    first.records_loads = False  # only its writes are wanted
     for ops in first.run():
         for p in ops:
             if p.kind in (OpKind.PUT, OpKind.GET, OpKind.COPY):

@@ -21,6 +21,8 @@ _RANK = "it names a rank that is a run-time value"
 class Ensure(Evaluating):
     """Evaluates the `ensure` statements on every rank into `CheckInst`s."""
 
+    records_loads = True
+
     def _runtime_rank(self, expr: ir.Expr) -> bool:
         if self.loader is None:
             return False

@@ -32,6 +32,8 @@ class Overflow(Exception):
 class Evaluating:
     """Evaluation on one rank at a time, reporting into the findings."""
 
+    records_loads = False  # the kernels' and `ensure`'s loads are read events (`take_loads`)
+
     def __init__(self, nranks: int, params: Mapping[str, int],
                  memories: Mapping[str, Memory | None], compiler: Compiler,
                  findings: Findings) -> None:
@@ -55,23 +57,30 @@ class Evaluating:
         self.unchecked = 0  # `ensure` lines with run-time bounds (symbolic instances)
         self.empty_ok = False  # concrete run-time instances: a run-time length may be 0
         self.runtime_weights = False  # a weight was a run-time value (symbolic: 1.0 kept)
-        # the loads of memory evaluated since the last `take_loads()` (not `init(...)`)
+        # the loads evaluated since the last `take_loads()`, and one `LoadInst` per
+        # (load, rank, element) (a MoE instance evaluates ~10^5 loads per rank)
         self._loaded: list[LoadInst] = []
+        self._load_insts: dict[tuple[int, int, int], LoadInst] = {}
 
     def _bind_rank(self, rank: int) -> None:
         self.rank = rank
         self.env = Env(self.nranks, rank, self.params)
-        self.env.loader = None if self.loader is None else self._load_recorded
+        self.env.loader = self.loader if self.loader is None or not self.records_loads else \
+            self._load_recorded
 
     def _load_recorded(self, load: ir.Load, rank: int, index: int) -> Any:
         """What `load` reads (`self.loader`), recording the read of memory it is."""
         assert self.loader is not None
         value = self.loader(load, rank, index)
-        memory = self.memories.get(load.window)
-        width = memory.dtype.size if memory is not None else 1
-        self._loaded.append(LoadInst(
-            RegionInst(load.window, index * width, (index + 1) * width, rank), load.span,
-            value if isinstance(value, int | float) else None, load.init))
+        key = (id(load), rank, index)
+        inst = self._load_insts.get(key)
+        if inst is None:
+            memory = self.memories.get(load.window)
+            width = memory.dtype.size if memory is not None else 1
+            inst = self._load_insts[key] = LoadInst(
+                RegionInst(load.window, index * width, (index + 1) * width, rank), load.span,
+                value if isinstance(value, int | float) else None, load.init)
+        self._loaded.append(inst)
         return value
 
     def take_loads(self) -> list[LoadInst]:

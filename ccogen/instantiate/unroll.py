@@ -95,6 +95,8 @@ def _child(kind: ir.IssuerKind, scope: _Scope, outer: tuple[ir.IssuerBlock, ...]
 class Unroller(Evaluating):
     """Runs every kernel body on every rank, recording `Pending` op instances."""
 
+    records_loads = True
+
     def __init__(self, protocol: ir.Protocol, nranks: int, params: Mapping[str, int],
                  decl: Decl, compiler: Compiler, findings: Findings) -> None:
         super().__init__(nranks, params, decl.memories, compiler, findings)
