@@ -234,7 +234,15 @@ def _early_load(c: Conflict, out: Findings) -> None:
               notes=[f"a run-time value read too early is a stale one: the value rank {rank} "
                      "uses (a length, a count, an `expected=`) may be another launch's",
                      *launches_note(reader, writer)],
-              help=_launch_hint(reader, writer) or _wait_hint(put, rank))
+              help=_launch_hint(reader, writer) or _load_hint(put, rank))
+
+
+def _load_hint(put: OpInst, reader: int) -> str:
+    if put.kind is OpKind.PUT and put.counter is None:
+        q = 0 if put.queue is None else put.queue
+        return (f"load it after `wait_signal({put.rank}, queue={q})` on rank {reader}, for a "
+                f"signal rank {put.rank} sends with the `put` or after it on queue {q}")
+    return _wait_hint(put, reader)
 
 
 def _read_across_caller(c: Conflict, out: Findings) -> None:
