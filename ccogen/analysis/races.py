@@ -29,6 +29,15 @@ A `Conflict` is one of:
 
 A `reduce` reads each source and writes its destination at its `issue`, like a
 copy; its sources may be on other ranks.
+
+A `load(...)` is a read of the element it names, on the rank whose memory holds it
+(a peer's for `load(x@p[i])`), at the `issue` of the next op its issuer runs (the
+load runs after that op's predecessors and before it; nothing but program order
+leads to an issue, so the two are ordered alike with every other event).  The
+elements `ensure` reads as run-time values (`got[p]` in a bound) are its caller's
+reads at the end of each launch, like the regions it compares.  A load is checked
+like any read: before arrival (E032), another queue's signal (E024), a peer's load
+unordered with an op of that peer writing the element (`remote-read`, E031).
 """
 
 from __future__ import annotations
@@ -42,7 +51,7 @@ from weakref import WeakKeyDictionary
 
 from ccogen.analysis._hb_derive import prefix_len
 from ccogen.analysis.hb_graph import HBGraph
-from ccogen.ir.instance import CheckInst, Instance, OpInst, RegionInst
+from ccogen.ir.instance import CheckInst, Instance, LoadInst, OpInst, RegionInst
 from ccogen.ir.opkind import OpKind
 
 MAX_PAIRWISE = 64
@@ -68,6 +77,7 @@ class Access:
     op: OpInst | None
     check: CheckInst | None = None
     epoch: int = 0
+    load: LoadInst | None = None  # a `load(...)` (of `op`'s issuer, or of the caller)
 
     @property
     def caller(self) -> bool:
@@ -118,6 +128,9 @@ def accesses(graph: HBGraph) -> tuple[list[Access], list[Access]]:
             issue = graph.issue(op.rank, op.index)
             reads += [Access(src, issue, issue, op) for src in op.srcs]
             writes.append(Access(op.dst, issue, issue, op))
+        if op.loads:
+            issue = graph.issue(op.rank, op.index)
+            reads += [Access(x.region, issue, issue, op, load=x) for x in op.loads]
     inst = graph.instance
     for check in inst.checks:
         for region, init in check_regions(check):
@@ -125,6 +138,12 @@ def accesses(graph: HBGraph) -> tuple[list[Access], list[Access]]:
                 for e in range(inst.launches):
                     end = graph.launch_end(region.rank, e)
                     reads.append(Access(region, end, end, None, check, e))
+        for x in check.loads:
+            if x.init:
+                continue
+            for e in range(inst.launches):
+                end = graph.launch_end(check.rank, e)
+                reads.append(Access(x.region, end, end, None, check, e, load=x))
     for rank, window in sorted(input_windows(inst)):
         whole = RegionInst(window, 0, inst.window_size(window), rank)
         for e in range(inst.launches - 1):
@@ -135,13 +154,15 @@ def accesses(graph: HBGraph) -> tuple[list[Access], list[Access]]:
 
 
 def input_windows(instance: Instance) -> set[tuple[int, str]]:
-    """`(rank, window)` of every input: a window `ensure` reads through `init(...)`.
+    """`(rank, window)` of every input: a window `ensure` reads through `init(...)` (a
+    region, or an element such as a bound or a weight).
 
     Between two launches each rank's caller writes its inputs (and reads its outputs)
     on the launch's stream: a peer's next launch must not touch them before that.
     """
     return {(r.rank, r.window) for c in instance.checks
-            for r, init in check_regions(c) if init}
+            for r, init in check_regions(c) if init} | {
+        (x.region.rank, x.region.window) for c in instance.checks for x in c.loads if x.init}
 
 
 def check_regions(check: CheckInst) -> list[tuple[RegionInst, bool]]:
@@ -155,8 +176,9 @@ def check_regions(check: CheckInst) -> list[tuple[RegionInst, bool]]:
 
 
 def remote(a: Access) -> bool:
-    """A load of another rank's bytes by a `reduce`."""
-    return a.op is not None and a.op.kind.traits.reduces and a.region.rank != a.op.rank
+    """A load of another rank's bytes by a `reduce` or a `load(x@p[i])`."""
+    return a.op is not None and (a.op.kind.traits.reduces or a.load is not None) \
+        and a.region.rank != a.op.rank
 
 
 def _overlap(a: RegionInst, b: RegionInst) -> RegionInst:

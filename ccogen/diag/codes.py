@@ -1,8 +1,9 @@
 """THE registry of diagnostic codes: code -> slug, severity, summary.
 
 Codes are never reused.  `E0xx` are errors (the protocol hangs, corrupts data or is
-rejected), `W1xx` performance warnings.  The long explanation of each rule lives beside
-the reference, in `docs/reference/rules/CODE.md` (`Rule.explain`, read by
+rejected), `N0xx` notes (what the checks could not decide, said so that nothing passes
+silently; warnings under `--strict`), `W1xx` performance warnings.  The long explanation
+of each rule lives beside the reference, in `docs/reference/rules/CODE.md` (`Rule.explain`, read by
 `ccogen.diag.explain`; `ccogen explain CODE` prints it).
 """
 
@@ -22,7 +23,9 @@ class Rule:
 
     @property
     def severity(self) -> Severity:
-        return Severity.ERROR if self.code.startswith("E") else Severity.WARNING
+        if self.code.startswith("E"):
+            return Severity.ERROR
+        return Severity.NOTE if self.code.startswith("N") else Severity.WARNING
 
     @property
     def explain(self) -> str:
@@ -141,6 +144,12 @@ _RULES: tuple[Rule, ...] = tuple(
         ),
         ("E041", "cft-barrier-index", "CFT barrier index at or over the requested barrier count"),
         ("E042", "unsupported-by-backend", "operation the chosen backend cannot lower"),
+        (
+            "N001",
+            "unproved-postcondition",
+            "an `ensure` line the checker cannot prove (the simulator judges it on drawn "
+            "contents)",
+        ),
         ("W100", "many-small-copies", "many small copies to one peer: pack locally and send once"),
         ("W101", "split-transfer", "one contiguous transfer split into several ops"),
         ("W102", "shared-queue-issuers", "several warps or blocks issue concurrently on one queue"),

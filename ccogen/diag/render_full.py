@@ -50,7 +50,7 @@ _MAX_GAP = 2
 _RESET = "\x1b[0m"
 _BOLD = "1"
 _BLUE = "1;34"
-_SEVERITY_COLOR = {Severity.ERROR: "1;31", Severity.WARNING: "1;33"}
+_SEVERITY_COLOR = {Severity.ERROR: "1;31", Severity.WARNING: "1;33", Severity.NOTE: "1;36"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,10 +89,13 @@ def render(
 
 
 def summary(diagnostics: Sequence[Diagnostic]) -> str:
-    """`N errors, M warnings`, with the singular for a count of 1."""
+    """`N errors, M warnings` (and `, K notes` when there are notes), with the singular
+    for a count of 1."""
     errors = sum(1 for d in diagnostics if d.is_error)
-    warnings = len(diagnostics) - errors
-    return f"{_plural(errors, 'error')}, {_plural(warnings, 'warning')}"
+    notes = sum(1 for d in diagnostics if d.sev is Severity.NOTE)
+    warnings = len(diagnostics) - errors - notes
+    text = f"{_plural(errors, 'error')}, {_plural(warnings, 'warning')}"
+    return f"{text}, {_plural(notes, 'note')}" if notes else text
 
 
 def _plural(count: int, noun: str) -> str:
@@ -201,7 +204,7 @@ def _footer(d: Diagnostic, style: _Style) -> list[str]:
     items = [("note", note) for note in d.notes]
     if d.help:
         items.append(("help", d.help))
-    kind = "error" if d.is_error else "warning"
+    kind = d.sev.value
     items.append(("note", f"for more information about this {kind}, try `ccogen explain {d.code}`"))
     return [_note(name, text, style) for name, text in items]
 

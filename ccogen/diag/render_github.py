@@ -3,23 +3,25 @@
     ::error title=ccogen (E021),file=protocols/pingpong.cco,line=10,col=13,endLine=10,
     endColumn=48::E021 `wait_signal` expects 2 signals%0A  help: wait for `expected=1`
 
-(one line, wrapped here).  `::warning` for warnings.  Lines and columns are 1-based,
-`endColumn` is exclusive.  A diagnostic without a span has only the `title` property.
-The data after `::` is the code, the message and, on a second line, `  help: ...`;
-notes and secondary labels are left out.  Escaping follows the workflow-command rules:
-`%`, `\\r`, `\\n` become `%25`, `%0D`, `%0A` everywhere, and in property values `:` and
-`,` also become `%3A`, `%2C`; other control characters are shown escaped
-(`\\x1b`, `ccogen.diag.visible`).  Diagnostics are sorted with `sort_key`; the text ends
-with a newline, and is empty for no diagnostics.
+(one line, wrapped here).  `::warning` for warnings, `::notice` for notes.  Lines and
+columns are 1-based, `endColumn` is exclusive.  A diagnostic without a span has only the
+`title` property.  The data after `::` is the code, the message and, on a second line,
+`  help: ...`; notes and secondary labels are left out.  Escaping follows the
+workflow-command rules: `%`, `\\r`, `\\n` become `%25`, `%0D`, `%0A` everywhere, and in
+property values `:` and `,` also become `%3A`, `%2C`; other control characters are shown
+escaped (`\\x1b`, `ccogen.diag.visible`).  Diagnostics are sorted with `sort_key`; the
+text ends with a newline, and is empty for no diagnostics.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ccogen.diag import Diagnostic, sort_key
+from ccogen.diag import Diagnostic, Severity, sort_key
 from ccogen.diag.visible import visible
 from ccogen.source import Span
+
+_COMMAND = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.NOTE: "notice"}
 
 
 def render(diagnostics: Sequence[Diagnostic], **_opts: object) -> str:
@@ -32,7 +34,7 @@ def command(d: Diagnostic) -> str:
     props = [("title", f"ccogen ({d.code})"), *_span_properties(d.span)]
     rendered = ",".join(f"{key}={escape_property(value)}" for key, value in props)
     data = f"{d.code} {d.message}" + (f"\n  help: {d.help}" if d.help else "")
-    return f"::{d.sev.value} {rendered}::{escape_data(data)}"
+    return f"::{_COMMAND[d.sev]} {rendered}::{escape_data(data)}"
 
 
 def _span_properties(span: Span | None) -> list[tuple[str, str]]:

@@ -7,7 +7,7 @@ order, the text is indented by 2 and ends with a newline; no diagnostics give `[
       {
         "code": "E021",                      # rule code
         "name": "unsatisfiable-wait",        # rule slug ("" for a code not in RULES)
-        "severity": "error",                 # "error" | "warning"
+        "severity": "error",                 # "error" | "warning" | "note"
         "message": "`wait_signal` expects 2 signals but only 1 is ever sent",
         "filename": "protocols/pingpong.cco",         # null without a span
         "location": {"row": 10, "column": 13},        # 1-based; null without a span

@@ -9,7 +9,7 @@ One log with one run:
 - `runs[0].columnKind` is `unicodeCodePoints`: columns count characters.
 - `runs[0].results[]`, one per diagnostic, sorted with `sort_key`: `ruleId`,
   `ruleIndex` (into `rules[]`, absent for a code not in the registry), `level`
-  (`error`/`warning`), `message.text` (the message, then `help: ...` on a new line
+  (`error`/`warning`/`note`), `message.text` (the message, then `help: ...` on a new line
   when there is a help), `locations[0]` (the primary label; none without a span)
   with `physicalLocation.artifactLocation.uri` and `region {startLine, startColumn,
   endLine, endColumn}` (1-based, `endColumn` exclusive) and the label text as its
@@ -38,7 +38,7 @@ JsonObject = dict[str, object]
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://pypi.org/project/ccogen/"
 _FALLBACK_VERSION = "0.1.0"
-_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning"}
+_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.NOTE: "note"}
 _RULE_INDEX = {code: index for index, code in enumerate(RULES)}
 
 

@@ -8,3 +8,4 @@ from enum import Enum
 class Severity(str, Enum):
     ERROR = "error"
     WARNING = "warning"
+    NOTE = "note"  # said, never failing (a warning under `ccogen lint --strict`)

@@ -208,6 +208,7 @@ def _loader(protocol: ir.Protocol, nranks: int, params: dict[str, int], decl: An
             SymbolicLoader(bounds, writes)
     first = Unroller(protocol, nranks, params, decl, compiler, Findings(nranks))
     first.loader = SymbolicLoader(bounds, None)
+    first.records_loads = False  # only its writes are wanted
     for ops in first.run():
         for p in ops:
             if p.kind in (OpKind.PUT, OpKind.GET, OpKind.COPY):
@@ -271,7 +272,8 @@ def _unroll(protocol: ir.Protocol, nranks: int, params: dict[str, int],
                            if m is not None and m.buffer),
         dtype_params=tuple(types.items()),
         runtime="" if loader is None else "concrete" if contents is not None else "symbolic",
-        unchecked=ensure.unchecked, contents_label=contents.label if contents else "",
+        unchecked=ensure.unchecked, unproved=tuple(ensure.unproved),
+        contents_label=contents.label if contents else "",
     )
 
 

@@ -9,10 +9,19 @@ from ccogen.ir import nodes as ir
 from ccogen.ir.evaluate import EvalError
 from ccogen.ir.instance import CheckInst, ReductionInst, RegionInst
 from ccogen.ir.runtime import Rt
+from ccogen.source import Span
+
+_BOUNDS = ("its regions have run-time bounds: the checker orders every read of it, but "
+           "compares no values of a length it does not know")
+_WEIGHTS = ("its weights are run-time values: the checker orders every read of it, but "
+            "cannot compare sums whose weights it does not know")
+_RANK = "it names a rank that is a run-time value"
 
 
 class Ensure(Evaluating):
     """Evaluates the `ensure` statements on every rank into `CheckInst`s."""
+
+    records_loads = True
 
     def _runtime_rank(self, expr: ir.Expr) -> bool:
         if self.loader is None:
@@ -24,6 +33,8 @@ class Ensure(Evaluating):
 
     def run(self, stmts: Sequence[ir.Stmt]) -> list[CheckInst]:
         self.checks: list[CheckInst] = []
+        # (line, why) of every line a symbolic instance leaves to the simulator (N001)
+        self.unproved: list[tuple[Span | None, str]] = []
         for rank in range(self.nranks):
             self._bind_rank(rank)
             self._body(stmts)
@@ -70,9 +81,11 @@ class Ensure(Evaluating):
             return
         runtime = left.runtime is not None or right.runtime is not None
         self.unchecked += runtime  # symbolic: the values are left to the drawn contents
+        if runtime:
+            self.unproved.append((s.span, _BOUNDS))
         self.checks.append(CheckInst(rank=self.rank, op=s.op, left=left, left_init=s.left.init,
                                      right=right, right_init=s.right.init, check=s, span=s.span,
-                                     runtime=runtime))
+                                     runtime=runtime, loads=tuple(self.take_loads())))
         self._count(s)
 
     def _reduction_check(self, s: ir.Check, r: ir.Reduction) -> None:
@@ -115,9 +128,14 @@ class Ensure(Evaluating):
                                   init=tuple(i for _, i in terms), weights=tuple(weights),
                                   dtype=self._dtype(s.left.window))
         self.unchecked += runtime
+        if runtime:
+            self.unproved.append((s.span, _WEIGHTS if self.runtime_weights and not any(
+                t.runtime is not None for t, _ in terms) and left.runtime is None
+                else _BOUNDS))
         self.checks.append(CheckInst(rank=self.rank, op=s.op, left=left, left_init=s.left.init,
                                      right=None, right_init=False, check=s, span=s.span,
-                                     reduction=reduction, runtime=runtime))
+                                     reduction=reduction, runtime=runtime,
+                                     loads=tuple(self.take_loads())))
         self._count(s)
 
     def _side(self, region: ir.Region, s: ir.Check) -> RegionInst | None:
@@ -125,6 +143,7 @@ class Ensure(Evaluating):
         if region.rank is not None and self._runtime_rank(region.rank):
             self.failed = True  # a run-time rank: left to the simulator's drawn contents
             self.unchecked += 1
+            self.unproved.append((s.span, _RANK))
             return None
         if region.rank is not None:
             rank = self._team_rank(region.rank, "rank", region.span or s.span, allow_me=True)

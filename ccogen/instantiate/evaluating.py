@@ -13,7 +13,7 @@ from ccogen.instantiate.findings import Findings
 from ccogen.ir import nodes as ir
 from ccogen.ir.dtype import DType
 from ccogen.ir.evaluate import Compiler, Env, EvalError, IntFn, Value, expr_text
-from ccogen.ir.instance import RegionInst
+from ccogen.ir.instance import LoadInst, RegionInst
 from ccogen.ir.runtime import Rt
 from ccogen.limits import raise_hint
 from ccogen.source import Span
@@ -31,6 +31,8 @@ class Overflow(Exception):
 
 class Evaluating:
     """Evaluation on one rank at a time, reporting into the findings."""
+
+    records_loads = False  # the kernels' and `ensure`'s loads are read events (`take_loads`)
 
     def __init__(self, nranks: int, params: Mapping[str, int],
                  memories: Mapping[str, Memory | None], compiler: Compiler,
@@ -55,11 +57,36 @@ class Evaluating:
         self.unchecked = 0  # `ensure` lines with run-time bounds (symbolic instances)
         self.empty_ok = False  # concrete run-time instances: a run-time length may be 0
         self.runtime_weights = False  # a weight was a run-time value (symbolic: 1.0 kept)
+        # the loads evaluated since the last `take_loads()`, and one `LoadInst` per
+        # (load, rank, element) (a MoE instance evaluates ~10^5 loads per rank)
+        self._loaded: list[LoadInst] = []
+        self._load_insts: dict[tuple[int, int, int], LoadInst] = {}
 
     def _bind_rank(self, rank: int) -> None:
         self.rank = rank
         self.env = Env(self.nranks, rank, self.params)
-        self.env.loader = self.loader
+        self.env.loader = self.loader if self.loader is None or not self.records_loads else \
+            self._load_recorded
+
+    def _load_recorded(self, load: ir.Load, rank: int, index: int) -> Any:
+        """What `load` reads (`self.loader`), recording the read of memory it is."""
+        assert self.loader is not None
+        value = self.loader(load, rank, index)
+        key = (id(load), rank, index)
+        inst = self._load_insts.get(key)
+        if inst is None:
+            memory = self.memories.get(load.window)
+            width = memory.dtype.size if memory is not None else 1
+            inst = self._load_insts[key] = LoadInst(
+                RegionInst(load.window, index * width, (index + 1) * width, rank), load.span,
+                value if isinstance(value, int | float) else None, load.init)
+        self._loaded.append(inst)
+        return value
+
+    def take_loads(self) -> list[LoadInst]:
+        """The loads recorded since the last call, each element once (in order)."""
+        loaded, self._loaded = self._loaded, []
+        return loaded if len(loaded) < 2 else unique_loads(loaded)
 
     def _error(self, code: str, message: str, span: Span | None, label: str = "", *,
                secondary: Iterable[tuple[Span | None, str]] = (), help: str | None = None) -> None:
@@ -421,6 +448,14 @@ def _length(r: RegionInst) -> int | Rt:
 
 def _show(v: object) -> str:
     return v.text() if isinstance(v, Rt) else str(v)
+
+
+def unique_loads(loads: Iterable[LoadInst]) -> list[LoadInst]:
+    """Each element's first load, in order (one read event reads it once)."""
+    first: dict[RegionInst, LoadInst] = {}
+    for x in loads:
+        first.setdefault(x.region, x)
+    return list(first.values())
 
 
 def forget_assigned(env: Env, stmts: Sequence[ir.Stmt]) -> None:

@@ -62,6 +62,23 @@ def uses_runtime(protocol: ir.Protocol) -> bool:
     return False
 
 
+def runtime_inputs(protocol: ir.Protocol) -> frozenset[str]:
+    """The windows and buffers whose elements are run-time values: every one a `load`
+    (or an element in `require` or `ensure`) reads.  The shape of a concrete instance
+    follows their contents; the rest is data."""
+    names: set[str] = set()
+    stack: list[object] = [protocol.require, protocol.kernels, protocol.ensure]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ir.Load):
+            names.add(node.window)
+        if isinstance(node, tuple | list):
+            stack.extend(node)
+        elif hasattr(node, "__dataclass_fields__") and not isinstance(node, type):
+            stack.extend(getattr(node, f) for f in node.__dataclass_fields__ if f != "span")
+    return frozenset(names)
+
+
 def read_after_write(protocol: ir.Protocol) -> bool:
     """Whether a kernel `load` or an `ensure` element reads a window or buffer that an op
     writes (then instantiation follows the writes, `Writes`)."""
@@ -394,5 +411,5 @@ def unsatisfied(protocol: ir.Protocol, nranks: int, params: Mapping[str, int],
 
 
 __all__ = ["Cell", "ConcreteLoader", "Contents", "Precondition", "Preconditions",
-           "SymbolicLoader", "Writes", "derive", "precondition_bounds", "unsatisfied",
-           "uses_runtime"]
+           "SymbolicLoader", "Writes", "derive", "precondition_bounds", "runtime_inputs",
+           "unsatisfied", "uses_runtime"]

@@ -12,13 +12,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ccogen.instantiate.declarations import Decl, KernelHead
-from ccogen.instantiate.evaluating import Evaluating, forget_assigned
+from ccogen.instantiate.evaluating import Evaluating, forget_assigned, unique_loads
 from ccogen.instantiate.findings import Findings
 from ccogen.instantiate.limits import WARP_SIZE
 from ccogen.ir import nodes as ir
 from ccogen.ir.dtype import DType
 from ccogen.ir.evaluate import Compiler
-from ccogen.ir.instance import Issuer, RegionInst
+from ccogen.ir.instance import Issuer, LoadInst, RegionInst
 from ccogen.ir.opkind import OpKind
 from ccogen.ir.runtime import Rt
 
@@ -27,8 +27,8 @@ class Pending:
     """An op instance before queues `auto` and groups are resolved."""
 
     __slots__ = ("dst", "dtype", "expected", "expected_rt", "group", "issuer", "kernel", "kind",
-                 "op", "peer", "preds", "queue", "reduce_op", "slot", "src", "srcs", "wait_default",
-                 "weights", "weights_rt")
+                 "loads", "op", "peer", "preds", "queue", "reduce_op", "slot", "src", "srcs",
+                 "wait_default", "weights", "weights_rt")
 
     def __init__(self, kind: OpKind, op: ir.Op, kernel: int, issuer: Issuer) -> None:
         self.kind = kind
@@ -50,6 +50,7 @@ class Pending:
         self.dtype: DType | None = None
         self.expected_rt: object = None  # a run-time `expected=` (`Rt`)
         self.weights_rt: tuple[object, ...] = ()  # run-time weights (`Rt`s and numbers)
+        self.loads: tuple[LoadInst, ...] = ()  # run by its issuer just before it
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +95,8 @@ def _child(kind: ir.IssuerKind, scope: _Scope, outer: tuple[ir.IssuerBlock, ...]
 class Unroller(Evaluating):
     """Runs every kernel body on every rank, recording `Pending` op instances."""
 
+    records_loads = True
+
     def __init__(self, protocol: ir.Protocol, nranks: int, params: Mapping[str, int],
                  decl: Decl, compiler: Compiler, findings: Findings) -> None:
         super().__init__(nranks, params, decl.memories, compiler, findings)
@@ -104,6 +107,8 @@ class Unroller(Evaluating):
         self._head = decl.kernels[0] if decl.kernels else None
         self._rank_ops: list[Pending] = []
         self._path: list[int] = []
+        # loads an issuer ran that wait for its next op (their read event is its issue)
+        self._held: dict[Issuer, list[LoadInst]] = {}
         self._stmts: dict[type, Callable[[Any, _Scope, tuple[int, ...]], tuple[int, ...]]] = {
             ir.For: self._for, ir.If: self._if, ir.IssuerBlock: self._issuers,
             ir.Check: self._misplaced_check, ir.Assign: self._assign_stmt,
@@ -124,6 +129,9 @@ class Unroller(Evaluating):
                 self._bind_rank(rank)
                 self._rank_ops = self.ops[rank]
                 frontiers[rank] = self._body(head.kernel.body, _TOP, frontiers[rank])
+                # a load no op of the kernel follows feeds nothing: the kernel ends
+                self._held.clear()
+                self.take_loads()
         return self.ops
 
     def _body(self, stmts: Sequence[ir.Stmt], scope: _Scope,
@@ -140,7 +148,14 @@ class Unroller(Evaluating):
     def _assign_stmt(self, s: ir.Assign, scope: _Scope,
                      frontier: tuple[int, ...]) -> tuple[int, ...]:
         self._assign(s)
+        self._hold(scope.issuer)
         return frontier
+
+    def _hold(self, issuer: Issuer) -> None:
+        """The loads just evaluated wait for `issuer`'s next op."""
+        loaded = [x for x in self.take_loads() if not x.init]  # (E002 in a kernel)
+        if loaded:
+            self._held.setdefault(issuer, []).extend(loaded)
 
     # ------------------------------------------------------------------ control flow
 
@@ -186,9 +201,13 @@ class Unroller(Evaluating):
         for pos, value in enumerate(seq):
             self.env.vars[blk.var] = value
             before = len(self._rank_ops)
-            end = self._body(blk.body, _child(blk.kind, scope, outer, pos, len(seq)), frontier)
+            child = _child(blk.kind, scope, outer, pos, len(seq))
+            end = self._body(blk.body, child, frontier)
             if len(self._rank_ops) > before:
                 ends.extend(end)
+            left = self._held.pop(child.issuer, None)
+            if left:  # loads after the issuer's last op: read before what follows the join
+                self._held.setdefault(scope.issuer, []).extend(left)
         self._leave(blk.var, saved)
         return tuple(ends) if ends else frontier
 
@@ -254,10 +273,15 @@ class Unroller(Evaluating):
     def _op(self, op: ir.Op, scope: _Scope, frontier: tuple[int, ...]) -> tuple[int, ...]:
         kind = ir.OP_KINDS[type(op)]
         self.failed = False
+        self._hold(scope.issuer)
         pending = Pending(kind, op, self._kernel, scope.issuer)
         self._ops[kind](op, scope, pending)
+        self._hold(scope.issuer)  # the op's own loads run before it too
         if self.failed:
             return frontier
+        held = self._held.pop(scope.issuer, None)
+        if held:
+            pending.loads = tuple(unique_loads(held))
         if scope.lanes:
             issuer = scope.issuer
             pending.group = (issuer.block, issuer.warp_of, id(op), tuple(self._path))

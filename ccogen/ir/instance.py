@@ -96,6 +96,28 @@ class RegionInst:
 
 
 @dataclass(frozen=True, slots=True)
+class LoadInst:
+    """One executed `load(...)` (or, in `ensure`, an element read as a run-time bound):
+    the bytes of the element it reads (`region.rank` is the rank whose memory holds
+    them: a remote load names the peer's), where it is written (`span`) and, in a
+    concrete instance, the value the instance was built for (`value`: what the load
+    reads when it is ordered after the single write of the element, or the initial
+    contents)."""
+
+    region: RegionInst
+    span: Span | None = field(compare=False)
+    value: int | float | None = field(default=None, compare=False)
+    init: bool = False  # `init(x@p)[i]` in `ensure`: the caller's input, read at no event
+
+    def __str__(self) -> str:
+        return f"{self.region.window}@{self.region.rank}[{self.element}]"
+
+    @property
+    def element(self) -> int:
+        return self.region.start // max(1, self.region.size)
+
+
+@dataclass(frozen=True, slots=True)
 class OpInst:
     """One executed op: `kind` says which (`OpKind.PUT`, ...; ask its `traits`).
 
@@ -139,6 +161,9 @@ class OpInst:
     # run-time weights of a `reduce` (`Rt`s and numbers; `weights` then holds 1.0 in
     # their place), for code generation
     weights_rt: tuple[object, ...] = field(default=(), compare=False)
+    # the loads its issuer runs after its predecessors and before it (their read event
+    # is this op's issue: nothing but program order leads to an issue)
+    loads: tuple[LoadInst, ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +217,8 @@ class CheckInst:
     # run-time bounds or weights in a symbolic instance: the regions are footprints (what
     # `ensure` reads, for the race checks); the values are the simulator's to compare
     runtime: bool = False
+    # the elements it reads as run-time values (`got[p]` in a bound): its caller's reads
+    loads: tuple[LoadInst, ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +253,8 @@ class Instance:
     # run-time bounds that a symbolic instance leaves to the simulator
     runtime: str = ""
     unchecked: int = 0
+    # (line, why) of every `ensure` line the checker leaves to the simulator (N001)
+    unproved: tuple[tuple[Span | None, str], ...] = field(default=(), compare=False)
     contents_label: str = ""
 
     @property

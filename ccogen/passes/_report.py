@@ -97,7 +97,10 @@ __all__ = ["Findings", "at", "line", "name", "queue_arg", "ranks_note", "region"
 
 
 def access_span(access: Access) -> Span | None:
-    """Where an access is written: its op, or the postcondition a caller's read serves."""
+    """Where an access is written: its `load(...)`, its op, or the postcondition a caller's
+    read serves."""
+    if access.load is not None and access.load.span is not None:
+        return access.load.span
     if access.op is not None:
         return access.op.span
     return access.check.span if access.check is not None else None
@@ -111,6 +114,19 @@ def caller_text(access: Access) -> str:
                 f"{access.epoch + 1}")
     return (f"rank {rank}'s caller writes its input `{access.region.window}` before launch "
             f"{access.epoch + 2}")
+
+
+def load_text(access: Access) -> str:
+    """`` load of `counts@1[0]` `` (a `load(...)`), or `` `ensure` reading `got@0[1]` ``."""
+    assert access.load is not None
+    if access.op is None:
+        return f"`ensure` reading `{access.load}` as a run-time value"
+    return f"load of `{access.load}`"
+
+
+def where(op: OpInst) -> str:
+    """`` `put` at x.cco:10:5 ``."""
+    return f"{name(op)} at {op.span}" if op.span is not None else name(op)
 
 
 def across_launches(*accesses: Access) -> bool:

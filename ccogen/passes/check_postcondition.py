@@ -7,6 +7,11 @@ wait or a memory conflict (E020-E025, E030-E032) has no single result, and those
 findings come first.  Guarantees, when it reports nothing and ran: every
 postcondition holds byte for byte on every rank, whatever the schedule.
 
+A line with run-time bounds, weights or ranks (`CheckInst.runtime`) is not proved:
+its reads are ordered like every other (E031/E032), but the values are the
+simulator's to compare on drawn contents.  Each such line is N001 (a note; a warning
+under `ccogen lint --strict`), with the reason, so that none passes unsaid.
+
 Emits E033, at the failing statement, with the first differing byte range, where its
 bytes came from and a label at the op that wrote them.  Where a `reduce` or a
 `sum`/`max`/`min` is involved, the bytes are compared as combinations (whatever the
@@ -34,11 +39,14 @@ class CheckPostcondition(Pass):
     """Every `ensure` statement holds (E033); see the module docstring."""
 
     name: ClassVar[str] = "check-postcondition"
-    codes: ClassVar[tuple[str, ...]] = ("E033",)
+    codes: ClassVar[tuple[str, ...]] = ("E033", "N001")
 
     def run(self, ctx: PassContext) -> None:
         a = analysis_of(ctx)
-        if not a.instance.checks or not decidable(a):
+        if not decidable(a) or not (a.instance.checks or a.instance.unproved):
+            return
+        _unproved(ctx)
+        if not a.instance.checks:
             return
         failed: dict[Span | None, list[Mismatch]] = {}
         with gc_paused():
@@ -56,6 +64,18 @@ class CheckPostcondition(Pass):
             _report(ms, out, a.instance)
         out.flush()
         ctx.cache["postconditions-checked"] = sum(not c.runtime for c in a.instance.checks)
+
+
+def _unproved(ctx: PassContext) -> None:
+    """N001 at every `ensure` line left to the simulator, with the reason."""
+    out = Findings(ctx)
+    for span, why in ctx.instance.unproved:
+        out.error("N001", "the checker does not prove this `ensure` line", span, why,
+                  notes=["`ccogen simulate` compares it on drawn contents: every `require` "
+                         "bound at its low and high ends, mixed and interior values"],
+                  help="run `ccogen simulate` on the protocol (it judges this line), or state "
+                       "what the checker can prove: static bounds and weights")
+    out.flush()
 
 
 def symbolic_memory(ctx: PassContext, graph: HBGraph) -> Memory:

@@ -11,7 +11,10 @@ their arrival must be ordered by a wait on that rank.
 
 A `reduce` that loads a peer's bytes (`x@p`) reads them at its issue: an op of the
 peer that writes them unordered with the load is E031 (the peer may overwrite them
-while they are read).
+while they are read).  A `load(...)` is a read like the others (the element it reads,
+on the rank that holds it, at the issue of its issuer's next op): unordered with a
+write of the element it is E032, naming the load and the write (a peer's `copy` into
+an element a remote `load(x@p[i])` reads too: the load may see the old value).
 
 Emits E031 (data race between writes), E036 (two unordered writes whose run-time
 bounds the checker cannot prove disjoint: their footprints overlap, which is not a
@@ -35,8 +38,10 @@ from ccogen.passes._report import (
     access_span,
     caller_text,
     launches_note,
+    load_text,
     name,
     region,
+    where,
 )
 from ccogen.passes.base import Pass, PassContext
 from ccogen.source import Span
@@ -66,6 +71,9 @@ def _remote_overwrite(c: Conflict, out: Findings) -> None:
     reader, writer = c.first.op, c.second.op
     assert reader is not None and writer is not None
     peer = c.overlap.rank
+    if c.first.load is not None:
+        _remote_load(c, out)
+        return
     out.error("E031", "a peer overwrites bytes while a `reduce` may be reading them",
               writer.span, f"rank {peer} writes {region(c.overlap)}", rank=peer,
               secondary=[(reader.span, f"rank {reader.rank} reads them over the link here")],
@@ -73,6 +81,27 @@ def _remote_overwrite(c: Conflict, out: Findings) -> None:
                      "load of these bytes: the load may see old bytes, new bytes or a mix"],
               help=f"order them: a `barrier()` (or a signal from rank {reader.rank} after its "
                    f"`reduce`, waited for on rank {peer}) before the write")
+
+
+def _remote_load(c: Conflict, out: Findings) -> None:
+    """A `load(x@p[i])` unordered with an op of rank p writing the element."""
+    reader, writer, load = c.first.op, c.second.op, c.first.load
+    assert reader is not None and writer is not None and load is not None
+    peer = c.overlap.rank
+    before = not c.second.launch > c.first.launch
+    out.error("E032", "load before arrival: a peer writes the element this `load` reads, in "
+              "no fixed order", load.span,
+              f"{load_text(c.first)} may read it " + (
+                  f"before {where(writer)} writes it" if before else
+                  f"after rank {peer}'s next launch rewrote it at {writer.span}"),
+              rank=reader.rank,
+              secondary=[(writer.span, f"rank {peer} writes {region(c.overlap)}")],
+              notes=[f"nothing orders rank {peer}'s {name(writer)} with rank {reader.rank}'s "
+                     "load of this element: the load may read the old value or the new one",
+                     *launches_note(c.first, c.second)],
+              help=_launch_hint(c.first, c.second) or
+                   f"order them: rank {peer} signals after its {name(writer)} and rank "
+                   f"{reader.rank} waits for it before the load (or a `barrier()` between)")
 
 
 def _span(x: Access) -> Span | None:
@@ -226,6 +255,9 @@ def _early_read(a: Analysis, c: Conflict, out: Findings) -> None:
         return
     rank = reader.op.rank if reader.op is not None else reader.region.rank
     notes = launches_note(reader, writer)
+    if reader.load is not None:
+        _early_load(c, out)
+        return
     if reader.op is None:
         label = f"`ensure` reads {region(c.overlap)} on rank {rank}"
         if put.epoch > reader.epoch:
@@ -248,10 +280,50 @@ def _early_read(a: Analysis, c: Conflict, out: Findings) -> None:
                                  or _wait_hint(put, rank)))
 
 
+def _early_load(c: Conflict, out: Findings) -> None:
+    """A `load(...)` (or `ensure`'s run-time element) unordered with the write it needs, or
+    with the next launch's write of the element."""
+    reader, writer = c.first, c.second
+    put, load = writer.op, reader.load
+    assert put is not None and load is not None
+    rank = reader.op.rank if reader.op is not None else reader.region.rank
+    later = writer.launch > reader.launch
+    text = load_text(reader)
+    label = (f"{text} may read it after rank {put.rank}'s next launch rewrote it at {put.span}"
+             if later else f"{text} may read before {where(put)} arrives")
+    out.error("E032", "load before arrival: nothing orders the write of this element before "
+              "the load that reads it", access_span(reader), label, rank=rank,
+              secondary=[(put.span, f"{_what(put, c.overlap.rank)} writes {region(c.overlap)}")],
+              notes=[f"a run-time value read too early is a stale one: the value rank {rank} "
+                     "uses (a length, a count, an `expected=`) may be another launch's",
+                     *launches_note(reader, writer)],
+              help=_launch_hint(reader, writer) or _load_hint(put, rank))
+
+
+def _load_hint(put: OpInst, reader: int) -> str:
+    if put.kind is OpKind.PUT and put.counter is None:
+        q = 0 if put.queue is None else put.queue
+        return (f"load it after `wait_signal({put.rank}, queue={q})` on rank {reader}, for a "
+                f"signal rank {put.rank} sends with the `put` or after it on queue {q}")
+    return _wait_hint(put, reader)
+
+
 def _read_across_caller(c: Conflict, out: Findings) -> None:
     reader, caller = c.first, c.second
     op = reader.op
     assert op is not None
+    if reader.load is not None:
+        out.error("E032", "load before arrival: nothing orders the write of this element "
+                  "before the load that reads it", access_span(reader),
+                  f"{load_text(reader)} may read it while rank {c.overlap.rank}'s caller "
+                  "writes the next launch's input", rank=op.rank,
+                  secondary=[(access_span(caller), caller_text(caller))],
+                  notes=[f"rank {op.rank} may read the previous launch's value or the next "
+                         "one's", *launches_note(reader, caller)],
+                  help=f"order the load before rank {c.overlap.rank}'s launch ends (a "
+                       "trailing `barrier()`), or after the next one starts (a leading "
+                       "`barrier()`)")
+        return
     out.error("E032", "read before arrival: nothing orders the write of these bytes before "
               "this read", op.span, f"{name(op)} reads {region(c.overlap)}", rank=op.rank,
               secondary=[(access_span(caller), caller_text(caller))],

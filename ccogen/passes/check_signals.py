@@ -25,7 +25,7 @@ from ccogen.analysis.matching import Increment, SlotKey, WaitMatch
 from ccogen.analysis.races import Conflict
 from ccogen.ir.instance import OpInst
 from ccogen.ir.opkind import OpKind
-from ccogen.passes._report import LAUNCHES_NOTE, Findings, region, times
+from ccogen.passes._report import LAUNCHES_NOTE, Findings, access_span, region, times
 from ccogen.passes.base import Pass, PassContext
 from ccogen.source import Span
 
@@ -236,7 +236,7 @@ def _decrease_fix(prev: WaitMatch, w: WaitMatch) -> str:
 def _other_queue(c: Conflict, out: Findings) -> None:
     put, wait, signal = c.second.op, c.wait, c.signal
     assert put is not None and wait is not None and signal is not None
-    reader = c.first.op.span if c.first.op is not None else c.first.check.span  # type: ignore[union-attr]
+    reader = access_span(c.first)
     out.error("E024", "data and the signal that announces it travel on different queues",
               put.span, f"carries {region(c.overlap)} on queue {put.queue}", rank=put.rank,
               secondary=[(signal.span, f"signals on queue {signal.queue}"),

@@ -1,7 +1,8 @@
 """What the next step of each process touches (`StepDesc`), for partial-order reduction.
 
-An issuer's step touches what its op touches (`ops.IMPLS[kind].footprint`) plus the
-program order it reads and completes; an engine queue's step reads or writes a piece
+An issuer's step touches what its op touches (`ops.IMPLS[kind].footprint`), the
+elements the loads before the op read (in its first step), plus the program order it
+reads and completes; an engine queue's step reads or writes a piece
 of memory, or adds to slots and counters when it finishes; a rank's host reads the
 end of every issuer of the rank (of every rank with `host_sync`) and the rank's
 `ensure` regions, and writes its inputs and buffers.  The functions act on a `Machine`
@@ -36,6 +37,8 @@ def describe_step(m: Machine, p: int) -> StepDesc | None:
     sizes = dict(plan.windows)
     mems = tuple(m.mem_key(r, False) for c in plan.instance.checks
                  for r, init in check_sides(c) if not init and r.rank == rank)
+    mems += tuple(m.mem_key(x.region, False) for c in plan.instance.checks if c.rank == rank
+                  for x in c.loads if not x.init)
     if e + 1 < m.epochs:
         mems += tuple(((r, w), 0, sizes[w], True) for r, w in plan.init_windows if r == rank)
         mems += tuple(((rank, b), 0, sizes[b], True) for b in sorted(plan.buffers))
@@ -54,6 +57,9 @@ def _describe_issuer(m: Machine, p: int) -> StepDesc | None:
         return None  # its group's leader posts for it
     keys, mems = IMPLS[op.kind].footprint(m, p, op)
     keys += _order_keys(m, p, op, members)
+    if plan.loads and st.phase[p] == 0:  # the loads its issuer runs before it (and its group's)
+        mems += tuple(m.mem_key(x.region, False) for i in members
+                      for x in plan.op((op.rank, i)).loads)
     also = tuple(plan.proc_of_op[(op.rank, i)][0] for i in members[1:])
     return StepDesc(("i", p, st.epochs[op.rank], st.pcs[p], st.phase[p], op.rank),
                     m.is_ready(p), keys, mems, also)

@@ -204,6 +204,8 @@ class Machine:
         if op.kernel > 0:
             queues.kernel_boundary(self, op.rank, op.kernel)
         phase = st.phase[p]
+        if phase == 0 and op.loads:
+            self.read_loads(p, op)
         source = waits.source(self, op) if op.kind.traits.waits else -1
         complete = IMPLS[op.kind].run(self, p, op)
         if complete:
@@ -258,6 +260,20 @@ class Machine:
             terms = [self.memory.view(src) for src in op.srcs]
             result = values.combine(op.reduce_op, terms, op.weights, op.dtype)
             self.memory.view(op.dst)[:] = result
+
+    def read_loads(self, p: int, op: OpInst) -> None:
+        """The `load`s `op`'s issuer runs just before it, read from simulated memory now: a
+        read racing with a write of the element is E031/E032 like any other, and a value
+        other than the one the launch's inputs define (the instance's) is a stale one."""
+        epoch = self.state.epochs[op.rank]
+        for x in op.loads:
+            self.access(x.region, Who("load", op.rank, op.index, epoch, x.region), p)
+            if self.memory is not None and x.value is not None:
+                dtype = self.plan.instance.dtype(x.region.window)
+                got = values.decode(self.memory.view(x.region), dtype)[0]
+                read = float(got) if dtype.is_float else int(got)
+                if read != x.value:
+                    self.report(explain.stale_load(op, x, read, epoch, self.epochs))
 
     def access(self, region: RegionInst, who: Who, proc: int) -> None:
         vc = self.hb.vc[proc]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ccogen.diag import Diagnostic, error
-from ccogen.ir.instance import CheckInst, OpInst, RegionInst
+from ccogen.ir.instance import CheckInst, LoadInst, OpInst, RegionInst
 from ccogen.ir.opkind import OpKind
 from ccogen.sim import values
 from ccogen.sim.plan import Plan, TransferSpec, Wait
@@ -103,7 +103,16 @@ def _span_of(ctx: RaceContext, who: Who) -> Span | None:
     if who.role == "caller":
         buffer = ctx.plan.instance.protocol.buffer(who.region.window)
         return buffer.span if buffer is not None else None
+    if who.role == "load":
+        load = _load_of(ctx, who)
+        if load is not None and load.span is not None:
+            return load.span
     return ctx.plan.span((who.rank, who.op))
+
+
+def _load_of(ctx: RaceContext, who: Who) -> LoadInst | None:
+    return next((x for x in ctx.plan.op((who.rank, who.op)).loads if x.region == who.region),
+                None)
 
 
 def _what(ctx: RaceContext, who: Who) -> str:
@@ -113,6 +122,8 @@ def _what(ctx: RaceContext, who: Who) -> str:
         return f"rank {who.rank}'s caller (writing the next launch's input)"
     if who.role == "caller":
         return f"the caller (refilling buffer `{who.region.window}` for the next launch)"
+    if who.role == "load":
+        return f"a `load` of `{who.region.window}`"
     return f"`{ctx.plan.op((who.rank, who.op)).kind}`"
 
 
@@ -285,6 +296,20 @@ def postcondition(check: CheckInst, index: int, left: np.ndarray, right: np.ndar
               notes=[n for n in notes if n],
               help="fix the protocol, or the postcondition if it states the wrong thing")
     return Finding(("E033", index), d)
+
+
+def stale_load(op: OpInst, load: LoadInst, read: int | float, epoch: int,
+               epochs: int) -> Finding:
+    """A `load` that read another value than the launch's inputs define."""
+    d = error("E032", f"stale load: a `load` of `{load.region.window}` reads an element before "
+              "the value it should hold is there", load.span,
+              f"the load of `{load}` on rank {op.rank} reads {read!r}",
+              notes=[f"this launch's inputs make it {load.value!r}: the load ran before the "
+                     "write of the element arrived, or after a later write (the next "
+                     f"launch's) replaced it; seen in {launch(epoch, epochs)}"],
+              help="order the load after the write it needs (a wait for its signal, a "
+                   "`barrier()`) and before the next launch rewrites the element")
+    return Finding(("E032", "stale", load.span.start if load.span else op.index), d)
 
 
 def reduction_postcondition(check: CheckInst, index: int, left: np.ndarray,

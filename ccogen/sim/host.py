@@ -97,7 +97,8 @@ def _next_launch(m: Machine, rank: int, proc: int) -> None:
 def _refill_buffers(m: Machine, rank: int, proc: int) -> None:
     """The caller writes every local buffer of its rank before a launch (new inputs;
     outputs are overwritten too): a write by its host, racing with whatever still
-    reads them."""
+    reads them.  Fresh bytes every launch, but for the run-time values of a concrete
+    instance (`Plan.runtime_inputs`), which the instance's shape follows."""
     epoch, plan = m.state.epochs[rank], m.plan
     sizes = dict(plan.windows)
     for name in sorted(plan.buffers):
@@ -107,8 +108,10 @@ def _refill_buffers(m: Machine, rank: int, proc: int) -> None:
             rng = np.random.default_rng([epoch, rank, _seed_of(m, rank, name)])
             key = (rank, name)
             array = m.memory.arrays[key]
-            # run-time values: the instance was built for these inputs; they come again
-            image = m.image if plan.instance.runtime == "concrete" else None
+            # run-time values: the instance was built for these (counts, routing tables):
+            # they come again; the data is fresh at every launch, as `ccogen run` draws it,
+            # so that bytes of another launch differ from this one's
+            image = m.image if name in plan.runtime_inputs else None
             for _, where in m.memory.layout.chunks(key, sizes[name]):
                 array[where] = image[key][where] if image is not None else \
                     fill(rng, plan, name, where.stop - where.start)
@@ -135,6 +138,11 @@ def _read_outputs(m: Machine, rank: int, epoch: int, proc: int) -> None:
             m.access(region, Who("ensure", rank, -1, epoch, region, check=index), proc)
             if m.memory is not None:
                 m.outputs[(epoch, index, side)] = m.memory.view(region).copy()
+        if check.rank == rank:  # the elements it reads as run-time values (`got[p]`)
+            for x in check.loads:
+                if not x.init:
+                    m.access(x.region, Who("ensure", rank, -1, epoch, x.region, check=index),
+                             proc)
 
 
 def _side(m: Machine, epoch: int, index: int, side: int) -> np.ndarray | None:

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import cast
 
+from ccogen.instantiate.runtime import runtime_inputs
 from ccogen.ir.instance import CheckInst, Instance, Issuer, OpInst, RegionInst
 from ccogen.ir.nodes import LaunchOrder
 from ccogen.ir.opkind import OpKind
@@ -126,6 +127,10 @@ class Plan:
     windows: tuple[tuple[str, int], ...] = ()  # windows and local buffers, in bytes
     init_windows: frozenset[tuple[int, str]] = frozenset()
     buffers: frozenset[str] = frozenset()  # refilled by the caller at every launch
+    # a concrete run-time instance: the buffers holding its run-time values, refilled with
+    # the same contents at every launch (the instance is built for them)
+    runtime_inputs: frozenset[str] = frozenset()
+    loads: bool = False  # some op runs `load`s before it (`OpInst.loads`)
     counters: tuple[str, ...] = ()
     multi_source: frozenset[tuple[str, object]] = frozenset()  # fed by several queues
 
@@ -178,8 +183,12 @@ def build_plan(instance: Instance,
     plan.watchers = _watchers(plan)
     plan.windows = instance.window_sizes + instance.buffer_sizes
     plan.buffers = frozenset(name for name, _ in instance.buffer_sizes)
+    plan.loads = any(op.loads for ops in instance.ranks for op in ops)
+    if instance.runtime == "concrete":
+        plan.runtime_inputs = runtime_inputs(instance.protocol) & plan.buffers
     plan.init_windows = frozenset((r.rank, r.window) for c in instance.checks
-                                  for r, init in check_sides(c) if init)
+                                  for r, init in check_sides(c) if init) | frozenset(
+        (x.region.rank, x.region.window) for c in instance.checks for x in c.loads if x.init)
     plan.counters = tuple(c.name for c in instance.protocol.counters)
     plan.multi_source = _multi_source(posts)
     plan.host_sync = instance.protocol.between_launches is LaunchOrder.HOST_SYNC

@@ -14,8 +14,9 @@ contents for every window and buffer of every rank, random like any other run's
 Contents that violate another `require` statement (`sum(...) <= cap`) are drawn again
 (up to `RETRIES` times); a `low`/`high` draw that violates one is left out with a note
 in its label.  Each draw gives a concrete instance (`instantiate(..., contents=)`),
-simulated like any other with those contents; the caller passes the same inputs to
-every launch.
+simulated like any other with those contents; the caller draws fresh data for every
+launch, but for the run-time inputs the instance is built for (`Plan.runtime_inputs`),
+which come again.
 """
 
 from __future__ import annotations
@@ -123,7 +124,7 @@ def image_of(contents: Contents, windows: tuple[tuple[str, int], ...], nranks: i
 
 
 __all__ = ["DEFAULT_DRAWS", "concrete_instances", "contents_with", "draw", "image_of",
-           "run_contents", "run_drawn"]
+           "run_contents", "run_drawn", "too_big"]
 
 
 def run_drawn(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None,
@@ -141,6 +142,11 @@ def run_drawn(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None,
     errors = [d for d in diags if d.is_error]
     if inst is None or errors:
         return [InstanceReport(f"nranks={nranks}", nranks, setup=errors)], []
+    memories = inst.window_sizes + inst.buffer_sizes
+    total = nranks * sum(size for _, size in memories)
+    if total > limits.sim_bytes:  # every draw holds every byte of every rank: say so first
+        return [InstanceReport(inst.label(), nranks, setup=[
+            too_big(protocol, inst, total, limits.sim_bytes)])], []
     generated = generated_counter_waits(inst)  # what the generated code waits for (E035)
     reports, setups = [], []
     for label, concrete, errs, contents in concrete_instances(protocol, nranks, params, limits,
@@ -151,9 +157,6 @@ def run_drawn(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None,
                                               setup=errs))
             continue
         plan = build_plan(concrete, generated)
-        total = nranks * sum(size for _, size in plan.windows)
-        if total > limits.sim_bytes:
-            continue
         setup = Setup(plan, image_of(contents, plan.windows, nranks), epochs, pieces, digest,
                       budget=StepBudget(limits.sim_steps))
         setups.append(setup)
@@ -161,6 +164,23 @@ def run_drawn(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None,
         report.label = f"{concrete.label()}, contents {label}"
         reports.append(report)
     return reports, setups
+
+
+def too_big(protocol: Protocol, inst: Instance, needed: int, limit: int) -> Diagnostic:
+    """E006: the drawn contents of an instance would not fit `sim-bytes` (checked before
+    anything is drawn: a draw holds every byte of every window and buffer of every rank)."""
+    from ccogen.diag import error
+    from ccogen.limits import raise_hint
+
+    sizes = ", ".join(f"`{name}` {size:,} B" for name, size in
+                      inst.window_sizes + inst.buffer_sizes)
+    return error("E006", f"simulating drawn contents would hold {needed:,} bytes of windows "
+                 f"and buffers, over the limit of {limit:,} bytes", protocol.span,
+                 "this protocol",
+                 notes=(f"{inst.nranks} ranks, each with {sizes}",
+                        "run-time values are simulated on drawn contents, every byte of every "
+                        "rank held (no sparse backing)", f"in the instance {inst.label()}"),
+                 help=f"simulate smaller sizes (`--param`), or {raise_hint('sim-bytes', needed)}")
 
 
 def contents_with(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None,
@@ -196,7 +216,9 @@ def run_contents(protocol: Protocol, nranks: int, params: Mapping[str, Any] | No
                  contents: Contents, seeds: int = 4, epochs: int = 2,
                  limits: Limits | None = None) -> Any:
     """Simulate one instance for `contents` (seeded schedules, memory kept): an
-    `InstanceReport` whose results hold each schedule's final memory."""
+    `InstanceReport` whose results hold each schedule's final memory.  The given contents
+    come again at every launch (the caller hands the same tensors), so the final memory
+    is theirs."""
     from ccogen.limits import DEFAULT
     from ccogen.sim.plan import build_plan
     from ccogen.sim.report import InstanceReport, result_of
@@ -208,6 +230,7 @@ def run_contents(protocol: Protocol, nranks: int, params: Mapping[str, Any] | No
     if inst is None or errors:
         return InstanceReport(f"nranks={nranks}", nranks, setup=errors)
     plan = build_plan(inst)
+    plan.runtime_inputs = plan.buffers  # the caller hands the given contents every launch
     setup = Setup(plan, image_of(contents, plan.windows, nranks), epochs, 2, True)
     report = InstanceReport(f"{inst.label()}, contents {contents.label}", nranks)
     report.results = [result_of(run_seeded(setup, s, True)) for s in range(seeds)]

@@ -27,8 +27,9 @@ CATALOGUE = tuple(_CATALOGUE_TEXT.split())
 # codes ccogen adds beyond the catalogue, each documented in docs/ (E006: docs/reliability.md,
 # E028: docs/checker.md; E034, a run-time total of `wait_count`: docs/reference/language.md
 # §14, language v2 §4; E035, a static wait on such a counter: the same section; E036, writes
-# of run-time bounds not proved disjoint: the same §14)
-PROJECT_CODES = ("E006", "E028", "E034", "E035", "E036")
+# of run-time bounds not proved disjoint: the same §14; N001, an `ensure` line left to the
+# simulator: docs/checker.md)
+PROJECT_CODES = ("E006", "E028", "E034", "E035", "E036", "N001")
 SECTIONS = ("## What it catches", "## Why it matters", "## Example", "## Fixed")
 KEBAB = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 
@@ -45,7 +46,7 @@ def test_registry_is_exactly_the_catalogue_in_order() -> None:
 def test_keys_match_codes_and_severity_follows_prefix() -> None:
     for code, rule in RULES.items():
         assert rule.code == code
-        expected = Severity.ERROR if code.startswith("E") else Severity.WARNING
+        expected = {"E": Severity.ERROR, "N": Severity.NOTE}.get(code[0], Severity.WARNING)
         assert rule.severity is expected
 
 

@@ -4,7 +4,9 @@
 say — pushes to one peer or to every peer (by the block leader, lanes or warps, on one
 queue or a queue per peer, staged through a local `copy` or not, read back after the
 wait), counted gathers (with `reset_count`), pulls with `get`, aggregate batches with
-`commit`, pipelines of warps on their own queues with `fence()` — at 2 or 3 ranks, with
+`commit`, pipelines of warps on their own queues with `fence()`, run-time lengths read
+with `load` (a count header, or a peer's published count read over the link) — at 2 or 3
+ranks, with
 random sizes, signals and launch synchronisation (a leading `barrier()`, `between_launches:
 host_sync` or nothing), then applies at most one mutation that usually breaks it (a wait,
 quiet, commit or barrier dropped, a signal on the wrong queue, a read before its wait,
@@ -40,6 +42,8 @@ class _Draft:
     queues: int = 1
     sync: str = "barrier"  # leading barrier | host_sync | none
     windows: dict[str, str] = field(default_factory=dict)
+    buffers: dict[str, str] = field(default_factory=dict)
+    require: list[str] = field(default_factory=list)
     counters: list[str] = field(default_factory=list)
     body: list[str] = field(default_factory=list)
     ensure: list[str] = field(default_factory=list)
@@ -53,7 +57,10 @@ class _Draft:
         if self.sync == "host_sync":
             out.append("    between_launches: host_sync")
         out += [f"    window {n}: {s}" for n, s in self.windows.items()]
+        out += [f"    buffer {n}: {s}" for n, s in self.buffers.items()]
         out += [f"    counter {c}" for c in self.counters]
+        if self.require:
+            out += ["", "    require:"] + ["        " + line for line in self.require]
         out += ["", f"    kernel k(threads={self.threads}):"]
         if self.sync == "barrier":
             out.append("        barrier()")
@@ -485,6 +492,56 @@ def _credit(rng: random.Random, ranks: int, mut: str) -> _Draft:
     return d
 
 
+@_mutations("load_early", "drop_wait", "header_other_queue", "remote_load")
+def _header(rng: random.Random, ranks: int, mut: str) -> _Draft:
+    """Run-time lengths (`load`): every rank puts a count header, then that many elements,
+    to every peer (or the next rank); the receiver waits, loads the header and copies
+    that many elements out.  `remote_load`: the receiver loads the count from the
+    sender's window instead (`load(pub@s[me])`), published by a `copy` (the mutation
+    loads it before the wait that orders it after the peer's copy)."""
+    d = _Draft("header", ranks)
+    cap = rng.choice([2, 4])
+    everyone = rng.random() < 0.5 and ranks > 2
+    targets = "peers()" if everyone else "[(me + 1) % nranks]"
+    sources = "peers()" if everyone else "[(me - 1) % nranks]"
+    d.queues = 2 if mut == "header_other_queue" else 1
+    d.windows = {"recv": f"i32[nranks * {cap}]", "got": "i32[nranks]", "pub": "i32[nranks]"}
+    d.buffers = {"send": f"i32[nranks * {cap}]", "counts": "i32[nranks]",
+                 "out": f"i32[nranks * {cap}]"}
+    d.require = ["for p in ranks():", f"    0 <= counts[p] <= {cap}"]
+    remote = mut == "remote_load" or (mut == "none" and rng.random() < 0.3)
+    if remote:
+        d.body.append("copy(dst=pub[0 : nranks], src=counts[0 : nranks])")
+        if mut != "remote_load":
+            d.body.append("barrier()")  # every peer's counts are published
+    head, _ = _issuer(rng, d, targets)
+    d.body.append(head)
+    if not remote:
+        hq = 1 if mut == "header_other_queue" else 0
+        d.body.append(f"    put(p, dst=got[me : me + 1], src=counts[p : p + 1], queue={hq})")
+    d.body += ["    n = load(counts[p])",
+               f"    put(p, dst=recv[me * {cap} : me * {cap} + n], "
+               f"src=send[p * {cap} : p * {cap} + n], queue=0, signal=\"remote\")"]
+    d.body.append("quiet()")
+    head2, _ = _issuer(rng, d, sources, "s")
+    d.body.append(head2)
+    wait = [] if mut == "drop_wait" else ["    wait_signal(s, queue=0)"]
+    load = ["    m = load(pub@s[me])" if remote else "    m = load(got[s])"]
+    early = mut in ("load_early", "remote_load")  # the load before the wait that orders it
+    d.body += (load + wait) if early else (wait + load)
+    d.body.append(f"    copy(dst=out[s * {cap} : s * {cap} + m], "
+                  f"src=recv[s * {cap} : s * {cap} + m])")
+    if remote:
+        d.body.append("barrier()")  # my peers have read my `pub`: the caller may go on
+    n = "init(counts@s)[me]"
+    d.ensure = [f"for s in {sources}:",
+                f"    out[s * {cap} : s * {cap} + {n}] == "
+                f"init(send@s)[me * {cap} : me * {cap} + {n}]"]
+    d.features += ["loads", f"targets:{'all' if everyone else 'next'}",
+                   *(["remote_load"] if remote else [])]
+    return d
+
+
 @_mutations()
 def _soup(rng: random.Random, ranks: int, mut: str) -> _Draft:
     """Each of two ranks runs a short random sequence of ops over a few blocks of three
@@ -533,7 +590,7 @@ def _soup(rng: random.Random, ranks: int, mut: str) -> _Draft:
 SHAPES = {"push": _push, "counted": _counted, "pull": _pull, "batch": _batch, "warps": _warps,
           "lanes": _lanes, "rounds": _rounds, "fetch": _fetch, "kernels": _kernels,
           "blocks": _blocks, "counted_flag": _counted_flag, "local": _local,
-          "credit": _credit, "soup": _soup}
+          "credit": _credit, "soup": _soup, "header": _header}
 TWO_RANKS = frozenset({"batch", "lanes", "fetch", "blocks", "counted_flag", "soup"})
 
 

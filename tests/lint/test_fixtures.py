@@ -1,6 +1,6 @@
 """Lint UI tests: every `tests/lint/*.cco` fixture is linted and compared.
 
-- Lines carry annotations `# ~ ERROR E003` / `# ~ WARNING W100` (several codes may
+- Lines carry annotations `# ~ ERROR E003` / `# ~ WARNING W100` / `# ~ NOTE N001` (several codes may
   follow one `~`, comma-separated); `# ~^ ERROR E001` points at the line above.  The set
   of (line, severity, code) that `ccogen lint` reports must equal the annotations:
   an unannotated finding fails the test, and so does an annotation nothing matched.
@@ -25,7 +25,8 @@ from tests.helpers import assert_golden
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 FIXTURES = sorted(HERE.glob("*.cco"))
-ANNOTATION = re.compile(r"#\s*~(\^*)\s*(ERROR|WARNING)\s+([EW]\d{3}(?:\s*,\s*[EW]\d{3})*)")
+ANNOTATION = re.compile(
+    r"#\s*~(\^*)\s*(ERROR|WARNING|NOTE)\s+([EWN]\d{3}(?:\s*,\s*[EWN]\d{3})*)")
 
 
 def annotations(text: str) -> set[tuple[int, str, str]]:

@@ -27,7 +27,7 @@ def test_catalogue_lists_every_rule_once_with_its_page_and_slug() -> None:
         rows = [line for line in text.splitlines() if line.startswith(f"| [{code}](")]
         assert len(rows) == 1, code
         assert rows[0].startswith(f"| [{code}](rules/{code}.md) | `{rule.slug}` |"), rows[0]
-    listed = set(re.findall(r"^\| \[([EW]\d{3})\]", text, re.M))
+    listed = set(re.findall(r"^\| \[([EWN]\d{3})\]", text, re.M))
     assert listed == set(RULES)
 
 

@@ -165,3 +165,77 @@ def test_dispatch_and_combine_match_the_reference(routing: str) -> None:
             want = decode(encode(ys[r], BF16), BF16).reshape(tokens, hidden)
             assert np.allclose(y, want, rtol=2 ** -7, atol=1e-6), routing
 
+
+
+# ----------------------------------------------------------------------------- loads
+
+
+LINT = ROOT / "tests" / "lint"
+
+
+def test_a_load_reads_simulated_memory_when_it_runs() -> None:
+    """A remote `load` of a peer's count before the peer published it reads the bytes that
+    were there: another value than the inputs define (a stale load), and a race."""
+    report = simulate(LINT / "E032-remote-load-before-publish.cco", ranks=2, seeds=6)
+    messages = [d.message for d in report.diagnostics if d.code == "E032"]
+    assert any(m.startswith("stale load: a `load` of `pub`") for m in messages), messages
+    assert any("a `load` of `pub` reads bytes that `copy` may still be writing" in m
+               for m in messages), messages
+
+
+def test_the_fixed_twin_loads_what_its_inputs_define() -> None:
+    report = simulate(LINT / "E032-remote-load-before-publish-ok.cco", ranks=[2, 3], seeds=6)
+    assert report.passed, [d.message for d in report.diagnostics]
+
+
+def test_loads_before_their_signal_are_races_in_the_simulator() -> None:
+    report = simulate(LINT / "E032-load-before-its-signal.cco", ranks=2, seeds=4)
+    assert {d.code for d in report.diagnostics if d.is_error} == {"E032"}
+    assert any("a `load` of `got`" in d.message for d in report.diagnostics)
+
+
+def test_data_is_fresh_at_every_launch_but_the_runtime_values(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The caller draws new data for every launch; the counts the instance is built for
+    come again (their windows are the instance's run-time inputs)."""
+    from ccogen.instantiate import instantiate
+    from ccogen.sim.plan import build_plan
+    from ccogen.sim.runtime import image_of
+    from ccogen.sim.schedule import Setup, run_seeded
+    from ccogen.sim.state import Memory
+
+    contents, _ = draw(A2AV, 2, {"cap": 8}, "high", 0)
+    assert contents is not None
+    inst, _ = instantiate(A2AV, 2, {"cap": 8}, contents=contents)
+    assert inst is not None
+    plan = build_plan(inst)
+    assert plan.runtime_inputs == {"counts"}
+    seen: list[dict[str, bytes]] = []
+    original = Memory.snapshot
+
+    def spy(self: Memory, keys: object) -> object:
+        out = original(self, keys)  # type: ignore[arg-type]
+        seen.append({name: bytes(a) for (rank, name), a in out.items() if rank == 0})
+        return out
+
+    monkeypatch.setattr(Memory, "snapshot", spy)
+    setup = Setup(plan, image_of(contents, plan.windows, 2), 2, 2, True)
+    run_seeded(setup, 0, True)
+    launches = [s for s in seen if "send" in s]
+    assert len(launches) >= 2
+    assert launches[0]["send"] != launches[1]["send"]  # fresh data
+    assert launches[0]["counts"] == launches[1]["counts"]  # the same run-time values
+
+
+def test_drawn_contents_over_sim_bytes_are_E006_before_any_draw(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import ccogen.sim.runtime as runtime
+
+    def no_draw(*args: object, **kwargs: object) -> object:
+        raise AssertionError("drew contents past the limit")
+
+    monkeypatch.setattr(runtime, "draw", no_draw)
+    report = simulate(A2AV, ranks=8, params={"cap": 4_194_304}, seeds=1)
+    [d] = report.diagnostics
+    assert d.code == "E006" and "--limit sim-bytes=" in (d.help or "")
+    assert "1,073,742,336 bytes" in d.message
