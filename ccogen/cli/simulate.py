@@ -56,7 +56,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--max-schedules", type=int, default=100_000, metavar="N",
                    help="--exhaustive: stop after N schedules per instance")
     p.add_argument("--time-limit", type=float, default=10.0, metavar="S",
-                   help="--exhaustive: stop after S seconds per instance (default 10)")
+                   help="--exhaustive: stop after S CPU seconds per instance (default 10)")
     p.add_argument("--trace", metavar="OUT.json",
                    help="write a Chrome/Perfetto trace of the first instance")
     p.add_argument("--target", metavar="TARGET",
@@ -91,7 +91,7 @@ def command(args: argparse.Namespace) -> int:
     if args.max_schedules < 1:
         raise UsageError("--max-schedules must be at least 1: exploring nothing is not passing")
     if not args.time_limit > 0:
-        raise UsageError("--time-limit must be a positive number of seconds")
+        raise UsageError("--time-limit must be a positive number of CPU seconds")
     target_name = target(args.target)
     text = read(args.file)
     if args.trace is not None:
