@@ -26,8 +26,9 @@ W100 W101 W102 W103 W104 W105 W106 W107 W108
 CATALOGUE = tuple(_CATALOGUE_TEXT.split())
 # codes ccogen adds beyond the catalogue, each documented in docs/ (E006: docs/reliability.md,
 # E028: docs/checker.md; E034, a run-time total of `wait_count`: docs/reference/language.md
-# §14, language v2 §4; E035, a static wait on such a counter: the same section)
-PROJECT_CODES = ("E006", "E028", "E034", "E035")
+# §14, language v2 §4; E035, a static wait on such a counter: the same section; E015 and
+# E029, amd-mori 1.2.4 queue and ring limits: docs/targets.md)
+PROJECT_CODES = ("E006", "E015", "E028", "E029", "E034", "E035")
 SECTIONS = ("## What it catches", "## Why it matters", "## Example", "## Fixed")
 KEBAB = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 

@@ -420,3 +420,64 @@ def test_cft_puts_keep_under_16_mb_in_flight_per_cft_smem() -> None:
     assert loop < check < write.index("ccogen_cft_flush(c, cft, coop, peer);", check) < \
         write.index("cft.submit(coop);")
     assert STAGE_BYTES <= MAX_IN_FLIGHT
+
+
+# ============================================================================= MORI (#28)
+
+
+def test_mori_a_batch_larger_than_the_sdma_ring_never_commits() -> None:
+    """N1: the ring is `CCO_SDMA_QUEUE_SIZE` = 256 KiB in 32-byte units, a put with both
+    signals takes 3 (`ccoSdmaGroupBytes`: `CCO_SDMA_UNIT * (n + sig)`), and `ReserveSlot`
+    spins while the reservation runs more than the ring past the engine's read pointer:
+    the 2731st uncommitted put with both signals spins forever (E029)."""
+    from ccogen.targets.mori_sdma import SDMA_QUEUE_BYTES, SDMA_RING_UNITS, SDMA_UNIT_BYTES
+    size = cite(mori(), r"constexpr uint32_t CCO_SDMA_QUEUE_SIZE = 256 \* 1024;")
+    unit = cite(mori(), r"constexpr uint64_t CCO_SDMA_UNIT = 32;")
+    cite(mori(), r": CCO_SDMA_UNIT \* \(n \+ sig\);")
+    cite(mori(), r"return \(localSignal \? 1 : 0\) \+ \(remoteSignal \? 1 : 0\);")
+    cite(mori(), r"\} while \(\(base \+ slotBytes\) - cachedHwReadIndex > CCO_SDMA_QUEUE_SIZE\);")
+    assert str(SDMA_QUEUE_BYTES // 1024) in size.text and str(SDMA_UNIT_BYTES) in unit.text
+    assert SDMA_RING_UNITS // 3 + 1 == 2731
+    bad = LINT / "E029-sdma-ring-overflow.cco"
+    assert codes(bad, target="mori-sdma") == {"E029"}
+    assert codes(LINT / "E029-sdma-ring-overflow-ok.cco", target="mori-sdma") == set()
+    fits = bad.read_text(encoding="utf-8").replace("n: int = 2731", "n: int = 2730")
+    assert not [d for d in cg.check(fits, target="mori-sdma").diagnostics if d.is_error]
+    assert codes(bad, target="nccl-lsa") == set()  # a limit of the SDMA ring only
+
+
+def test_mori_1_2_4_waits_on_each_queue_in_order_so_waves_must_not_interleave() -> None:
+    """(a), (b): `submitPacket` spins until `committedWptr` equals the op's own base, and
+    a commit moves it past every reservation: two waves committing one (peer, queue) at
+    once (the second waits forever: E028), and thread-independent lanes of one wave that
+    reserve on several queues while another wave reserves on them (each waits for the
+    other's commit: E015).  amd-mori 1.2.4 is the version ccogen builds against."""
+    from ccogen.toolchains.locate import MORI_VERSION
+    assert MORI_VERSION == "1.2.4"
+    cite(mori(), r"while \(__hip_atomic_load\(impl::global\(committedWptr\), __ATOMIC_RELAXED,"
+                 r"\s*\n\s*__HIP_MEMORY_SCOPE_AGENT\) != base\)", span=2)
+    cite(mori(), r"ccoSdmaThreadIndependent = 0,")
+    assert codes(LINT / "E015-independent-lanes-shared-queue.cco", target="mori-sdma") == {"E015"}
+    assert codes(LINT / "E015-independent-lanes-shared-queue-ok.cco", target="mori-sdma") == set()
+    assert codes(LINT / "E015-independent-lanes-shared-queue.cco", target="nccl-lsa") == set()
+    two_commits = """
+protocol twocommits(piece: bytes = 4 KiB):
+    team lsa(2)
+    window x: 16 * piece
+    window a: 16 * piece
+
+    kernel k(threads=128):
+        if me == 0:
+            warps w in range(2):
+                for i in range(8):
+                    put(1, dst=a[(w * 8 + i)*piece : (w * 8 + i + 1)*piece],
+                        src=x[(w * 8 + i)*piece : (w * 8 + i + 1)*piece], queue=0, aggregate=True)
+                commit(1, queue=0)
+            quiet(1)
+"""
+    found = {d.code for d in cg.check(two_commits, target="mori-sdma").diagnostics if d.is_error}
+    assert found == {"E028"}
+    own = two_commits.replace("queue=0, aggregate=True", "queue=w, aggregate=True").replace(
+        "commit(1, queue=0)", "commit(1, queue=w)").replace("team lsa(2)",
+                                                            "team lsa(2)\n    queues 2")
+    assert not [d for d in cg.check(own, target="mori-sdma").diagnostics if d.is_error]

@@ -9,7 +9,8 @@ primitives the template prints are CFT ones:
   counter after the data) to the peer's logical endpoint from `ncclGetCftLeInfo`,
   `cft.submit`, `cft.flushSmem` before the buffer is refilled, and `cft.flush` once the
   op is done (so `quiet` needs nothing more), and before the bytes submitted since the
-  last flush would pass `MAX_IN_FLIGHT` (16 MB: one `ncclCftSmem` tracks no more).  A get is the mirror image (`cft.get`,
+  last flush would pass `MAX_IN_FLIGHT` (16 MB: one `ncclCftSmem` tracks no more).  A get
+  is the mirror image (`cft.get`,
   `submit`, `flush`, then generic stores out of shared memory).  The CTAs of a logical
   block split large transfers in 16-byte-aligned slices, each counting its own bytes.
 - A remote signal is a *fenced flag update*: after the data's `cft.flush` and
