@@ -481,3 +481,74 @@ protocol twocommits(piece: bytes = 4 KiB):
         "commit(1, queue=0)", "commit(1, queue=w)").replace("team lsa(2)",
                                                             "team lsa(2)\n    queues 2")
     assert not [d for d in cg.check(own, target="mori-sdma").diagnostics if d.is_error]
+
+
+MID_POST_QUIET = """
+protocol shared(piece: bytes = 4 KiB):
+    team lsa(2)
+    window x: 4 * piece
+    window a: 4 * piece
+
+    kernel k(threads=128):
+        if me == 0:
+            warps w in range(2):
+                put(1, dst=a[w * piece : (w + 1) * piece], src=x[w * piece : (w + 1) * piece],
+                    queue=0)
+                quiet(1, queue=0)
+            lanes l in range(2):
+                put(1, dst=a[(2 + l) * piece : (3 + l) * piece],
+                    src=x[(2 + l) * piece : (3 + l) * piece], queue=0)
+                quiet(1)
+"""
+
+
+def _mori(text: str, debug: bool) -> str:
+    from ccogen.compiler import compile_protocol
+    from ccogen.syntax import parse_ir
+
+    return compile_protocol(parse_ir(text, "p.cco"), "mori-sdma", source="p.cco", ranks=2,
+                            debug=debug).files["kernels.hip"]
+
+
+def test_mori_debug_quiet_does_not_trap_on_another_waves_reservation() -> None:
+    """N6: with MORI_CCO_SDMA_DEBUG, `ccoSdmaDrainQueue` traps whenever the reservation
+    pointer (`cachedWptr`, raised by `ReserveSlot` before a packet is committed) is past
+    the committed one, which is also the case while another wave is mid-post on the
+    queue: no misuse (an uncommitted batch before a quiet is E020).  The debug build
+    drains to the committed pointer with ccogen's bounded wait instead (debug kind 8);
+    the release build keeps amd-mori's quiet."""
+    cite(mori(), r"__builtin_trap\(\);  // un-committed Aggregate puts: call commit\(\) first")
+    cite(mori(), r"uint64_t base = __hip_atomic_fetch_add\(impl::global\(cachedWptr\), slotBytes,")
+    assert not [d for d in cg.check(MID_POST_QUIET, target="mori-sdma").diagnostics
+                if d.is_error]
+    debug, release = _mori(MID_POST_QUIET, True), _mori(MID_POST_QUIET, False)
+    assert "#define MORI_CCO_SDMA_DEBUG 1" in debug
+    assert "sdma.quiet" not in debug and "ccoSdmaDrainQueue" not in debug
+    assert "ccogen_quiet_bounded<ccoCoopWarp>(c, 1, 0, " in debug
+    assert "ccogen_quiet_bounded<ccoCoopThread>(c, a.peer, a.queue, " in debug
+    assert "sdma.quietQueue<ccoCoopWarp>(1, 0);" in release
+    assert "ccogen_quiet_bounded" not in release
+    from ccogen.rt.debug import KIND_QUIET, DebugRecord, describe_wait
+    assert KIND_QUIET == 8 and "r->kind = 8;" in debug
+    record = DebugRecord(1, 0, 12, 1, 0, KIND_QUIET, 4096, 1024, 3)
+    assert describe_wait(record, "p.cco") == ("rank 0: quiet at p.cco:12 toward rank 1, queue 0: "
+                                              "the engine read up to 1024 of 4096 committed "
+                                              "bytes (epoch 3)")
+
+
+@pytest.mark.toolchain
+def test_mori_debug_quiet_builds(tmp_path: Path) -> None:
+    from ccogen.codegen.files import GeneratedFiles
+    from ccogen.compiler import compile_protocol
+    from ccogen.rt.errors import ToolchainError
+    from ccogen.syntax import parse_ir
+    from ccogen.toolchains import build_dir
+
+    files = compile_protocol(parse_ir(MID_POST_QUIET, "p.cco"), "mori-sdma", source="p.cco",
+                             ranks=2, debug=True).files
+    GeneratedFiles(files).write(tmp_path)
+    try:
+        build_dir(tmp_path)
+    except ToolchainError as exc:
+        pytest.skip(f"toolchain missing: {exc}")
+    assert (tmp_path / "kernels.gfx942.hsaco").is_file()
