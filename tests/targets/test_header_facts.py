@@ -552,3 +552,29 @@ def test_mori_debug_quiet_builds(tmp_path: Path) -> None:
     except ToolchainError as exc:
         pytest.skip(f"toolchain missing: {exc}")
     assert (tmp_path / "kernels.gfx942.hsaco").is_file()
+
+
+def test_cft_one_barrier_session_per_rank_between_the_rank_wide_syncs() -> None:
+    """P1: a CFT barrier session is indexed (`ncclCftBarrierSession(coop, comm, index)`,
+    `index < reqs.cftBarrierCount`); the generated `barrier()` already meets every CTA of
+    the rank before and after it, so CTA 0 alone syncs slot 0 and the manifest asks for
+    one slot, not one per CTA."""
+    import json
+
+    cite(nccl("nccl_device/cft_barrier.h"),
+         r"ncclCftBarrierSession\(Coop coop, ncclDevComm const& comm, uint32_t index,")
+    from ccogen.compiler import compile_protocol
+    from ccogen.syntax import parse_ir
+
+    big = GET_AFTER_COPY.replace("size: bytes = 4 KiB", "size: bytes = 8 MiB")
+    files = compile_protocol(parse_ir(big, "p.cco"), "nccl-cft", source="p.cco", ranks=2).files
+    text = files["kernels.cu"]
+    barrier = text[text.index("void ccogen_barrier_group("):]
+    barrier = barrier[:barrier.index("\n}\n")]
+    assert barrier.index("ccogen_rank_sync(c, 2 * seq - 1);") < barrier.index(
+        "if (blockIdx.x == 0) {") < barrier.index(
+        "ncclCftBarrierSession<ncclCoopCta> bar{ncclCoopCta(), *c.dc, 0};") < barrier.index(
+        "ccogen_rank_sync(c, 2 * seq);")
+    manifest = json.loads(files["manifest.json"])
+    assert max(k["grid"] for k in manifest["kernels"]) > 1  # several CTAs, one session
+    assert manifest["nccl"]["cft_barrier_count"] == 1
