@@ -276,7 +276,16 @@ def test_a_counted_wait_compares_a_never_reset_counter_so_its_total_must_be_know
     for target in (None, "nccl-cft", "nvshmem", "nccl-lsa"):
         assert codes(bad, target=target) == {"E035"}, target
         assert codes(ok, target=target) == set(), target
+    # omitted `expected=`: the byte-total targets would wait for the footprint; mori-sdma
+    # waits for the puts' signal slots, and the language means every byte counted
+    omitted = bad.read_text(encoding="utf-8").replace("wait_count(landed, expected=16)",
+                                                      "wait_count(landed)")
+    for target, wanted in ((None, False), ("mori-sdma", False), ("nccl-cft", True),
+                           ("nvshmem", True), ("nccl-lsa", True)):
+        found = {d.code for d in cg.check(omitted, target=target).diagnostics if d.is_error}
+        assert ("E035" in found) is wanted, target
     from ccogen.sim import simulate
+    assert simulate(omitted, seeds=2, path=bad.name).passed
     hung = simulate(bad.read_text(encoding="utf-8"), seeds=2, path=bad.name)
     assert {d.code for d in hung.diagnostics if d.is_error} == {"E030"}
     assert "reach 160 bytes" in str(hung.diagnostics[0].notes)
