@@ -72,6 +72,12 @@ _RULES: tuple[Rule, ...] = tuple(
         ),
         ("E014", "mode-on-group-issuer", "`mode=` given for a warp or block issuer"),
         (
+            "E015",
+            "independent-lanes-shared-queue",
+            "lanes posting to several queues share one with another wave at the same time"
+            " (mori-sdma)",
+        ),
+        (
             "E020",
             "uncommitted-aggregate",
             "aggregate op not committed before the quiet or wait that depends on it",
@@ -112,6 +118,11 @@ _RULES: tuple[Rule, ...] = tuple(
             "E028",
             "shared-queue-doorbell",
             "aggregate op or commit on a queue that another issuer posts to concurrently",
+        ),
+        (
+            "E029",
+            "sdma-ring-overflow",
+            "aggregate batch reserving more of the SDMA ring than it holds (mori-sdma)",
         ),
         ("E030", "deadlock", "a cycle of waits across ranks, or barriers reached unequally"),
         (

@@ -20,6 +20,7 @@ from ccogen.passes.check_queues import CheckQueues
 from ccogen.passes.check_races import CheckRaces
 from ccogen.passes.check_ranks import CheckRanks
 from ccogen.passes.check_runtime_totals import CheckRuntimeTotals
+from ccogen.passes.check_sdma_queues import CheckSdmaQueues
 from ccogen.passes.check_signals import CheckSignals
 from ccogen.passes.warn_aggregate_batch import WarnAggregateBatch
 from ccogen.passes.warn_independent_mode import WarnIndependentMode
@@ -37,6 +38,7 @@ PIPELINE: tuple[type[Pass], ...] = (
     CheckQueues,
     # backend capabilities (E040-E042): only with a target
     CheckCapabilities,
+    CheckSdmaQueues,  # E015, E029: amd-mori 1.2.4 queue and ring limits (mori-sdma only)
     # synchronisation, completion, ordering (E020-E033): the happens-before graph of
     # ccogen.analysis; the postcondition check last, it needs an instance free of the rest
     CheckCompletion,  # E020, E025

@@ -25,7 +25,7 @@ from ccogen.passes._shared import (
 from ccogen.passes.base import Pass, PassContext
 from ccogen.source import Span
 from ccogen.targets import providers
-from ccogen.targets.base import Alignment, Capabilities, Feature, Support, align_up
+from ccogen.targets.base import BUFFER_ALIGN, Alignment, Capabilities, Feature, Support, align_up
 
 
 @dataclass(frozen=True)
@@ -195,14 +195,9 @@ def _window_aligns(instance: Instance, caps: Capabilities) -> dict[str, tuple[in
             out[w.name] = (caps.window_align, None)
         else:
             out[w.name] = (value, w.align.span if w.align is not None else None)
-    for b in instance.protocol.buffers:  # the caller's tensors: CUDA/HIP allocations
+    for b in instance.protocol.buffers:  # the caller's tensors: checked at each call
         out[b.name] = (BUFFER_ALIGN, None)
     return out
-
-
-BUFFER_ALIGN = 256
-"""What a local buffer's base is assumed aligned to: the caller's tensor comes from the
-device allocator (cudaMalloc and hipMalloc align to at least 256 bytes)."""
 
 
 def _evaluate(expr: Expr, env: Env) -> int | None:

@@ -12,6 +12,7 @@ from ccogen.ir.instance import OpInst
 from ccogen.ir.opkind import OpKind
 from ccogen.passes._shared import Findings, cost_caps, first_spans, keyword_span, plural
 from ccogen.passes.base import Pass, PassContext
+from ccogen.passes.check_sdma_queues import batch_units, ring_units
 from ccogen.targets.base import Support
 
 
@@ -36,8 +37,11 @@ class WarnAggregateBatch(Pass):
         if caps.aggregate is not Support.NATIVE or sweet is None:
             return
         findings = Findings(ctx)
+        ring = ring_units(ctx)
         for ops in ctx.instance.ranks:
             for commit, batch in _batches(ops):
+                if ring is not None and batch_units(batch) > ring:
+                    continue  # it overflows the SDMA ring: E029, an error, says so
                 if batch and not sweet[0] <= len(batch) <= sweet[1]:
                     _report(commit, batch, sweet, findings)
         findings.flush()

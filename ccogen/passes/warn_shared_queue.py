@@ -14,6 +14,7 @@ from ccogen.ir.opkind import OpKind
 from ccogen.passes._shared import Findings, ProgramOrder, cost_caps, first_spans, number_list
 from ccogen.passes._transfers import PerfIssuer, perf_issuer
 from ccogen.passes.base import Pass, PassContext
+from ccogen.passes.check_sdma_queues import independent_conflicts
 from ccogen.targets.base import Capabilities
 
 _MAX_PROBES = 32  # ops of one issuer probed for a concurrent neighbour (bounds the cost)
@@ -29,7 +30,8 @@ class WarnSharedQueue(Pass):
     (hardware warps or block leaders) on one `(peer, queue)` are unordered by program
     order (`ProgramOrder.concurrent`), e.g. the warps of one `warps` block.  Only on
     targets with hardware queues and a measured slowdown (MORI SDMA).  Queues with
-    aggregate ops or commits are left to E028: shared, they hang rather than slow down.
+    aggregate ops or commits are left to E028: shared, they hang rather than slow down
+    (and, on `mori-sdma`, queues of lanes in independent mode to E015).
     """
 
     name: ClassVar[str] = "warn-shared-queue"
@@ -44,6 +46,9 @@ class WarnSharedQueue(Pass):
             order = ProgramOrder(ops)
             batched = {(op.kernel, op.peer, op.queue) for op in ops
                        if op.aggregate or op.kind is OpKind.COMMIT}
+            if ctx.target == "mori-sdma":  # queues that hang there: E015 says so
+                batched |= {(x.kernel, x.peer, x.queue) for pair in independent_conflicts(ops)
+                            for x in pair}
             for key, bucket in _buckets(ops).items():
                 if key in batched:
                     continue  # batches on a shared queue hang: E028 (an error) says so

@@ -15,6 +15,7 @@ KIND_WAIT_SIGNAL, KIND_WAIT_COUNT, KIND_BARRIER, KIND_REQUIRE = 1, 2, 3, 4
 KIND_COUNTED_REFUSED = 5  # nvshmem: the counted put returned `observed` (not NVSHMEMX_SUCCESS)
 KIND_FABRIC_REPORT = 6  # nccl-cft: a fabric.try_* op reported failure (`observed`: the report)
 KIND_PEER_LOAD = 7  # a `reduce` source on a peer the engine gives no pointer to (nvshmem)
+KIND_QUIET = 8  # mori-sdma --debug: a quiet whose queue never drained (`expected`: the target)
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,10 @@ def describe_wait(record: DebugRecord, source: str, counters: Sequence[str] = ()
             what = "for a counter"
     elif record.kind == KIND_BARRIER:
         what = "in a barrier"
+    elif record.kind == KIND_QUIET:
+        return (f"rank {record.rank}: quiet at {where} toward rank {record.src}, queue "
+                f"{record.queue}: the engine read up to {record.observed} of {record.expected} "
+                f"committed bytes (epoch {record.epoch})")
     else:
         what = f"for (src {record.src}, queue {record.queue})"
     return (f"rank {record.rank}: wait at {where} {what} expected {record.expected}, "
@@ -72,5 +77,5 @@ def describe_wait(record: DebugRecord, source: str, counters: Sequence[str] = ()
 
 
 __all__ = ["KIND_BARRIER", "KIND_COUNTED_REFUSED", "KIND_FABRIC_REPORT", "KIND_PEER_LOAD",
-           "KIND_REQUIRE", "KIND_WAIT_COUNT", "KIND_WAIT_SIGNAL", "RECORD_SIZE", "DebugRecord",
-           "describe_wait"]
+           "KIND_QUIET", "KIND_REQUIRE", "KIND_WAIT_COUNT", "KIND_WAIT_SIGNAL", "RECORD_SIZE",
+           "DebugRecord", "describe_wait"]

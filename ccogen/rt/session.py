@@ -27,6 +27,7 @@ from ccogen.rt.errors import RunError
 from ccogen.rt.rendezvous import open_private
 from ccogen.rt.requirements import EngineRequirements, apply_env, check_heap
 from ccogen.rt.watchdog import fault_stall, stall_forever, write_phase
+from ccogen.targets.base import BUFFER_ALIGN
 
 if TYPE_CHECKING:
     from ccogen.rt.engines import Engine, Heap
@@ -145,6 +146,12 @@ class RankSession:
             "debug": struct.pack("<Q", record.device_pointer if record is not None else 0),
         }
         for name, pointer in (buffers or {}).items():
+            if pointer % BUFFER_ALIGN:
+                raise RunError(f"local buffer `{name}` starts at {pointer:#x}, "
+                               f"{pointer % BUFFER_ALIGN} bytes past a {BUFFER_ALIGN}-byte "
+                               "boundary: the generated kernels move local buffers in "
+                               f"{BUFFER_ALIGN}-byte vectors; place it on a {BUFFER_ALIGN}-byte "
+                               "boundary")
             values[f"buffer:{name}"] = struct.pack("<Q", pointer)
         missing = [kind for kind in spec.params if kind not in values]
         if missing:

@@ -284,10 +284,12 @@ def check_sides(check: CheckInst) -> list[tuple[RegionInst, bool]]:
 
 
 def generated_counter_waits(symbolic: Instance) -> dict[OpKey, tuple[int, int]]:
-    """(base, added per epoch) of every static `wait_count` on a counter that receives
-    run-time bytes, as the generated code waits for it: the static footprint stands for
-    the epoch's bytes (omitted `expected=`; the epoch offset unless the rank resets the
-    counter).  The checker refuses these waits (E035); the simulator runs what the
+    """(base, added per epoch) of every hand-written static `wait_count(expected=)` on a
+    counter that receives run-time bytes, as the generated code waits for it: the static
+    footprint stands for the epoch's bytes in the epoch offset (none when the rank resets
+    the counter).  An omitted `expected=` keeps the language's meaning, every byte counted
+    in the epoch (what `mori-sdma` generates; the byte-total targets refuse it, E035).
+    The checker refuses the hand-written ones (E035); the simulator runs what the
     generated code would do, so a drawn contents that brings fewer bytes hangs here too.
     `symbolic` is the footprint instance of the drawn ones (the same op indices)."""
     varying: dict[CounterKey, int] = defaultdict(int)
@@ -307,9 +309,9 @@ def generated_counter_waits(symbolic: Instance) -> dict[OpKey, tuple[int, int]]:
             if op.kind is not OpKind.WAIT_COUNT or op.expected_rt is not None:
                 continue
             key = (rank, op.counter or "")
-            if varying.get(key):
-                base = footprint[key] if op.expected is None else op.expected
-                out[(rank, op.index)] = (base, 0 if op.counter in resets else footprint[key])
+            if varying.get(key) and op.expected is not None:
+                out[(rank, op.index)] = (op.expected,
+                                         0 if op.counter in resets else footprint[key])
     return out
 
 

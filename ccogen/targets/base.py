@@ -16,6 +16,12 @@ from enum import Enum
 from ccogen.ir.instance import Issuer, IssuerLevel
 from ccogen.ir.nodes import TeamKind
 
+BUFFER_ALIGN = 16
+"""What a local buffer's base must be aligned to, on every target: the generated kernels
+move local buffers in 16-byte vectors (and CFT stages them in 16-byte units).  The checks
+assume it (E040); the PyTorch binding and `ccogen run` refuse a buffer that breaks it
+(a view such as `t[1:]`), naming the buffer and its offset."""
+
 
 class Language(str, Enum):
     HIP = "hip"

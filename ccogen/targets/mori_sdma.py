@@ -46,6 +46,12 @@ COST = CostModel(
     quiet_idle_queue_reads=1,  # quiet(peer): "each idle queue still costs one uncached read"
 )
 
+# The SDMA ring of one (peer, queue): CCO_SDMA_QUEUE_SIZE bytes in 32-byte units, one per
+# packet (a COPY, or an ATOMIC for each signal): mori/cco/cco.hpp (amd-mori 1.2.4).
+SDMA_QUEUE_BYTES = 256 * 1024
+SDMA_UNIT_BYTES = 32
+SDMA_RING_UNITS = SDMA_QUEUE_BYTES // SDMA_UNIT_BYTES
+
 CAPABILITIES = Capabilities(
     name="mori-sdma",
     vendor_api="MORI CCO ccoSdma (SDMA copy engines)",

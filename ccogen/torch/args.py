@@ -6,8 +6,9 @@ launch: the way to feed windows inside torch.compile).  Every argument is checke
 anything is launched — a tensor (has `data_ptr`), on the communicator's device,
 contiguous, of the declared dtype with the declared number of elements (any shape: a
 `bf16[4096 * 7168]` buffer takes a `[4096, 7168]` tensor; a byte window (`u8`, language
-v1) takes any dtype of the window's byte size) — and every problem is an `ArgumentError`
-that says what was expected and how to fix it.
+v1) takes any dtype of the window's byte size), a buffer starting on a 16-byte boundary
+(`targets.base.BUFFER_ALIGN`; a view such as `t[1:]` does not) — and every problem is an
+`ArgumentError` that says what was expected and how to fix it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ccogen.rt.manifest import BufferSpec
+from ccogen.targets.base import BUFFER_ALIGN
 from ccogen.torch.errors import ArgumentError
 from ccogen.torch.spec import TORCH_DTYPES, OpSpec, WindowView, describe
 
@@ -87,7 +89,11 @@ class BufferBinder:
                 raise self._tensor_error(spec, tensor)
         if not pointers:
             return tensors, (), inputs
-        return tensors, tuple(int(t.data_ptr()) for t in tensors), inputs
+        addresses = tuple(int(t.data_ptr()) for t in tensors)
+        for tensor, spec, address in zip(tensors, self.buffers, addresses, strict=True):
+            if address % BUFFER_ALIGN:
+                raise self._alignment_error(spec, tensor, address)
+        return tensors, addresses, inputs
 
     def _window_input(self, name: str, tensor: Any) -> tuple[int, Any]:
         index, w = self._windows[name]
@@ -143,6 +149,15 @@ class BufferBinder:
             return self._fail(f"{what} has {tensor.numel()} elements (shape {shape}), the "
                               f"protocol declares {count} ({declared})")
         return self._fail(f"{what} is not contiguous: pass {spec.name}.contiguous()")
+
+    def _alignment_error(self, spec: BufferSpec, tensor: Any, address: int) -> ArgumentError:
+        offset = int(getattr(tensor, "storage_offset", lambda: 0)()) * int(
+            getattr(tensor, "element_size", lambda: 1)())
+        return self._fail(
+            f"buffer `{spec.name}` starts {address % BUFFER_ALIGN} bytes past a "
+            f"{BUFFER_ALIGN}-byte boundary (a view at byte offset {offset} of its storage); "
+            f"the generated kernels move local buffers in {BUFFER_ALIGN}-byte vectors: pass "
+            f"{spec.name}.clone(), or a view that starts on a {BUFFER_ALIGN}-byte boundary")
 
     def _window_error(self, w: WindowView, tensor: Any) -> ArgumentError:
         what = f"the contents of window `{w.name}`"

@@ -85,3 +85,14 @@ def test_one_element_size_table() -> None:
 
     assert manifest.ELEMENT_SIZES is ELEMENT_SIZES
     assert all(ELEMENT_SIZES[d.value] == d.size for d in DType)
+
+
+def test_a_buffer_off_a_16_byte_boundary_is_refused_before_the_launch(oneshot: Path) -> None:
+    """N7: `ccogen run` (and `bench`) pass each local buffer here; the generated kernels
+    move it in 16-byte vectors, so a base off that boundary is a clear error naming it."""
+    m = load_manifest(oneshot)
+    with pytest.raises(RunError, match="local buffer `out` starts at 0xabcd08, 8 bytes past a "
+                                       "16-byte boundary"):
+        _session(0x1000).kernel_params(m.kernels[0], 0, None, {"out": 0xABCD08})
+    offsets, _ = buffer_layout(m)
+    assert all(off % 16 == 0 for off in offsets.values())  # what `run` places

@@ -52,6 +52,11 @@ EFFECTS: dict[str, set[str]] = {
     "E036-unproved-disjoint-writes": set(),
 }
 
+# fixtures of a target's limit that the language does not have, too large to simulate in CI:
+# the simulator runs without a target, where they are fine (E029: the `mori-sdma` ring of
+# amd-mori 1.2.4; its 2731 signalled puts take minutes to simulate)
+TARGET_LIMITS = frozenset({"E029-sdma-ring-overflow", "E029-sdma-ring-overflow-ok"})
+
 
 def _expected(text: str) -> set[str]:
     return {c.strip() for m in ANNOTATION.finditer(text) for c in m.group(1).split(",")}
@@ -74,6 +79,8 @@ def _options(text: str) -> tuple[list[int] | None, dict[str, int]]:
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.stem)
 def test_the_simulator_agrees_with_the_checker(path: Path) -> None:
+    if path.stem in TARGET_LIMITS:
+        pytest.skip("a limit of one target, not of the language the simulator runs")
     text = path.read_text(encoding="utf-8")
     expected = _expected(text)
     ranks, params = _options(text)

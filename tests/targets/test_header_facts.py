@@ -276,7 +276,16 @@ def test_a_counted_wait_compares_a_never_reset_counter_so_its_total_must_be_know
     for target in (None, "nccl-cft", "nvshmem", "nccl-lsa"):
         assert codes(bad, target=target) == {"E035"}, target
         assert codes(ok, target=target) == set(), target
+    # omitted `expected=`: the byte-total targets would wait for the footprint; mori-sdma
+    # waits for the puts' signal slots, and the language means every byte counted
+    omitted = bad.read_text(encoding="utf-8").replace("wait_count(landed, expected=16)",
+                                                      "wait_count(landed)")
+    for target, wanted in ((None, False), ("mori-sdma", False), ("nccl-cft", True),
+                           ("nvshmem", True), ("nccl-lsa", True)):
+        found = {d.code for d in cg.check(omitted, target=target).diagnostics if d.is_error}
+        assert ("E035" in found) is wanted, target
     from ccogen.sim import simulate
+    assert simulate(omitted, seeds=2, path=bad.name).passed
     hung = simulate(bad.read_text(encoding="utf-8"), seeds=2, path=bad.name)
     assert {d.code for d in hung.diagnostics if d.is_error} == {"E030"}
     assert "reach 160 bytes" in str(hung.diagnostics[0].notes)
@@ -420,3 +429,161 @@ def test_cft_puts_keep_under_16_mb_in_flight_per_cft_smem() -> None:
     assert loop < check < write.index("ccogen_cft_flush(c, cft, coop, peer);", check) < \
         write.index("cft.submit(coop);")
     assert STAGE_BYTES <= MAX_IN_FLIGHT
+
+
+# ============================================================================= MORI (#28)
+
+
+def test_mori_a_batch_larger_than_the_sdma_ring_never_commits() -> None:
+    """N1: the ring is `CCO_SDMA_QUEUE_SIZE` = 256 KiB in 32-byte units, a put with both
+    signals takes 3 (`ccoSdmaGroupBytes`: `CCO_SDMA_UNIT * (n + sig)`), and `ReserveSlot`
+    spins while the reservation runs more than the ring past the engine's read pointer:
+    the 2731st uncommitted put with both signals spins forever (E029)."""
+    from ccogen.targets.mori_sdma import SDMA_QUEUE_BYTES, SDMA_RING_UNITS, SDMA_UNIT_BYTES
+    size = cite(mori(), r"constexpr uint32_t CCO_SDMA_QUEUE_SIZE = 256 \* 1024;")
+    unit = cite(mori(), r"constexpr uint64_t CCO_SDMA_UNIT = 32;")
+    cite(mori(), r": CCO_SDMA_UNIT \* \(n \+ sig\);")
+    cite(mori(), r"return \(localSignal \? 1 : 0\) \+ \(remoteSignal \? 1 : 0\);")
+    cite(mori(), r"\} while \(\(base \+ slotBytes\) - cachedHwReadIndex > CCO_SDMA_QUEUE_SIZE\);")
+    assert str(SDMA_QUEUE_BYTES // 1024) in size.text and str(SDMA_UNIT_BYTES) in unit.text
+    assert SDMA_RING_UNITS // 3 + 1 == 2731
+    bad = LINT / "E029-sdma-ring-overflow.cco"
+    assert codes(bad, target="mori-sdma") == {"E029"}
+    assert codes(LINT / "E029-sdma-ring-overflow-ok.cco", target="mori-sdma") == set()
+    fits = bad.read_text(encoding="utf-8").replace("n: int = 2731", "n: int = 2730")
+    assert not [d for d in cg.check(fits, target="mori-sdma").diagnostics if d.is_error]
+    assert codes(bad, target="nccl-lsa") == set()  # a limit of the SDMA ring only
+
+
+def test_mori_1_2_4_waits_on_each_queue_in_order_so_waves_must_not_interleave() -> None:
+    """(a), (b): `submitPacket` spins until `committedWptr` equals the op's own base, and
+    a commit moves it past every reservation: two waves committing one (peer, queue) at
+    once (the second waits forever: E028), and thread-independent lanes of one wave that
+    reserve on several queues while another wave reserves on them (each waits for the
+    other's commit: E015).  amd-mori 1.2.4 is the version ccogen builds against."""
+    from ccogen.toolchains.locate import MORI_VERSION
+    assert MORI_VERSION == "1.2.4"
+    cite(mori(), r"while \(__hip_atomic_load\(impl::global\(committedWptr\), __ATOMIC_RELAXED,"
+                 r"\s*\n\s*__HIP_MEMORY_SCOPE_AGENT\) != base\)", span=2)
+    cite(mori(), r"ccoSdmaThreadIndependent = 0,")
+    assert codes(LINT / "E015-independent-lanes-shared-queue.cco", target="mori-sdma") == {"E015"}
+    assert codes(LINT / "E015-independent-lanes-shared-queue-ok.cco", target="mori-sdma") == set()
+    assert codes(LINT / "E015-independent-lanes-shared-queue.cco", target="nccl-lsa") == set()
+    two_commits = """
+protocol twocommits(piece: bytes = 4 KiB):
+    team lsa(2)
+    window x: 16 * piece
+    window a: 16 * piece
+
+    kernel k(threads=128):
+        if me == 0:
+            warps w in range(2):
+                for i in range(8):
+                    put(1, dst=a[(w * 8 + i)*piece : (w * 8 + i + 1)*piece],
+                        src=x[(w * 8 + i)*piece : (w * 8 + i + 1)*piece], queue=0, aggregate=True)
+                commit(1, queue=0)
+            quiet(1)
+"""
+    found = {d.code for d in cg.check(two_commits, target="mori-sdma").diagnostics if d.is_error}
+    assert found == {"E028"}
+    own = two_commits.replace("queue=0, aggregate=True", "queue=w, aggregate=True").replace(
+        "commit(1, queue=0)", "commit(1, queue=w)").replace("team lsa(2)",
+                                                            "team lsa(2)\n    queues 2")
+    assert not [d for d in cg.check(own, target="mori-sdma").diagnostics if d.is_error]
+
+
+MID_POST_QUIET = """
+protocol shared(piece: bytes = 4 KiB):
+    team lsa(2)
+    window x: 4 * piece
+    window a: 4 * piece
+
+    kernel k(threads=128):
+        if me == 0:
+            warps w in range(2):
+                put(1, dst=a[w * piece : (w + 1) * piece], src=x[w * piece : (w + 1) * piece],
+                    queue=0)
+                quiet(1, queue=0)
+            lanes l in range(2):
+                put(1, dst=a[(2 + l) * piece : (3 + l) * piece],
+                    src=x[(2 + l) * piece : (3 + l) * piece], queue=0)
+                quiet(1)
+"""
+
+
+def _mori(text: str, debug: bool) -> str:
+    from ccogen.compiler import compile_protocol
+    from ccogen.syntax import parse_ir
+
+    return compile_protocol(parse_ir(text, "p.cco"), "mori-sdma", source="p.cco", ranks=2,
+                            debug=debug).files["kernels.hip"]
+
+
+def test_mori_debug_quiet_does_not_trap_on_another_waves_reservation() -> None:
+    """N6: with MORI_CCO_SDMA_DEBUG, `ccoSdmaDrainQueue` traps whenever the reservation
+    pointer (`cachedWptr`, raised by `ReserveSlot` before a packet is committed) is past
+    the committed one, which is also the case while another wave is mid-post on the
+    queue: no misuse (an uncommitted batch before a quiet is E020).  The debug build
+    drains to the committed pointer with ccogen's bounded wait instead (debug kind 8);
+    the release build keeps amd-mori's quiet."""
+    cite(mori(), r"__builtin_trap\(\);  // un-committed Aggregate puts: call commit\(\) first")
+    cite(mori(), r"uint64_t base = __hip_atomic_fetch_add\(impl::global\(cachedWptr\), slotBytes,")
+    assert not [d for d in cg.check(MID_POST_QUIET, target="mori-sdma").diagnostics
+                if d.is_error]
+    debug, release = _mori(MID_POST_QUIET, True), _mori(MID_POST_QUIET, False)
+    assert "#define MORI_CCO_SDMA_DEBUG 1" in debug
+    assert "sdma.quiet" not in debug and "ccoSdmaDrainQueue" not in debug
+    assert "ccogen_quiet_bounded<ccoCoopWarp>(c, 1, 0, " in debug
+    assert "ccogen_quiet_bounded<ccoCoopThread>(c, a.peer, a.queue, " in debug
+    assert "sdma.quietQueue<ccoCoopWarp>(1, 0);" in release
+    assert "ccogen_quiet_bounded" not in release
+    from ccogen.rt.debug import KIND_QUIET, DebugRecord, describe_wait
+    assert KIND_QUIET == 8 and "r->kind = 8;" in debug
+    record = DebugRecord(1, 0, 12, 1, 0, KIND_QUIET, 4096, 1024, 3)
+    assert describe_wait(record, "p.cco") == ("rank 0: quiet at p.cco:12 toward rank 1, queue 0: "
+                                              "the engine read up to 1024 of 4096 committed "
+                                              "bytes (epoch 3)")
+
+
+@pytest.mark.toolchain
+def test_mori_debug_quiet_builds(tmp_path: Path) -> None:
+    from ccogen.codegen.files import GeneratedFiles
+    from ccogen.compiler import compile_protocol
+    from ccogen.rt.errors import ToolchainError
+    from ccogen.syntax import parse_ir
+    from ccogen.toolchains import build_dir
+
+    files = compile_protocol(parse_ir(MID_POST_QUIET, "p.cco"), "mori-sdma", source="p.cco",
+                             ranks=2, debug=True).files
+    GeneratedFiles(files).write(tmp_path)
+    try:
+        build_dir(tmp_path)
+    except ToolchainError as exc:
+        pytest.skip(f"toolchain missing: {exc}")
+    assert (tmp_path / "kernels.gfx942.hsaco").is_file()
+
+
+def test_cft_one_barrier_session_per_rank_between_the_rank_wide_syncs() -> None:
+    """P1: a CFT barrier session is indexed (`ncclCftBarrierSession(coop, comm, index)`,
+    `index < reqs.cftBarrierCount`); the generated `barrier()` already meets every CTA of
+    the rank before and after it, so CTA 0 alone syncs slot 0 and the manifest asks for
+    one slot, not one per CTA."""
+    import json
+
+    cite(nccl("nccl_device/cft_barrier.h"),
+         r"ncclCftBarrierSession\(Coop coop, ncclDevComm const& comm, uint32_t index,")
+    from ccogen.compiler import compile_protocol
+    from ccogen.syntax import parse_ir
+
+    big = GET_AFTER_COPY.replace("size: bytes = 4 KiB", "size: bytes = 8 MiB")
+    files = compile_protocol(parse_ir(big, "p.cco"), "nccl-cft", source="p.cco", ranks=2).files
+    text = files["kernels.cu"]
+    barrier = text[text.index("void ccogen_barrier_group("):]
+    barrier = barrier[:barrier.index("\n}\n")]
+    assert barrier.index("ccogen_rank_sync(c, 2 * seq - 1);") < barrier.index(
+        "if (blockIdx.x == 0) {") < barrier.index(
+        "ncclCftBarrierSession<ncclCoopCta> bar{ncclCoopCta(), *c.dc, 0};") < barrier.index(
+        "ccogen_rank_sync(c, 2 * seq);")
+    manifest = json.loads(files["manifest.json"])
+    assert max(k["grid"] for k in manifest["kernels"]) > 1  # several CTAs, one session
+    assert manifest["nccl"]["cft_barrier_count"] == 1

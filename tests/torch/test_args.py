@@ -118,3 +118,35 @@ def test_window_contents(binder: BufferBinder) -> None:
 def test_dtype_names() -> None:
     assert dtype_name(DType("bfloat16")) == "bfloat16"
     assert dtype_name("torch.int32") == "int32"
+
+
+class View(Tensor):
+    """A view into a larger storage (`t[1:]`): its base is `offset` elements in."""
+
+    def __init__(self, dtype: str, shape: tuple[int, ...], offset: int) -> None:
+        super().__init__(dtype, shape)
+        self._offset = offset
+        self._ptr = 0x1000 + offset * self.element_size()
+
+    def storage_offset(self) -> int:
+        return self._offset
+
+
+def test_a_buffer_off_a_16_byte_boundary_is_refused_with_its_offset(
+        binder: BufferBinder) -> None:
+    """N7: the generated kernels move local buffers in 16-byte vectors (a CFT put stages
+    them in 16-byte units: `ncclCft::put requires ... 16 bytes aligned`): a view such as
+    `t[1:]` is refused by name and offset before anything is launched; a view on a
+    16-byte boundary binds."""
+    from ccogen.targets.base import BUFFER_ALIGN
+    from tests.targets.headers import cite, nccl
+
+    cite(nccl("nccl_device/impl/cft__funcs.h"), r"ncclCft::put requires 'smemSource' to be 16 "
+                                                r"bytes aligned")
+    assert BUFFER_ALIGN == 16
+    counts = Tensor("int32", (2,))
+    with pytest.raises(ArgumentError, match="buffer `x` starts 2 bytes past a 16-byte boundary "
+                                            "\\(a view at byte offset 2 of its storage\\)"):
+        binder.bind({"x": View("bfloat16", (32,), 1), "counts": counts})
+    assert binder.bind({"x": View("bfloat16", (32,), 8), "counts": counts})[1][0] == 0x1010
+    assert binder.bind({"x": View("bfloat16", (32,), 1), "counts": counts}, pointers=False)

@@ -331,6 +331,12 @@ class _Lowering:
 
     def quiet(self, op: OpInst, scope: str) -> list[Stmt]:
         coop = (COOP[scope],)
+        if self.debug:  # amd-mori's debug drain traps while another wave is mid-post (N6)
+            line = str(op.span.line if op.span is not None else 0)
+            peers = self.peers(op.rank) if op.peer is None else [op.peer]
+            queue = "-1" if op.queue is None else str(op.queue)
+            return [Stmt("call", func="ccogen_quiet_bounded", targs=coop,
+                         args=("c", str(p), queue, line)) for p in peers]
         if op.peer is None:
             return [Stmt("call", func="sdma.quiet", targs=coop, args=(str(p),))
                     for p in self.peers(op.rank)]
@@ -447,6 +453,16 @@ class _Lowering:
 
     def lane_quiet(self, ops: list[OpInst]) -> list[Stmt]:
         op = ops[0]
+        if self.debug:  # see `quiet`
+            line = str(op.span.line if op.span is not None else 0)
+            if op.peer is None:
+                return [self.lanes(ops, "ccogen_quiet_bounded", ("ccoCoopThread",), (),
+                                   lambda o: (), ("c", str(p), "-1", line))
+                        for p in self.peers(op.rank)]
+            return [self.lanes(ops, "ccogen_quiet_bounded", ("ccoCoopThread",),
+                               ("peer", "queue"),
+                               lambda o: (str(o.peer), "-1" if o.queue is None else str(o.queue)),
+                               ("c", "a.peer", "a.queue", line))]
         if op.peer is None:
             return [self.lanes(ops, "sdma.quiet", ("ccoCoopThread",), (), lambda o: (), (str(p),))
                     for p in self.peers(op.rank)]

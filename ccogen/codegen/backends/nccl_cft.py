@@ -9,7 +9,8 @@ primitives the template prints are CFT ones:
   counter after the data) to the peer's logical endpoint from `ncclGetCftLeInfo`,
   `cft.submit`, `cft.flushSmem` before the buffer is refilled, and `cft.flush` once the
   op is done (so `quiet` needs nothing more), and before the bytes submitted since the
-  last flush would pass `MAX_IN_FLIGHT` (16 MB: one `ncclCftSmem` tracks no more).  A get is the mirror image (`cft.get`,
+  last flush would pass `MAX_IN_FLIGHT` (16 MB: one `ncclCftSmem` tracks no more).  A get
+  is the mirror image (`cft.get`,
   `submit`, `flush`, then generic stores out of shared memory).  The CTAs of a logical
   block split large transfers in 16-byte-aligned slices, each counting its own bytes.
 - A remote signal is a *fenced flag update*: after the data's `cft.flush` and
@@ -26,9 +27,11 @@ primitives the template prints are CFT ones:
 - Waits (`wait_signal`, `wait_count`) are `cft.waitCounted` at CTA scope (relaxed spin,
   wrap-safe `>=`, `ncclMemFence(acquire, Fabric -> Generic, Sys)`), acquire spins plus
   the same fence at warp and thread scope.
-- `barrier()`: every CTA of the rank meets, then each CTA syncs
-  `ncclCftBarrierSession<ncclCoopCta>{coop, dc, blockIdx.x}` with its peers
-  (`reqs.cftBarrierCount` = the grid), then the rank meets again.
+- `barrier()`: every CTA of the rank meets, then CTA 0 syncs the rank's one
+  `ncclCftBarrierSession<ncclCoopCta>{coop, dc, 0}` with its peers
+  (`reqs.cftBarrierCount` = 1: the rank-wide syncs around it already order every CTA's
+  work, so a session per CTA only multiplied the fabric round trips), then the rank
+  meets again.
 - Window: the heap is registered `NCCL_WIN_COLL_SYMMETRIC`, plus `NCCL_WIN_CFT_COUNTED`
   when the protocol has counted puts.  A counted registration yields counted-only
   logical endpoints, so then EVERY fabric write is counted: plain puts and signal reds
@@ -171,11 +174,10 @@ class NcclCft(SmBackend):
         return out
 
     def requirements(self, model: ProtocolModel) -> dict[str, object]:
-        grid = max((k.grid for k in model.kernels), default=1)
         barriers = any(k.rank_syncs for k in model.kernels)
         flags = ["NCCL_WIN_COLL_SYMMETRIC"] + (["NCCL_WIN_CFT_COUNTED"] if self._counted else [])
         return {"nccl": {"lsa_barrier_count": 0, "cft_caps": ["NCCL_CFT"],
-                         "cft_barrier_count": grid if barriers else 0, "window_flags": flags,
+                         "cft_barrier_count": 1 if barriers else 0, "window_flags": flags,
                          "min_version": "2.31.0", "min_cuda": "13.3"}}
 
     def manifest(self, model: ProtocolModel, layout: HeapLayout, instance: Instance,

@@ -17,6 +17,9 @@
 
 // ---- nccl-cft primitives ----
 constexpr uint32_t kStageBytes = 32768;  // shared-memory staging per CTA
+// An ncclCftSmem's mbarrier counts submitted bytes in 16-byte units, at most 2^20 - 1: put
+// bytes in flight between two flushes stay under 16 MB.
+constexpr uint64_t kMaxInFlight = 16777200ULL;
 constexpr bool kCountedHeap = true;  // NCCL_WIN_CFT_COUNTED window
 constexpr uint64_t kNoCounter = ~0ULL;
 // On a counted window every fabric write is counted; uncounted ones count into this word.
@@ -63,7 +66,8 @@ __device__ __forceinline__ void ccogen_cft_flush(const ccogen_ctx& c, ncclCft<Co
 }
 
 // put: stage each chunk in shared memory, fence Generic -> Fabric, cft.put (or putCounted
-// onto `counter`), submit, wait for the stage to be consumed; flush at the end.
+// onto `counter`), submit, wait for the stage to be consumed; flush at the end, and before
+// a chunk would take the bytes in flight on `bar` past kMaxInFlight.
 template <typename Coop>
 __device__ __forceinline__ void ccogen_cft_write(const ccogen_ctx& c, Coop coop, ncclCftSmem& bar,
                                                  unsigned char* stage, uint32_t stage_bytes, int peer,
@@ -73,8 +77,14 @@ __device__ __forceinline__ void ccogen_cft_write(const ccogen_ctx& c, Coop coop,
   ncclCftLeId le;
   size_t base;
   ccogen_le(c, peer, &le, &base);
+  uint64_t pending = 0;  // bytes submitted on `bar` since its last flush
   for (uint64_t done = 0; done < n; done += stage_bytes) {
     const uint32_t len = static_cast<uint32_t>(n - done < stage_bytes ? n - done : stage_bytes);
+    if (pending + len > kMaxInFlight) {  // one ncclCftSmem tracks at most 16 MB in flight
+      ccogen_cft_flush(c, cft, coop, peer);
+      pending = 0;
+    }
+    pending += len;
     ccogen_copy_range(reinterpret_cast<char*>(stage), src + done, len, true,
                       coop.thread_rank(), coop.size());
     ncclMemFence(coop, cuda::memory_order_release, ncclMemProxyType::Generic, ncclMemProxyType::Fabric,
@@ -253,17 +263,37 @@ __device__ __forceinline__ void ccogen_waitcounted_thread(const ccogen_ctx& c, u
                ncclMemProxyType::Generic, ncclMemFenceScope::Sys);
 }
 
+// A proxy fence the code generator chose from its table (ccogen/codegen/fences.py):
+// (order, producer proxy, consumer proxy, scope), by the coop of the step's scope.
+__device__ __forceinline__ void ccogen_pfence_group(const ccogen_ctx&, cuda::memory_order o, ncclMemProxyType p,
+                                                    ncclMemProxyType q, ncclMemFenceScope s) {
+  ncclMemFence(ncclCoopCta(), o, p, q, s);
+  if (o == cuda::memory_order_acquire) ncclCoopCta().sync();  // the elected thread fenced: the rest wait
+}
+__device__ __forceinline__ void ccogen_pfence_warp(const ccogen_ctx&, cuda::memory_order o, ncclMemProxyType p,
+                                                   ncclMemProxyType q, ncclMemFenceScope s) {
+  ncclMemFence(ncclCoopWarp(), o, p, q, s);
+  if (o == cuda::memory_order_acquire) ncclCoopWarp().sync();  // the elected thread fenced: the rest wait
+}
+__device__ __forceinline__ void ccogen_pfence_thread(const ccogen_ctx&, cuda::memory_order o, ncclMemProxyType p,
+                                                     ncclMemProxyType q, ncclMemFenceScope s) {
+  ncclMemFence(ncclCoopThread(), o, p, q, s);
+}
+
 // Every copy ends with cft.flush: the sender's operations are complete, quiet adds nothing.
 __device__ __forceinline__ void ccogen_quiet_group(const ccogen_ctx&) {}
 __device__ __forceinline__ void ccogen_quiet_warp(const ccogen_ctx&) {}
 __device__ __forceinline__ void ccogen_quiet_thread(const ccogen_ctx&) {}
 
-// barrier(): the rank's CTAs meet, each CTA syncs its CFT barrier slot blockIdx.x with the
-// same CTA of every rank (reqs.cftBarrierCount = grid), then the rank's CTAs meet again.
+// barrier(): the rank's CTAs meet, CTA 0 syncs the rank's one CFT barrier session (slot 0,
+// reqs.cftBarrierCount = 1) with every rank, then the rank's CTAs meet again: the rank-wide
+// syncs around it order every CTA's work, so one session per rank is enough.
 __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64_t seq) {
   ccogen_rank_sync(c, 2 * seq - 1);
-  ncclCftBarrierSession<ncclCoopCta> bar{ncclCoopCta(), *c.dc, blockIdx.x};
-  bar.sync(ncclCoopCta(), cuda::memory_order_acq_rel, ncclMemProxyType::Generic, ncclMemProxyType::Fabric);
+  if (blockIdx.x == 0) {
+    ncclCftBarrierSession<ncclCoopCta> bar{ncclCoopCta(), *c.dc, 0};
+    bar.sync(ncclCoopCta(), cuda::memory_order_acq_rel, ncclMemProxyType::Generic, ncclMemProxyType::Fabric);
+  }
   ccogen_rank_sync(c, 2 * seq);
 }
 // ---- end of the nccl-cft primitives ----

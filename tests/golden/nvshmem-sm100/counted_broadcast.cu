@@ -243,6 +243,16 @@ __device__ __forceinline__ void ccogen_putcounted_group(const ccogen_ctx& c, int
 #endif
 }
 
+// A proxy fence the code generator chose from its table (ccogen/codegen/fences.py): the
+// instruction ncclMemFence prints for (order, producer proxy, consumer proxy, system).
+#if CCOGEN_COUNTED_NATIVE
+#define ccogen_pfence_group(c, insn) asm volatile(insn ::: "memory")
+#else
+#define ccogen_pfence_group(c, insn) ((void)0)
+#endif
+#define ccogen_pfence_warp(c, insn) ccogen_pfence_group(c, insn)
+#define ccogen_pfence_thread(c, insn) ccogen_pfence_group(c, insn)
+
 // After a wait on a signal slot: the data it announces may have come through the fabric
 // proxy (a counted put before the signal): acquire it for generic loads.
 __device__ __forceinline__ void ccogen_fabacquire_group(const ccogen_ctx&) {
