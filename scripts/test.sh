@@ -13,4 +13,6 @@ echo "test.sh: ruff check"
 python -m ruff check .
 echo "test.sh: mypy"
 python -m mypy
-python -m pytest -q "$@"
+# on every core (pytest-xdist): the suite is CPU-bound (instances, simulations, nvcc and
+# clang builds); a test that needs a fixed order within its file states it itself
+python -m pytest -q -n auto "$@"
