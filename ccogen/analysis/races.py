@@ -118,10 +118,10 @@ def accesses(graph: HBGraph) -> tuple[list[Access], list[Access]]:
             reads += [Access(src, issue, issue, op) for src in op.srcs]
             writes.append(Access(op.dst, issue, issue, op))
     inst = graph.instance
-    for check in inst.checks:
-        for region, init in check_regions(check):
-            if not init:
-                for e in range(inst.launches):
+    for e in range(inst.launches):
+        for check in inst.checks_at(e):  # (`launch % K`: the regions of launch e)
+            for region, init in check_regions(check):
+                if not init:
                     end = graph.launch_end(region.rank, e)
                     reads.append(Access(region, end, end, None, check, e))
     for rank, window in sorted(input_windows(inst)):
@@ -139,8 +139,13 @@ def input_windows(instance: Instance) -> set[tuple[int, str]]:
     Between two launches each rank's caller writes its inputs (and reads its outputs)
     on the launch's stream: a peer's next launch must not touch them before that.
     """
-    return {(r.rank, r.window) for c in instance.checks
+    return {(r.rank, r.window) for c in _all_checks(instance)
             for r, init in check_regions(c) if init}
+
+
+def _all_checks(instance: Instance) -> list[CheckInst]:
+    """The postconditions of every launch of a period (`launch % K` rotates regions)."""
+    return [c for i in (instance, *instance.rotation) for c in i.checks]
 
 
 def check_regions(check: CheckInst) -> list[tuple[RegionInst, bool]]:

@@ -55,11 +55,17 @@ class Evaluating:
         self.unchecked = 0  # `ensure` lines with run-time bounds (symbolic instances)
         self.empty_ok = False  # concrete run-time instances: a run-time length may be 0
         self.runtime_weights = False  # a weight was a run-time value (symbolic: 1.0 kept)
+        # `launch % K` (language reference section 8): the launch this instance is of, and
+        # every K met (the instance's period is their least common multiple)
+        self.launch = 0
+        self.moduli: set[int] = set()
+        self.env.launch, self.env.moduli = self.launch, self.moduli
 
     def _bind_rank(self, rank: int) -> None:
         self.rank = rank
         self.env = Env(self.nranks, rank, self.params)
         self.env.loader = self.loader
+        self.env.launch, self.env.moduli = self.launch, self.moduli
 
     def _error(self, code: str, message: str, span: Span | None, label: str = "", *,
                secondary: Iterable[tuple[Span | None, str]] = (), help: str | None = None) -> None:

@@ -117,7 +117,9 @@ def simulate(
                 _too_big(proto, inst, needed, limits.sim_bytes, sparse=needed < total)]))
             continue
         digest = digests if digests is not None else exhaustive or keep_memory
-        setup = Setup(plan, random_image(plan, data_seed, dense_max), epochs, pieces, digest)
+        # `launch % K` rotates K landing slots: K + 1 launches show a launch overtaking
+        runs = max(epochs, inst.period + 1) if epochs > 1 else epochs
+        setup = Setup(plan, random_image(plan, data_seed, dense_max), runs, pieces, digest)
         setups.append(setup)
         report.instances.append(_run_instance(setup, seeds, exhaustive, max_schedules,
                                               time_limit, keep_memory))

@@ -153,6 +153,23 @@ class Plan:
     def op(self, key: OpKey) -> OpInst:
         return self.instance.ranks[key[0]][key[1]]
 
+    # `launch % K` (language reference section 8): the transfers of each launch of the
+    # period, whose regions rotate (`posts` is launch 0's)
+    rotated_posts: dict[int, dict[OpKey, tuple[TransferSpec, ...]]] = field(
+        default_factory=dict)
+
+    def posts_at(self, key: OpKey, epoch: int) -> tuple[TransferSpec, ...]:
+        """The transfers of posting group `key` in launch `epoch`."""
+        e = epoch % self.instance.period
+        if e == 0:
+            return self.posts[key]
+        found = self.rotated_posts.get(e)
+        if found is None:
+            other = self.instance.at_launch(e)
+            found = self.rotated_posts[e] = {
+                k: _transfers(other, k, m) for k, m in self.members.items() if k in self.posts}
+        return found[key]
+
     def span(self, key: OpKey) -> Span | None:
         return self.op(key).span
 
@@ -173,8 +190,8 @@ def build_plan(instance: Instance) -> Plan:
     plan.watchers = _watchers(plan)
     plan.windows = instance.window_sizes + instance.buffer_sizes
     plan.buffers = frozenset(name for name, _ in instance.buffer_sizes)
-    plan.init_windows = frozenset((r.rank, r.window) for c in instance.checks
-                                  for r, init in check_sides(c) if init)
+    plan.init_windows = frozenset((r.rank, r.window) for i in (instance, *instance.rotation)
+                                  for c in i.checks for r, init in check_sides(c) if init)
     plan.counters = tuple(c.name for c in instance.protocol.counters)
     plan.multi_source = _multi_source(posts)
     plan.host_sync = instance.protocol.between_launches is LaunchOrder.HOST_SYNC
