@@ -108,6 +108,7 @@ def effective_arch(options: Options) -> str:
 
 
 class NcclCft(SmBackend):
+    rotates = False  # `launch % K`: not generated here yet (codegen.rotate)
     name = "nccl-cft"
     template = "nccl_cft/kernels.cu.j2"
     kernel_params = ("devcomm", "window", "epoch", "debug")
