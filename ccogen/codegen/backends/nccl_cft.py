@@ -118,6 +118,9 @@ class NcclCft(SmBackend):
         if options.epoch_from_heap:
             raise Unsupported("Options.epoch_from_heap is implemented for nccl-lsa and nvshmem "
                               "only", None)
+        if instance.period > 1:
+            raise Unsupported("`launch % K` is not generated on `nccl-cft` yet: generate for "
+                              "`nccl-lsa` or `nvshmem`", None)
         check_runtime(instance)
         self._counted = any(op.counter is not None and op.kind is OpKind.PUT
                             for ops in instance.ranks for op in ops)

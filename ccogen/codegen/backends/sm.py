@@ -127,11 +127,11 @@ class SmBackend(Backend):
     _require: dict[int, list[Step]] = {}  # noqa: RUF012  (set per generate: codegen.require)
 
     def generate(self, instance: Instance, source: str, options: Options) -> GeneratedFiles:
+        if instance.period > 1 and not self.rotates:
+            raise Unsupported(f"`launch % K` is not generated on `{self.name}` yet: "
+                              "generate for `nccl-lsa` or `nvshmem`", None)
         model, layout = self.model(instance, source, options)
         if instance.period > 1:  # `launch % K`: one program, offsets by the epoch
-            if not self.rotates:
-                raise Unsupported(f"`launch % K` is not generated on `{self.name}` yet: "
-                                  "generate for `nccl-lsa` or `nvshmem`", None)
             models = [model] + [self.model(instance.at_launch(e), source, options)[0]
                                 for e in range(1, instance.period)]
             model = merge(models, instance.period)  # type: ignore[assignment]
