@@ -67,7 +67,7 @@ def _step(values: list[Step], period: int) -> Step:
     reduction = first.reduction
     if reduction is not None:
         others = [v.reduction for v in values]
-        if any(r is None or r.srcs and [p for p, _ in r.srcs] != [p for p, _ in reduction.srcs]
+        if any(r is None or (r.srcs and [p for p, _ in r.srcs] != [p for p, _ in reduction.srcs])
                for r in others):
             raise Unsupported("a rotating `reduce` changes its peers", None)
         for i in range(len(reduction.srcs)):

@@ -237,8 +237,8 @@ class GenExpr:
     span: Span | None = _span()
 
 
-Expr: TypeAlias = (Const | Var | ParamRef | Me | NRanks | Launch | BinOp | UnaryOp | Compare | BoolOp
-                   | IfExp | Call | ListExpr | Load | GenExpr)
+Expr: TypeAlias = (Const | Var | ParamRef | Me | NRanks | Launch | BinOp | UnaryOp | Compare
+                   | BoolOp | IfExp | Call | ListExpr | Load | GenExpr)
 
 BUILTIN_FUNCS: tuple[str, ...] = ("peers", "ranks", "range", "len", "min", "max", "abs")
 

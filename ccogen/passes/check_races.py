@@ -30,8 +30,8 @@ from ccogen.ir.opkind import OpKind
 from ccogen.passes._report import (
     Findings,
     access_span,
-    caller_text,
     back_to_back_fix,
+    caller_text,
     launches_note,
     name,
     region,

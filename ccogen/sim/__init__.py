@@ -119,6 +119,7 @@ def simulate(
         digest = digests if digests is not None else exhaustive or keep_memory
         # `launch % K` rotates K landing slots: K + 1 launches show a launch overtaking
         runs = max(epochs, inst.period + 1) if epochs > 1 else epochs
+        report.epochs = max(report.epochs, runs)
         setup = Setup(plan, random_image(plan, data_seed, dense_max), runs, pieces, digest)
         setups.append(setup)
         report.instances.append(_run_instance(setup, seeds, exhaustive, max_schedules,

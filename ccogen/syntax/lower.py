@@ -26,7 +26,8 @@ BUILTIN_ARITY: dict[str, tuple[int, int]] = {
     "min": (1, 99), "max": (1, 99), "abs": (1, 1),
 }
 REDUCTIONS = ("sum", "max", "min")
-RESERVED = ("me", "nranks", "launch", *BUILTIN_ARITY, *SIGNATURES, "init", "sum", "load", *DTYPE_NAMES)
+RESERVED = ("me", "nranks", "launch", *BUILTIN_ARITY, *SIGNATURES, "init", "sum", "load",
+            *DTYPE_NAMES)
 
 
 class _Skip(Exception):

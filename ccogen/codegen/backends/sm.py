@@ -70,8 +70,8 @@ from ccogen.codegen.model import (
 from ccogen.codegen.naming import c_identifier
 from ccogen.codegen.plan import Unsupported, block_ops, lower_block
 from ccogen.codegen.require import require_steps
-from ccogen.codegen.rotate import merge
 from ccogen.codegen.reroll import reroll_segments
+from ccogen.codegen.rotate import merge
 from ccogen.codegen.spread import SpreadPlan, plan_fork, spread_ctas
 from ccogen.codegen.spread import apply as spread_apply
 from ccogen.ir.instance import Instance, OpInst
