@@ -74,8 +74,11 @@ def _step(values: list[Step], period: int) -> Step:
             offs = [r.srcs[i][1] for r in others]  # type: ignore[union-attr]
             if any(o != offs[0] for o in offs[1:]):
                 rt[f"src{i}"] = by_launch(offs, period)
-        if any(dataclasses.replace(r, srcs=reduction.srcs) != reduction  # type: ignore[type-var]
-               for r in others):
+        # the widest load every launch's addresses allow
+        vector = min(r.vector for r in others)  # type: ignore[union-attr]
+        reduction = dataclasses.replace(reduction, vector=vector)
+        if any(dataclasses.replace(r, srcs=reduction.srcs, vector=vector)  # type: ignore[type-var]
+               != reduction for r in others):
             raise Unsupported("a rotating `reduce` changes more than its offsets", None)
     rest = [dataclasses.replace(v, **same, vec=first.vec, reduction=reduction) for v in values]
     if any(r != rest[0] for r in rest[1:]):
