@@ -79,24 +79,24 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 }
 // ---- end of the nccl-lsa primitives ----
 
-// ======== kernel `reduce_all` (protocols/allreduce_oneshot_rotating.cco:15): 1 logical block(s) x 8 CTA(s) x 512 threads
+// ======== kernel `reduce_all` (protocols/allreduce_oneshot_rotating.cco:14): 1 logical block(s) x 8 CTA(s) x 512 threads
 
 // rank 0, logical block 0 of kernel `reduce_all`
 __device__ __forceinline__ void ccogen_allreduce_oneshot_rotating_reduce_all_r0_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 1;
-  // protocols/allreduce_oneshot_rotating.cco:17: copy
+  // protocols/allreduce_oneshot_rotating.cco:16: copy
   ccogen_copy_group(c, -1, (c.epoch % 2ULL == 1ULL ? 131072ULL : 0ULL), -2, 0ULL, 131072ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/allreduce_oneshot_rotating.cco:19: signal
+  // protocols/allreduce_oneshot_rotating.cco:18: signal
   ccogen_ctasync_group(c);
   ccogen_csignal_group(c, 1, 262144ULL, 1ULL);
-  // protocols/allreduce_oneshot_rotating.cco:21: wait_signal
-  ccogen_cwait_group(c, 262152ULL, 1ULL, 1ULL, 21, 1, 0, 1, 8ULL);
+  // protocols/allreduce_oneshot_rotating.cco:20: wait_signal
+  ccogen_cwait_group(c, 262152ULL, 1ULL, 1ULL, 20, 1, 0, 1, 8ULL);
   ccogen_sync_group(c, 1ULL, kSyncs);
-  // protocols/allreduce_oneshot_rotating.cco:22: reduce
+  // protocols/allreduce_oneshot_rotating.cco:21: reduce
   {
     const ccogen_addr s[] = {{ -1, (c.epoch % 2ULL == 1ULL ? 131072ULL : 0ULL) }, { 1, (c.epoch % 2ULL == 1ULL ? 131072ULL : 0ULL) }};
-    ccogen_reduce_group<__nv_bfloat16, float, CCOGEN_SUM, 2, false>(c, -3, 0ULL, s, nullptr, 131072ULL, true, 22);
+    ccogen_reduce_group<__nv_bfloat16, float, CCOGEN_SUM, 2, false>(c, -3, 0ULL, s, nullptr, 131072ULL, true, 21);
   }
   ccogen_ctasync_group(c);
 }
@@ -104,19 +104,19 @@ __device__ __forceinline__ void ccogen_allreduce_oneshot_rotating_reduce_all_r0_
 // rank 1, logical block 0 of kernel `reduce_all`
 __device__ __forceinline__ void ccogen_allreduce_oneshot_rotating_reduce_all_r1_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 1;
-  // protocols/allreduce_oneshot_rotating.cco:17: copy
+  // protocols/allreduce_oneshot_rotating.cco:16: copy
   ccogen_copy_group(c, -1, (c.epoch % 2ULL == 1ULL ? 131072ULL : 0ULL), -2, 0ULL, 131072ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/allreduce_oneshot_rotating.cco:19: signal
+  // protocols/allreduce_oneshot_rotating.cco:18: signal
   ccogen_ctasync_group(c);
   ccogen_csignal_group(c, 0, 262152ULL, 1ULL);
-  // protocols/allreduce_oneshot_rotating.cco:21: wait_signal
-  ccogen_cwait_group(c, 262144ULL, 1ULL, 1ULL, 21, 0, 0, 1, 8ULL);
+  // protocols/allreduce_oneshot_rotating.cco:20: wait_signal
+  ccogen_cwait_group(c, 262144ULL, 1ULL, 1ULL, 20, 0, 0, 1, 8ULL);
   ccogen_sync_group(c, 1ULL, kSyncs);
-  // protocols/allreduce_oneshot_rotating.cco:22: reduce
+  // protocols/allreduce_oneshot_rotating.cco:21: reduce
   {
     const ccogen_addr s[] = {{ 0, (c.epoch % 2ULL == 1ULL ? 131072ULL : 0ULL) }, { -1, (c.epoch % 2ULL == 1ULL ? 131072ULL : 0ULL) }};
-    ccogen_reduce_group<__nv_bfloat16, float, CCOGEN_SUM, 2, false>(c, -3, 0ULL, s, nullptr, 131072ULL, true, 22);
+    ccogen_reduce_group<__nv_bfloat16, float, CCOGEN_SUM, 2, false>(c, -3, 0ULL, s, nullptr, 131072ULL, true, 21);
   }
   ccogen_ctasync_group(c);
 }
