@@ -30,17 +30,26 @@ from ccogen.ir.instance import Instance, OpInst
 LAUNCHES = 2
 
 
+def launch_count(instance: Instance, launches: int = LAUNCHES) -> int:
+    """How many launches show every race: with `launch % K` rotating K landing slots, a
+    launch can only overtake the one K launches before it, so K + 1 are needed."""
+    return max(launches, instance.period + 1) if launches > 1 else 1
+
+
 def back_to_back(instance: Instance, launches: int = LAUNCHES) -> Instance:
-    """`instance` launched `launches` times in a row on every rank (see the module docstring)."""
+    """`instance` launched `launches` times in a row on every rank (see the module
+    docstring); more where `launch % K` rotates its regions (`launch_count`)."""
     if launches == 1 or instance.launches != 1:
         return instance
+    launches = launch_count(instance, launches)
     ranks = []
-    for ops in instance.ranks:
+    for rank, ops in enumerate(instance.ranks):
         n = len(ops)
         out: list[OpInst] = list(ops)
         for e in range(1, launches):
+            these = instance.at_launch(e).ranks[rank]  # regions of launch e (`launch % K`)
             out += [replace(op, index=op.index + e * n, preds=tuple(p + e * n for p in op.preds),
-                            group=op.group + e * n, epoch=e) for op in ops]
+                            group=op.group + e * n, epoch=e) for op in these]
         ranks.append(tuple(out))
     return replace(instance, ranks=tuple(ranks), launches=launches)
 
@@ -70,4 +79,4 @@ def launch_matching(instance: Instance, single: Matching) -> Matching:
                     expected=single.expected, modes=single.modes, signal_of=signal_of)
 
 
-__all__ = ["LAUNCHES", "back_to_back", "launch_matching"]
+__all__ = ["LAUNCHES", "back_to_back", "launch_count", "launch_matching"]

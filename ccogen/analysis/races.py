@@ -132,18 +132,16 @@ def accesses(graph: HBGraph) -> tuple[list[Access], list[Access]]:
             issue = graph.issue(op.rank, op.index)
             reads += [Access(x.region, issue, issue, op, load=x) for x in op.loads]
     inst = graph.instance
-    for check in inst.checks:
-        for region, init in check_regions(check):
-            if not init:
-                for e in range(inst.launches):
+    for e in range(inst.launches):
+        for check in inst.checks_at(e):  # (`launch % K`: the regions of launch e)
+            for region, init in check_regions(check):
+                if not init:
                     end = graph.launch_end(region.rank, e)
                     reads.append(Access(region, end, end, None, check, e))
-        for x in check.loads:
-            if x.init:
-                continue
-            for e in range(inst.launches):
-                end = graph.launch_end(check.rank, e)
-                reads.append(Access(x.region, end, end, None, check, e, load=x))
+            for x in check.loads:
+                if not x.init:
+                    end = graph.launch_end(check.rank, e)
+                    reads.append(Access(x.region, end, end, None, check, e, load=x))
     for rank, window in sorted(input_windows(inst)):
         whole = RegionInst(window, 0, inst.window_size(window), rank)
         for e in range(inst.launches - 1):
@@ -160,9 +158,14 @@ def input_windows(instance: Instance) -> set[tuple[int, str]]:
     Between two launches each rank's caller writes its inputs (and reads its outputs)
     on the launch's stream: a peer's next launch must not touch them before that.
     """
-    return {(r.rank, r.window) for c in instance.checks
-            for r, init in check_regions(c) if init} | {
-        (x.region.rank, x.region.window) for c in instance.checks for x in c.loads if x.init}
+    checks = _all_checks(instance)
+    return {(r.rank, r.window) for c in checks for r, init in check_regions(c) if init} | {
+        (x.region.rank, x.region.window) for c in checks for x in c.loads if x.init}
+
+
+def _all_checks(instance: Instance) -> list[CheckInst]:
+    """The postconditions of every launch of a period (`launch % K` rotates regions)."""
+    return [c for i in (instance, *instance.rotation) for c in i.checks]
 
 
 def check_regions(check: CheckInst) -> list[tuple[RegionInst, bool]]:

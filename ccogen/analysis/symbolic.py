@@ -198,7 +198,7 @@ def _outputs(instance: Instance) -> dict[int, list[RegionInst]]:
     """Per rank, the regions of it that postconditions read (not through `init`)."""
     out: dict[int, list[RegionInst]] = {}
     seen: set[RegionInst] = set()  # membership in O(1): MoE instances have ~10^5 regions
-    for c in instance.checks:
+    for c in [c for i in (instance, *instance.rotation) for c in i.checks]:  # `launch % K`
         for r, init in check_regions(c):
             if not init and r not in seen:
                 seen.add(r)

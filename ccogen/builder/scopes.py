@@ -170,6 +170,11 @@ class Scope:
         return Value(nodes.Me(span=span_at(0)))
 
     @property
+    def launch(self) -> Value:
+        """`launch`: the launch's index, usable as `k.launch % K` (a landing slot)."""
+        return Value(nodes.Launch(span=span_at(0)))
+
+    @property
     def nranks(self) -> Value:
         """`nranks`: the team size."""
         return Value(nodes.NRanks(span=span_at(0)))

@@ -328,7 +328,8 @@ def abs(value: ExprLike, *, src_loc_at: int = 0) -> Value:
     return builtin_call("abs", (value,), span_at(src_loc_at), 1, 1)
 
 
-_LEAVES: Final = (nodes.Const, nodes.Me, nodes.NRanks, str, int, nodes.SignalKind, nodes.Mode)
+_LEAVES: Final = (nodes.Const, nodes.Me, nodes.NRanks, nodes.Launch, str, int, nodes.SignalKind,
+                  nodes.Mode)
 
 
 @functools.cache

@@ -100,10 +100,12 @@ bodies into pending op instances), `ensure`, `finalize` (queues `auto`, groups,
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
-from ccogen.diag import Diagnostic
+from ccogen.diag import Diagnostic, error
 from ccogen.instantiate.declarations import (
     bind_dtype_params,
     bind_params,
@@ -133,10 +135,11 @@ from ccogen.instantiate.unroll import Unroller
 from ccogen.ir import nodes as ir
 from ccogen.ir.dtype import DType
 from ccogen.ir.evaluate import Compiler
-from ccogen.ir.instance import Instance
+from ccogen.ir.instance import Instance, OpInst
 from ccogen.ir.opkind import OpKind
 from ccogen.limits import DEFAULT as DEFAULT_LIMITS
 from ccogen.limits import Limits
+from ccogen.source import Span
 
 # ============================================================================= public API
 
@@ -167,6 +170,7 @@ def team_sizes(
 def instantiate(
     protocol: ir.Protocol, nranks: int, params: Mapping[str, Any] | None = None,
     limits: Limits = DEFAULT_LIMITS, *, contents: Contents | None = None,
+    launch: int = 0,
 ) -> tuple[Instance | None, list[Diagnostic]]:
     """Bind `nranks` and `params` (defaults for the rest), evaluate and unroll.
 
@@ -175,6 +179,10 @@ def instantiate(
     fails) and every diagnostic found; see the module docstring for the rules.
     A protocol with run-time values is instantiated symbolically (footprints,
     `ccogen.instantiate.runtime`), or for the initial `contents` given.
+
+    A protocol that uses `launch % K` is instantiated for `launch` (0 by default) and
+    carries the instances of the other launches of its period (`Instance.rotation`,
+    `Instance.at_launch`); they must have the same ops, only other regions.
     """
     given = dict(params or {})
     findings = Findings(nranks, label(nranks, given), limits, stop=True)
@@ -188,10 +196,78 @@ def instantiate(
         if bound is None or types is None or not team_ok(protocol, nranks, bound, compiler,
                                                           findings):
             return None, findings.diagnostics()
-        inst = _unroll(protocol, nranks, bound, types, compiler, findings, contents)
+        inst = _unroll(protocol, nranks, bound, types, compiler, findings, contents, launch)
+        if inst is not None and inst.period > 1:
+            inst = _rotation(inst, protocol, nranks, bound, types, compiler, findings,
+                             contents)
     except FindingsFull:  # `limits.findings` of one rule: stop evaluating (Findings)
         return None, findings.diagnostics()
     return inst, findings.diagnostics()
+
+
+MAX_PERIOD = 8  # `launch % K`: the checker builds period + 1 launches
+
+
+def _rotation(inst: Instance, protocol: ir.Protocol, nranks: int, params: dict[str, int],
+              types: dict[str, DType], compiler: Compiler, findings: Findings,
+              contents: Contents | None) -> Instance | None:
+    """`inst` (of launch `inst.launch`) with the instances of every launch of its period."""
+    period = inst.period
+    if period > MAX_PERIOD:
+        span = _launch_span(protocol)
+        findings.add(error("E004", f"the launches rotate with a period of {period}, over the "
+                           f"{MAX_PERIOD} the checker models", span, "`launch` used here",
+                           help="use fewer landing slots (`launch % 2` is what double "
+                           "buffering needs)"), 0)
+        return None
+    others = []
+    for e in range(period):
+        if e == inst.launch % period:
+            continue
+        other = _unroll(protocol, nranks, params, types, compiler, findings, contents, e)
+        if other is None:
+            return None
+        mismatch = _shape_mismatch(inst, other)
+        if mismatch is not None:
+            findings.add(error(
+                "E004", "`launch` decides which ops run: launches must differ only in "
+                "their regions", mismatch.span, f"differs in launch {e}",
+                help="use `launch % K` only in region bounds (a landing slot)"), mismatch.rank)
+            return None
+        others.append(other)
+    return replace(inst, rotation=tuple(others))
+
+
+def _shape(op: OpInst) -> tuple[object, ...]:
+    return (op.kind, op.issuer, op.preds, op.peer, op.queue, op.signal, op.group,
+            op.expected, op.counter, op.kernel, op.aggregate, op.lanes_in_group)
+
+
+def _shape_mismatch(a: Instance, b: Instance) -> OpInst | None:
+    """The first op of `a` whose launch in `b` is another op (None: same shape)."""
+    for ops_a, ops_b in zip(a.ranks, b.ranks, strict=True):
+        for x, y in zip(ops_a, ops_b, strict=False):
+            if _shape(x) != _shape(y):
+                return x
+        if len(ops_a) != len(ops_b):
+            return ops_a[min(len(ops_a), len(ops_b)) - 1] if ops_a else ops_b[0]
+    if len(a.checks) != len(b.checks):
+        return None if not a.ranks[0] else a.ranks[0][0]
+    return None
+
+
+def _launch_span(protocol: ir.Protocol) -> Span | None:
+    """Where the protocol first uses `launch`."""
+    stack: list[object] = [protocol.ensure, protocol.kernels]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ir.Launch):
+            return node.span
+        if isinstance(node, tuple | list):
+            stack.extend(reversed(node))
+        elif hasattr(node, "__dataclass_fields__") and not isinstance(node, type):
+            stack.extend(getattr(node, f) for f in node.__dataclass_fields__ if f != "span")
+    return None
 
 
 def _loader(protocol: ir.Protocol, nranks: int, params: dict[str, int], decl: Any,
@@ -241,15 +317,18 @@ def preconditions(protocol: ir.Protocol, nranks: int, params: Mapping[str, Any] 
 
 def _unroll(protocol: ir.Protocol, nranks: int, params: dict[str, int],
             types: dict[str, DType], compiler: Compiler,
-            findings: Findings, contents: Contents | None = None) -> Instance | None:
+            findings: Findings, contents: Contents | None = None,
+            launch: int = 0) -> Instance | None:
     decl = declare(protocol, nranks, params, types, compiler, findings)
     try:
         loader = _loader(protocol, nranks, params, decl, compiler, findings, contents)
         unroller = Unroller(protocol, nranks, params, decl, compiler, findings)
+        unroller.launch = launch
         unroller.loader = loader
         unroller.empty_ok = contents is not None
         pending = unroller.run()
         ensure = Ensure(nranks, params, decl.memories, compiler, findings)
+        ensure.launch, ensure.moduli = launch, unroller.moduli
         ensure.loader = loader
         ensure.empty_ok = contents is not None
         ensure.total, ensure.iterations = unroller.total, unroller.iterations  # shared limits
@@ -274,6 +353,7 @@ def _unroll(protocol: ir.Protocol, nranks: int, params: dict[str, int],
         runtime="" if loader is None else "concrete" if contents is not None else "symbolic",
         unchecked=ensure.unchecked, unproved=tuple(ensure.unproved),
         contents_label=contents.label if contents else "",
+        launch=launch, period=math.lcm(*unroller.moduli) if unroller.moduli else 1,
     )
 
 

@@ -61,6 +61,11 @@ class Evaluating:
         # (load, rank, element) (a MoE instance evaluates ~10^5 loads per rank)
         self._loaded: list[LoadInst] = []
         self._load_insts: dict[tuple[int, int, int], LoadInst] = {}
+        # `launch % K` (language reference section 8): the launch this instance is of, and
+        # every K met (the instance's period is their least common multiple)
+        self.launch = 0
+        self.moduli: set[int] = set()
+        self.env.launch, self.env.moduli = self.launch, self.moduli
 
     def _bind_rank(self, rank: int) -> None:
         self.rank = rank
@@ -87,6 +92,7 @@ class Evaluating:
         """The loads recorded since the last call, each element once (in order)."""
         loaded, self._loaded = self._loaded, []
         return loaded if len(loaded) < 2 else unique_loads(loaded)
+        self.env.launch, self.env.moduli = self.launch, self.moduli
 
     def _error(self, code: str, message: str, span: Span | None, label: str = "", *,
                secondary: Iterable[tuple[Span | None, str]] = (), help: str | None = None) -> None:

@@ -43,7 +43,8 @@ class Env:
     sizes, parameter defaults); using it raises `EvalError(me_error)`.
     """
 
-    __slots__ = ("loader", "me", "me_error", "nranks", "nranks_error", "params", "vars")
+    __slots__ = ("launch", "loader", "me", "me_error", "moduli", "nranks", "nranks_error",
+                 "params", "vars")
 
     def __init__(
         self, nranks: int | None, me: int | None, params: Mapping[str, int], *,
@@ -59,6 +60,10 @@ class Env:
         # run-time values: `loader(load, rank, index)` gives what `load(...)` reads (an int,
         # a float, or an `Rt` when symbolic); None where run-time values are not allowed
         self.loader: Callable[[ir.Load, int, int], Any] | None = None
+        # `launch % K` (language reference section 8): the launch's index, None where
+        # `launch` is not allowed; every K met is added to `moduli` (the instance's period)
+        self.launch: int | None = None
+        self.moduli: set[int] | None = None
 
     def bindings(self) -> str:
         """`with nranks=3, me=1, p=2`: the values an error depends on."""
@@ -213,6 +218,8 @@ class Compiler:
 
 
 def _arithmetic(e: ir.Expr) -> bool:
+    if isinstance(e, ir.BinOp) and isinstance(e.left, ir.Launch):  # `launch % K`: _binop
+        return False
     return (isinstance(e, ir.BinOp) and e.op in _ARITH) or (
         isinstance(e, ir.UnaryOp) and e.op in ("-", "+"))
 
@@ -249,7 +256,7 @@ class _Gen:
             t = self.tmp("env.me" if isinstance(e, ir.Me) else "env.nranks")
             self.lines.append(f"if {t} is None: {t} = {self.obj(self.compiler.closure(e))}(env)")
             return t, True
-        if isinstance(e, ir.BinOp) and e.op in _ARITH:
+        if isinstance(e, ir.BinOp) and e.op in _ARITH and not isinstance(e.left, ir.Launch):
             return self._binop(e), True
         if isinstance(e, ir.UnaryOp) and e.op in ("-", "+"):
             a = self.as_int(e.operand, f"the operand of unary `{e.op}`")
@@ -352,9 +359,39 @@ def _nranks(c: Compiler, e: ir.NRanks) -> Fn:
     return run
 
 
+LAUNCH_USE = ("`launch` is only usable as `launch % K`, K a positive integer known at "
+              "instantiation")
+LAUNCH_HELP = ("write `launch % 2` to pick one of two landing slots by the launch's parity; "
+               "`launch` never decides control flow, a peer or a queue")
+
+
+def _launch(c: Compiler, e: ir.Launch) -> Fn:
+    return _raiser(EvalError(LAUNCH_USE, e.span, "`launch` used here", help=LAUNCH_HELP))
+
+
+def _launch_mod(c: Compiler, e: ir.BinOp) -> Fn:
+    """`launch % K`: the launch's index modulo K (a rotation of K landing slots)."""
+    modulus = c.value(e.right)
+    span = e.left.span or e.span
+
+    def run(env: Env) -> Value:
+        k = as_int(modulus(env), e.right, "the modulus of `launch % K`")
+        if not isinstance(k, int) or k < 1:
+            raise EvalError(LAUNCH_USE, e.right.span or span, f"K is {k}", help=LAUNCH_HELP)
+        if env.launch is None:
+            raise EvalError("`launch` is not bound here: only kernels and `ensure` may use "
+                            "it", span, "`launch` used here")
+        if env.moduli is not None:
+            env.moduli.add(k)
+        return env.launch % k
+    return run
+
+
 def _binop(c: Compiler, e: ir.BinOp) -> Fn:
     if e.op not in _ARITH:
         return _raiser(EvalError(f"unknown operator `{e.op}`", e.span, code="E002"))
+    if e.op == "%" and isinstance(e.left, ir.Launch):
+        return _launch_mod(c, e)
     left, right, op = c.value(e.left), c.value(e.right), e.op
     what = f"an operand of `{op}`"
     fast = _ARITH[op] if op in ("+", "-") else None
@@ -601,6 +638,7 @@ _BUILTINS: dict[str, Callable[[Compiler, ir.Call], Fn]] = {
 
 _COMPILE: dict[type, Callable[[Compiler, Any], Fn]] = {
     ir.Const: _const, ir.Var: _var, ir.ParamRef: _param, ir.Me: _me, ir.NRanks: _nranks,
+    ir.Launch: _launch,
     ir.BinOp: _binop, ir.UnaryOp: _unary, ir.Compare: _compare, ir.BoolOp: _boolop,
     ir.IfExp: _ifexp, ir.Call: _call, ir.ListExpr: _list, ir.Load: _load, ir.GenExpr: _genexpr,
 }
@@ -633,6 +671,8 @@ def _text(e: ir.Expr) -> tuple[str, int]:
             return "me", _ATOM
         case ir.NRanks():
             return "nranks", _ATOM
+        case ir.Launch():
+            return "launch", _ATOM
         case ir.BinOp(op=op, left=a, right=b):
             p = _PREC.get(op, 6)
             if op == "**":

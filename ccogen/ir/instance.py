@@ -256,6 +256,25 @@ class Instance:
     # (line, why) of every `ensure` line the checker leaves to the simulator (N001)
     unproved: tuple[tuple[Span | None, str], ...] = field(default=(), compare=False)
     contents_label: str = ""
+    # `launch % K` (language reference section 8): this instance is of launch `launch`;
+    # launches `e` and `e + period` have the same regions; `rotation` holds the instances
+    # of the other launches of one period (same ops, other regions), see `at_launch`
+    launch: int = 0
+    period: int = 1
+    rotation: tuple[Instance, ...] = field(default=(), compare=False, repr=False)
+
+    def at_launch(self, launch: int) -> Instance:
+        """The single-launch instance of launch `launch` (itself without a rotation)."""
+        if self.period == 1 or (launch - self.launch) % self.period == 0:
+            return self
+        for other in self.rotation:
+            if (launch - other.launch) % self.period == 0:
+                return other
+        raise KeyError(launch)
+
+    def checks_at(self, launch: int) -> tuple[CheckInst, ...]:
+        """The postconditions of launch `launch` (their regions may rotate)."""
+        return self.at_launch(launch).checks
 
     @property
     def param_dict(self) -> dict[str, int]:

@@ -137,6 +137,15 @@ class NRanks:
 
 
 @_node
+class Launch:
+    """`launch`: the index of the current launch (0, 1, 2, ...), counted on the device.
+    Only usable as `launch % K` with `K` a positive static integer (language reference
+    section 8): it rotates landing slots, it never decides control flow."""
+
+    span: Span | None = _span()
+
+
+@_node
 class BinOp:
     """`+ - * // % **` with Python semantics (floor division and modulo)."""
 
@@ -228,8 +237,8 @@ class GenExpr:
     span: Span | None = _span()
 
 
-Expr: TypeAlias = (Const | Var | ParamRef | Me | NRanks | BinOp | UnaryOp | Compare | BoolOp
-                   | IfExp | Call | ListExpr | Load | GenExpr)
+Expr: TypeAlias = (Const | Var | ParamRef | Me | NRanks | Launch | BinOp | UnaryOp | Compare
+                   | BoolOp | IfExp | Call | ListExpr | Load | GenExpr)
 
 BUILTIN_FUNCS: tuple[str, ...] = ("peers", "ranks", "range", "len", "min", "max", "abs")
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from ccogen.analysis.races import Access
+from ccogen.analysis.races import Access, input_windows
 from ccogen.diag import Diagnostic, error
 from ccogen.diag.merge import FindingSet, ranks_note
-from ccogen.ir.instance import OpInst, RegionInst
+from ccogen.ir.instance import Instance, OpInst, RegionInst
+from ccogen.ir.opkind import OpKind
 from ccogen.passes.base import PassContext
 from ccogen.source import Span
 
@@ -139,6 +140,33 @@ LAUNCHES_NOTE = ("launches run back to back: a rank may start its next launch wh
                  "its inputs between its own launches only; order the next launch after it "
                  "(a leading `barrier()`, or a credit the peer returns), or declare "
                  "`between_launches: host_sync`")
+
+
+def back_to_back_fix(instance: Instance, writer: OpInst, reader: int, window: str) -> str:
+    """The cheapest fix for rank `writer.rank`'s next launch writing `window` on rank
+    `reader` before that rank is done with the previous launch's bytes there.
+
+    Cheapest first: rotate the landing slot by launch (`launch % 2`: no synchronisation
+    at all) where the writer already waits, in every launch, for a signal the reader sends
+    once it is done with the previous launch; else a credit the reader returns after its
+    read; a leading `barrier()` always works and costs a team round trip."""
+    slot = (f"rotate the landing slot by launch: make `{window}` two slots and write and "
+            f"read `{window}[slot + ...]` with `slot = launch % 2 * SIZE` (rank "
+            f"{writer.rank}'s launch N+2 then waits for rank {reader}'s launch N+1)")
+    credit = (f"return a credit: rank {reader} signals rank {writer.rank} at the start of "
+              f"each launch (`signal({writer.rank}, queue=Q)`: its caller is done with the "
+              f"previous launch's `{window}` then), and rank {writer.rank} waits for it "
+              f"(`wait_signal({reader}, queue=Q)`) before it writes")
+    barrier = "a `barrier()` at the start of the kernel"
+    rotatable = window not in {w for r, w in input_windows(instance) if r == reader} and \
+        not instance.is_buffer(window)
+    waits = any(op.kind is OpKind.WAIT_SIGNAL and op.peer == reader
+                for op in instance.ranks[writer.rank])
+    if rotatable and waits and instance.period == 1:
+        return f"{slot}; or return a credit, or put {barrier}"
+    if rotatable and instance.period > 1:
+        return f"{credit}, then the rotating slots suffice; or put {barrier}"
+    return f"{credit}; or put {barrier}"
 
 
 def launches_note(*accesses: Access) -> list[str]:

@@ -51,11 +51,11 @@ class CheckPostcondition(Pass):
         failed: dict[Span | None, list[Mismatch]] = {}
         with gc_paused():
             mem = symbolic_memory(ctx, a.graph)
-            for check in a.instance.checks:
+            for i, check in enumerate(a.instance.checks):
                 if check.runtime:  # run-time values: compared by the simulator on drawn contents
                     continue
                 for launch in range(a.launches.launches):
-                    m = evaluate(mem, check, launch)
+                    m = evaluate(mem, a.instance.checks_at(launch)[i], launch)
                     if m is not None:
                         failed.setdefault(check.span, []).append(m)
                         break

@@ -30,12 +30,13 @@ from typing import ClassVar
 
 from ccogen.analysis import Analysis, ConflictKind, analysis_of
 from ccogen.analysis.races import Access, Conflict
-from ccogen.ir.instance import OpInst, RegionInst
+from ccogen.ir.instance import Instance, OpInst, RegionInst
 from ccogen.ir.opkind import OpKind
 from ccogen.ir.runtime import Rt, lift
 from ccogen.passes._report import (
     Findings,
     access_span,
+    back_to_back_fix,
     caller_text,
     launches_note,
     load_text,
@@ -137,7 +138,9 @@ def _race(c: Conflict, out: Findings) -> None:
               label, rank=where,
               secondary=[(x.span, f"{_what(x, where)} also writes {region(c.overlap)}")],
               notes=[_missing_order(x, y), *launches_note(c.first, c.second)],
-              help=_race_help(x, y))
+              help=_launch_hint(out.ctx.instance, *sorted((c.first, c.second),
+                                                        key=lambda a: a.launch))
+              or _race_help(x, y))
 
 
 def _runtime_bounds(r: RegionInst) -> bool:
@@ -276,8 +279,8 @@ def _early_read(a: Analysis, c: Conflict, out: Findings) -> None:
     out.error("E032", "read before arrival: nothing orders the write of these bytes before "
               "this read", _span(reader), label, rank=rank,
               secondary=[(put.span, f"{_what(put, c.overlap.rank)} writes them")],
-              notes=notes, help=(_launch_hint(reader, writer) or _credit_hint(a, reader, writer)
-                                 or _wait_hint(put, rank)))
+              notes=notes, help=(_launch_hint(out.ctx.instance, reader, writer)
+                                 or _credit_hint(a, reader, writer) or _wait_hint(put, rank)))
 
 
 def _early_load(c: Conflict, out: Findings) -> None:
@@ -297,7 +300,8 @@ def _early_load(c: Conflict, out: Findings) -> None:
               notes=[f"a run-time value read too early is a stale one: the value rank {rank} "
                      "uses (a length, a count, an `expected=`) may be another launch's",
                      *launches_note(reader, writer)],
-              help=_launch_hint(reader, writer) or _load_hint(put, rank))
+              help=_launch_hint(out.ctx.instance, reader, writer)
+              or _load_hint(put, rank))
 
 
 def _load_hint(put: OpInst, reader: int) -> str:
@@ -335,15 +339,14 @@ def _read_across_caller(c: Conflict, out: Findings) -> None:
                    "leading `barrier()`)")
 
 
-def _launch_hint(reader: Access, writer: Access) -> str | None:
-    """The fix when the write comes from a later launch than the read."""
+def _launch_hint(instance: Instance, reader: Access, writer: Access) -> str | None:
+    """The fix when the write comes from a later launch than the read: the cheapest that
+    applies (`back_to_back_fix`)."""
     if writer.launch <= reader.launch:
         return None
     w = writer.op
     assert w is not None
-    return (f"make rank {w.rank}'s next launch wait until rank {reader.region.rank} is done "
-            "with this one: a `barrier()` at the start of the kernel, or declare "
-            "`between_launches: host_sync`")
+    return back_to_back_fix(instance, w, reader.region.rank, writer.region.window)
 
 
 def _early_credit(a: Analysis, reader: Access, writer: Access) -> OpInst | None:

@@ -128,7 +128,10 @@ def simulate(
                           f"instances x {epochs} epochs x the schedules)", limits, least)]))
             continue
         digest = digests if digests is not None else exhaustive or keep_memory
-        setup = Setup(plan, random_image(plan, data_seed, dense_max), epochs, pieces, digest,
+        # `launch % K` rotates K landing slots: K + 1 launches show a launch overtaking
+        runs = max(epochs, inst.period + 1) if epochs > 1 else epochs
+        report.epochs = max(report.epochs, runs)
+        setup = Setup(plan, random_image(plan, data_seed, dense_max), runs, pieces, digest,
                       budget=StepBudget(limits.sim_steps))
         setups.append(setup)
         report.instances.append(_run_instance(setup, seeds, exhaustive, max_schedules,

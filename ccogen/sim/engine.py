@@ -169,7 +169,10 @@ class Machine:
     def current(self, p: int) -> OpInst | None:
         ip = self.plan.issuers[p]
         pc = self.state.pcs[p]
-        return self.plan.instance.ranks[ip.rank][ip.ops[pc]] if pc < len(ip.ops) else None
+        if pc >= len(ip.ops):
+            return None
+        # `launch % K`: the op as this launch has it (its regions rotate)
+        return self.plan.instance.at_launch(self.state.epochs[ip.rank]).ranks[ip.rank][ip.ops[pc]]
 
     def preds_done(self, op: OpInst) -> bool:
         done = self.state.done[op.rank]

@@ -131,7 +131,7 @@ def _init_check(m: Machine) -> int:
 
 def _read_outputs(m: Machine, rank: int, epoch: int, proc: int) -> None:
     """The caller reads every region of `rank` a postcondition reads, as it is now."""
-    for index, check in enumerate(m.plan.instance.checks):
+    for index, check in enumerate(m.plan.instance.checks_at(epoch)):  # (`launch % K`)
         for side, (region, init) in enumerate(check_sides(check)):
             if init or region.rank != rank:
                 continue
@@ -148,7 +148,7 @@ def _read_outputs(m: Machine, rank: int, epoch: int, proc: int) -> None:
 def _side(m: Machine, epoch: int, index: int, side: int) -> np.ndarray | None:
     """Side `side` of postcondition `index` in launch `epoch` (None: not known yet)."""
     assert m.memory is not None
-    region, init = check_sides(m.plan.instance.checks[index])[side]
+    region, init = check_sides(m.plan.instance.checks_at(epoch)[index])[side]
     if not init:
         return m.outputs.get((epoch, index, side))
     snap = m.init_snap.get(epoch, {})
@@ -180,7 +180,7 @@ def _evaluate_ready(m: Machine) -> None:
 
 def _evaluate(m: Machine, index: int, epoch: int, sides: list[np.ndarray | None]) -> bool:
     """Check postcondition `index`; report it and return False when it fails."""
-    check = m.plan.instance.checks[index]
+    check = m.plan.instance.checks_at(epoch)[index]
     left = sides[0]
     assert left is not None
     if check.reduction is not None:
@@ -200,7 +200,7 @@ def _evaluate(m: Machine, index: int, epoch: int, sides: list[np.ndarray | None]
 
 def _evaluate_reduction(m: Machine, index: int, epoch: int, left: np.ndarray,
                         terms: list[np.ndarray]) -> bool:
-    check = m.plan.instance.checks[index]
+    check = m.plan.instance.checks_at(epoch)[index]
     r = check.reduction
     assert r is not None
     ok = values.compare(left, r.op, terms, r.weights, r.dtype)

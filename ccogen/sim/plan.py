@@ -159,6 +159,23 @@ class Plan:
     def op(self, key: OpKey) -> OpInst:
         return self.instance.ranks[key[0]][key[1]]
 
+    # `launch % K` (language reference section 8): the transfers of each launch of the
+    # period, whose regions rotate (`posts` is launch 0's)
+    rotated_posts: dict[int, dict[OpKey, tuple[TransferSpec, ...]]] = field(
+        default_factory=dict)
+
+    def posts_at(self, key: OpKey, epoch: int) -> tuple[TransferSpec, ...]:
+        """The transfers of posting group `key` in launch `epoch`."""
+        e = epoch % self.instance.period
+        if e == 0:
+            return self.posts[key]
+        found = self.rotated_posts.get(e)
+        if found is None:
+            other = self.instance.at_launch(e)
+            found = self.rotated_posts[e] = {
+                k: _transfers(other, k, m) for k, m in self.members.items() if k in self.posts}
+        return found[key]
+
     def span(self, key: OpKey) -> Span | None:
         return self.op(key).span
 
@@ -186,9 +203,10 @@ def build_plan(instance: Instance,
     plan.loads = any(op.loads for ops in instance.ranks for op in ops)
     if instance.runtime == "concrete":
         plan.runtime_inputs = runtime_inputs(instance.protocol) & plan.buffers
-    plan.init_windows = frozenset((r.rank, r.window) for c in instance.checks
+    checks = [c for i in (instance, *instance.rotation) for c in i.checks]
+    plan.init_windows = frozenset((r.rank, r.window) for c in checks
                                   for r, init in check_sides(c) if init) | frozenset(
-        (x.region.rank, x.region.window) for c in instance.checks for x in c.loads if x.init)
+        (x.region.rank, x.region.window) for c in checks for x in c.loads if x.init)
     plan.counters = tuple(c.name for c in instance.protocol.counters)
     plan.multi_source = _multi_source(posts)
     plan.host_sync = instance.protocol.between_launches is LaunchOrder.HOST_SYNC

@@ -54,7 +54,8 @@ def post_group(m: Machine, p: int, op: OpInst) -> None:
     for q in procs[1:]:
         together = np.maximum(together, hb.vc[q])
     behind: list[int] = []
-    for q, spec in zip(procs, plan.posts[(op.rank, op.index)], strict=True):
+    for q, spec in zip(procs, plan.posts_at((op.rank, op.index), st.epochs[op.rank]),
+                       strict=True):
         hb.tick(q, together)
         qi = plan.queue_index[spec.queue]
         _reserve(m, q, spec)

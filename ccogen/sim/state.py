@@ -275,9 +275,10 @@ def fill(rng: np.random.Generator, plan: Plan, name: str, size: int) -> np.ndarr
 def touched_intervals(plan: Plan) -> dict[WindowKey, Intervals]:
     """Per window, the merged byte intervals any op or check of the instance touches."""
     found: dict[WindowKey, Intervals] = {}
-    regions: list[RegionInst] = [r for ops in plan.instance.ranks for op in ops
+    every = (plan.instance, *plan.instance.rotation)  # `launch % K`: every launch's regions
+    regions: list[RegionInst] = [r for inst in every for ops in inst.ranks for op in ops
                                  for r in (op.dst, op.src, *op.srcs) if r is not None]
-    for c in plan.instance.checks:
+    for c in [c for inst in every for c in inst.checks]:
         regions += [r for r in (c.left, c.right) if r is not None]
         if c.reduction is not None:
             regions += c.reduction.terms
@@ -300,9 +301,10 @@ def written_windows(plan: Plan) -> frozenset[WindowKey]:
     """Windows that some op writes, and the buffers the caller refills at each launch
     (the others never change and are shared)."""
     out: set[WindowKey] = set()
-    for ops in plan.instance.ranks:
-        for op in ops:
-            if op.dst is not None:
-                out.add((op.dst.rank, op.dst.window))
+    for inst in (plan.instance, *plan.instance.rotation):  # `launch % K`
+        for ops in inst.ranks:
+            for op in ops:
+                if op.dst is not None:
+                    out.add((op.dst.rank, op.dst.window))
     out.update((rank, name) for rank in range(plan.instance.nranks) for name in plan.buffers)
     return frozenset(out)

@@ -30,7 +30,8 @@ BUILTIN_ARITY: dict[str, tuple[int, int]] = {
     "min": (1, 99), "max": (1, 99), "abs": (1, 1),
 }
 REDUCTIONS = ("sum", "max", "min")
-RESERVED = ("me", "nranks", *BUILTIN_ARITY, *SIGNATURES, "init", "sum", "load", *DTYPE_NAMES)
+RESERVED = ("me", "nranks", "launch", *BUILTIN_ARITY, *SIGNATURES, "init", "sum", "load",
+            *DTYPE_NAMES)
 
 
 class _Skip(Exception):
@@ -649,6 +650,8 @@ class Lowerer:
             return ir.Me(span=n.span)
         if n.id == "nranks":
             return ir.NRanks(span=n.span)
+        if n.id == "launch":
+            return ir.Launch(span=n.span)
         if n.id in sc.memories() or n.id in sc.counters:
             what = ("window" if n.id in sc.windows else "buffer" if n.id in sc.buffers
                     else "counter")

@@ -91,6 +91,8 @@ def _expr(e: ir.Expr) -> str:
             return "me"
         case ir.NRanks():
             return "nranks"
+        case ir.Launch():
+            return "launch"
         case ir.BinOp(op="**", left=left, right=right):
             return f"{expr(left, _ATOM)} ** {expr(right, 8)}"
         case ir.BinOp(op=op, left=left, right=right):

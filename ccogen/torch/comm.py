@@ -142,7 +142,7 @@ class Communicator:
             return self._ops[generated.key]
         spec = OpSpec.from_manifest(generated.manifest, generated.outputs)
         before: tuple[Any, ...] = ()
-        if spec.between_launches == "host_sync":
+        if spec.between_launches == "host_sync" or force:  # (`force`: nothing is proven)
             before = tuple(self._launch_barrier().placed.launches)
         placed = self._place(generated.manifest, debug)
         op = Op(self, spec, placed, library.new_handle(), before)

@@ -24,6 +24,7 @@ def traffic(name: str, nranks: int = 2, **params: int) -> Traffic:
 # protocol -> (links at 2 ranks with default parameters, both directions used)
 EXPECTED = {
     "alltoall": ({(0, 1): MIB, (1, 0): MIB}, True),                # one block each way
+    "alltoall_rotating": ({(0, 1): MIB, (1, 0): MIB}, True),       # the copy-out is local
     "pingpong": ({(0, 1): 4 * 8, (1, 0): 4 * 8}, True),            # 4 rounds of 8 B
     "ring_allgather": ({(0, 1): 256 * KIB, (1, 0): 256 * KIB}, True),
     "aggregated_batch": ({(0, 1): 8 * 256 * KIB}, False),          # 8 pieces, one commit
@@ -35,6 +36,7 @@ EXPECTED = {
     "striped_put": ({(0, 1): 4 * 2 * MIB}, False),
     # language v2: a `reduce` loading a peer's region moves it over the link
     "allreduce_oneshot": ({(0, 1): 128 * KIB, (1, 0): 128 * KIB}, True),  # 64Ki bf16 each way
+    "allreduce_oneshot_rotating": ({(0, 1): 128 * KIB, (1, 0): 128 * KIB}, True),  # staging local
     "allreduce_twoshot": ({(0, 1): 64 * KIB, (1, 0): 64 * KIB}, True),  # a chunk loaded + put
     "reduce_scatter_ring": ({(0, 1): MIB, (1, 0): MIB}, True),      # one step of 256Ki f32
     "broadcast_pipelined": ({(0, 1): 8 * 128 * KIB}, False),        # 8 chunks of 64Ki bf16

@@ -31,10 +31,12 @@ SCHEDULES = 1000
 search that reaches it has found far more interleavings than the protocol has."""
 
 
-EXHAUSTIVE_RANKS = {"moe_dispatch": [2, 3], "moe_combine": [2, 3]}
+EXHAUSTIVE_RANKS = {"moe_dispatch": [2, 3], "moe_combine": [2, 3],
+                    "alltoall_rotating": [2, 3, 4]}
 """Team sizes explored exhaustively where the others are far past the promise: the MoE
-protocols at 4 and 8 ranks (hundreds of ops per rank, one per token and rank); the
-seeded schedules cover every size."""
+protocols at 4 and 8 ranks (hundreds of ops per rank, one per token and rank), the
+rotating all-to-all at 8 (56 lanes over three launches, `launch % 2`); the seeded
+schedules cover every size."""
 
 
 def _largest(path: Path) -> int:

@@ -81,6 +81,19 @@ def test_v1_protocols_launch_behind_a_barrier_on_the_current_stream() -> None:
     assert [name for name, _, _ in world.engines[0].calls] == ["meet", "exchange"]
 
 
+def test_back_to_back_safe_protocols_are_one_launch_per_call() -> None:
+    """A protocol the checker proved safe back to back (`launch % 2` landing slots, no
+    `host_sync`) gets no launch-barrier kernel: each call is its one kernel launch."""
+    world, comms = _pair()
+    ops = [c.load("alltoall_rotating.cco", block=BLOCK) for c in comms]
+    assert ops[0].spec.between_launches == "free"
+    send = torch.zeros(2 * BLOCK, dtype=torch.uint8)
+    recv = torch.zeros(2 * BLOCK, dtype=torch.uint8)
+    for _ in range(3):
+        ops[0](send=send, recv=recv)
+    assert [name for name, _, _ in world.engines[0].calls] == ["exchange"] * 3
+
+
 def test_loading_again_returns_the_same_op_and_builds_nothing() -> None:
     world, comms = _pair()
     first = comms[0].load("alltoall.cco", block=BLOCK)

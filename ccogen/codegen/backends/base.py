@@ -75,7 +75,8 @@ def shown_source(instance: Instance, source: str) -> str:
 def manifest_head(target: str, instance: Instance, source: str, arch: object,
                   debug: bool, heap_size: int, max_ctas: int) -> dict[str, object]:
     """The fields of manifest.json every target writes first (docs/runtime-abi.md);
-    `between_launches` only where the protocol needs a host barrier between launches."""
+    `between_launches` is `host_sync` where the protocol needs a host barrier between
+    launches, `free` where the checker proved it safe back to back."""
     head: dict[str, object] = {
         "abi": 1,
         "target": target,
@@ -89,8 +90,11 @@ def manifest_head(target: str, instance: Instance, source: str, arch: object,
         "heap_size": heap_size,
         "max_ctas": max_ctas,
     }
-    if instance.protocol.between_launches is LaunchOrder.HOST_SYNC:
-        head["between_launches"] = LaunchOrder.HOST_SYNC.value
+    # `free`: the checker proved two launches back to back (`ccogen compile` refuses a
+    # protocol it rejects), so the runtime and ccogen.torch put nothing between launches;
+    # a manifest without the field is `host_sync` (those written before the rule)
+    head["between_launches"] = (LaunchOrder.HOST_SYNC.value if instance.protocol.between_launches
+                                is LaunchOrder.HOST_SYNC else "free")
     if instance.runtime:  # the kernels read run-time values: inputs must satisfy `require`
         head["runtime_values"] = True
     return head

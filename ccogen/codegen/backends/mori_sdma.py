@@ -657,6 +657,9 @@ class MoriSdma(Backend):
         if options.epoch_from_heap:
             raise Unsupported("Options.epoch_from_heap is implemented for nccl-lsa and nvshmem "
                               "only", None)
+        if instance.period > 1:
+            raise Unsupported("`launch % K` is not generated on `mori-sdma` yet: generate "
+                              "for `nccl-lsa` or `nvshmem`", None)
         refuse_buffers(instance, self.name)
         model, layout = self.model(instance, source, options)
         files = {

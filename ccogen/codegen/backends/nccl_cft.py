@@ -117,6 +117,7 @@ def effective_arch(options: Options) -> str:
 
 
 class NcclCft(SmBackend):
+    rotates = False  # `launch % K`: not generated here yet (codegen.rotate)
     name = "nccl-cft"
     template = "nccl_cft/kernels.cu.j2"
     kernel_params = ("devcomm", "window", "epoch", "debug")
@@ -126,6 +127,9 @@ class NcclCft(SmBackend):
         if options.epoch_from_heap:
             raise Unsupported("Options.epoch_from_heap is implemented for nccl-lsa and nvshmem "
                               "only", None)
+        if instance.period > 1:
+            raise Unsupported("`launch % K` is not generated on `nccl-cft` yet: generate for "
+                              "`nccl-lsa` or `nvshmem`", None)
         check_runtime(instance)
         self._counted = any(op.counter is not None and op.kind is OpKind.PUT
                             for ops in instance.ranks for op in ops)

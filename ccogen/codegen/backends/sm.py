@@ -76,6 +76,7 @@ from ccogen.codegen.naming import c_identifier
 from ccogen.codegen.plan import Unsupported, block_ops, lower_block
 from ccogen.codegen.require import require_steps
 from ccogen.codegen.reroll import reroll_segments
+from ccogen.codegen.rotate import merge
 from ccogen.codegen.spread import SpreadPlan, plan_fork, spread_ctas
 from ccogen.codegen.spread import apply as spread_apply
 from ccogen.ir.instance import Instance, OpInst
@@ -124,6 +125,7 @@ class SmBackend(Backend):
     split_ctas: ClassVar[bool] = False  # codegen.ctasplit on groups of several CTAs
     copy_block_dim: ClassVar[int] = COPY_BLOCK_DIM
     ll_path: ClassVar[bool] = False  # small puts with their signal folded in (codegen.ll)
+    rotates: ClassVar[bool] = True  # `launch % K` regions (codegen.rotate)
 
     add_primitives: ClassVar[bool] = False  # defines ccogen_add / ccogen_llput_thread
     peer_loads: ClassVar[bool] = True  # kernels can load a peer's element (codegen.require)
@@ -131,7 +133,14 @@ class SmBackend(Backend):
     refining_rank: int = 0  # the rank whose program `refine` is rewriting
 
     def generate(self, instance: Instance, source: str, options: Options) -> GeneratedFiles:
+        if instance.period > 1 and not self.rotates:
+            raise Unsupported(f"`launch % K` is not generated on `{self.name}` yet: "
+                              "generate for `nccl-lsa` or `nvshmem`", None)
         model, layout = self.model(instance, source, options)
+        if instance.period > 1:  # `launch % K`: one program, offsets by the epoch
+            models = [model] + [self.model(instance.at_launch(e), source, options)[0]
+                                for e in range(1, instance.period)]
+            model = merge(models, instance.period)  # type: ignore[assignment]
         if instance.runtime:  # run-time protocols: per-token runs become loops, last
             model = replace(model, kernels=tuple(
                 replace(k, programs=tuple(replace(p, segments=tuple(reroll_segments(

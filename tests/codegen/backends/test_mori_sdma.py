@@ -289,6 +289,7 @@ SPEC_REFUSED = {
     "allreduce_credits": "cannot lower",
     "reduce_scatter_ring": "cannot lower `signal`",
     "moe_dispatch_small": "cannot lower `signal`",
+    "alltoall_rotating": "`launch % K` is not generated on `mori-sdma`",
 }
 
 
