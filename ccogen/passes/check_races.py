@@ -100,7 +100,7 @@ def _remote_load(c: Conflict, out: Findings) -> None:
               notes=[f"nothing orders rank {peer}'s {name(writer)} with rank {reader.rank}'s "
                      "load of this element: the load may read the old value or the new one",
                      *launches_note(c.first, c.second)],
-              help=_launch_hint(c.first, c.second) or
+              help=_launch_hint(out.ctx.instance, c.first, c.second) or
                    f"order them: rank {peer} signals after its {name(writer)} and rank "
                    f"{reader.rank} waits for it before the load (or a `barrier()` between)")
 
