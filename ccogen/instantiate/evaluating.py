@@ -72,6 +72,7 @@ class Evaluating:
         self.env = Env(self.nranks, rank, self.params)
         self.env.loader = self.loader if self.loader is None or not self.records_loads else \
             self._load_recorded
+        self.env.launch, self.env.moduli = self.launch, self.moduli
 
     def _load_recorded(self, load: ir.Load, rank: int, index: int) -> Any:
         """What `load` reads (`self.loader`), recording the read of memory it is."""
@@ -92,7 +93,6 @@ class Evaluating:
         """The loads recorded since the last call, each element once (in order)."""
         loaded, self._loaded = self._loaded, []
         return loaded if len(loaded) < 2 else unique_loads(loaded)
-        self.env.launch, self.env.moduli = self.launch, self.moduli
 
     def _error(self, code: str, message: str, span: Span | None, label: str = "", *,
                secondary: Iterable[tuple[Span | None, str]] = (), help: str | None = None) -> None:

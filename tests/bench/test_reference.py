@@ -69,6 +69,9 @@ _DEFAULTS: dict[Path, dict] = {}
 SMALL_TOKENS = {"moe_dispatch": 128, "moe_combine": 128}
 
 
+_REAL_DEFAULT = ref.default_manifest  # tests below patch ref.default_manifest with this one
+
+
 def default_manifest(spec: ref.ReferenceSpec, repo: Path = ROOT, nranks: int = 2) -> dict:
     """`ref.default_manifest`, once per reference and session; through a small instance
     for the MoE protocols (SMALL_TOKENS)."""
@@ -79,7 +82,7 @@ def default_manifest(spec: ref.ReferenceSpec, repo: Path = ROOT, nranks: int = 2
                                            SMALL_TOKENS[spec.protocol], {})
             _DEFAULTS[spec.directory] = ref.derive_manifest(spec, generated)
         else:
-            _DEFAULTS[spec.directory] = ref.default_manifest(spec, ROOT)
+            _DEFAULTS[spec.directory] = _REAL_DEFAULT(spec, ROOT)
     return _DEFAULTS[spec.directory]
 
 

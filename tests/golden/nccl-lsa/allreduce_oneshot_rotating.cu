@@ -12,6 +12,9 @@
 // struct to local memory first (~2 us a launch at 512 threads on an H200).
 // buf[i]: local buffer i (`buffer:NAME` kernel parameters, in declaration order).
 #define CCOGEN_ENGINE_FIELDS const ncclDevComm* dc; ncclWindow_t win; char* buf[2];
+// The step primitives' linkage (codegen/backends/sm.py): inlined, or out of line in an
+// instance of very many steps (inlined there, ptxas took minutes: issue 31).
+#define CCOGEN_STEP_INLINE __forceinline__
 #include "ccogen_device.cuh"
 
 // ---- nccl-lsa primitives ----
@@ -26,18 +29,18 @@ __device__ __forceinline__ char* ccogen_ptr(const ccogen_ctx& c, uint64_t off, i
 
 // A copy is plain vector loads and stores, through peer pointers where a side is remote;
 // each CTA of a group copies its own slice.
-__device__ __forceinline__ void ccogen_copy_group(const ccogen_ctx& c, int dp, uint64_t doff, int sp,
+__device__ CCOGEN_STEP_INLINE void ccogen_copy_group(const ccogen_ctx& c, int dp, uint64_t doff, int sp,
                                                   uint64_t soff, uint64_t n, bool vec) {
   uint64_t lo, hi;
   ccogen_cta_slice(c, n, &lo, &hi);
   ccogen_copy_range(ccogen_ptr(c, doff + lo, dp), ccogen_ptr(c, soff + lo, sp), hi - lo, vec,
                     threadIdx.x, blockDim.x);
 }
-__device__ __forceinline__ void ccogen_copy_warp(const ccogen_ctx& c, int dp, uint64_t doff, int sp,
+__device__ CCOGEN_STEP_INLINE void ccogen_copy_warp(const ccogen_ctx& c, int dp, uint64_t doff, int sp,
                                                  uint64_t soff, uint64_t n, bool vec) {
   ccogen_copy_range(ccogen_ptr(c, doff, dp), ccogen_ptr(c, soff, sp), n, vec, threadIdx.x % 32, 32);
 }
-__device__ __forceinline__ void ccogen_copy_thread(const ccogen_ctx& c, int dp, uint64_t doff, int sp,
+__device__ CCOGEN_STEP_INLINE void ccogen_copy_thread(const ccogen_ctx& c, int dp, uint64_t doff, int sp,
                                                    uint64_t soff, uint64_t n, bool vec) {
   ccogen_copy_range(ccogen_ptr(c, doff, dp), ccogen_ptr(c, soff, sp), n, vec, 0, 1);
 }
@@ -63,9 +66,9 @@ __device__ __forceinline__ void ccogen_llput_thread(const ccogen_ctx& c, int dp,
 // (cumulative over the syncs before it), the team barrier's acq_rel, or the end of the
 // kernel.  A system fence here would wait for the stores' acknowledgements, a round
 // trip over NVLink, for nothing (docs/performance.md).
-__device__ __forceinline__ void ccogen_quiet_group(const ccogen_ctx&) {}
-__device__ __forceinline__ void ccogen_quiet_warp(const ccogen_ctx&) {}
-__device__ __forceinline__ void ccogen_quiet_thread(const ccogen_ctx&) {}
+__device__ CCOGEN_STEP_INLINE void ccogen_quiet_group(const ccogen_ctx&) {}
+__device__ CCOGEN_STEP_INLINE void ccogen_quiet_warp(const ccogen_ctx&) {}
+__device__ CCOGEN_STEP_INLINE void ccogen_quiet_thread(const ccogen_ctx&) {}
 
 // barrier(): every CTA of the rank meets, CTA 0 meets the team through the LSA
 // barrier (slot 0; reqs.lsaBarrierCount = 1), then every CTA of the rank again.

@@ -7,6 +7,9 @@
 // looked up once per launch into shared memory (ccogen_nvshmem_peers).  all_p2p: every PE has one.
 // buf[i]: local buffer i (`buffer:NAME` kernel parameters, in declaration order).
 #define CCOGEN_ENGINE_FIELDS char* const* peer; bool all_p2p; char* buf[2];
+// The step primitives' linkage (codegen/backends/sm.py): inlined, or out of line in an
+// instance of very many steps (inlined there, ptxas took minutes: issue 31).
+#define CCOGEN_STEP_INLINE __forceinline__
 #include "ccogen_device.cuh"
 
 // ---- nvshmem primitives ----
@@ -68,23 +71,39 @@ __device__ __forceinline__ void ccogen_add(const ccogen_ctx& c, int peer, uint64
   }
 }
 
-// `t` of `nt` threads move n bytes; NVSHMEM's calls for a peer without a pointer (those
-// are collective over `scope`: 2 block, 1 warp, 0 thread).
+// NVSHMEM's own put or get of n bytes, collective over `scope` (2 block, 1 warp, 0
+// thread), for a peer without a pointer.  Out of line: inlined at every copy it made
+// ptxas take minutes on protocols of a few hundred copies (issue 31: a 4-rank halo
+// exchange spent 150 CPU s in nvcc), and it only runs where NVLink does not reach.
+template <int scope>
+__device__ __noinline__ void ccogen_nvshmem_move(char* heap, int dp, uint64_t doff, int sp,
+                                                 uint64_t soff, char* dst, const char* src,
+                                                 uint64_t n) {
+  if (dp >= 0) {  // the source is local: my heap or a buffer
+    if (scope == 2) nvshmemx_putmem_nbi_block(heap + doff, src, n, dp);
+    else if (scope == 1) nvshmemx_putmem_nbi_warp(heap + doff, src, n, dp);
+    else nvshmem_putmem_nbi(heap + doff, src, n, dp);
+  } else {  // the destination is local
+    if (scope == 2) nvshmemx_getmem_nbi_block(dst, heap + soff, n, sp);
+    else if (scope == 1) nvshmemx_getmem_nbi_warp(dst, heap + soff, n, sp);
+    else nvshmem_getmem_nbi(dst, heap + soff, n, sp);
+  }
+}
+// `t` of `nt` threads move n bytes: stores where both ends have an address (a local copy
+// always: no NVSHMEM code is generated for it), else NVSHMEM's call.
 template <int scope>
 __device__ __forceinline__ void ccogen_move(const ccogen_ctx& c, int dp, uint64_t doff, int sp,
                                             uint64_t soff, uint64_t n, bool vec, uint64_t t, uint64_t nt) {
+  if (dp < 0 && sp < 0) {
+    ccogen_copy_range(ccogen_local(c, doff, dp), ccogen_local(c, soff, sp), n, vec, t, nt);
+    return;
+  }
   char* dst = dp >= 0 ? ccogen_p2p(c, doff, dp) : ccogen_local(c, doff, dp);
   const char* src = sp >= 0 ? ccogen_p2p(c, soff, sp) : ccogen_local(c, soff, sp);
   if (dst != nullptr && src != nullptr) {
     ccogen_copy_range(dst, src, n, vec, t, nt);
-  } else if (dp >= 0) {  // the source is local: my heap or a buffer
-    if (scope == 2) nvshmemx_putmem_nbi_block(c.heap + doff, src, n, dp);
-    else if (scope == 1) nvshmemx_putmem_nbi_warp(c.heap + doff, src, n, dp);
-    else nvshmem_putmem_nbi(c.heap + doff, src, n, dp);
-  } else {  // the destination is local
-    if (scope == 2) nvshmemx_getmem_nbi_block(dst, c.heap + soff, n, sp);
-    else if (scope == 1) nvshmemx_getmem_nbi_warp(dst, c.heap + soff, n, sp);
-    else nvshmem_getmem_nbi(dst, c.heap + soff, n, sp);
+  } else {
+    ccogen_nvshmem_move<scope>(c.heap, dp, doff, sp, soff, dst, src, n);
   }
 }
 // A get through NVSHMEM completes at a quiet; the data must be in place before the
@@ -95,7 +114,7 @@ __device__ __forceinline__ bool ccogen_proxied(const ccogen_ctx& c, int dp, uint
 }
 
 // The group's CTAs split a transfer in 16-byte-aligned slices.
-__device__ __forceinline__ void ccogen_copy_group(const ccogen_ctx& c, int dp, uint64_t doff, int sp,
+__device__ CCOGEN_STEP_INLINE void ccogen_copy_group(const ccogen_ctx& c, int dp, uint64_t doff, int sp,
                                                   uint64_t soff, uint64_t n, bool vec) {
   uint64_t lo, hi;
   ccogen_cta_slice(c, n, &lo, &hi);
@@ -105,7 +124,7 @@ __device__ __forceinline__ void ccogen_copy_group(const ccogen_ctx& c, int dp, u
     if (threadIdx.x == 0) nvshmem_quiet();
   }
 }
-__device__ __forceinline__ void ccogen_copy_warp(const ccogen_ctx& c, int dp, uint64_t doff, int sp,
+__device__ CCOGEN_STEP_INLINE void ccogen_copy_warp(const ccogen_ctx& c, int dp, uint64_t doff, int sp,
                                                  uint64_t soff, uint64_t n, bool vec) {
   ccogen_move<1>(c, dp, doff, sp, soff, n, vec, threadIdx.x % 32, 32);
   if (ccogen_proxied(c, dp, doff, sp, soff)) {
@@ -114,28 +133,37 @@ __device__ __forceinline__ void ccogen_copy_warp(const ccogen_ctx& c, int dp, ui
     __syncwarp();
   }
 }
-__device__ __forceinline__ void ccogen_copy_thread(const ccogen_ctx& c, int dp, uint64_t doff, int sp,
+__device__ CCOGEN_STEP_INLINE void ccogen_copy_thread(const ccogen_ctx& c, int dp, uint64_t doff, int sp,
                                                    uint64_t soff, uint64_t n, bool vec) {
   ccogen_move<0>(c, dp, doff, sp, soff, n, vec, 0, 1);
   if (ccogen_proxied(c, dp, doff, sp, soff)) nvshmem_quiet();
 }
 
+// NVSHMEM's put-with-signal (it orders the signal after the data), collective over
+// `scope`; out of line, as `ccogen_nvshmem_move`.
+template <int scope>
+__device__ __noinline__ void ccogen_nvshmem_putsig(char* heap, int dp, uint64_t doff, uint64_t soff,
+                                                   uint64_t n, uint64_t sig, uint64_t v) {
+  uint64_t* word = reinterpret_cast<uint64_t*>(heap + sig);
+  if (scope == 2) nvshmemx_putmem_signal_nbi_block(heap + doff, heap + soff, n, word, v, NVSHMEM_SIGNAL_ADD, dp);
+  else if (scope == 1) nvshmemx_putmem_signal_nbi_warp(heap + doff, heap + soff, n, word, v, NVSHMEM_SIGNAL_ADD, dp);
+  else nvshmem_putmem_signal_nbi(heap + doff, heap + soff, n, word, v, NVSHMEM_SIGNAL_ADD, dp);
+}
 // put + signal in one step: stores then a release add on an NVLink peer, else NVSHMEM's
 // put-with-signal (which orders the signal after the data).
-__device__ __forceinline__ void ccogen_putsig_group(const ccogen_ctx& c, int dp, uint64_t doff,
+__device__ CCOGEN_STEP_INLINE void ccogen_putsig_group(const ccogen_ctx& c, int dp, uint64_t doff,
                                                     uint64_t soff, uint64_t n, uint64_t sig, uint64_t v) {
   if (char* dst = ccogen_p2p(c, doff, dp)) {
     ccogen_copy_range(dst, c.heap + soff, n, ((doff | soff | n) & 15) == 0, threadIdx.x, blockDim.x);
     __syncthreads();
     if (threadIdx.x == 0) ccogen_add(c, dp, sig, v);
   } else {
-    nvshmemx_putmem_signal_nbi_block(c.heap + doff, c.heap + soff, n, ccogen_word(c, sig), v,
-                                     NVSHMEM_SIGNAL_ADD, dp);
+    ccogen_nvshmem_putsig<2>(c.heap, dp, doff, soff, n, sig, v);
   }
 }
 // Split per CTA (codegen/ctasplit.py): each CTA puts its slice with its share of the
 // signal (a CTA with an empty slice still adds its share).
-__device__ __forceinline__ void ccogen_cputsig_group(const ccogen_ctx& c, int dp, uint64_t doff,
+__device__ CCOGEN_STEP_INLINE void ccogen_cputsig_group(const ccogen_ctx& c, int dp, uint64_t doff,
                                                      uint64_t soff, uint64_t n, uint64_t sig, uint64_t v) {
   uint64_t lo, hi;
   ccogen_cta_slice(c, n, &lo, &hi);
@@ -145,7 +173,7 @@ __device__ __forceinline__ void ccogen_cputsig_group(const ccogen_ctx& c, int dp
     ccogen_add(c, dp, sig, v);
   }
 }
-__device__ __forceinline__ void ccogen_putsig_warp(const ccogen_ctx& c, int dp, uint64_t doff,
+__device__ CCOGEN_STEP_INLINE void ccogen_putsig_warp(const ccogen_ctx& c, int dp, uint64_t doff,
                                                    uint64_t soff, uint64_t n, uint64_t sig, uint64_t v) {
   if (char* dst = ccogen_p2p(c, doff, dp)) {
     ccogen_copy_range(dst, c.heap + soff, n, ((doff | soff | n) & 15) == 0, threadIdx.x % 32, 32);
@@ -153,18 +181,16 @@ __device__ __forceinline__ void ccogen_putsig_warp(const ccogen_ctx& c, int dp, 
     if (threadIdx.x % 32 == 0) ccogen_add(c, dp, sig, v);
     __syncwarp();
   } else {
-    nvshmemx_putmem_signal_nbi_warp(c.heap + doff, c.heap + soff, n, ccogen_word(c, sig), v,
-                                    NVSHMEM_SIGNAL_ADD, dp);
+    ccogen_nvshmem_putsig<1>(c.heap, dp, doff, soff, n, sig, v);
   }
 }
-__device__ __forceinline__ void ccogen_putsig_thread(const ccogen_ctx& c, int dp, uint64_t doff,
+__device__ CCOGEN_STEP_INLINE void ccogen_putsig_thread(const ccogen_ctx& c, int dp, uint64_t doff,
                                                      uint64_t soff, uint64_t n, uint64_t sig, uint64_t v) {
   if (char* dst = ccogen_p2p(c, doff, dp)) {
     ccogen_copy_range(dst, c.heap + soff, n, ((doff | soff | n) & 15) == 0, 0, 1);
     ccogen_add(c, dp, sig, v);
   } else {
-    nvshmem_putmem_signal_nbi(c.heap + doff, c.heap + soff, n, ccogen_word(c, sig), v,
-                              NVSHMEM_SIGNAL_ADD, dp);
+    ccogen_nvshmem_putsig<0>(c.heap, dp, doff, soff, n, sig, v);
   }
 }
 
@@ -185,19 +211,19 @@ __device__ __forceinline__ void ccogen_llput_thread(const ccogen_ctx& c, int dp,
 // `quiet`: NVSHMEM's quiet completes the puts it carried; stores to NVLink peers need no
 // instruction (see the nccl-lsa target: the next release, barrier or the kernel's end
 // orders them), so a team reached entirely through pointers skips it.
-__device__ __forceinline__ void ccogen_quiet_group(const ccogen_ctx& c) {
+__device__ CCOGEN_STEP_INLINE void ccogen_quiet_group(const ccogen_ctx& c) {
   if (!c.all_p2p) {
     if (threadIdx.x == 0) nvshmem_quiet();
     __syncthreads();
   }
 }
-__device__ __forceinline__ void ccogen_quiet_warp(const ccogen_ctx& c) {
+__device__ CCOGEN_STEP_INLINE void ccogen_quiet_warp(const ccogen_ctx& c) {
   if (!c.all_p2p) {
     if (threadIdx.x % 32 == 0) nvshmem_quiet();
     __syncwarp();
   }
 }
-__device__ __forceinline__ void ccogen_quiet_thread(const ccogen_ctx& c) {
+__device__ CCOGEN_STEP_INLINE void ccogen_quiet_thread(const ccogen_ctx& c) {
   if (!c.all_p2p) nvshmem_quiet();
 }
 
