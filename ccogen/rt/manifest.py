@@ -33,9 +33,9 @@ SEAL = "generated"  # codegen.files.seal: the SHA-256 of the generated files and
 # an include path, could run a program or read a file at build time): macro definitions
 # with a plain value, and a few code-generation switches.
 _FLAG_ALLOWED = re.compile(r"-D[A-Za-z_][A-Za-z0-9_]*(=[A-Za-z0-9_.+-]*)?|-U[A-Za-z_][A-Za-z0-9_]*"
-                           r"|--extended-lambda|-lineinfo|-O[0-3]")
+                           r"|--extended-lambda|-lineinfo|-O[0-3]|-maxrregcount=[1-9][0-9]{0,2}")
 FLAGS_HELP = "-DNAME[=VALUE] (VALUE letters, digits and _.+-), -UNAME, --extended-lambda, " \
-             "-lineinfo, -O0..-O3"
+             "-lineinfo, -O0..-O3, -maxrregcount=N"
 
 
 def buffer_name(param: object) -> str | None:

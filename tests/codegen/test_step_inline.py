@@ -48,3 +48,21 @@ def test_nvshmem_fallbacks_are_out_of_line_and_local_copies_have_none() -> None:
     move = move[:move.index("\n}\n")]
     # a local copy returns before any NVSHMEM call is reachable
     assert move.index("if (dp < 0 && sp < 0)") < move.index("ccogen_nvshmem_move<scope>")
+
+
+@pytest.mark.parametrize("target", ["nvshmem", "nccl-lsa"])
+def test_out_of_line_primitives_are_capped_at_the_kernels_register_bound(target: str) -> None:
+    """`__launch_bounds__(512)` gives a kernel 128 registers; ptxas refuses a kernel calling
+    an out-of-line primitive that needs more (`ccogen_putsig_group`, 140, at 8 ranks of
+    ring_allgather on the GPU machine), so the manifest asks nvcc to cap every function."""
+    import json
+
+    path = DATA.parents[2] / "protocols" / "ring_allgather.cco"
+    files = compile_protocol(load_ir(path), target, source=path.name, ranks=8).files
+    manifest = json.loads(files["manifest.json"])
+    assert DEFINE.findall(files["kernels.cu"]) == ["__noinline__"]
+    widest = max(k["block"] if isinstance(k["block"], int) else k["block"][0]
+                 for k in manifest["kernels"])
+    assert manifest["nvcc_flags"] == [f"-maxrregcount={min(255, 65536 // widest)}"]
+    small = compile_protocol(load_ir(path), target, source=path.name, ranks=2).files
+    assert "nvcc_flags" not in json.loads(small["manifest.json"])

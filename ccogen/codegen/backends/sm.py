@@ -300,10 +300,21 @@ class SmBackend(Backend):
                  "params": [*self.kernel_params, *(f"buffer:{b}" for b in layout.buffers)]}
                 for k in model.kernels],
             **self.requirements(model),
+            **({"nvcc_flags": [f"-maxrregcount={step_registers(model)}"]}
+               if model.step_qualifier == "__noinline__" else {}),
         }
 
     def requirements(self, model: ProtocolModel) -> dict[str, object]:
         return {}
+
+
+def step_registers(model: ProtocolModel) -> int:
+    """The registers every function of an out-of-line build may use: what
+    `__launch_bounds__` gives the widest kernel (65536 per block).  ptxas refuses a kernel
+    that calls an out-of-line function needing more than the kernel's own bound (seen at 8
+    ranks: `ccogen_putsig_group` with 140 registers under a 512-thread kernel's 128), so
+    `-maxrregcount` caps the callees as the bound caps the kernel."""
+    return min(255, 65536 // max(k.block_dim for k in model.kernels))
 
 
 def _number_barriers(segments: list[Segment]) -> tuple[list[Segment], int]:
