@@ -119,7 +119,9 @@ def text(target: str, fence: Fence) -> str:
 # whether the target's run-time counted wait releases its take-off to the fabric itself
 TAKE_RELEASES: dict[str, bool] = {"nccl-cft": True, "nvshmem": False}
 WAITS = frozenset({"wait", "cwait", "waitcounted", "rtwait", "rtwaitcounted"})
-SPIN_ACQUIRES = frozenset({"wait", "cwait", "rtwait"})  # nvshmem: acquire loads
+SPIN_ACQUIRES = frozenset({"wait", "cwait", "rtwait"})
+# the target's spin waits are acquire loads (nvshmem), so they provide their own fence
+SPINS_ACQUIRE: dict[str, bool] = {"nccl-cft": False, "nvshmem": True}
 
 
 def add_proxy_fences(target: str, steps: tuple[Step, ...], generic_words: frozenset[int],
@@ -136,7 +138,7 @@ def add_proxy_fences(target: str, steps: tuple[Step, ...], generic_words: frozen
         out.append(s)
         if s.kind in WAITS:
             writers = frozenset({Proxy.GENERIC if s.off in generic_words else Proxy.FABRIC})
-            spin = target == "nvshmem" and s.kind in SPIN_ACQUIRES
+            spin = SPINS_ACQUIRE[target] and s.kind in SPIN_ACQUIRES
             out.extend(Step("pfence", text=text(target, f), line=s.line)
                        for f in after_wait(target, writers, consumers, spin))
         if s.kind == "reset" or (s.kind == "rtwaitcounted" and not TAKE_RELEASES[target]):

@@ -29,7 +29,7 @@ from typing import ClassVar
 from ccogen.diag import error
 from ccogen.ir.instance import IssuerLevel, OpInst
 from ccogen.ir.opkind import OpKind
-from ccogen.passes._shared import Findings, ProgramOrder, plural
+from ccogen.passes._shared import Findings, ProgramOrder, plural, target_caps
 from ccogen.passes._transfers import PerfIssuer, perf_issuer
 from ccogen.passes.base import Pass, PassContext
 from ccogen.targets.mori_sdma import SDMA_RING_UNITS, SDMA_UNIT_BYTES
@@ -45,7 +45,7 @@ class CheckSdmaQueues(Pass):
     codes: ClassVar[tuple[str, ...]] = ("E015", "E029")
 
     def run(self, ctx: PassContext) -> None:
-        if ctx.target != "mori-sdma":
+        if ring_units(ctx) is None:
             return
         findings = Findings(ctx)
         for ops in ctx.instance.ranks:
@@ -78,7 +78,8 @@ def batch_units(batch: Sequence[OpInst]) -> int:
 
 def ring_units(ctx: PassContext) -> int | None:
     """The SDMA ring's units on `mori-sdma`, None elsewhere."""
-    return SDMA_RING_UNITS if ctx.target == "mori-sdma" else None
+    caps = target_caps(ctx)
+    return None if caps is None else caps.sdma_ring_units
 
 
 def _ring(ops: Sequence[OpInst], findings: Findings) -> None:

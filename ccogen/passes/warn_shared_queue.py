@@ -14,7 +14,7 @@ from ccogen.ir.opkind import OpKind
 from ccogen.passes._shared import Findings, ProgramOrder, cost_caps, first_spans, number_list
 from ccogen.passes._transfers import PerfIssuer, perf_issuer
 from ccogen.passes.base import Pass, PassContext
-from ccogen.passes.check_sdma_queues import independent_conflicts
+from ccogen.passes.check_sdma_queues import independent_conflicts, ring_units
 from ccogen.targets.base import Capabilities
 
 _MAX_PROBES = 32  # ops of one issuer probed for a concurrent neighbour (bounds the cost)
@@ -46,7 +46,7 @@ class WarnSharedQueue(Pass):
             order = ProgramOrder(ops)
             batched = {(op.kernel, op.peer, op.queue) for op in ops
                        if op.aggregate or op.kind is OpKind.COMMIT}
-            if ctx.target == "mori-sdma":  # queues that hang there: E015 says so
+            if ring_units(ctx) is not None:  # queues that hang there: E015 says so
                 batched |= {(x.kernel, x.peer, x.queue) for pair in independent_conflicts(ops)
                             for x in pair}
             for key, bucket in _buckets(ops).items():

@@ -214,6 +214,10 @@ class Capabilities:
     peer_reads_lowering: str = ""
     credits: Support = Support.NATIVE
     credits_lowering: str = ""
+    # 32-byte units of each queue's SDMA ring (amd-mori 1.2.4: a commit batch past it never
+    # rings, E029; its reservations also deadlock independent lanes of two waves, E015);
+    # None: the target has no SDMA rings
+    sdma_ring_units: int | None = None
     # `buffer` declarations: kernel parameters the caller's tensors are passed in
     local_buffers: Support = Support.NATIVE
     counter_reset: Support = Support.NATIVE  # `reset_count` (where counted writes exist)

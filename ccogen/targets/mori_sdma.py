@@ -66,6 +66,7 @@ CAPABILITIES = Capabilities(
     issuer_scopes=((IssuerLevel.LANE, "ccoCoopThread"), (IssuerLevel.WARP, "ccoCoopWarp"),
                    (IssuerLevel.BLOCK, "ccoCoopBlock")),
     thread_modes=True,  # ccoSdmaThreadSameQueue / ccoSdmaThreadIndependent, thread scope only
+    sdma_ring_units=SDMA_RING_UNITS,
     get=Support.NATIVE,
     # ccoSdma has no counted writes; a counted put is a `remoteSignal` put, and a
     # `wait_count` waits for every (sender, queue) slot that the epoch's counted puts
