@@ -44,6 +44,7 @@ KNOWN: dict[tuple[str, str | None], set[str]] = {
     ("moe_dispatch", "nccl-cft"): {"E040"},
     # nor through CFT's fabric engine (the SMs have no pointer into a peer's window)
     ("allreduce_oneshot", "nccl-cft"): {"E042"},
+    ("alltoall_rotating", "mori-sdma"): {"E042"},  # local buffers (the capability table)
     ("allreduce_oneshot_rotating", "mori-sdma"): {"E042"},
     ("allreduce_oneshot_rotating", "nccl-cft"): {"E042"},
     ("allreduce_twoshot", "nccl-cft"): {"E042"},

@@ -229,7 +229,7 @@ def test_a_partial_hand_written_total_is_refused() -> None:
 
 
 def test_reset_count_is_refused() -> None:
-    assert refusal(RESET, 2).startswith("`reset_count` has no lowering on `mori-sdma`")
+    assert refusal(RESET, 2).startswith("`mori-sdma` cannot lower `reset_count`")
 
 
 # ----------------------------------------------------------------------------- run-time
@@ -267,9 +267,10 @@ def test_a_load_of_a_peer_is_refused() -> None:
 
 
 REFUSED = {
-    "alltoallv": "local buffers (`buffer send`) are not generated on `mori-sdma`",
-    "moe_dispatch": "`mori-sdma` cannot lower `signal`",
-    "moe_combine": "`mori-sdma` cannot lower `signal`",
+    # the capability table's first refusal (checked before the generator's own)
+    "alltoallv": "`mori-sdma` cannot lower local buffers (`buffer send`)",
+    "moe_dispatch": "`mori-sdma` cannot lower local buffers (`buffer x`)",
+    "moe_combine": "`mori-sdma` cannot lower local buffers (`buffer topk_weight`)",
 }
 
 
@@ -285,11 +286,11 @@ SPEC_REFUSED = {
     "mean_of_two": "local buffers",
     "alltoallv": "local buffers",
     "counted_rows": "local buffers",
-    "allreduce_oneshot": "cannot lower a `reduce` that reads a peer's window",
+    "allreduce_oneshot": "cannot lower local buffers (`buffer out`)",
     "allreduce_credits": "cannot lower",
     "reduce_scatter_ring": "cannot lower `signal`",
-    "moe_dispatch_small": "cannot lower `signal`",
-    "alltoall_rotating": "`launch % K` is not generated on `mori-sdma`",
+    "moe_dispatch_small": "cannot lower local buffers (`buffer x`)",
+    "alltoall_rotating": "cannot lower local buffers (`buffer send`)",
 }
 
 
