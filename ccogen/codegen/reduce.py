@@ -6,7 +6,7 @@
 * the element's C type and the accumulator's: f16 and bf16 accumulate in `float` and are
   rounded once when stored (language v2 §2); f32 in `float`; integer sums in the unsigned
   type of the element's width, so that they wrap exactly as the simulator's do
-  (`ccogen.sim.values`; a signed overflow would be undefined behaviour in C++), integer
+  (`ccogen.ir.values`; a signed overflow would be undefined behaviour in C++), integer
   `max`/`min` in the element type itself (a signed comparison);
 * the weights as C literals of the accumulator type (an integer weight converts like the
   simulator's: through int64, wrapping);

@@ -110,7 +110,7 @@ class Contents:
     label: str = ""
 
     def element(self, window: str, rank: int, index: int) -> int | float:
-        from ccogen.sim.values import decode
+        from ccogen.ir.values import decode
 
         dtype = self.dtypes.get(window, DType.U8)
         raw = self.arrays[(rank, window)][index * dtype.size:(index + 1) * dtype.size]
@@ -118,7 +118,7 @@ class Contents:
         return float(value) if dtype.is_float else int(value)
 
     def set(self, window: str, rank: int, index: int, value: int | float) -> None:
-        from ccogen.sim.values import encode
+        from ccogen.ir.values import encode
 
         dtype = self.dtypes.get(window, DType.U8)
         raw = encode(np.array([value], dtype=np.float32 if dtype.is_float else np.int64),

@@ -1,4 +1,6 @@
-"""The IR: op kinds (`opkind`), protocol nodes (`nodes`) and unrolled instances (`instance`)."""
+"""The IR: op kinds (`opkind`), protocol nodes (`nodes`) and unrolled instances (`instance`).
+
+Element values (`values`, numpy) are imported where they are used, not here."""
 
 from ccogen.ir.instance import (
                                 CheckInst,

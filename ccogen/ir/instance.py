@@ -202,7 +202,7 @@ class CheckInst:
 
     Region against region compares bytes; region against a reduction
     (`right` None, `reduction` set) compares values of the left's dtype: bit-exact
-    for integers, within a tolerance for floats (`ccogen.sim.values`).
+    for integers, within a tolerance for floats (`ccogen.ir.values`).
     """
 
     rank: int

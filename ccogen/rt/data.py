@@ -9,9 +9,9 @@ boundaries) against its final windows; a final region on another rank comes from
 rank's exported copy (see ccogen.rt.launch).
 
 Language v2: a window or buffer of a float element type is filled with finite values
-(`ccogen.sim.values.random_values`, from the same generator), and a check against
+(`ccogen.ir.values.random_values`, from the same generator), and a check against
 `sum(...)`/`max(...)`/`min(...)` compares values as the simulator does: integers and
-`max`/`min` bit-exact, float sums within the tolerance of `ccogen.sim.values`.
+`max`/`min` bit-exact, float sums within the tolerance of `ccogen.ir.values`.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def initial_bytes(seed: int, epoch: int, rank: int, window: str, size: int,
 
     element = DType(dtype)
     if element.is_float:
-        from ccogen.sim.values import random_values
+        from ccogen.ir.values import random_values
 
         return random_values(rng, size // element.size, element)
     return np.frombuffer(rng.bytes(size), dtype=np.uint8)
@@ -214,9 +214,9 @@ def evaluate(checks: Iterable[CheckSpec], read: Reader, epoch: int) -> list[Chec
 
 
 def _evaluate_reduction(c: CheckSpec, read: Reader, epoch: int) -> CheckFailure | None:
+    from ccogen.ir import values
     from ccogen.ir.dtype import DType
     from ccogen.ir.nodes import ReduceOp
-    from ccogen.sim import values
 
     np = _numpy()
     r = c.reduction

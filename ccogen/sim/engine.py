@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ccogen.ir import values
 from ccogen.ir.instance import OpInst, RegionInst
-from ccogen.sim import deadlock, explain, host, queues, values, waits
+from ccogen.sim import deadlock, explain, host, queues, waits
 from ccogen.sim.describe import describe_step
 from ccogen.sim.explain import Finding
 from ccogen.sim.footprint import StepDesc

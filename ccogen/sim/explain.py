@@ -15,9 +15,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ccogen.diag import Diagnostic, error
+from ccogen.ir import values
 from ccogen.ir.instance import CheckInst, LoadInst, OpInst, RegionInst
 from ccogen.ir.opkind import OpKind
-from ccogen.sim import values
 from ccogen.sim.plan import Plan, TransferSpec, Wait
 from ccogen.sim.race import Access, Who
 from ccogen.sim.state import Xfer

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ccogen.ir import values
 from ccogen.ir.instance import RegionInst
-from ccogen.sim import explain, queues, values
+from ccogen.sim import explain, queues
 from ccogen.sim.plan import check_sides
 from ccogen.sim.race import Who
 from ccogen.sim.record import RecordKind, StepRecord

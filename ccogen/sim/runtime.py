@@ -32,8 +32,8 @@ from ccogen.instantiate.runtime import derive, unsatisfied
 from ccogen.ir.dtype import DType
 from ccogen.ir.instance import Instance
 from ccogen.ir.nodes import Protocol
+from ccogen.ir.values import random_values
 from ccogen.limits import Limits
-from ccogen.sim.values import random_values
 
 RETRIES = 50
 DEFAULT_DRAWS = ("low", "high", "mixed-0", "mixed-1", "interior-0")
@@ -188,7 +188,7 @@ def contents_with(protocol: Protocol, nranks: int, params: Mapping[str, Any] | N
     """Contents holding `given[name][rank]` (element values) for the named windows and
     buffers, random elsewhere, with the inputs that `require` defines (`x[i] == EXPR`)
     derived; ValueError when they violate `require`."""
-    from ccogen.sim.values import encode
+    from ccogen.ir.values import encode
 
     _, memories, bound = preconditions(protocol, nranks, params)
     rng = np.random.default_rng([seed, nranks])

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ccogen.ir.instance import RegionInst
+from ccogen.ir.values import random_values
 from ccogen.sim.plan import CounterKey, Plan, SlotKey, TransferSpec
-from ccogen.sim.values import random_values
 
 WindowKey = tuple[int, str]  # (rank, window)
 

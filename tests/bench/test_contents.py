@@ -37,9 +37,9 @@ from ccogen.bench.runner import (
 from ccogen.instantiate import instantiate, preconditions
 from ccogen.instantiate.runtime import unsatisfied
 from ccogen.ir.dtype import DType
+from ccogen.ir.values import decode
 from ccogen.rt import launch
 from ccogen.rt.manifest import load_manifest
-from ccogen.sim.values import decode
 from ccogen.syntax import load_ir
 from tests.runtime.fakes import FakeEngine, fake_runtime, install
 

@@ -26,8 +26,8 @@ from ccogen.instantiate import Contents, instantiate
 from ccogen.ir.dtype import DType
 from ccogen.ir.instance import Instance
 from ccogen.ir.opkind import OpKind
+from ccogen.ir.values import decode
 from ccogen.sim.runtime import draw
-from ccogen.sim.values import decode
 from ccogen.syntax import load_ir
 from tests.helpers import library_params
 

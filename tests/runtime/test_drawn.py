@@ -12,10 +12,10 @@ import pytest
 
 from ccogen.instantiate import Contents, instantiate
 from ccogen.ir.dtype import DType
+from ccogen.ir.values import decode
 from ccogen.rt.data import evaluate, make_reader
 from ccogen.rt.drawn import DrawSpec, draw_epoch, which
 from ccogen.sim.runtime import run_contents
-from ccogen.sim.values import decode
 from ccogen.syntax import load_ir
 from tests.helpers import library_params
 

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from ccogen.ir.dtype import DType
+from ccogen.ir.values import decode, encode
 from ccogen.reference import moe
 from ccogen.reference.alltoallv import alltoallv
 from ccogen.sim import simulate
 from ccogen.sim.runtime import contents_with, draw, run_contents
-from ccogen.sim.values import decode, encode
 from ccogen.syntax import load_ir, parse_ir
 from tests.helpers import library_params
 

@@ -1,6 +1,8 @@
-"""Typed data in the simulator: element views of raw bytes, `reduce`, and value comparison.
+"""Element values: element views of raw bytes, `reduce`, and value comparison.
 
-Memory stays bytes (`state.Memory`); this module reads and writes elements:
+The one definition of what a value is, shared by the simulator (whose memory stays
+bytes: `sim.state.Memory`), instantiation's run-time values and the runtime's `ensure`
+check (`rt.data`).  It reads and writes elements:
 
 * `decode(raw, dtype)` gives the elements in their accumulation type (`f32` for f16
   and bf16, the type itself otherwise); `encode(values, dtype)` rounds once to the
