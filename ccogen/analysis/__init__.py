@@ -7,9 +7,10 @@ and -- built on first use, the code generators never need it -- the happens-befo
 graph (`hb_graph.HBGraph`) of two launches back to back (`launches.back_to_back`:
 `Analysis.launches` is that instance; the graph's op indices and events refer to it,
 and its first launch has the indices of `instance`).  Results are cached per
-instance (a few recent instances), and checks get them through `analysis_of(ctx)`,
-which caches in `PassContext.cache`.  `Analysis.conflicts` lists the memory
-conflicts (`races.conflicts`) behind E024, E025, E031 and E032.
+instance (a few recent instances); the checks get them through
+`ccogen.passes.base.analysis_of(ctx)`, which caches in `PassContext.cache`.
+`Analysis.conflicts` lists the memory conflicts (`races.conflicts`) behind E024, E025,
+E031 and E032.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 from ccogen.analysis.events import EventKind
 from ccogen.analysis.hb_graph import HBGraph
@@ -30,9 +30,6 @@ from ccogen.analysis.races import Conflict, ConflictKind, conflicts
 from ccogen.ir.instance import Instance, OpInst
 from ccogen.ir.nodes import Mode
 from ccogen.ir.opkind import OpKind
-
-if TYPE_CHECKING:
-    from ccogen.passes.base import PassContext
 
 _RECENT = 2
 
@@ -136,13 +133,5 @@ def analyse(instance: Instance, max_bytes: int | None = None) -> Analysis:
     return result
 
 
-def analysis_of(ctx: PassContext) -> Analysis:
-    """The analysis of the context's instance, cached in `ctx.cache["analysis"]`."""
-    found = ctx.cache.get("analysis")
-    if found is None:
-        found = ctx.cache["analysis"] = analyse(ctx.instance, ctx.limits.analysis_bytes)
-    return found
-
-
 __all__ = ["Analysis", "Conflict", "ConflictKind", "ExpectedValues", "HBGraph", "Matching",
-           "analyse", "analysis_of", "gc_paused"]
+           "analyse", "gc_paused"]

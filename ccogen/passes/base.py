@@ -1,10 +1,12 @@
-"""The pass protocol: one check per module, reporting into a shared sink."""
+"""The pass protocol: one check per module, reporting into a shared sink; `analysis_of`
+gives a check the instance's analysis (`ccogen.analysis`), computed once per context."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ccogen.analysis import Analysis, analyse
 from ccogen.diag import DiagnosticSink
 from ccogen.ir.instance import Instance
 from ccogen.limits import DEFAULT as DEFAULT_LIMITS
@@ -20,6 +22,14 @@ class PassContext:
     sink: DiagnosticSink = field(default_factory=DiagnosticSink)
     cache: dict[str, Any] = field(default_factory=dict)
     limits: Limits = DEFAULT_LIMITS
+
+
+def analysis_of(ctx: PassContext) -> Analysis:
+    """The analysis of the context's instance, cached in `ctx.cache["analysis"]`."""
+    found: Analysis | None = ctx.cache.get("analysis")
+    if found is None:
+        found = ctx.cache["analysis"] = analyse(ctx.instance, ctx.limits.analysis_bytes)
+    return found
 
 
 @dataclass(frozen=True)

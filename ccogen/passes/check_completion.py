@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ccogen.analysis import Analysis, ConflictKind, analysis_of
+from ccogen.analysis import Analysis, ConflictKind
 from ccogen.analysis.events import EventKind
 from ccogen.analysis.hb_graph import Edge
 from ccogen.analysis.races import Conflict
@@ -36,7 +36,7 @@ from ccogen.passes._report import (
     queue_arg,
     region,
 )
-from ccogen.passes.base import Pass, PassContext
+from ccogen.passes.base import Pass, PassContext, analysis_of
 from ccogen.source import Span
 
 

@@ -15,13 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ccogen.analysis import Analysis, analysis_of
+from ccogen.analysis import Analysis
 from ccogen.analysis._hb_build import BarrierMismatch
 from ccogen.analysis.events import EdgeKind, EventKind
 from ccogen.analysis.hb_graph import Edge
 from ccogen.ir.instance import OpInst
 from ccogen.passes._report import Findings, name, times
-from ccogen.passes.base import Pass, PassContext
+from ccogen.passes.base import Pass, PassContext, analysis_of
 from ccogen.source import Span
 
 

@@ -25,12 +25,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ccogen.analysis import Analysis, analysis_of, gc_paused
+from ccogen.analysis import Analysis, gc_paused
 from ccogen.analysis.hb_graph import HBGraph
 from ccogen.analysis.symbolic import Memory, Mismatch, Piece, evaluate, execute
 from ccogen.ir.instance import Instance
 from ccogen.passes._report import Findings, name, ranks_note
-from ccogen.passes.base import Pass, PassContext
+from ccogen.passes.base import Pass, PassContext, analysis_of
 from ccogen.source import Span
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ccogen.analysis import Analysis, ConflictKind, analysis_of
+from ccogen.analysis import Analysis, ConflictKind
 from ccogen.analysis.races import Access, Conflict
 from ccogen.ir.instance import Instance, OpInst, RegionInst
 from ccogen.ir.opkind import OpKind
@@ -44,7 +44,7 @@ from ccogen.passes._report import (
     region,
     where,
 )
-from ccogen.passes.base import Pass, PassContext
+from ccogen.passes.base import Pass, PassContext, analysis_of
 from ccogen.source import Span
 
 

@@ -19,14 +19,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ccogen.analysis import Analysis, ConflictKind, analysis_of
+from ccogen.analysis import Analysis, ConflictKind
 from ccogen.analysis.events import EventKind
 from ccogen.analysis.matching import Increment, SlotKey, WaitMatch
 from ccogen.analysis.races import Conflict
 from ccogen.ir.instance import OpInst
 from ccogen.ir.opkind import OpKind
 from ccogen.passes._report import LAUNCHES_NOTE, Findings, access_span, region, times
-from ccogen.passes.base import Pass, PassContext
+from ccogen.passes.base import Pass, PassContext, analysis_of
 from ccogen.source import Span
 
 MAX_LABELS = 4

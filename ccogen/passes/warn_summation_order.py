@@ -19,12 +19,11 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ccogen.analysis import analysis_of
 from ccogen.analysis.symbolic import Memory, Piece, normal, shape
 from ccogen.ir.instance import OpInst
 from ccogen.ir.nodes import ReduceOp
 from ccogen.passes._report import Findings
-from ccogen.passes.base import Pass, PassContext
+from ccogen.passes.base import Pass, PassContext, analysis_of
 from ccogen.passes.check_postcondition import decidable, symbolic_memory
 from ccogen.passes.check_postcondition import origin as piece_text
 
