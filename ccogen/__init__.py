@@ -15,6 +15,7 @@ import builtins
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ccogen._version import __version__
 from ccogen.diag import Diagnostic, Severity
 from ccogen.errors import DiagnosticError, InternalError
 
@@ -70,8 +71,6 @@ def __getattr__(name: str) -> Any:
         return value
     raise AttributeError(f"module 'ccogen' has no attribute {name!r}")
 
-
-__version__ = "0.1.0"
 
 
 def parse(text: str, path: str = "<string>") -> Protocol:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import NoReturn
 
-from ccogen import __version__
+from ccogen._version import __version__
 from ccogen.cli.common import EXIT_FINDINGS, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, UsageError
 from ccogen.errors import DiagnosticError
 from ccogen.fileio import FileError

@@ -22,12 +22,12 @@ paths become `file://` URIs.
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Sequence
 from pathlib import PurePosixPath
 from urllib.parse import quote
 
+from ccogen._version import __version__
 from ccogen.diag import Diagnostic, Label, Severity, sort_key
 from ccogen.diag.codes import RULES, Rule
 from ccogen.diag.visible import json_visible
@@ -37,7 +37,6 @@ JsonObject = dict[str, object]
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://pypi.org/project/ccogen/"
-_FALLBACK_VERSION = "0.1.0"
 _LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.NOTE: "note"}
 _RULE_INDEX = {code: index for index, code in enumerate(RULES)}
 
@@ -57,19 +56,10 @@ def sarif_log(diagnostics: Sequence[Diagnostic]) -> JsonObject:
     return {"$schema": SCHEMA_URI, "version": "2.1.0", "runs": [run]}
 
 
-def _version() -> str:
-    """`ccogen.__version__`, or "0.1.0" while the package does not define it."""
-    try:
-        package = importlib.import_module("ccogen")
-    except ImportError:
-        return _FALLBACK_VERSION
-    return str(getattr(package, "__version__", _FALLBACK_VERSION))
-
-
 def _driver() -> JsonObject:
     return {
         "name": "ccogen",
-        "version": _version(),
+        "version": __version__,
         "informationUri": INFORMATION_URI,
         "rules": [_rule(rule) for rule in RULES.values()],
     }

@@ -184,7 +184,7 @@ def _build_code_fingerprint() -> str:
     import hashlib
 
     here = Path(__file__).resolve().parent
-    h = hashlib.sha256((here.parent / "__init__.py").read_bytes())  # ccogen's __version__
+    h = hashlib.sha256((here.parent / "_version.py").read_bytes())
     for name in _BUILD_MODULES:
         h.update((here / name).read_bytes())
     return h.hexdigest()

@@ -51,7 +51,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ccogen import __version__
+from ccogen._version import __version__
 from ccogen.analysis import Analysis, analyse
 from ccogen.analysis.matching import Increment, SlotKey
 from ccogen.codegen.backends.base import (

@@ -49,7 +49,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import ClassVar
 
-from ccogen import __version__
+from ccogen._version import __version__
 from ccogen.codegen.backends.base import (
     DEFAULT_MAX_CTAS,
     Backend,
