@@ -44,12 +44,12 @@ _UNSIGNED: dict[DType, str] = {DType.I32: "uint32_t", DType.I64: "uint64_t"}
 
 
 def accumulator(dtype: DType, op: str) -> str:
-    """The C type a `reduce` of `dtype` accumulates in."""
-    if dtype.is_float:
-        return "float"
-    if op == "sum":
-        return _UNSIGNED.get(dtype, CTYPES[dtype])
-    return CTYPES[dtype]
+    """The C type a `reduce` of `dtype` accumulates in: `DType.accumulator`'s, an integer
+    sum in the unsigned type of its width (it wraps, where a signed overflow is undefined)."""
+    acc = dtype.accumulator
+    if op == "sum" and not acc.is_float:
+        return _UNSIGNED.get(acc, CTYPES[acc])
+    return CTYPES[acc]
 
 
 def weight_literal(w: int | float, acc: str) -> str:

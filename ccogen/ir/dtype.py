@@ -42,7 +42,8 @@ class DType(StrEnum):
 
     @property
     def accumulator(self) -> DType:
-        """The type a `reduce` accumulates in: f32 for f16/bf16, else the type itself."""
+        """The type a `reduce` accumulates in: f32 for f16/bf16, else the type itself (the
+        one definition: `ir.values` and `codegen.reduce` read it)."""
         return DType.F32 if self in (DType.F16, DType.BF16) else self
 
 

@@ -55,13 +55,11 @@ def f32_to_bf16(values: np.ndarray) -> np.ndarray:
 
 
 def decode(raw: np.ndarray, dtype: DType) -> np.ndarray:
-    """Elements of a byte array, in the accumulation type."""
+    """Elements of a byte array, in the accumulation type (`DType.accumulator`)."""
     data: np.ndarray = np.ascontiguousarray(raw).view(storage(dtype))
     if dtype is DType.BF16:
         return bf16_to_f32(data)
-    if dtype is DType.F16:
-        return data.astype(np.float32)
-    return data.copy()
+    return data.astype(storage(dtype.accumulator))
 
 
 def encode(values: np.ndarray, dtype: DType) -> np.ndarray:
@@ -110,7 +108,7 @@ def tolerance(terms: Sequence[np.ndarray], weights: Sequence[int | float], dtype
     for i, t in enumerate(terms):
         w = abs(float(weights[i])) if weights else 1.0
         scale += w * np.abs(decode(t, dtype).astype(np.float64))
-    unit = 2.0 ** -24  # the accumulation type is f32
+    unit = 2.0 ** -(dtype.accumulator.mantissa_bits + 1)  # of the accumulation type
     last_place = 2.0 ** -dtype.mantissa_bits
     return 2 * n * unit * scale + last_place * np.abs(result.astype(np.float64)) + 1e-30
 

@@ -80,3 +80,10 @@ def test_a_bf16_sum_rounded_at_every_hop_is_told_apart_from_a_wrong_one() -> Non
     assert not values.rounded_per_hop(missing, terms, [], DType.BF16)
     f32 = [values.random_values(rng, 8, DType.F32) for _ in range(4)]
     assert not values.rounded_per_hop(f32[0], f32, [], DType.F32)  # f32: nothing to explain
+
+
+@pytest.mark.parametrize("dtype", list(DType))
+def test_values_decode_into_the_one_accumulator_type(dtype: DType) -> None:
+    raw = values.random_values(np.random.default_rng(1), 4, dtype)
+    assert values.decode(raw, dtype).dtype == values.storage(dtype.accumulator)
+    assert dtype.accumulator is (DType.F32 if dtype in (DType.F16, DType.BF16) else dtype)
