@@ -51,8 +51,9 @@ from weakref import WeakKeyDictionary
 
 from ccogen.analysis._hb_derive import prefix_len
 from ccogen.analysis.hb_graph import HBGraph
-from ccogen.ir.instance import CheckInst, Instance, LoadInst, OpInst, RegionInst
+from ccogen.ir.instance import CheckInst, LoadInst, OpInst, RegionInst
 from ccogen.ir.opkind import OpKind
+from ccogen.ir.postcondition import check_regions, input_windows
 
 MAX_PAIRWISE = 64
 
@@ -149,33 +150,6 @@ def accesses(graph: HBGraph) -> tuple[list[Access], list[Access]]:
             writes.append(Access(whole, end, end, None, None, e))
     return ([a for a in reads if graph.executes(a.event)],
             [a for a in writes if graph.executes(a.event)])
-
-
-def input_windows(instance: Instance) -> set[tuple[int, str]]:
-    """`(rank, window)` of every input: a window `ensure` reads through `init(...)` (a
-    region, or an element such as a bound or a weight).
-
-    Between two launches each rank's caller writes its inputs (and reads its outputs)
-    on the launch's stream: a peer's next launch must not touch them before that.
-    """
-    checks = _all_checks(instance)
-    return {(r.rank, r.window) for c in checks for r, init in check_regions(c) if init} | {
-        (x.region.rank, x.region.window) for c in checks for x in c.loads if x.init}
-
-
-def _all_checks(instance: Instance) -> list[CheckInst]:
-    """The postconditions of every launch of a period (`launch % K` rotates regions)."""
-    return [c for i in (instance, *instance.rotation) for c in i.checks]
-
-
-def check_regions(check: CheckInst) -> list[tuple[RegionInst, bool]]:
-    """Every region a postcondition reads, with whether it is an `init(...)`."""
-    sides = [(check.left, check.left_init)]
-    if check.right is not None:
-        sides.append((check.right, check.right_init))
-    if check.reduction is not None:
-        sides += zip(check.reduction.terms, check.reduction.init, strict=True)
-    return sides
 
 
 def remote(a: Access) -> bool:
@@ -364,5 +338,5 @@ def _other_queue(graph: HBGraph, r: Access, w: Access) -> tuple[OpInst, OpInst] 
     return None
 
 
-__all__ = ["Access", "Conflict", "ConflictKind", "accesses", "check_regions", "conflicts",
-           "input_windows", "overlapping", "remote"]
+__all__ = ["Access", "Conflict", "ConflictKind", "accesses", "conflicts", "overlapping",
+           "remote"]

@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 
 from ccogen.analysis.events import EventKind
 from ccogen.analysis.hb_graph import HBGraph
-from ccogen.analysis.races import check_regions, input_windows
 from ccogen.ir.dtype import DType
 from ccogen.ir.instance import CheckInst, Instance, OpInst, ReductionInst, RegionInst
 from ccogen.ir.nodes import ReduceOp
 from ccogen.ir.opkind import OpKind
+from ccogen.ir.postcondition import check_regions, input_windows
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from ccogen.analysis.races import Access, input_windows
+from ccogen.analysis.races import Access
 from ccogen.diag import Diagnostic, error
 from ccogen.diag.merge import FindingSet, ranks_note
 from ccogen.ir.instance import Instance, OpInst, RegionInst
 from ccogen.ir.opkind import OpKind
+from ccogen.ir.postcondition import input_windows
 from ccogen.passes.base import PassContext
 from ccogen.source import Span
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ccogen.ir.instance import OpInst
+from ccogen.ir.postcondition import check_regions
 from ccogen.sim.footprint import Key, Keys, Mems, StepDesc, add, rd, wr
 from ccogen.sim.ops import IMPLS
-from ccogen.sim.plan import check_sides
 from ccogen.sim.state import sub
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ def describe_step(m: Machine, p: int) -> StepDesc | None:
         return None
     sizes = dict(plan.windows)
     mems = tuple(m.mem_key(r, False) for c in plan.instance.checks
-                 for r, init in check_sides(c) if not init and r.rank == rank)
+                 for r, init in check_regions(c) if not init and r.rank == rank)
     mems += tuple(m.mem_key(x.region, False) for c in plan.instance.checks if c.rank == rank
                   for x in c.loads if not x.init)
     if e + 1 < m.epochs:

@@ -20,8 +20,8 @@ import numpy as np
 
 from ccogen.ir import values
 from ccogen.ir.instance import RegionInst
+from ccogen.ir.postcondition import check_regions
 from ccogen.sim import explain, queues
-from ccogen.sim.plan import check_sides
 from ccogen.sim.race import Who
 from ccogen.sim.record import RecordKind, StepRecord
 from ccogen.sim.state import Image, fill, sub
@@ -127,13 +127,13 @@ def _seed_of(m: Machine, rank: int, name: str) -> int:
 
 def _init_check(m: Machine) -> int:
     return next((i for i, c in enumerate(m.plan.instance.checks)
-                 if any(init for _, init in check_sides(c))), -1)
+                 if any(init for _, init in check_regions(c))), -1)
 
 
 def _read_outputs(m: Machine, rank: int, epoch: int, proc: int) -> None:
     """The caller reads every region of `rank` a postcondition reads, as it is now."""
     for index, check in enumerate(m.plan.instance.checks_at(epoch)):  # (`launch % K`)
-        for side, (region, init) in enumerate(check_sides(check)):
+        for side, (region, init) in enumerate(check_regions(check)):
             if init or region.rank != rank:
                 continue
             m.access(region, Who("ensure", rank, -1, epoch, region, check=index), proc)
@@ -149,7 +149,7 @@ def _read_outputs(m: Machine, rank: int, epoch: int, proc: int) -> None:
 def _side(m: Machine, epoch: int, index: int, side: int) -> np.ndarray | None:
     """Side `side` of postcondition `index` in launch `epoch` (None: not known yet)."""
     assert m.memory is not None
-    region, init = check_sides(m.plan.instance.checks_at(epoch)[index])[side]
+    region, init = check_regions(m.plan.instance.checks_at(epoch)[index])[side]
     if not init:
         return m.outputs.get((epoch, index, side))
     snap = m.init_snap.get(epoch, {})
@@ -170,7 +170,7 @@ def _evaluate_ready(m: Machine) -> None:
         for index, check in enumerate(checks):
             if (epoch, index) in m.evaluated:
                 continue
-            sides = [_side(m, epoch, index, i) for i in range(len(check_sides(check)))]
+            sides = [_side(m, epoch, index, i) for i in range(len(check_regions(check)))]
             if all(side is not None for side in sides):
                 m.evaluated[(epoch, index)] = _evaluate(m, index, epoch, sides)
         if all((epoch, i) in m.evaluated for i in range(len(checks))):

@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from ccogen.instantiate.runtime import runtime_inputs
-from ccogen.ir.instance import CheckInst, Instance, Issuer, OpInst, RegionInst
+from ccogen.ir.instance import Instance, Issuer, OpInst, RegionInst
 from ccogen.ir.nodes import LaunchOrder
 from ccogen.ir.opkind import OpKind
+from ccogen.ir.postcondition import input_windows
 from ccogen.source import Span
 
 QueueKey = tuple[int, int, int]  # (issuing rank, peer, queue)
@@ -203,10 +204,7 @@ def build_plan(instance: Instance,
     plan.loads = any(op.loads for ops in instance.ranks for op in ops)
     if instance.runtime == "concrete":
         plan.runtime_inputs = runtime_inputs(instance.protocol) & plan.buffers
-    checks = [c for i in (instance, *instance.rotation) for c in i.checks]
-    plan.init_windows = frozenset((r.rank, r.window) for c in checks
-                                  for r, init in check_sides(c) if init) | frozenset(
-        (x.region.rank, x.region.window) for c in checks for x in c.loads if x.init)
+    plan.init_windows = frozenset(input_windows(instance))
     plan.counters = tuple(c.name for c in instance.protocol.counters)
     plan.multi_source = _multi_source(posts)
     plan.host_sync = instance.protocol.between_launches is LaunchOrder.HOST_SYNC
@@ -288,14 +286,6 @@ def _spec(op: OpInst, signals: bool) -> TransferSpec:
                         local_slot=local, counter=counter)
 
 
-def check_sides(check: CheckInst) -> list[tuple[RegionInst, bool]]:
-    """Every region a postcondition reads, with whether it is an `init(...)`."""
-    sides = [(check.left, check.left_init)]
-    if check.right is not None:
-        sides.append((check.right, check.right_init))
-    if check.reduction is not None:
-        sides += zip(check.reduction.terms, check.reduction.init, strict=True)
-    return sides
 
 
 # ----------------------------------------------------------------------------- expected values
