@@ -88,7 +88,7 @@ class WorkerConfig:
     shared_dir: str
     watchdog_s: float = DEFAULT_WATCHDOG_S
     init_timeout_s: float = DEFAULT_INIT_TIMEOUT_S
-    iters: int = 1             # for launch._spawn's default deadline (unused: see runner)
+    iters: int = 1             # for launch.spawn_ranks's default deadline (unused: see runner)
     env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     devices: tuple[int, ...] = ()  # rank r runs on devices[r] (rt.placement); () = r
 

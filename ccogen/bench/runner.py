@@ -446,7 +446,7 @@ def shared_gpu_settings(settings: Settings, placement: Placement) -> Settings:
 def _run_ranks(cases: Sequence[CaseSpec], compares: Sequence[CompareSpec], settings: Settings,
                engine: Path, devices: tuple[int, ...] = ()) -> list[RankBench]:
     from ccogen.bench.worker import worker_main
-    from ccogen.rt.launch import _spawn, buffer_layout
+    from ccogen.rt.launch import buffer_layout, spawn_ranks
     from ccogen.rt.manifest import load_manifest
 
     manifests = [load_manifest(c.manifest_dir) for c in cases]
@@ -461,7 +461,7 @@ def _run_ranks(cases: Sequence[CaseSpec], compares: Sequence[CompareSpec], setti
                               watchdog_s=settings.watchdog_s,
                               init_timeout_s=settings.watchdog_s, devices=devices)
         deadline = config.init_timeout_s + 90.0 * len(cases) + 60.0 * len(compares) + 120.0
-        return _spawn(config, main=worker_main,
+        return spawn_ranks(config, main=worker_main,
                       failed=lambda rank, text: RankBench(rank, error=text),
                       deadline_s=deadline)
 

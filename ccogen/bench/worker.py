@@ -11,7 +11,7 @@ every case in order, all ranks in step:
    `nvshmemx_cumodule_init`);
 3. one verified epoch: exactly `ccogen run`'s epoch (fill every window with the seeded
    bytes, host barrier, the kernels, host barrier, check every `ensure` of this rank;
-   `ccogen.rt.launch._Rank.epoch`).  A protocol with run-time values fills its windows
+   `ccogen.rt.launch.RankRunner.epoch`).  A protocol with run-time values fills its windows
    and buffers with the case's drawn contents instead (`CaseSpec.drawn`, staged in the
    shared directory as this epoch's draw) and checks the `ensure` of their instance.
    The ranks agree (through the shared directory) whether every rank's checks held; a
@@ -40,7 +40,7 @@ from typing import Any
 
 from ccogen.bench.cases import CaseSpec, CaseTimes, RankBench, WorkerConfig
 from ccogen.rt.errors import EngineError
-from ccogen.rt.launch import RunConfig, _Rank, buffer_layout
+from ccogen.rt.launch import RankRunner, RunConfig, buffer_layout
 from ccogen.rt.manifest import Manifest, load_manifest
 from ccogen.rt.report import RankResult
 from ccogen.rt.session import RankSession, Stop, abandon, dump_stack_on_signal, failure_text
@@ -211,19 +211,19 @@ class BenchRank:
         module.unload()
         return times
 
-    def _checker(self, case: CaseSpec) -> _Rank:
+    def _checker(self, case: CaseSpec) -> RankRunner:
         """`ccogen run`'s per-rank state for this case, on this rank's context and stream."""
         config = RunConfig(case.manifest_dir, self.config.nranks, 1, self.config.seed, False,
                            case.cubin, self.config.engine, case.checks,
                            rendezvous_dir=self.config.rendezvous_dir,
                            shared_dir=self.config.shared_dir, watchdog_s=self.config.watchdog_s,
                            drawn=case.drawn, drawn_dir=case.drawn_dir)
-        state = _Rank(config, self.rank, self.device, self.rendezvous,
+        state = RankRunner(config, self.rank, self.device, self.rendezvous,
                       RankResult(self.rank, self.device), self.on_hang)
         state.attach(self.session)
         return state
 
-    def _verify(self, checker: _Rank, case: CaseSpec, functions: list[Any], epoch: int,
+    def _verify(self, checker: RankRunner, case: CaseSpec, functions: list[Any], epoch: int,
                 times: CaseTimes, when: str) -> int:
         """One checked epoch (`ccogen run`'s); returns the next epoch index."""
         before = checker.result.failure_count

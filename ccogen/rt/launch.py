@@ -153,7 +153,7 @@ def run(manifest_dir: str | Path, instance: Instance | None = None, *, iters: in
                            rendezvous_dir=shared, shared_dir=shared, watchdog_s=watchdog_s,
                            init_timeout_s=init_timeout_s, devices=placement.devices,
                            drawn=drawn, drawn_dir=str(Path(shared) / "draws"))
-        results = _spawn(config)
+        results = spawn_ranks(config)
     return RunReport(manifest.protocol, manifest.target, manifest.nranks, iters, results,
                      library=library, placement=placement.describe())
 
@@ -272,7 +272,7 @@ def _run_distributed(manifest: Manifest, specs: tuple[CheckSpec, ...], iters: in
                      library=library, partial=True)
 
 
-def _spawn(config: Any, main: Callable[..., None] | None = None,
+def spawn_ranks(config: Any, main: Callable[..., None] | None = None,
            failed: Callable[[int, str], Any] | None = None,
            deadline_s: float | None = None, margin_s: float = STALL_MARGIN_S) -> list[Any]:
     """One process per rank; wait for every report; stop the rest once one rank failed.
@@ -422,7 +422,7 @@ def run_rank(config: RunConfig, rank: int, device: int, rendezvous: Any,
     return within the watchdog (the main thread is then stuck): it must report and exit.
     """
     result = RankResult(rank, device)
-    state = _Rank(config, rank, device, rendezvous, result, on_hang)
+    state = RankRunner(config, rank, device, rendezvous, result, on_hang)
     try:
         state.run()
     except Stop:
@@ -434,7 +434,7 @@ def run_rank(config: RunConfig, rank: int, device: int, rendezvous: Any,
     return result
 
 
-class _Rank:
+class RankRunner:
     """One rank of `ccogen run`: its session, the instance's module and its epochs."""
 
     def __init__(self, config: RunConfig, rank: int, device: int, rendezvous: Any,
@@ -655,4 +655,5 @@ class _Rank:
             path.unlink(missing_ok=True)
 
 
-__all__ = ["DEFAULT_WATCHDOG_S", "RunConfig", "device_arch", "run", "run_rank"]
+__all__ = ["DEFAULT_WATCHDOG_S", "RankRunner", "RunConfig", "buffer_layout", "device_arch", "run",
+           "run_rank", "spawn_ranks"]

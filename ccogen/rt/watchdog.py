@@ -2,7 +2,7 @@
 
 A rank records where it is (`RankSession.phase`) in `rank<N>.phase` of the run's shared
 directory: the phase's text and, where the phase has a limit of its own, that limit
-(`write_phase`).  The launcher (`ccogen.rt.launch._spawn`, used by `ccogen run` and
+(`write_phase`).  The launcher (`ccogen.rt.launch.spawn_ranks`, used by `ccogen run` and
 `ccogen bench`) reads every rank's file while it waits (`read_phase`): a rank that stays in
 one phase past its limit — the watchdog unless the phase names another — plus
 `STALL_MARGIN_S` has stalled, whatever it waits for (the engine's bootstrap, a collective

@@ -87,7 +87,7 @@ class Recorder:
         self.rt.launch = record
         monkeypatch.setattr(launch, "evaluate", evaluate)
         # rank 0 alone: the other rank's final windows are not there to exchange
-        monkeypatch.setattr(launch._Rank, "_exchange", lambda self, epoch, finals: None)
+        monkeypatch.setattr(launch.RankRunner, "_exchange", lambda self, epoch, finals: None)
 
     def run(self) -> RankBench:
         hung: list[Any] = []

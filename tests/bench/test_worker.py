@@ -151,7 +151,7 @@ def test_the_allocation_holds_every_case_s_buffers(tmp_path: Path,
 
     config, _, _ = setup(tmp_path, monkeypatch, "n=1024,4096", "allreduce_oneshot")
     seen: list[WorkerConfig] = []
-    monkeypatch.setattr(launch, "_spawn", lambda c, **kw: seen.append(c) or [])
+    monkeypatch.setattr(launch, "spawn_ranks", lambda c, **kw: seen.append(c) or [])
     settings = Settings(target="nccl-lsa", out_dir=tmp_path)
     runner._run_ranks(config.cases, (), settings, Path("fake-engine.so"))
     manifests = [load_manifest(c.manifest_dir) for c in config.cases]

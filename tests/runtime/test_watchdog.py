@@ -1,5 +1,5 @@
 """ccogen.rt.watchdog and the launcher's use of it (issue 31), without a GPU: phases and
-their limits, the injected stall, bounded calls, and `_spawn` stopping a rank that stays
+their limits, the injected stall, bounded calls, and `spawn_ranks` stopping a rank that stays
 in one phase (a stalled bootstrap) with a message naming the rank and the phase."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from ccogen.rt.launch import _spawn
+from ccogen.rt.launch import spawn_ranks
 from ccogen.rt.report import RankResult, RunReport
 from ccogen.rt.session import phase_file
 from ccogen.rt.watchdog import (
@@ -114,7 +114,7 @@ def _rank_main(config: _Config, rank: int, results: Any) -> None:
 
 def test_the_launcher_stops_a_rank_stalled_in_its_bootstrap(tmp_path: Path) -> None:
     config = _Config(2, str(tmp_path))
-    got = _spawn(config, main=_rank_main, deadline_s=600.0, margin_s=0.5)
+    got = spawn_ranks(config, main=_rank_main, deadline_s=600.0, margin_s=0.5)
     assert got[0].ok
     assert got[1].error is not None
     assert got[1].error.startswith("rank 1 stalled: ")
