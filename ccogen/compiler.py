@@ -8,7 +8,7 @@ The instance is the protocol at one team size (`ranks`, default: the protocol's 
 size, else 2) with the parameters given.  Any error — syntax, names, an instance
 check, the target's capabilities, or a shape the target cannot lower — refuses to
 generate: `DiagnosticError` carries the diagnostics.  (When the generated code then
-fails to build, that is `ccogen.rt.errors.CompileError`, the compiler's log.)
+fails to build, that is `ccogen.errors.CompileError`, the compiler's log.)
 """
 
 from __future__ import annotations

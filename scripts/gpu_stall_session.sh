@@ -66,7 +66,7 @@ for stage in $STAGES; do
       echo "== build ($(left) s left)"
       for d in ${ORIG_DIRS:-}; do
         ( t0=$SECONDS; timeout 120 $PY -c "
-import sys; from ccogen.rt.build import build_manifest_dir; build_manifest_dir(sys.argv[1])" "$d" \
+import sys; from ccogen.toolchains.cubin import build_manifest_dir; build_manifest_dir(sys.argv[1])" "$d" \
             > "$WORK-$(basename "$d").log" 2>&1; echo "   as generated before the fix: $d: exit $? after $(( SECONDS - t0 )) s" ) &
       done
       $PY scripts/stall_build.py --data "$DATA" --work "$WORK" --timeout 120 ${BUILD_ARGS:-}

@@ -134,9 +134,9 @@ def plan_matrix(protocols: Sequence[str], ranks: Sequence[int], launches: int) -
 def generate(cases: Sequence[Case], work: Path, target: str) -> None:
     """Generate each case (the budget `ccogen run` would pick unless the case fixes one)."""
     from ccogen.errors import DiagnosticError
+    from ccogen.manifest import load_manifest
     from ccogen.rt.api import compile_for_run, placement_and_budget
     from ccogen.rt.data import instance_checks
-    from ccogen.rt.manifest import load_manifest
     from ccogen.syntax import load_ir
 
     for case in cases:
@@ -187,9 +187,9 @@ def build(cases: Sequence[Case], target: str, jobs: int) -> tuple[Path, str]:
 
 def check(cases: Sequence[Case], target: str) -> None:
     """The residency check of each runnable case (a refusal is the case's result)."""
+    from ccogen.errors import RunError
+    from ccogen.manifest import load_manifest
     from ccogen.rt import native
-    from ccogen.rt.errors import RunError
-    from ccogen.rt.manifest import load_manifest
     from ccogen.rt.placement import ResidencyError, check_residency, place
 
     rt = native.load()
@@ -271,7 +271,7 @@ def run_cases(cases: Sequence[Case], target: str, engine: Path, watchdog_s: floa
               deadline: float, say: Any) -> None:
     """Run the runnable cases, one engine session per team size; a session that stops
     early is started again with the cases it did not reach, while time is left."""
-    from ccogen.rt.errors import RunError
+    from ccogen.errors import RunError
     from ccogen.rt.placement import place
 
     for n in sorted({c.nranks for c in cases}):
@@ -303,8 +303,8 @@ def _session(cases: Sequence[Case], target: str, engine: Path, devices: tuple[in
              watchdog_s: float, budget_s: float, say: Any) -> bool:
     """Run the cases in one engine session; whether any case completed on every rank."""
     from ccogen.bench.cases import CaseSpec, RankBench, Timing, WorkerConfig
+    from ccogen.manifest import load_manifest
     from ccogen.rt.launch import _spawn
-    from ccogen.rt.manifest import load_manifest
 
     n = cases[0].nranks
     manifests = [load_manifest(c.directory) for c in cases]
@@ -527,8 +527,8 @@ def hog_kernel(args: argparse.Namespace) -> int:
     from ccogen.rt import native
 
     rt = native.load()
-    from ccogen.rt.build import compile_text
     from ccogen.rt.launch import device_arch
+    from ccogen.toolchains.cubin import compile_text
 
     cubin = compile_text(HOG_SOURCE, "nccl-lsa", device_arch(0))
     ctx = rt.Context(0)

@@ -20,7 +20,8 @@ CASES = (("halo2d", 4), ("moe_ll_dispatch_fp8", 4), ("halo2d_2x1", 2), ("moe_ll_
 def build(data: Path, work: Path, stem: str, ranks: int, debug: bool, timeout: float) -> str:
     out = work / f"{stem}-n{ranks}{'-debug' if debug else ''}"
     code = (f"from pathlib import Path; from ccogen.rt.api import compile_for_run; "
-            f"from ccogen.rt.build import build_manifest_dir; from ccogen.syntax import load_ir; "
+            f"from ccogen.toolchains.cubin import build_manifest_dir; "
+            f"from ccogen.syntax import load_ir; "
             f"from ccogen.rt.api import placement_and_budget; "
             f"_, budget = placement_and_budget('nvshmem', {ranks}, None); "
             f"p = Path({str(data / (stem + '.cco'))!r}); "

@@ -29,8 +29,8 @@ PROTOCOLS = ("allreduce_oneshot", "allreduce_twoshot", "reduce_scatter_ring",
 
 def build(stem: str, ranks: int, work: Path) -> str:
     from ccogen.rt.api import compile_for_run
-    from ccogen.rt.build import build_manifest_dir
     from ccogen.syntax import load_ir
+    from ccogen.toolchains.cubin import build_manifest_dir
 
     path = ROOT / "protocols" / f"{stem}.cco"
     out = work / f"{stem}-n{ranks}"

@@ -59,8 +59,8 @@ def budget(ranks: int) -> int | None:
 
 def build(stem: str, ranks: int, work: Path, max_ctas: int | None, debug: bool = False) -> str:
     from ccogen.rt.api import compile_for_run
-    from ccogen.rt.build import build_manifest_dir
     from ccogen.syntax import load_ir
+    from ccogen.toolchains.cubin import build_manifest_dir
 
     path = ROOT / "protocols" / f"{stem}.cco"
     out = work / f"{stem}-n{ranks}{'-debug' if debug else ''}"

@@ -131,7 +131,7 @@ def test_runtime_examples_build(name: str, target: str, tmp_path: Path,
                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """... and that code builds with the real nvcc and headers, without a warning."""
     from ccogen.rt.api import compile_for_run
-    from ccogen.rt.build import build_cubin
+    from ccogen.toolchains.cubin import build_cubin
     from tests.runtime.conftest import require_toolchain
 
     require_toolchain(target)

@@ -13,8 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ccogen.rt.build import build_cubin
 from ccogen.rt.engines import build_engine
+from ccogen.toolchains.cubin import build_cubin
 from ccogen.torch.device import device_arch
 from ccogen.torch.loader import LAUNCH_BARRIER, generate
 

@@ -17,8 +17,8 @@ import argparse
 import sys
 
 from ccogen.instantiate import instantiate, parse_params
+from ccogen.manifest import load_manifest
 from ccogen.rt.launch import run
-from ccogen.rt.manifest import load_manifest
 from ccogen.syntax import load_ir
 
 

@@ -44,7 +44,7 @@ class Generated:
 
 def build_bench(build: Path) -> Path:
     """nvcc reduce_bench.cu -> build/reduce_bench (for the GPU nvcc sees by default)."""
-    from ccogen.rt.toolchain import find_nvcc
+    from ccogen.toolchains.libraries import find_nvcc
 
     build.mkdir(parents=True, exist_ok=True)
     exe = build / "reduce_bench"
@@ -58,8 +58,8 @@ def generate(k: int, n: int, ctas: int, arch: str, build: Path) -> Generated | s
     from ccogen.bench.reference import pending_codegen
     from ccogen.errors import DiagnosticError
     from ccogen.rt.api import compile_for_run
-    from ccogen.rt.build import build_cubin
     from ccogen.syntax import load_ir
+    from ccogen.toolchains.cubin import build_cubin
 
     path = HERE / "local_reduce.cco"
     out = build / f"generated-k{k}"

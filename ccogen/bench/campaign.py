@@ -24,7 +24,7 @@ from pathlib import Path
 from ccogen.bench.report import ceiling_of, full_report, slope_of, write_outputs
 from ccogen.bench.results import BenchResult, Point
 from ccogen.bench.runner import Settings, SweepRequest, run_bench
-from ccogen.rt.errors import RunError
+from ccogen.errors import RunError
 
 MIB = 1 << 20
 # The copy-engine targets are about large messages: the issue quotes the copy engine at

@@ -44,9 +44,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ccogen.errors import DiagnosticError
-from ccogen.rt.errors import ManifestError
-from ccogen.rt.manifest import ELEMENT_SIZES
+from ccogen.errors import DiagnosticError, ManifestError
+from ccogen.manifest import ELEMENT_SIZES
 from ccogen.targets import get_target
 
 _PACKAGE = Path(__file__).resolve().parent.parent

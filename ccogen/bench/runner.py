@@ -40,8 +40,8 @@ from ccogen.bench.contents import CONTENTS, DEFAULT_CONTENTS, BenchContents, dra
 from ccogen.bench.results import BenchResult, Point, slowest
 from ccogen.bench.sweep import Sweep, parse_sweep
 from ccogen.bench.traffic import Traffic, traffic_of
+from ccogen.errors import CompileError, RunError, ToolchainError
 from ccogen.rt.data import CheckSpec, instance_checks
-from ccogen.rt.errors import CompileError, RunError, ToolchainError
 
 if TYPE_CHECKING:
     from ccogen.rt.placement import Placement
@@ -246,7 +246,7 @@ def floors_dir(settings: Settings) -> Path:
 def build_all(jobs: Sequence[tuple[Path, str]], arch: str, parallel: int
               ) -> tuple[dict[Path, Path], dict[Path, str]]:
     """Cubins of the (manifest dir, target) jobs: ({dir: cubin}, {dir: error})."""
-    from ccogen.rt.build import build_cubin
+    from ccogen.toolchains.cubin import build_cubin
 
     def one(job: tuple[Path, str]) -> tuple[Path, Path | None, str]:
         directory, target = job
@@ -414,7 +414,7 @@ def run_bench(requests: Sequence[SweepRequest], settings: Settings, *,
         cases += floor_cases(floors, cubins[floors], settings)
     shared = placement is not None and placement.shared
     if placement is not None and shared:
-        from ccogen.rt.manifest import load_manifest
+        from ccogen.manifest import load_manifest
         from ccogen.rt.placement import check_residency
 
         for case in cases:  # every rank's kernels resident together, or they could hang
@@ -446,8 +446,8 @@ def shared_gpu_settings(settings: Settings, placement: Placement) -> Settings:
 def _run_ranks(cases: Sequence[CaseSpec], compares: Sequence[CompareSpec], settings: Settings,
                engine: Path, devices: tuple[int, ...] = ()) -> list[RankBench]:
     from ccogen.bench.worker import worker_main
+    from ccogen.manifest import load_manifest
     from ccogen.rt.launch import buffer_layout, spawn_ranks
-    from ccogen.rt.manifest import load_manifest
 
     manifests = [load_manifest(c.manifest_dir) for c in cases]
     # one allocation serves every case: its heap and, after it, its local buffers

@@ -39,12 +39,12 @@ from pathlib import Path
 from typing import Any
 
 from ccogen.bench.cases import CaseSpec, CaseTimes, RankBench, WorkerConfig
-from ccogen.rt.errors import EngineError
+from ccogen.errors import EngineError
+from ccogen.manifest import Manifest, load_manifest
 from ccogen.rt.launch import RankRunner, RunConfig, buffer_layout
-from ccogen.rt.manifest import Manifest, load_manifest
 from ccogen.rt.report import RankResult
 from ccogen.rt.session import RankSession, Stop, abandon, dump_stack_on_signal, failure_text
-from ccogen.rt.toolchain import engine_spec
+from ccogen.toolchains.libraries import engine_spec
 
 
 def worker_main(config: WorkerConfig, rank: int, results_queue: Any) -> None:

@@ -140,9 +140,8 @@ def command(args: argparse.Namespace) -> int:
     from ccogen.bench.report import full_report, write_outputs
     from ccogen.bench.runner import run_bench
     from ccogen.diag.render import render
-    from ccogen.errors import DiagnosticError
+    from ccogen.errors import DiagnosticError, RunError
     from ccogen.rt import placement
-    from ccogen.rt.errors import RunError
 
     try:
         check_output_dir(args.out, [args.file])

@@ -79,8 +79,8 @@ def compile_command(args: argparse.Namespace) -> int:
 def build_command(args: argparse.Namespace) -> int:
     """`ccogen build`: compile, then build with the real toolchain
     (scripts/install-toolchains.sh)."""
+    from ccogen.errors import CompileError, RunError, ToolchainError
     from ccogen.fileio import check_build_outputs
-    from ccogen.rt.errors import CompileError, RunError, ToolchainError
     from ccogen.toolchains import build_dir
 
     out = _compile(args)

@@ -58,9 +58,8 @@ def check_out(out: str, source: str) -> None:
 
 def command(args: argparse.Namespace) -> int:
     from ccogen.diag.render import render
-    from ccogen.errors import DiagnosticError
+    from ccogen.errors import DiagnosticError, RunError
     from ccogen.rt.api import compile_for_run, placement_and_budget
-    from ccogen.rt.errors import RunError
     from ccogen.rt.launch import run as run_manifest
     from ccogen.syntax import parse_ir
 

@@ -18,7 +18,7 @@ def generate(instance: Instance, target: str, *, source: str = "<protocol>",
     """Generate the code of one instance for one target (the instance must be clean);
     `options` None: the defaults.  The manifest is sealed (`codegen.files.seal`)."""
     files = get_backend(target).generate(instance, source, options or Options())
-    return GeneratedFiles(seal(files.files))  # the hashes the runtime checks (rt.manifest)
+    return GeneratedFiles(seal(files.files))  # the hashes the runtime checks (ccogen.manifest)
 
 
 __all__ = ["GeneratedFiles", "Options", "Unsupported", "generate"]

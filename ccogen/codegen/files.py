@@ -36,7 +36,7 @@ def manifest_sha256(manifest: dict[str, object]) -> str:
 def seal(files: dict[str, str]) -> dict[str, str]:
     """`files` with manifest.json's `generated` field set: the SHA-256 of every other
     file and of the manifest itself (docs/runtime-abi.md).  The runtime and `ccogen build`
-    refuse a sealed directory whose files or manifest changed since (rt.manifest)."""
+    refuse a sealed directory whose files or manifest changed since (ccogen.manifest)."""
     if MANIFEST not in files:
         return files
     manifest = json.loads(files[MANIFEST])

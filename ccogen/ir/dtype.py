@@ -56,7 +56,7 @@ DTYPE_NAMES: tuple[str, ...] = tuple(d.value for d in DType)
 
 # Bytes per element of every element type a manifest or the PyTorch binding may name: the
 # language's (`DType`) and `fp8e4m3`, which the runtime ABI admits ahead of the language
-# (docs/runtime-abi.md).  The one table: ccogen.rt.manifest reads it.
+# (docs/runtime-abi.md).  The one table: ccogen.manifest reads it.
 ELEMENT_SIZES: dict[str, int] = {**{d.value: d.size for d in DType}, "fp8e4m3": 1}
 
 

@@ -1,6 +1,7 @@
 """The GPU runtime: build generated CUDA, bootstrap NCCL / NVSHMEM, run, check `ensure`.
 
-- `build_cubin(dir_or_cu, target, arch, debug)` — nvcc with an on-disk cache (no GPU needed);
+- `build_cubin(dir_or_cu, target, arch, debug)` — nvcc with an on-disk cache (no GPU needed:
+  `ccogen.toolchains.cubin`);
 - `run(protocol, target=..., ranks=..., params=..., iters=...)` — generate, build, launch
   one process per GPU, check every `ensure` on real data every epoch, time the kernels;
 - `run_manifest(dir, instance, ...)` — the same for already generated files.
@@ -11,9 +12,7 @@ Importing this package needs neither a GPU nor numpy; running does.
 
 from __future__ import annotations
 
-from ccogen.rt.api import run
-from ccogen.rt.build import build_cubin, build_manifest_dir
-from ccogen.rt.errors import (
+from ccogen.errors import (
     CompileError,
     EngineError,
     LibraryVersionError,
@@ -23,10 +22,12 @@ from ccogen.rt.errors import (
     RunError,
     ToolchainError,
 )
+from ccogen.manifest import Manifest, load_manifest
+from ccogen.rt.api import run
 from ccogen.rt.launch import run as run_manifest
-from ccogen.rt.manifest import Manifest, load_manifest
 from ccogen.rt.placement import Placement, ResidencyError
 from ccogen.rt.report import RankResult, RunReport
+from ccogen.toolchains.cubin import build_cubin, build_manifest_dir
 
 __all__ = [
     "CompileError",

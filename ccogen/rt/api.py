@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ccogen.rt.errors import RunError
+from ccogen.errors import RunError
 from ccogen.rt.launch import DEFAULT_WATCHDOG_S
 from ccogen.rt.launch import run as run_manifest
 from ccogen.rt.placement import Placement

@@ -33,7 +33,7 @@ def _numpy() -> Any:
     try:
         import numpy
     except ImportError:
-        from ccogen.rt.errors import RunError
+        from ccogen.errors import RunError
 
         raise RunError("`ccogen run` needs numpy: pip install numpy") from None
     return numpy

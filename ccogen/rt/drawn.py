@@ -84,7 +84,7 @@ def draw_epoch(spec: DrawSpec, epoch: int) -> EpochDraw:
     if contents is None:
         contents, label = draw(spec.protocol, spec.nranks, params, f"mixed-{epoch}", spec.seed)
     if contents is None:
-        from ccogen.rt.errors import RunError
+        from ccogen.errors import RunError
 
         raise RunError(f"no contents satisfy `require` of `{spec.protocol.name}` "
                        f"(epoch {epoch}: {label})")
@@ -95,7 +95,7 @@ def draw_named(spec: DrawSpec, name: str) -> tuple[EpochDraw, Instance]:
     """The draw `name` (`low`, `high`, `mixed-N`, `interior-N`: ccogen.sim.runtime.draw),
     with no fallback, and the instance of its contents (`ccogen bench` times one chosen
     draw); RunError when no contents of that draw satisfy `require`."""
-    from ccogen.rt.errors import RunError
+    from ccogen.errors import RunError
     from ccogen.sim.runtime import draw
 
     contents, label = draw(spec.protocol, spec.nranks, dict(spec.params), name, spec.seed)
@@ -109,9 +109,9 @@ def _checked(spec: DrawSpec, contents: Any, label: str, where: str
              ) -> tuple[EpochDraw, Instance]:
     """The draw's contents and checks, and the instance of those contents (RunError, a
     bug, when that instance has errors: the checker accepted the protocol)."""
+    from ccogen.errors import RunError
     from ccogen.instantiate import instantiate
     from ccogen.limits import DEFAULT
-    from ccogen.rt.errors import RunError
 
     instance, diags = instantiate(spec.protocol, spec.nranks, dict(spec.params), DEFAULT,
                                   contents=contents)

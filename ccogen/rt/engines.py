@@ -3,7 +3,7 @@
 Each runnable target names its shim (`EngineSpec.shim`, ccogen.targets); every shim exports
 the same C ABI (`ccogen_init`, `ccogen_heap_alloc`, `ccogen_devcomm_create`,
 `ccogen_barrier`, ...; see the .cu files).  It is compiled with nvcc
-against the headers of the library it links (found by ccogen.rt.toolchain) and rpath'd to
+against the headers of the library it links (found by ccogen.toolchains.libraries) and rpath'd to
 it, so headers and library agree; on load, `Engine` checks the library the process
 actually resolved against the headers.  Built shims are cached like cubins.
 """
@@ -14,9 +14,15 @@ import ctypes
 from dataclasses import dataclass
 from pathlib import Path
 
-from ccogen.rt.cache import cache_key, cached_build
-from ccogen.rt.errors import EngineError, LibraryVersionError, ToolchainError
-from ccogen.rt.toolchain import Library, engine_spec, find_library, find_nvcc, toolchain_inputs
+from ccogen.errors import EngineError, LibraryVersionError, ToolchainError
+from ccogen.toolchains.cache import cache_key, cached_build
+from ccogen.toolchains.libraries import (
+    Library,
+    engine_spec,
+    find_library,
+    find_nvcc,
+    toolchain_inputs,
+)
 
 SHIM_ABI = 1
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
@@ -50,7 +56,7 @@ def shim_command(source: Path, library: Library, nvcc: Path, arch: str) -> list[
 
 def build_engine(target: str, arch: str = "sm_90") -> tuple[Path, Library]:
     """The cached shim library for `target`, and the NCCL / NVSHMEM it links."""
-    from ccogen.rt.build import run_compiler
+    from ccogen.toolchains.cubin import run_compiler
 
     library = find_library(target)
     nvcc = find_nvcc()

@@ -32,6 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ccogen.errors import (
+    EngineError,
+    ManifestError,
+    NoGpuError,
+    RunError,
+)
+from ccogen.manifest import HEAP_ALIGN, Manifest, load_manifest
 from ccogen.rt import native
 from ccogen.rt.data import (
     MAX_REPORTED_FAILURES,
@@ -44,13 +51,6 @@ from ccogen.rt.data import (
 )
 from ccogen.rt.debug import RECORD_SIZE, DebugRecord, describe_wait
 from ccogen.rt.drawn import DrawSpec, EpochDraw, load_epoch, precompute
-from ccogen.rt.errors import (
-    EngineError,
-    ManifestError,
-    NoGpuError,
-    RunError,
-)
-from ccogen.rt.manifest import HEAP_ALIGN, Manifest, load_manifest
 from ccogen.rt.placement import Placement, check_residency, place
 from ccogen.rt.report import RankResult, RunReport
 from ccogen.rt.requirements import read as read_requirements
@@ -198,8 +198,8 @@ def device_arch(ordinal: int) -> str:
 
 
 def _build(manifest: Manifest, arch: str, debug: bool) -> tuple[Path, Path, str]:
-    from ccogen.rt.build import build_cubin
     from ccogen.rt.engines import build_engine
+    from ccogen.toolchains.cubin import build_cubin
 
     with _still(f"building the kernels of `{manifest.protocol}` for {arch} (nvcc; cached "
                 "after the first build)"):
@@ -212,7 +212,7 @@ def _build(manifest: Manifest, arch: str, debug: bool) -> tuple[Path, Path, str]
 @contextlib.contextmanager
 def _still(what: str, every_s: float = BUILD_NOTICE_S) -> Iterator[None]:
     """Say on stderr, every `every_s` seconds, that `what` is still going on (a build is
-    bounded by the compiler's own limit, rt.build, not by the watchdog: it makes progress
+    bounded by the compiler's own limit, toolchains.cubin, not by the watchdog: it makes progress
     and waits on no one; docs/runtime.md, "Watchdog")."""
     start = time.monotonic()
     stop = threading.Event()

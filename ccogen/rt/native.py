@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from ccogen.rt.errors import NoGpuError
+from ccogen.errors import NoGpuError
 
 __all__ = [
     "GpuUnavailable",

@@ -42,10 +42,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ccogen.rt.errors import NoGpuError, NotEnoughGpusError, RunError
+from ccogen.errors import NoGpuError, NotEnoughGpusError, RunError
 
 if TYPE_CHECKING:
-    from ccogen.rt.manifest import KernelSpec, Manifest
+    from ccogen.manifest import KernelSpec, Manifest
 
 MPS_CONTROL = "nvidia-cuda-mps-control"
 DEFAULT_PIPE_DIRECTORY = "/tmp/nvidia-mps"

@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ccogen.rt.errors import EngineError, RunError
+from ccogen.errors import EngineError, RunError
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 

@@ -24,7 +24,7 @@ from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ccogen.rt.errors import ManifestError, RunError
+from ccogen.errors import ManifestError, RunError
 
 DEFAULT_HEAP_ALIGN = 256
 

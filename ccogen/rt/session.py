@@ -22,16 +22,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ccogen.errors import RunError
 from ccogen.rt import native
-from ccogen.rt.errors import RunError
 from ccogen.rt.rendezvous import open_private
 from ccogen.rt.requirements import EngineRequirements, apply_env, check_heap
 from ccogen.rt.watchdog import fault_stall, stall_forever, write_phase
 from ccogen.targets.base import BUFFER_ALIGN
 
 if TYPE_CHECKING:
+    from ccogen.manifest import KernelSpec
     from ccogen.rt.engines import Engine, Heap
-    from ccogen.rt.manifest import KernelSpec
 
 
 class Stop(Exception):
@@ -107,7 +107,7 @@ class RankSession:
     def _bootstrap(self, report: HasLibrary) -> Engine:
         """Load the shim, exchange the unique id through the rendezvous, init the engine."""
         from ccogen.rt.engines import Engine
-        from ccogen.rt.toolchain import engine_spec, find_library
+        from ccogen.toolchains.libraries import engine_spec, find_library
 
         if self.requirements is not None:
             apply_env(self.requirements)  # before the engine reads its environment

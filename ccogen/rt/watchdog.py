@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from ccogen.rt.errors import RunError
+from ccogen.errors import RunError
 from ccogen.rt.rendezvous import read_private, write_private
 
 T = TypeVar("T")

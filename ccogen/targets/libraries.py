@@ -1,7 +1,7 @@
 """The engine libraries the CUDA targets compile against and load (data only).
 
 Both come as pip packages (`pip install 'ccogen[toolchain]'`) or from a directory named
-by an environment variable; ccogen.rt.toolchain finds them.
+by an environment variable; ccogen.toolchains.libraries finds them.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ class LibrarySpec:
     """One engine library (NCCL, NVSHMEM): where its headers come from, which versions do.
 
     The headers that compile kernels and host shims are those of the library loaded at
-    run time (ccogen.rt.toolchain finds both in one place).
+    run time (ccogen.toolchains.libraries finds both in one place).
     """
 
     name: str            # NCCL | NVSHMEM

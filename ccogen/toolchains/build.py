@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ccogen.rt.errors import ToolchainError
+from ccogen.errors import ToolchainError
 from ccogen.targets import TARGETS
 from ccogen.targets.target import resolve
 
@@ -36,9 +36,9 @@ class BuildResult:
 
 
 def load(directory: Path) -> dict[str, object]:
-    """The manifest, checked before any compiler runs (`rt.manifest.check_for_build`:
+    """The manifest, checked before any compiler runs (`ccogen.manifest.check_for_build`:
     seal, file names, arch, flags, symbols)."""
-    from ccogen.rt.manifest import check_for_build
+    from ccogen.manifest import check_for_build
 
     path = directory / "manifest.json"
     try:

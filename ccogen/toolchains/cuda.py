@@ -11,7 +11,7 @@
   instructions in its PTX; otherwise it builds the `NVSHMEM_SIGNAL_ADD` emulation and
   says so.
 - `nccl-lsa`, `nvshmem` below sm_100: the runtime's cubin builder
-  (`ccogen.rt.build.build_manifest_dir`, the system nvcc).
+  (`ccogen.toolchains.cubin.build_manifest_dir`, the system nvcc).
 
 Each builder takes the target from the manifest and its engine library from the target
 (`Target.toolchain.library`: NCCL >= 2.31 for nccl-cft).
@@ -23,10 +23,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ccogen.rt.build import run_compiler
-from ccogen.rt.errors import CompileError, ToolchainError
+from ccogen.errors import CompileError, ToolchainError
 from ccogen.toolchains import locate
 from ccogen.toolchains.build import BuildResult, arch_number
+from ccogen.toolchains.cubin import run_compiler
 
 MIN_NVSHMEM_COUNTED = (3, 8, 0)
 COUNTED_DECL = "nvshmemx_putmem_signal_counted_nbi_block"
@@ -122,11 +122,11 @@ def build_nvshmem_sm100(directory: Path, manifest: dict[str, object], debug: boo
 def build_runtime_cubin(directory: Path, manifest: dict[str, object], debug: bool
                         ) -> BuildResult:
     """The cubin `ccogen run` would build (the system nvcc), copied into `directory`."""
-    from ccogen.rt.build import build_manifest_dir
+    from ccogen.toolchains.cubin import build_manifest_dir
 
     cubin = build_manifest_dir(directory, debug=debug)
     return BuildResult(str(manifest["target"]), directory, [cubin],
-                       ["nvcc (system; ccogen.rt.build)"])
+                       ["nvcc (system; ccogen.toolchains.cubin)"])
 
 
 def build_nvshmem(directory: Path, manifest: dict[str, object], debug: bool) -> BuildResult:

@@ -14,10 +14,10 @@ import struct
 from collections.abc import Sequence
 from pathlib import Path
 
-from ccogen.rt.build import run_compiler
-from ccogen.rt.errors import CompileError
+from ccogen.errors import CompileError
 from ccogen.toolchains import locate
 from ccogen.toolchains.build import BuildResult
+from ccogen.toolchains.cubin import run_compiler
 
 EM_AMDGPU = 224
 AMDGPU_MACH = {"gfx942": 0x4C, "gfx950": 0x4F}

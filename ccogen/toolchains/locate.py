@@ -9,12 +9,12 @@
 - NCCL / NVSHMEM headers for `ccogen build` (`find_build_library`): `$CCOGEN_NCCL_HOME` /
   `$CCOGEN_NVSHMEM_HOME` when set, else `<toolchains>/nccl-2.32.3/nvidia/nccl` and
   `<toolchains>/nvshmem-3.8.0/nvidia/nvshmem` (the wheels, installed there with
-  `--no-deps`), else the Python packages (`ccogen.rt.toolchain.find_library`, the
+  `--no-deps`), else the Python packages (`ccogen.toolchains.libraries.find_library`, the
   `toolchain` extra).  The prefix comes before the environment's packages because torch
   pins older ones (torch 2.14.1: `nvidia-nccl-cu13==2.30.7`, `nvidia-nvshmem-cu13==3.4.5`):
   `pip install -e '.[torch]'` downgrades them below what nccl-cft (NCCL >= 2.31) and
   NVSHMEM's counted writes (3.8) need, and the builds must not depend on that.  What
-  `ccogen run` loads is the environment's (rt.toolchain), which must match the library
+  `ccogen run` loads is the environment's (toolchains.libraries), which must match the library
   the process loads, not the prefix.
 
 `<toolchains>` is `$CCOGEN_TOOLCHAINS`, else `~/.cache/ccogen/toolchains`.  A missing tool
@@ -31,10 +31,10 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ccogen.rt.errors import LibraryVersionError, ToolchainError
+from ccogen.errors import LibraryVersionError, ToolchainError
 
 if TYPE_CHECKING:
-    from ccogen.rt.toolchain import Library
+    from ccogen.toolchains.libraries import Library
 
 INSTALL = "bash scripts/install-toolchains.sh"
 MORI_VERSION = "1.2.4"
@@ -118,7 +118,7 @@ def find_build_library(target: str) -> Library:
     """The NCCL / NVSHMEM headers `ccogen build` compiles `target` against: the explicit
     `$CCOGEN_*_HOME`, else the toolchains prefix, else the Python package (module
     docstring); `ToolchainError` / `LibraryVersionError` saying how to get them."""
-    from ccogen.rt.toolchain import Library, find_library, library_spec, parse_version
+    from ccogen.toolchains.libraries import Library, find_library, library_spec, parse_version
 
     spec = library_spec(target)
     if not os.environ.get(spec.env, "").strip():

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ccogen.rt.manifest import BufferSpec
+from ccogen.manifest import BufferSpec
 from ccogen.targets.base import BUFFER_ALIGN
 from ccogen.torch.errors import ArgumentError
 from ccogen.torch.spec import TORCH_DTYPES, OpSpec, WindowView, describe

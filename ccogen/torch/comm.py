@@ -23,8 +23,8 @@ from typing import Any
 
 import torch
 
+from ccogen.errors import RunError
 from ccogen.rt.debug import describe_wait
-from ccogen.rt.errors import RunError
 from ccogen.torch import library
 from ccogen.torch.device import DEFAULT_INIT_TIMEOUT_S, DeviceEngine, Placed
 from ccogen.torch.errors import ArgumentError, DeviceError

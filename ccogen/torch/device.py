@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ccogen.manifest import Manifest, buffer_name
 from ccogen.rt import native
 from ccogen.rt.debug import RECORD_SIZE, DebugRecord
-from ccogen.rt.manifest import Manifest, buffer_name
 from ccogen.rt.watchdog import bounded
 
 DEFAULT_INIT_TIMEOUT_S = 180.0
@@ -57,7 +57,7 @@ class DeviceEngine:
                  broadcast: Callable[[bytes | None], bytes], *, heap_bytes: int | None = None,
                  init_timeout_s: float = DEFAULT_INIT_TIMEOUT_S) -> None:
         from ccogen.rt.engines import Engine, build_engine
-        from ccogen.rt.toolchain import engine_spec
+        from ccogen.toolchains.libraries import engine_spec
 
         self.target, self.rank, self.nranks, self.device = target, rank, nranks, device
         self.init_timeout_s = init_timeout_s
@@ -77,8 +77,8 @@ class DeviceEngine:
         self.library = library.describe()
 
     def build(self, manifest: Manifest, debug: bool) -> Path:
-        """The cubin of a generated instance for this GPU (cached: ccogen.rt.build)."""
-        from ccogen.rt.build import build_cubin
+        """The cubin of a generated instance for this GPU (cached: ccogen.toolchains.cubin)."""
+        from ccogen.toolchains.cubin import build_cubin
 
         return build_cubin(manifest.directory, manifest.target, self.arch,
                            debug or manifest.debug)

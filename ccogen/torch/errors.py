@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from ccogen.rt.errors import RunError
+from ccogen.errors import RunError
 
 
 class ArgumentError(RunError, ValueError):

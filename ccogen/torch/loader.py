@@ -2,14 +2,14 @@
 
 `generate(protocol, target, nranks, params, debug)` checks the instance and generates
 kernels.cu + manifest.json once per distinct input: the entry
-`<cache>/torch-op/<key>/` (ccogen.rt.cache: a lock per entry, atomic publication, so
+`<cache>/torch-op/<key>/` (ccogen.toolchains.cache: a lock per entry, atomic publication, so
 every rank of a torchrun job may ask at once) holds the files and `binding.json` (the
 windows the protocol writes).  The key hashes the protocol's text, the target, the team
 size, the parameters, the debug flag and a fingerprint of ccogen's own sources and
 templates, so a cache hit runs neither the checker nor the code generator, and a changed
 ccogen never serves stale code.  The kernels are always generated with
 `epoch_from_heap` (the epoch counted on the device: launches can be captured in a CUDA
-graph and replayed).  The cubin is built by ccogen.rt.build, cached the same way.
+graph and replayed).  The cubin is built by ccogen.toolchains.cubin, cached the same way.
 
 `protocol` is a path to a `.cco` file (a bare name not found in the working directory is
 looked up in ccogen's protocol library), `.cco` text, or a Protocol (builder or IR).
@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from ccogen.rt.cache import cache_key, cached_build
-from ccogen.rt.errors import RunError
-from ccogen.rt.manifest import Manifest, load_manifest
+from ccogen.errors import RunError
+from ccogen.manifest import Manifest, load_manifest
+from ccogen.toolchains.cache import cache_key, cached_build
 
 GENERATOR_VERSION = "torch-op-v1"
 

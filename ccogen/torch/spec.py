@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from ccogen.rt.manifest import ELEMENT_SIZES, BufferSpec, KernelSpec, Manifest, buffer_name
+from ccogen.manifest import ELEMENT_SIZES, BufferSpec, KernelSpec, Manifest, buffer_name
 
 # ccogen element type -> the name of the torch dtype (torch.<name>).
 TORCH_DTYPES = {"u8": "uint8", "i32": "int32", "u32": "uint32", "i64": "int64",

@@ -38,8 +38,8 @@ from ccogen.instantiate import instantiate, preconditions
 from ccogen.instantiate.runtime import unsatisfied
 from ccogen.ir.dtype import DType
 from ccogen.ir.values import decode
+from ccogen.manifest import load_manifest
 from ccogen.rt import launch
-from ccogen.rt.manifest import load_manifest
 from ccogen.syntax import load_ir
 from tests.runtime.fakes import FakeEngine, fake_runtime, install
 

@@ -47,7 +47,7 @@ def test_bandwidth_counts_bytes_read_and_written() -> None:
 
 
 def test_the_generated_kernel_or_the_reason_it_is_missing(tmp_path: Path) -> None:
-    from ccogen.rt.errors import ToolchainError
+    from ccogen.errors import ToolchainError
 
     run = runner()
     try:
@@ -63,8 +63,8 @@ def test_the_generated_kernel_or_the_reason_it_is_missing(tmp_path: Path) -> Non
 
 @pytest.mark.toolchain
 def test_the_timing_program_compiles(tmp_path: Path) -> None:
-    from ccogen.rt.errors import ToolchainError
-    from ccogen.rt.toolchain import find_nvcc
+    from ccogen.errors import ToolchainError
+    from ccogen.toolchains.libraries import find_nvcc
 
     try:
         nvcc = find_nvcc()

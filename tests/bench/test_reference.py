@@ -9,8 +9,8 @@ import pytest
 
 from ccogen.bench import reference as ref
 from ccogen.errors import DiagnosticError
+from ccogen.manifest import load_manifest
 from ccogen.rt.api import compile_for_run
-from ccogen.rt.manifest import load_manifest
 from ccogen.syntax import load_ir
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -181,7 +181,7 @@ def test_reduction_code_is_the_same_in_every_allreduce_reference() -> None:
 def test_reference_builds_with_the_real_toolchain(path: Path, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """nvcc against the real NCCL / NVSHMEM headers, warnings as errors (CI builds them)."""
-    from ccogen.rt.build import build_cubin
+    from ccogen.toolchains.cubin import build_cubin
     from tests.runtime.conftest import require_toolchain
 
     target = path.parent.parent.name
@@ -253,7 +253,7 @@ def test_pingpong_reference_times_itself(tmp_path: Path) -> None:
 
 
 def test_bad_reference_manifests(tmp_path: Path) -> None:
-    from ccogen.rt.errors import ManifestError
+    from ccogen.errors import ManifestError
 
     (tmp_path / "manifest.json").write_text(json.dumps({"kernels": [], "target": "nvshmem"}))
     with pytest.raises(ManifestError, match="needs a `reference` object"):
@@ -328,7 +328,7 @@ def test_byte_rules_keep_their_manifests_unchanged() -> None:
 def test_elements_of_must_name_a_window_or_buffer(tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from ccogen.rt.errors import ManifestError
+    from ccogen.errors import ManifestError
 
     spec = ref.find_reference("allreduce_oneshot", "nccl-lsa")
     assert spec is not None

@@ -129,7 +129,7 @@ def test_local_buffers_are_passed_to_every_launch(tmp_path: Path,
     generated and the reference kernels all get `out` where `ccogen run` keeps it."""
     import struct
 
-    from ccogen.rt.manifest import load_manifest
+    from ccogen.manifest import load_manifest
 
     config, rt, _ = setup(tmp_path, monkeypatch, "n=1024", "allreduce_oneshot")
     result = run(config)
@@ -147,7 +147,7 @@ def test_local_buffers_are_passed_to_every_launch(tmp_path: Path,
 def test_the_allocation_holds_every_case_s_buffers(tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     from ccogen.bench import runner
-    from ccogen.rt.manifest import load_manifest
+    from ccogen.manifest import load_manifest
 
     config, _, _ = setup(tmp_path, monkeypatch, "n=1024,4096", "allreduce_oneshot")
     seen: list[WorkerConfig] = []

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from ccogen.rt.api import compile_for_run
-from ccogen.rt.build import build_cubin
 from ccogen.syntax import load_ir
+from ccogen.toolchains.cubin import build_cubin
 from tests.helpers import RUNTIME_PROTOCOLS, library_params
 from tests.runtime.conftest import require_toolchain
 

@@ -73,7 +73,7 @@ def test_other_targets_refuse(target: str) -> None:
 @pytest.mark.toolchain
 @pytest.mark.parametrize("target", ["nccl-lsa", "nvshmem"])
 def test_on_compiles(target: str, tmp_path: Path) -> None:
-    from ccogen.rt.build import build_cubin
+    from ccogen.toolchains.cubin import build_cubin
     from tests.runtime.conftest import require_toolchain
 
     require_toolchain(target)

@@ -18,7 +18,7 @@ import pytest
 
 from ccogen.cli import main
 from ccogen.codegen.files import GeneratedFiles
-from ccogen.rt.errors import CompileError, ToolchainError
+from ccogen.errors import CompileError, ToolchainError
 from ccogen.toolchains import build_dir
 from ccogen.toolchains.cuda import build_cft
 from ccogen.toolchains.locate import nvcc_release

@@ -165,7 +165,7 @@ def test_spread_kernels_build_without_warnings(stem: str, ranks: int, target: st
     """The spread kernels (small shapes, as scripts/v2_runtime_mps_run.py runs them, and
     alltoallv's chunked rows) build with nvcc -Werror; skipped without the toolchain."""
     from ccogen.rt.api import compile_for_run
-    from ccogen.rt.build import build_cubin
+    from ccogen.toolchains.cubin import build_cubin
     from tests.runtime.conftest import require_toolchain
 
     require_toolchain(target)

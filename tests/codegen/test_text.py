@@ -18,9 +18,8 @@ from ccogen.codegen import generate
 from ccogen.codegen.files import GeneratedFiles
 from ccogen.codegen.text import UnsafeText, c_string, comment, name
 from ccogen.compiler import compile_protocol
-from ccogen.errors import DiagnosticError
+from ccogen.errors import DiagnosticError, ToolchainError
 from ccogen.instantiate import instantiate
-from ccogen.rt.errors import ToolchainError
 from ccogen.syntax import load_ir
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -89,7 +88,7 @@ def test_a_hand_built_ir_name_is_refused_with_a_code() -> None:
 
 @pytest.mark.toolchain
 def test_the_evil_name_builds_with_nvcc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ccogen.rt.build import build_cubin
+    from ccogen.toolchains.cubin import build_cubin
     from tests.runtime.conftest import require_toolchain
 
     require_toolchain("nccl-lsa")

@@ -1,7 +1,10 @@
 """Layer rules that the import-cycle test does not see (docs/design.md):
 
+* `ccogen/toolchains` (`ccogen build`, no GPU) imports nothing of `ccogen/rt` (the GPU
+  runtime), not even inside a function: the runtime builds through the toolchains, never
+  the other way round;
 * `ccogen/bench` uses the runtime through its public names only: no `_name` of `ccogen.rt`,
-  imported or reached as an attribute of an imported rt module;
+  imported or reached as an attribute of an imported rt module.
 """
 
 from __future__ import annotations
@@ -40,6 +43,30 @@ def private_uses(tree: ast.Module, package: str) -> list[str]:
                 node.value.id in modules and _private(node.attr):
             found.append(f"{node.value.id}.{node.attr}")
     return sorted(found)
+
+
+def imported_modules(tree: ast.Module) -> set[str]:
+    """Every absolute module an import statement of `tree` names (module level or not)."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{a.name}" for a in node.names)
+    return found
+
+
+def test_the_toolchains_import_nothing_of_the_runtime() -> None:
+    offenders = {}
+    for path in sorted((PACKAGE / "toolchains").rglob("*.py")):
+        used = imported_modules(ast.parse(path.read_text(encoding="utf-8")))
+        bad = sorted(m for m in used if m == "ccogen.rt" or m.startswith("ccogen.rt."))
+        if bad:
+            offenders[path.name] = bad
+    assert offenders == {}
+    text = "def f():\n    from ccogen import rt\n    from ccogen.rt.native import load\n"
+    assert {"ccogen.rt", "ccogen.rt.native"} <= imported_modules(ast.parse(text))
 
 
 def test_the_scan_sees_private_names() -> None:

@@ -20,8 +20,8 @@ def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def require_toolchain(target: str) -> None:
     """Skip unless nvcc and the target's headers are installed (the message says how)."""
     __tracebackhide__ = True
-    from ccogen.rt.errors import ToolchainError
-    from ccogen.rt.toolchain import find_library, find_nvcc
+    from ccogen.errors import ToolchainError
+    from ccogen.toolchains.libraries import find_library, find_nvcc
 
     try:
         find_nvcc()

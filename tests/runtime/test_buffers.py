@@ -12,12 +12,12 @@ import pytest
 
 from ccogen.codegen.files import GeneratedFiles
 from ccogen.compiler import compile_protocol
+from ccogen.errors import RunError
 from ccogen.ir.dtype import ELEMENT_SIZES, DType
+from ccogen.manifest import load_manifest
 from ccogen.rt.data import initial_bytes
 from ccogen.rt.engines import Heap
-from ccogen.rt.errors import RunError
 from ccogen.rt.launch import buffer_layout
-from ccogen.rt.manifest import load_manifest
 from ccogen.rt.session import RankSession
 from ccogen.syntax import load_ir
 
@@ -81,7 +81,7 @@ def test_typed_fills_are_finite_values_of_the_dtype(dtype: str) -> None:
 
 
 def test_one_element_size_table() -> None:
-    from ccogen.rt import manifest
+    from ccogen import manifest
 
     assert manifest.ELEMENT_SIZES is ELEMENT_SIZES
     assert all(ELEMENT_SIZES[d.value] == d.size for d in DType)

@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from ccogen.rt.build import (
+from ccogen.errors import CompileError, LibraryVersionError, ToolchainError
+from ccogen.targets.libraries import NCCL, NVSHMEM
+from ccogen.toolchains.cubin import (
     BuildOptions,
     build_cubin,
     build_manifest_dir,
     compile_flags,
     protocol_origin,
 )
-from ccogen.rt.errors import CompileError, LibraryVersionError, ToolchainError
-from ccogen.rt.toolchain import Library, find_library, library_spec
-from ccogen.targets.libraries import NCCL, NVSHMEM
+from ccogen.toolchains.libraries import Library, find_library, library_spec
 
 from .conftest import DATA, require_toolchain
 
@@ -26,7 +26,7 @@ TARGETS = {"nccl-lsa": "nccl_putsig", "nvshmem": "nvshmem_putsig"}
 
 def _counting_nvcc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point CCOGEN_NVCC at a wrapper that logs every compile (not `--version`)."""
-    from ccogen.rt.toolchain import find_nvcc
+    from ccogen.toolchains.libraries import find_nvcc
 
     real = find_nvcc()
     log = tmp_path / "nvcc.log"
@@ -242,7 +242,7 @@ def test_two_builds_from_different_temporary_directories_are_identical(
     """Reproducible builds (#29 item 8): the same kernels built from two temporary
     directories, the cache emptied between them, are byte-identical cubins that name no
     temporary directory (the build directory is `<entry>/.build`, one name per key)."""
-    from ccogen.rt import cache
+    from ccogen.toolchains import cache
 
     require_toolchain("nccl-lsa")
     cubins = []

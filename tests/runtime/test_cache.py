@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ccogen.rt import cache
-from ccogen.rt.cache import CacheError, cached_build
+from ccogen.toolchains import cache
+from ccogen.toolchains.cache import CacheError, cached_build
 
 
 def _writer(content: bytes, calls: list[int]):  # type: ignore[no-untyped-def]
@@ -147,7 +147,7 @@ def test_a_build_stopped_midway_leaves_no_temporary_directory(cache_dir: Path,
 
 def test_the_key_covers_the_compilers_environment(monkeypatch: pytest.MonkeyPatch,
                                                   tmp_path: Path) -> None:
-    from ccogen.rt import toolchain
+    from ccogen.toolchains import libraries as toolchain
 
     nvcc = tmp_path / "nvcc"
     nvcc.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 13.0'\n")

@@ -126,10 +126,10 @@ def test_the_launcher_draws_once_and_ranks_load_the_same_epochs(tmp_path: Path) 
 
 def test_a_runtime_manifest_without_its_instance_is_refused(tmp_path: Path) -> None:
     """Random bytes would send counts past their regions: the launcher refuses them."""
+    from ccogen.errors import RunError
+    from ccogen.manifest import load_manifest
     from ccogen.rt.api import compile_for_run
-    from ccogen.rt.errors import RunError
     from ccogen.rt.launch import run as run_manifest
-    from ccogen.rt.manifest import load_manifest
 
     path = ROOT / "protocols" / "alltoallv.cco"
     compile_for_run(load_ir(path), path.name, "nvshmem", 2, {"cap": 64}, tmp_path, debug=False)

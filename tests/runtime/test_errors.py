@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from ccogen.errors import NoGpuError, NotEnoughGpusError
 from ccogen.rt import native, run_manifest
-from ccogen.rt.errors import NoGpuError, NotEnoughGpusError
 
 from .conftest import DATA
 
@@ -37,7 +37,7 @@ def test_zero_devices(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_iters_must_be_positive() -> None:
-    from ccogen.rt.errors import RunError
+    from ccogen.errors import RunError
 
     with pytest.raises(RunError, match="iters must be at least 1"):
         run_manifest(DATA / "nccl_putsig", iters=0)

@@ -42,7 +42,7 @@ def _two_gpus() -> None:
 def _prebuilt() -> None:
     """Build every cubin up front, in parallel (the runs then hit the build cache)."""
     from ccogen.rt.api import compile_for_run
-    from ccogen.rt.build import build_manifest_dir
+    from ccogen.toolchains.cubin import build_manifest_dir
 
     def build(job: tuple[Path, str]) -> None:
         path, target = job

@@ -57,8 +57,8 @@ def _prebuilt() -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     from ccogen.rt.api import compile_for_run
-    from ccogen.rt.build import build_manifest_dir
     from ccogen.syntax import load_ir
+    from ccogen.toolchains.cubin import build_manifest_dir
 
     try:
         if native.device_count() < 1:

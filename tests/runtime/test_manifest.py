@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from ccogen.rt.errors import ManifestError
-from ccogen.rt.manifest import load_manifest, parse_manifest
+from ccogen.errors import ManifestError
+from ccogen.manifest import load_manifest, parse_manifest
 
 from .conftest import DATA
 

@@ -15,13 +15,13 @@ import pytest
 
 from ccogen.codegen import generate
 from ccogen.codegen.files import GeneratedFiles, seal
+from ccogen.errors import ManifestError
 from ccogen.instantiate import instantiate
-from ccogen.rt.build import build_cubin
-from ccogen.rt.errors import ManifestError
+from ccogen.manifest import load_manifest
 from ccogen.rt.launch import run
-from ccogen.rt.manifest import load_manifest
 from ccogen.syntax import load_ir
 from ccogen.toolchains import build_dir
+from ccogen.toolchains.cubin import build_cubin
 
 ROOT = Path(__file__).resolve().parents[2]
 

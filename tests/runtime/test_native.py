@@ -85,7 +85,7 @@ def test_a_missing_extension_says_how_to_build_it(monkeypatch: pytest.MonkeyPatc
 
 def test_gpu_unavailable_is_a_set_up_error() -> None:
     """The CLI prints a RunError as one `error:` line (exit 2), never a traceback."""
-    from ccogen.rt.errors import NoGpuError, RunError
+    from ccogen.errors import NoGpuError, RunError
 
     assert issubclass(native.GpuUnavailable, NoGpuError)
     assert issubclass(native.GpuUnavailable, RunError)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ccogen.rt.errors import NotEnoughGpusError
-from ccogen.rt.manifest import load_manifest
+from ccogen.errors import NotEnoughGpusError
+from ccogen.manifest import load_manifest
 from ccogen.rt.placement import (
     ENGINE_CTAS,
     Footprint,
@@ -162,7 +162,7 @@ def test_manifest_records_the_budget_and_the_header(tmp_path: Path) -> None:
     m = load_manifest(tmp_path)
     assert m.max_ctas == 24 and m.header_paths == (tmp_path / "ccogen_device.cuh",)
     assert load_manifest(DATA / "nccl_putsig").max_ctas is None
-    from ccogen.rt.errors import ManifestError
+    from ccogen.errors import ManifestError
 
     for bad in ({"max_ctas": 0}, {"headers": ["../x.cuh"]}, {"headers": [3]}):
         (tmp_path / "manifest.json").write_text(json.dumps({**data, **bad}))

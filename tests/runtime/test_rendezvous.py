@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from ccogen.errors import EngineError, RunError
 from ccogen.rt import rendezvous, session
-from ccogen.rt.errors import EngineError, RunError
 from ccogen.rt.rendezvous import (
     FileRendezvous,
     UnsafeDirectory,

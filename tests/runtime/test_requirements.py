@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ccogen.compiler import compile_protocol
-from ccogen.rt.errors import ManifestError, RunError
+from ccogen.errors import ManifestError, RunError
 from ccogen.rt.requirements import apply_env, check_heap, read
 from ccogen.syntax import load_ir
 from tests.helpers import REPO_ROOT

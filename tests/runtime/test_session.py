@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
+from ccogen.errors import ToolchainError
+from ccogen.manifest import load_manifest
 from ccogen.rt import launch, session
 from ccogen.rt.data import CheckFailure
-from ccogen.rt.errors import ToolchainError
 from ccogen.rt.launch import RunConfig, run_rank
-from ccogen.rt.manifest import load_manifest
 from ccogen.rt.report import RankResult
 
 from .conftest import DATA
@@ -136,7 +136,8 @@ class _Shim:
 
 def _bootstrap(monkeypatch: pytest.MonkeyPatch, target: str, rank: int, heap_size: int,
                rendezvous: _Rendezvous) -> tuple[_Shim, RankResult]:
-    from ccogen.rt import engines, toolchain
+    from ccogen.rt import engines
+    from ccogen.toolchains import libraries as toolchain
 
     library = types.SimpleNamespace(describe=lambda: f"{target} library (fake)")
     monkeypatch.setattr(engines, "Engine", _Shim)

@@ -51,7 +51,7 @@ def cite(header: Header, pattern: str, *, span: int = 1) -> Citation:
 
 
 def mori(rel: str = "mori/cco/cco.hpp") -> Header:
-    from ccogen.rt.errors import ToolchainError
+    from ccogen.errors import ToolchainError
     from ccogen.toolchains.locate import MORI_VERSION, find_mori_include
 
     name = f"{rel} (amd-mori {MORI_VERSION})"

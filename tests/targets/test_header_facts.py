@@ -227,7 +227,7 @@ def test_the_fences_reach_the_ptx(target: str, arch: str | None, text: str,
                                   wanted: tuple[str, ...], tmp_path: Path) -> None:
     from ccogen.codegen.files import GeneratedFiles
     from ccogen.compiler import compile_protocol
-    from ccogen.rt.errors import ToolchainError
+    from ccogen.errors import ToolchainError
     from ccogen.syntax import parse_ir
     from ccogen.toolchains import build_dir
 
@@ -549,7 +549,7 @@ def test_mori_debug_quiet_does_not_trap_on_another_waves_reservation() -> None:
 def test_mori_debug_quiet_builds(tmp_path: Path) -> None:
     from ccogen.codegen.files import GeneratedFiles
     from ccogen.compiler import compile_protocol
-    from ccogen.rt.errors import ToolchainError
+    from ccogen.errors import ToolchainError
     from ccogen.syntax import parse_ir
     from ccogen.toolchains import build_dir
 

@@ -15,8 +15,8 @@ import pytest
 
 import ccogen
 from ccogen.codegen.backends import Backend, get_backend
+from ccogen.manifest import PARAM_KINDS
 from ccogen.rt.engines import engines_dir
-from ccogen.rt.manifest import PARAM_KINDS
 from ccogen.targets import TARGETS, UnknownTarget, get_target, runnable_targets
 from ccogen.targets.libraries import NCCL, NCCL_CFT, NVSHMEM
 from ccogen.targets.target import HeapRule, Target, resolve

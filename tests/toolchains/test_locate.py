@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ccogen.rt.errors import LibraryVersionError
+from ccogen.errors import LibraryVersionError
 from ccogen.toolchains import locate
 from tests.helpers import REPO_ROOT
 
@@ -35,7 +35,7 @@ def places(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     monkeypatch.setenv("CCOGEN_TOOLCHAINS", str(prefix))
     monkeypatch.delenv("CCOGEN_NCCL_HOME", raising=False)
     package = _nccl(site / "nvidia" / "nccl", (2, 30, 7))
-    monkeypatch.setattr("ccogen.rt.toolchain._package_roots", lambda module: [package])
+    monkeypatch.setattr("ccogen.toolchains.libraries._package_roots", lambda module: [package])
     return {"prefix": prefix, "package": package, "tmp": tmp_path}
 
 

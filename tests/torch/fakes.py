@@ -18,8 +18,8 @@ from typing import Any
 
 import torch
 
+from ccogen.manifest import Manifest
 from ccogen.rt.debug import RECORD_SIZE, DebugRecord
-from ccogen.rt.manifest import Manifest
 from ccogen.torch.comm import Communicator
 
 Effect = Callable[["FakeWorld", int, list[Any]], None]

@@ -65,8 +65,7 @@ def test_text_path_and_protocol_forms(tmp_path: Path) -> None:
 
 
 def test_refused_protocol_and_missing_file() -> None:
-    from ccogen.errors import DiagnosticError
-    from ccogen.rt.errors import RunError
+    from ccogen.errors import DiagnosticError, RunError
 
     with pytest.raises(DiagnosticError):
         loader.generate("pingpong.cco", "nvshmem", 3, {})  # team lsa(2)

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from ccogen.rt.errors import ManifestError
-from ccogen.rt.manifest import Manifest, load_manifest
+from ccogen.errors import ManifestError
+from ccogen.manifest import Manifest, load_manifest
 from ccogen.torch.spec import TORCH_DTYPES, OpSpec, describe
 
 

@@ -15,8 +15,7 @@ import pytest
 
 from ccogen.codegen.files import GeneratedFiles
 from ccogen.compiler import compile_protocol
-from ccogen.errors import DiagnosticError
-from ccogen.rt.errors import ToolchainError
+from ccogen.errors import DiagnosticError, ToolchainError
 from ccogen.syntax import parse_ir
 from ccogen.toolchains import build_dir
 from tests.test_spec_examples import NAMES, PROTOCOLS

@@ -18,8 +18,7 @@ from ccogen.codegen.backends.counted import fuse_counted
 from ccogen.codegen.files import GeneratedFiles
 from ccogen.codegen.model import Step
 from ccogen.compiler import compile_protocol
-from ccogen.errors import DiagnosticError
-from ccogen.rt.errors import CompileError, ToolchainError
+from ccogen.errors import CompileError, DiagnosticError, ToolchainError
 from ccogen.syntax import load_ir, parse_ir
 from tests.test_spec_examples import NAMES, PROTOCOLS
 

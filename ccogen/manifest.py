@@ -18,8 +18,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ccogen.errors import ManifestError
 from ccogen.ir.dtype import ELEMENT_SIZES
-from ccogen.rt.errors import ManifestError
 from ccogen.targets import TARGETS, runnable_targets
 
 ABI_VERSION = 1

@@ -1,4 +1,4 @@
-"""Compiling generated CUDA into cubins, cached on disk (see ccogen.rt.cache).
+"""Compiling generated CUDA into cubins, cached on disk (see ccogen.toolchains.cache).
 
 For the targets the runtime runs; what differs between them is data of their `Target`
 (ccogen.targets): the engine library (`toolchain.library`) and its flags.
@@ -27,11 +27,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ccogen.rt.cache import cache_key, cached_build
-from ccogen.rt.errors import CompileError, ToolchainError
-from ccogen.rt.manifest import load_manifest
-from ccogen.rt.toolchain import Library, engine_spec, find_library, find_nvcc, toolchain_inputs
+from ccogen.errors import CompileError, ToolchainError
+from ccogen.manifest import load_manifest
 from ccogen.targets import get_target
+from ccogen.toolchains.cache import cache_key, cached_build
+from ccogen.toolchains.libraries import (
+    Library,
+    engine_spec,
+    find_library,
+    find_nvcc,
+    toolchain_inputs,
+)
 
 _LOG_LOCATION = re.compile(r"^(?P<file>[^\s:()]+)\((?P<line>\d+)\):\s*(?:error|catastrophic)",
                            re.MULTILINE)

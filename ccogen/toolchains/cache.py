@@ -38,7 +38,7 @@ import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from ccogen.rt.errors import RunError
+from ccogen.errors import RunError
 
 RECORD = "build.json"
 _HASH_FIELD = "sha256"

@@ -21,7 +21,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from ccogen.rt.errors import LibraryVersionError, ToolchainError
+from ccogen.errors import LibraryVersionError, ToolchainError
 from ccogen.targets import TARGETS, UnknownTarget, get_target, runnable_targets
 from ccogen.targets.target import EngineSpec, LibrarySpec
 
@@ -164,7 +164,9 @@ def nvcc_version(nvcc: Path) -> str:
 # line, the host compiler it runs, and include/library search paths.
 COMPILER_ENV = ("NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS", "NVCC_CCBIN", "CPATH",
                 "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "LIBRARY_PATH")
-_BUILD_MODULES = ("build.py", "engines.py", "toolchain.py", "cache.py")
+# ccogen's own build code, from the package root: the version and what compiles and caches
+_BUILD_MODULES = ("_version.py", "toolchains/cubin.py", "rt/engines.py", "toolchains/libraries.py",
+                  "toolchains/cache.py")
 
 
 def _file_identity(path: str | None) -> str:
@@ -183,10 +185,10 @@ def _file_identity(path: str | None) -> str:
 def _build_code_fingerprint() -> str:
     import hashlib
 
-    here = Path(__file__).resolve().parent
-    h = hashlib.sha256((here.parent / "_version.py").read_bytes())
+    package = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
     for name in _BUILD_MODULES:
-        h.update((here / name).read_bytes())
+        h.update((package / name).read_bytes())
     return h.hexdigest()
 
 
