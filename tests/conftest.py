@@ -6,11 +6,13 @@
   usable here, with the reason the runtime gives.
 - `@pytest.mark.toolchain` tests skip themselves through `helpers.require_tool`, naming the
   missing tool and how to install it.
+- `cache_dir`: a fresh, empty build cache (`CCOGEN_CACHE_DIR`) for the test.
 """
 
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +24,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="rewrite golden files with the current output instead of comparing",
     )
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh, empty build cache for this test."""
+    path = tmp_path / "cache"
+    monkeypatch.setenv("CCOGEN_CACHE_DIR", str(path))
+    return path
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""Fixtures of the runtime tests: an isolated build cache, the toolchain skip, test data."""
+"""Fixtures of the runtime tests: the toolchain skip, test data (the isolated build cache,
+`cache_dir`, is tests/conftest.py's)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,6 @@ from pathlib import Path
 import pytest
 
 DATA = Path(__file__).resolve().parent / "data"
-
-
-@pytest.fixture
-def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A fresh, empty build cache for this test."""
-    path = tmp_path / "cache"
-    monkeypatch.setenv("CCOGEN_CACHE_DIR", str(path))
-    return path
 
 
 def require_toolchain(target: str) -> None:

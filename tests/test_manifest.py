@@ -11,8 +11,7 @@ import pytest
 
 from ccogen.errors import ManifestError
 from ccogen.manifest import load_manifest, parse_manifest
-
-from .conftest import DATA
+from tests.runtime.conftest import DATA
 
 
 def _data(name: str) -> dict[str, Any]:

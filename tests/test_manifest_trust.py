@@ -23,7 +23,7 @@ from ccogen.syntax import load_ir
 from ccogen.toolchains import build_dir
 from ccogen.toolchains.cubin import build_cubin
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _generated(tmp_path: Path, target: str = "nccl-lsa") -> Path:
