@@ -1,4 +1,5 @@
-"""The GPU runtime: build generated CUDA, bootstrap NCCL / NVSHMEM, run, check `ensure`.
+"""The GPU runtime: build generated CUDA (through `ccogen.toolchains`), bootstrap NCCL / NVSHMEM,
+run, check `ensure`.
 
 - `build_cubin(dir_or_cu, target, arch, debug)` — nvcc with an on-disk cache (no GPU needed:
   `ccogen.toolchains.cubin`);
