@@ -61,6 +61,8 @@ class Skeleton:
     queues: dict[QueueKey, QueueOps] = field(default_factory=dict)
     mismatches: list[BarrierMismatch] = field(default_factory=list)
     _by_rank: dict[int, list[tuple[QueueKey, QueueOps]]] | None = None
+    # (rank, op) -> the events after its `land`: signals (rsig, lsig) and count
+    _signals: dict[tuple[int, int], list[int]] = field(default_factory=dict)
 
     def rank_queues(self, rank: int) -> list[tuple[QueueKey, QueueOps]]:
         """The queues of one rank (built once the skeleton is complete)."""
@@ -77,9 +79,10 @@ class Skeleton:
         self.ranks.append(rank)
         self.opidx.append(op)
         self.wheres.append(where)
-        kid = self.key_ids.get(key)
+        key_ids = self.key_ids
+        kid = key_ids.get(key)
         if kid is None:
-            kid = self.key_ids[key] = len(self.key_ids)
+            kid = key_ids[key] = len(key_ids)
         self.keys.append(kid)
         self.ids[(kind, rank, op)] = e
         self.preds.append([])
@@ -93,9 +96,11 @@ class Skeleton:
         return len(self.kinds)
 
     def add_edge(self, u: int, v: int, kind: EdgeKind) -> bool:
-        if (u, v) in self.edge_kind or u == v:
+        uv = (u, v)
+        edge_kind = self.edge_kind
+        if uv in edge_kind or u == v:
             return False
-        self.edge_kind[(u, v)] = kind
+        edge_kind[uv] = kind
         self.preds[v].append(u)
         self.succs[u].append(v)
         return True
@@ -119,9 +124,17 @@ class Skeleton:
 
     def terminal(self, rank: int, index: int) -> list[int]:
         """The last events of a transfer: its signals and count, or its land."""
-        ends = [e for k in (EventKind.RSIG, EventKind.LSIG, EventKind.COUNT)
+        return self.signals(rank, index) or [self.ids[(EventKind.LAND, rank, index)]]
+
+    def signals(self, rank: int, index: int) -> list[int]:
+        """The events after a transfer's land: its rsig, lsig and count (the events
+        exist once the skeleton's events are made; remembered per op)."""
+        found = self._signals.get((rank, index))
+        if found is None:
+            found = self._signals[(rank, index)] = [
+                e for k in (EventKind.RSIG, EventKind.LSIG, EventKind.COUNT)
                 if (e := self._signal_event(k, rank, index)) is not None]
-        return ends or [self.ids[(EventKind.LAND, rank, index)]]
+        return found
 
     def _signal_event(self, kind: EventKind, rank: int, index: int) -> int | None:
         if kind is EventKind.COUNT:
@@ -138,7 +151,10 @@ def build_skeleton(instance: Instance, matching: Matching) -> Skeleton:
     for rank, ops in enumerate(instance.ranks):
         who: dict[Issuer, int] = {}
         for op in ops:
-            _op_events(sk, op, who.setdefault(op.issuer, len(who)))
+            w = who.get(op.issuer)
+            if w is None:
+                w = who[op.issuer] = len(who)
+            _op_events(sk, op, w)
         for e in range(instance.launches - 1):
             sk.add_event(EventKind.BOUNDARY, rank, -1 - e, rank, ("end", rank))
         sk.add_event(EventKind.END, rank, -1, rank, ("end", rank))
@@ -146,7 +162,7 @@ def build_skeleton(instance: Instance, matching: Matching) -> Skeleton:
         _program_edges(sk, rank, ops)
         for op in ops:
             if op.kind.traits.queued:
-                _transfer_edges(sk, op)
+                _transfer_edges(sk, op.rank, op.index)
         _queue_edges(sk, rank, ops)
         _fence_edges(sk, rank, ops)
     _host_sync(sk)
@@ -162,18 +178,20 @@ def _op_events(sk: Skeleton, op: OpInst, who: int) -> None:
     order); a second signal kind of the same transfer gets a key of its own.
     """
     r, i = op.rank, op.index
+    traits = op.kind.traits
     sk.add_event(EventKind.ISSUE, r, i, r, (r, who))
-    if op.kind.traits.blocking:
+    if traits.blocking:
         sk.add_event(EventKind.DONE, r, i, r, (r, who))
-    if not op.kind.traits.queued or op.peer is None:
+    if not traits.queued or op.peer is None:
         return
     queue = (r, who, op.peer, op.queue)
     # a `signal` carries no data: its read and land are the queue reaching it
     sk.add_event(EventKind.READ, r, i, op.src.rank if op.src is not None else r, queue)
     sk.add_event(EventKind.LAND, r, i, op.dst.rank if op.dst is not None else op.peer, queue)
     first = True
+    signal_of = sk.matching.signal_of
     for local, kind in ((False, EventKind.RSIG), (True, EventKind.LSIG)):
-        inc = sk.matching.signal_of.get((r, i, local))
+        inc = signal_of.get((r, i, local))
         if inc is not None and inc.first == i:
             sk.add_event(kind, r, i, inc.slot[0], queue if first else (*queue, kind))
             first = False
@@ -227,38 +245,47 @@ def _host_sync(sk: Skeleton) -> None:
             sk.add_edge(sk.launch_end(rank, e), start, EdgeKind.LAUNCH)
 
 
-def _transfer_edges(sk: Skeleton, op: OpInst) -> None:
-    r, i = op.rank, op.index
-    read = sk.id(EventKind.READ, r, i)
+def _transfer_edges(sk: Skeleton, r: int, i: int) -> None:
+    ids = sk.ids
+    read = ids.get((EventKind.READ, r, i))
     if read is None:
         return
-    land = sk.ids[(EventKind.LAND, r, i)]
-    sk.add_edge(sk.ids[(EventKind.ISSUE, r, i)], read, EdgeKind.TRANSFER)
+    land = ids[(EventKind.LAND, r, i)]
+    sk.add_edge(ids[(EventKind.ISSUE, r, i)], read, EdgeKind.TRANSFER)
     sk.add_edge(read, land, EdgeKind.TRANSFER)
-    for kind in (EventKind.RSIG, EventKind.LSIG, EventKind.COUNT):
-        sig = sk._signal_event(kind, r, i)
-        if sig is not None:
-            sk.add_edge(land, sig, EdgeKind.TRANSFER)
+    for sig in sk.signals(r, i):
+        sk.add_edge(land, sig, EdgeKind.TRANSFER)
 
 
 def _queue_edges(sk: Skeleton, rank: int, ops: tuple[OpInst, ...]) -> None:
     """Transfers of one issuer on one queue: each reads after the previous one finished."""
-    last: dict[tuple[Issuer, int, int], int] = {}
+    # per issuer of the rank: its number and, per (peer, queue), its list of transfers
+    issuers: dict[Issuer, int] = {}
+    listed: dict[tuple[int, int, int], list[int]] = {}
+    queues = sk.queues
     for op in ops:
-        if op.peer is None or op.queue is None or not op.kind.traits.rings:
+        traits = op.kind.traits
+        if op.peer is None or op.queue is None or not traits.rings:
             continue
-        q = sk.queues.setdefault((rank, op.peer, op.queue), QueueOps())
+        q = queues.get((rank, op.peer, op.queue))
+        if q is None:
+            q = queues[(rank, op.peer, op.queue)] = QueueOps()
         if op.kind is OpKind.COMMIT:
             q.ringers.setdefault(op.issuer, []).append(op.index)
-        if not op.kind.traits.queued:
+        if not traits.queued:
             continue
-        q.transfers.setdefault(op.issuer, []).append(op.index)
-        key = (op.issuer, op.peer, op.queue)
-        if key in last:
+        who = issuers.get(op.issuer)
+        if who is None:
+            who = issuers[op.issuer] = len(issuers)
+        key = (who, op.peer, op.queue)
+        seq = listed.get(key)
+        if seq is None:
+            seq = listed[key] = q.transfers.setdefault(op.issuer, [])
+        elif seq:
             read = sk.ids[(EventKind.READ, rank, op.index)]
-            for t in sk.terminal(rank, last[key]):
+            for t in sk.terminal(rank, seq[-1]):
                 sk.add_edge(t, read, EdgeKind.QUEUE)
-        last[key] = op.index
+        seq.append(op.index)
 
 
 def _fence_edges(sk: Skeleton, rank: int, ops: tuple[OpInst, ...]) -> None:
