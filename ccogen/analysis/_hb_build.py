@@ -63,6 +63,9 @@ class Skeleton:
     _by_rank: dict[int, list[tuple[QueueKey, QueueOps]]] | None = None
     # (rank, op) -> the events after its `land`: signals (rsig, lsig) and count
     _signals: dict[tuple[int, int], list[int]] = field(default_factory=dict)
+    # per rank, by op index: its `issue` event, and the event program order continues from
+    issues: list[list[int]] = field(default_factory=list)
+    completions: list[list[int]] = field(default_factory=list)
 
     def rank_queues(self, rank: int) -> list[tuple[QueueKey, QueueOps]]:
         """The queues of one rank (built once the skeleton is complete)."""
@@ -119,8 +122,7 @@ class Skeleton:
 
     def completion(self, rank: int, index: int) -> int:
         """The event after which program order continues: `done` of a blocking op, else `issue`."""
-        blocking = self.op(rank, index).kind.traits.blocking
-        return self.ids[(EventKind.DONE if blocking else EventKind.ISSUE, rank, index)]
+        return self.completions[rank][index]
 
     def terminal(self, rank: int, index: int) -> list[int]:
         """The last events of a transfer: its signals and count, or its land."""
@@ -149,12 +151,7 @@ class Skeleton:
 def build_skeleton(instance: Instance, matching: Matching) -> Skeleton:
     sk = Skeleton(instance, matching)
     for rank, ops in enumerate(instance.ranks):
-        who: dict[Issuer, int] = {}
-        for op in ops:
-            w = who.get(op.issuer)
-            if w is None:
-                w = who[op.issuer] = len(who)
-            _op_events(sk, op, w)
+        _rank_events(sk, rank, ops)
         for e in range(instance.launches - 1):
             sk.add_event(EventKind.BOUNDARY, rank, -1 - e, rank, ("end", rank))
         sk.add_event(EventKind.END, rank, -1, rank, ("end", rank))
@@ -170,34 +167,70 @@ def build_skeleton(instance: Instance, matching: Matching) -> Skeleton:
     return sk
 
 
-def _op_events(sk: Skeleton, op: OpInst, who: int) -> None:
-    """The events of one op; `who` numbers its issuer on its rank.
+def _rank_events(sk: Skeleton, r: int, ops: tuple[OpInst, ...]) -> None:
+    """The events of every op of rank `r`, in op order (see `Skeleton.add_event`).
 
     Chain keys: the issuer's program (issue, done); per issuer and queue, the data
     events and the first signal event of each transfer (the queue runs them in
-    order); a second signal kind of the same transfer gets a key of its own.
+    order); a second signal kind of the same transfer gets a key of its own.  The
+    signal events an op takes part in (its own, or its posting group's first op's,
+    made before it) are noted for `Skeleton.signals`.
     """
-    r, i = op.rank, op.index
-    traits = op.kind.traits
-    sk.add_event(EventKind.ISSUE, r, i, r, (r, who))
-    if traits.blocking:
-        sk.add_event(EventKind.DONE, r, i, r, (r, who))
-    if not traits.queued or op.peer is None:
-        return
-    queue = (r, who, op.peer, op.queue)
-    # a `signal` carries no data: its read and land are the queue reaching it
-    sk.add_event(EventKind.READ, r, i, op.src.rank if op.src is not None else r, queue)
-    sk.add_event(EventKind.LAND, r, i, op.dst.rank if op.dst is not None else op.peer, queue)
-    first = True
-    signal_of = sk.matching.signal_of
-    for local, kind in ((False, EventKind.RSIG), (True, EventKind.LSIG)):
-        inc = signal_of.get((r, i, local))
-        if inc is not None and inc.first == i:
-            sk.add_event(kind, r, i, inc.slot[0], queue if first else (*queue, kind))
-            first = False
-    if op.kind is OpKind.PUT and op.counter is not None:
-        sk.add_event(EventKind.COUNT, r, i, op.peer,
-                     queue if first else (*queue, EventKind.COUNT))
+    kinds, ranks, opidx, wheres, keys = sk.kinds, sk.ranks, sk.opidx, sk.wheres, sk.keys
+    key_ids, ids, preds, succs = sk.key_ids, sk.ids, sk.preds, sk.succs
+    signal_of, signals = sk.matching.signal_of, sk._signals
+    issues: list[int] = []
+    completions: list[int] = []
+    sk.issues.append(issues)
+    sk.completions.append(completions)
+
+    def add(kind: EventKind, i: int, where: int, key: object) -> int:
+        e = len(kinds)
+        kinds.append(kind)
+        ranks.append(r)
+        opidx.append(i)
+        wheres.append(where)
+        kid = key_ids.get(key)
+        if kid is None:
+            kid = key_ids[key] = len(key_ids)
+        keys.append(kid)
+        ids[(kind, r, i)] = e
+        preds.append([])
+        succs.append([])
+        return e
+
+    who: dict[Issuer, int] = {}
+    for op in ops:
+        i = op.index
+        w = who.get(op.issuer)
+        if w is None:
+            w = who[op.issuer] = len(who)
+        traits = op.kind.traits
+        prog = (r, w)
+        issue = add(EventKind.ISSUE, i, r, prog)
+        issues.append(issue)
+        completions.append(add(EventKind.DONE, i, r, prog) if traits.blocking else issue)
+        if not traits.queued or op.peer is None:
+            continue
+        queue = (r, w, op.peer, op.queue)
+        # a `signal` carries no data: its read and land are the queue reaching it
+        add(EventKind.READ, i, op.src.rank if op.src is not None else r, queue)
+        add(EventKind.LAND, i, op.dst.rank if op.dst is not None else op.peer, queue)
+        first = True
+        sigs: list[int] = []
+        for local, kind in ((False, EventKind.RSIG), (True, EventKind.LSIG)):
+            inc = signal_of.get((r, i, local))
+            if inc is None:
+                continue
+            if inc.first == i:
+                sigs.append(add(kind, i, inc.slot[0], queue if first else (*queue, kind)))
+                first = False
+            elif (e := ids.get((kind, r, inc.first))) is not None:
+                sigs.append(e)
+        if op.kind is OpKind.PUT and op.counter is not None:
+            sigs.append(add(EventKind.COUNT, i, op.peer,
+                            queue if first else (*queue, EventKind.COUNT)))
+        signals[(r, i)] = sigs
 
 
 # ============================================================================= edges
@@ -206,19 +239,19 @@ def _op_events(sk: Skeleton, op: OpInst, who: int) -> None:
 def _program_edges(sk: Skeleton, rank: int, ops: tuple[OpInst, ...]) -> None:
     """Program order; a launch's last ops precede its end, which precedes the next launch."""
     has_succ = [False] * len(ops)
+    issues, completions, add_edge = sk.issues[rank], sk.completions[rank], sk.add_edge
     for op in ops:
-        issue = sk.ids[(EventKind.ISSUE, rank, op.index)]
+        issue = issues[op.index]
         for p in op.preds:
             has_succ[p] = True
-            sk.add_edge(sk.completion(rank, p), issue, EdgeKind.PROGRAM)
+            add_edge(completions[p], issue, EdgeKind.PROGRAM)
         if not op.preds and op.epoch > 0:
-            sk.add_edge(sk.launch_end(rank, op.epoch - 1), issue, EdgeKind.LAUNCH)
-        if op.kind.traits.blocking:
-            sk.add_edge(issue, sk.ids[(EventKind.DONE, rank, op.index)], EdgeKind.PROGRAM)
+            add_edge(sk.launch_end(rank, op.epoch - 1), issue, EdgeKind.LAUNCH)
+        if completions[op.index] != issue:  # a blocking op: issue -> done
+            add_edge(issue, completions[op.index], EdgeKind.PROGRAM)
     for op in ops:
         if not has_succ[op.index]:
-            sk.add_edge(sk.completion(rank, op.index), sk.launch_end(rank, op.epoch),
-                        EdgeKind.PROGRAM)
+            add_edge(completions[op.index], sk.launch_end(rank, op.epoch), EdgeKind.PROGRAM)
     for e in range(sk.instance.launches - 1):
         sk.add_edge(sk.launch_end(rank, e), sk.launch_end(rank, e + 1), EdgeKind.LAUNCH)
 
@@ -246,12 +279,12 @@ def _host_sync(sk: Skeleton) -> None:
 
 
 def _transfer_edges(sk: Skeleton, r: int, i: int) -> None:
-    ids = sk.ids
-    read = ids.get((EventKind.READ, r, i))
-    if read is None:
+    issue = sk.issues[r][i]
+    read = sk.completions[r][i] + 1  # an op's read and land follow its issue (and done)
+    if sk.kinds[read] is not EventKind.READ:
         return
-    land = ids[(EventKind.LAND, r, i)]
-    sk.add_edge(ids[(EventKind.ISSUE, r, i)], read, EdgeKind.TRANSFER)
+    land = read + 1
+    sk.add_edge(issue, read, EdgeKind.TRANSFER)
     sk.add_edge(read, land, EdgeKind.TRANSFER)
     for sig in sk.signals(r, i):
         sk.add_edge(land, sig, EdgeKind.TRANSFER)
@@ -282,7 +315,7 @@ def _queue_edges(sk: Skeleton, rank: int, ops: tuple[OpInst, ...]) -> None:
         if seq is None:
             seq = listed[key] = q.transfers.setdefault(op.issuer, [])
         elif seq:
-            read = sk.ids[(EventKind.READ, rank, op.index)]
+            read = sk.completions[rank][op.index] + 1  # (its read follows its issue)
             for t in sk.terminal(rank, seq[-1]):
                 sk.add_edge(t, read, EdgeKind.QUEUE)
         seq.append(op.index)

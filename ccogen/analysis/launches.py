@@ -22,7 +22,8 @@ the value, the graph what happens).
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
+from operator import attrgetter
 
 from ccogen.analysis.matching import Matching, WaitMatch, counted_writes, increments_of
 from ccogen.ir.instance import Instance, OpInst
@@ -48,10 +49,25 @@ def back_to_back(instance: Instance, launches: int = LAUNCHES) -> Instance:
         out: list[OpInst] = list(ops)
         for e in range(1, launches):
             these = instance.at_launch(e).ranks[rank]  # regions of launch e (`launch % K`)
-            out += [replace(op, index=op.index + e * n, preds=tuple(p + e * n for p in op.preds),
-                            group=op.group + e * n, epoch=e) for op in these]
+            out += [_relaunched(op, e * n, e) for op in these]
         ranks.append(tuple(out))
     return replace(instance, ranks=tuple(ranks), launches=launches)
+
+
+_FIELDS = tuple(f.name for f in fields(OpInst))
+_VALUES = attrgetter(*_FIELDS)
+_INDEX, _PREDS, _GROUP, _EPOCH = (_FIELDS.index(n) for n in ("index", "preds", "group", "epoch"))
+
+
+def _relaunched(op: OpInst, shift: int, epoch: int) -> OpInst:
+    """`op` in launch `epoch`: index, preds and posting group shifted by `shift` (what
+    `dataclasses.replace` does, field by field, at a third of its cost)."""
+    values = list(_VALUES(op))
+    values[_INDEX] = op.index + shift
+    values[_PREDS] = tuple(p + shift for p in op.preds)
+    values[_GROUP] = op.group + shift
+    values[_EPOCH] = epoch
+    return OpInst(*values)
 
 
 def launch_matching(instance: Instance, single: Matching) -> Matching:

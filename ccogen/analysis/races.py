@@ -50,6 +50,7 @@ from itertools import pairwise
 from weakref import WeakKeyDictionary
 
 from ccogen.analysis._hb_derive import prefix_len
+from ccogen.analysis.events import EventKind
 from ccogen.analysis.hb_graph import HBGraph
 from ccogen.ir.instance import CheckInst, Instance, LoadInst, OpInst, RegionInst
 from ccogen.ir.opkind import OpKind
@@ -117,12 +118,14 @@ def accesses(graph: HBGraph) -> tuple[list[Access], list[Access]]:
     """Every read and every write of the instance that happens."""
     reads: list[Access] = []
     writes: list[Access] = []
+    ids = graph.event_ids
     for op in graph.iter_ops():
-        if not op.kind.traits.transfer or op.src is None or op.dst is None:
-            continue
-        issue = graph.issue(op.rank, op.index)
-        reads.append(Access(op.src, graph.read(op.rank, op.index), issue, op))
-        writes.append(Access(op.dst, graph.write(op.rank, op.index), issue, op))
+        traits = op.kind.traits
+        if traits.transfer and op.src is not None and op.dst is not None:
+            r, i = op.rank, op.index
+            issue = ids[(EventKind.ISSUE, r, i)]
+            reads.append(Access(op.src, ids.get((EventKind.READ, r, i), issue), issue, op))
+            writes.append(Access(op.dst, ids.get((EventKind.LAND, r, i), issue), issue, op))
     for op in graph.iter_ops():
         if op.kind.traits.reduces and op.dst is not None:
             issue = graph.issue(op.rank, op.index)
@@ -147,8 +150,8 @@ def accesses(graph: HBGraph) -> tuple[list[Access], list[Access]]:
         for e in range(inst.launches - 1):
             end = graph.launch_end(rank, e)
             writes.append(Access(whole, end, end, None, None, e))
-    return ([a for a in reads if graph.executes(a.event)],
-            [a for a in writes if graph.executes(a.event)])
+    topo = graph.clock.topo
+    return ([a for a in reads if topo[a.event] >= 0], [a for a in writes if topo[a.event] >= 0])
 
 
 def input_windows(instance: Instance) -> set[tuple[int, str]]:
@@ -198,14 +201,23 @@ class _Group:
     region: RegionInst
     items: list[Access]
     write: bool
+    chain: bool | None = None  # each item ordered before the next (`_is_chain`, once)
 
 
 def _groups(graph: HBGraph, accs: list[Access], write: bool) -> list[_Group]:
     by_range: dict[tuple[int, str, int, int], list[Access]] = {}
     for a in accs:
         r = a.region
-        by_range.setdefault((r.rank, r.window, r.start, r.stop), []).append(a)
-    return [_Group(items[0].region, sorted(items, key=lambda a: graph.topo(a.event)), write)
+        key = (r.rank, r.window, r.start, r.stop)
+        found = by_range.get(key)
+        if found is None:
+            by_range[key] = [a]
+        else:
+            found.append(a)
+    topo = graph.clock.topo
+    return [_Group(items[0].region,
+                   sorted(items, key=lambda a: topo[a.event]) if len(items) > 1 else items,
+                   write)
             for items in by_range.values()]
 
 
@@ -266,7 +278,10 @@ def _between_writes(graph: HBGraph, a: _Group, b: _Group) -> list[Conflict]:
 
 
 def _is_chain(graph: HBGraph, g: _Group) -> bool:
-    return all(graph.hb(x.event, y.event) for x, y in pairwise(g.items))
+    if g.chain is None:
+        hb = graph.clock.hb
+        g.chain = all(hb(x.event, y.event) for x, y in pairwise(g.items))
+    return g.chain
 
 
 def _reads_against(graph: HBGraph, reads: _Group, writes: _Group) -> list[Conflict]:
@@ -292,13 +307,20 @@ def _read_in_chain(graph: HBGraph, r: Access, chain: list[Access],
     """The read against a chain of writes: the writes neither before nor after it are a
     run `chain[k:j]`; the first is classified, and the last too when it belongs to
     another launch (a different mistake: the next launch overwriting, say)."""
-    k = prefix_len(chain, lambda w: graph.hb(w.event, r.event))
-    if k and r.issue != r.event and graph.hb(r.issue, chain[k - 1].event):
+    hb = graph.clock.hb
+    event = r.event
+    if len(chain) == 1:  # (the common case, without the searches)
+        k = 1 if hb(chain[0].event, event) else 0
+    else:
+        k = prefix_len(chain, lambda w: hb(w.event, event))
+    if k and r.issue != event and hb(r.issue, chain[k - 1].event):
         return [Conflict(ConflictKind.SOURCE_REUSE, r, chain[k - 1], overlap)]
     if k == len(chain):
         return []
     out = [c for c in [_classify(graph, r, chain[k], overlap)] if c is not None]
-    j = prefix_len(chain, lambda w: not graph.hb(r.event, w.event))
+    if len(chain) - k < 2:
+        return out  # (j - 1 > k needs two writes from k on)
+    j = prefix_len(chain, lambda w: not hb(event, w.event))
     if j - 1 > k and chain[j - 1].launch != chain[k].launch:
         last = _classify(graph, r, chain[j - 1], overlap)
         if last is not None:

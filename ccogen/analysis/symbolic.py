@@ -59,6 +59,8 @@ class Piece:
         return RegionInst(self.window, self.offset, self.offset + self.length, self.rank)
 
     def cut(self, skip: int, length: int) -> Piece:
+        if not skip and length == self.length:
+            return self  # (pieces are immutable: the whole piece is itself)
         combo = self.combo
         if combo is not None and (skip or length != self.length):
             combo = Combo(combo.op, combo.dtype,
@@ -110,7 +112,8 @@ class _Window:
         at = start
         for p in pieces:
             starts.append(at)
-            new.append(Piece(p.length, p.rank, p.window, p.offset, writer, p.combo))
+            new.append(p if p.writer is writer else
+                       Piece(p.length, p.rank, p.window, p.offset, writer, p.combo))
             at += p.length
         self.starts[i:j] = starts
         self.pieces[i:j] = new
@@ -164,8 +167,9 @@ def execute(graph: HBGraph) -> Memory:
     taken: dict[tuple[int, int], list[Piece]] = {}
     outputs = _outputs(inst)
     inputs = input_windows(inst)
+    kinds = graph.kinds
     for e in graph.order:
-        kind = graph.kind(e)
+        kind = kinds[e]
         if kind in _ENDS:
             ev = graph.event_at(e)
             launch = inst.launches - 1 if kind is EventKind.END else -1 - ev.op
@@ -180,16 +184,17 @@ def execute(graph: HBGraph) -> Memory:
         if kind not in _MOVES:
             continue
         op = graph.op(e)
-        if op is not None and kind is EventKind.ISSUE and op.kind is OpKind.REDUCE:
-            _reduce(mem, op)
-            continue
-        if op is None or op.src is None or op.dst is None:
+        if op is None:
             continue
         if kind is EventKind.READ:
-            taken[(op.rank, op.index)] = mem.read(op.src)
+            if op.src is not None and op.dst is not None:
+                taken[(op.rank, op.index)] = mem.read(op.src)
         elif kind is EventKind.LAND:
-            mem.write(op.dst, taken.pop((op.rank, op.index)), op)
-        elif op.kind is OpKind.COPY:
+            if op.src is not None and op.dst is not None:
+                mem.write(op.dst, taken.pop((op.rank, op.index)), op)
+        elif op.kind is OpKind.REDUCE:  # (at its issue)
+            _reduce(mem, op)
+        elif op.kind is OpKind.COPY and op.src is not None and op.dst is not None:
             mem.write(op.dst, mem.read(op.src), op)
     return mem
 
@@ -318,8 +323,10 @@ def side(mem: Memory, r: RegionInst, init: bool, launch: int | None = None) -> l
     or (None) the memory as it is."""
     if init:
         return initial(r)
-    if launch is not None and (launch, r) in mem.seen:
-        return mem.seen[(launch, r)]
+    if launch is not None:
+        seen = mem.seen.get((launch, r))
+        if seen is not None:
+            return seen
     return mem.read(r)
 
 
@@ -373,7 +380,9 @@ def first_difference(left: list[Piece], right: list[Piece]) -> tuple[int, Piece,
         a, b = left[i], right[j]
         n = min(a.length - ioff, b.length - joff)
         pa, pb = a.cut(ioff, n), b.cut(joff, n)
-        if (pa.combo is None and pb.combo is None and
+        if pa is pb:
+            pass  # (the same piece: the same bytes)
+        elif (pa.combo is None and pb.combo is None and
                 (pa.rank, pa.window, pa.offset) != (pb.rank, pb.window, pb.offset)) or \
                 ((pa.combo is not None or pb.combo is not None) and normal(pa) != normal(pb)):
             return pos, pa, pb
