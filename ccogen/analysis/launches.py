@@ -25,7 +25,14 @@ from __future__ import annotations
 from dataclasses import fields, replace
 from operator import attrgetter
 
-from ccogen.analysis.matching import Matching, WaitMatch, counted_writes, increments_of
+from ccogen.analysis.matching import (
+    Increment,
+    Matching,
+    SlotKey,
+    WaitMatch,
+    counted_writes,
+    increments_of,
+)
 from ccogen.ir.instance import Instance, OpInst
 
 LAUNCHES = 2
@@ -74,7 +81,10 @@ def launch_matching(instance: Instance, single: Matching) -> Matching:
     """The matching of a back-to-back `instance` from the matching of one launch."""
     if instance.launches == 1:
         return single
-    increments, signal_of = increments_of(instance)
+    if instance.period == 1:  # every launch runs the same ops: shift the first one's
+        increments, signal_of = _relaunched_increments(instance, single)
+    else:
+        increments, signal_of = increments_of(instance)
     waits: dict[tuple[int, int], WaitMatch] = {}
     resets = single.expected.reset_counters
     for rank, ops in enumerate(instance.ranks):
@@ -93,6 +103,31 @@ def launch_matching(instance: Instance, single: Matching) -> Matching:
             waits[(rank, op.index)] = replace(w, op=op.index, expected=expected, total=total)
     return Matching(increments=increments, counted=counted_writes(instance), waits=waits,
                     expected=single.expected, modes=single.modes, signal_of=signal_of)
+
+
+def _relaunched_increments(instance: Instance, single: Matching
+                           ) -> tuple[dict[SlotKey, tuple[Increment, ...]],
+                                      dict[tuple[int, int, bool], Increment]]:
+    """`increments_of(instance)` for a back-to-back instance whose launches are copies of
+    the first (no `launch % K`): each increment of the first launch, its ops and posting
+    group shifted by the sender's launch length per launch.  A slot has one sender, whose
+    later launches' ops come after its first launch's: the order by first op is kept."""
+    lengths = [instance.launch_len(r) for r in range(instance.nranks)]
+    increments: dict[SlotKey, tuple[Increment, ...]] = {}
+    signal_of: dict[tuple[int, int, bool], Increment] = {}
+    for slot, incs in single.increments.items():
+        out = list(incs)
+        for e in range(1, instance.launches):
+            for inc in incs:
+                shift = e * lengths[inc.sender]
+                out.append(Increment(slot=slot, sender=inc.sender,
+                                     ops=tuple(i + shift for i in inc.ops), local=inc.local,
+                                     per_copy=inc.per_copy, group=inc.group + shift))
+        increments[slot] = tuple(out)
+        for inc in out:
+            for i in inc.ops:
+                signal_of[(inc.sender, i, inc.local)] = inc
+    return increments, signal_of
 
 
 __all__ = ["LAUNCHES", "back_to_back", "launch_count", "launch_matching"]
