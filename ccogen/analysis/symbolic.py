@@ -95,18 +95,25 @@ class _Window:
         return i + 1
 
     def read(self, start: int, stop: int) -> list[Piece]:
-        i = max(0, bisect.bisect_right(self.starts, start) - 1)
+        starts, pieces = self.starts, self.pieces
+        i = max(0, bisect.bisect_right(starts, start) - 1)
         out = []
-        while i < len(self.starts) and self.starts[i] < stop:
-            s, p = self.starts[i], self.pieces[i]
-            lo, hi = max(s, start), min(s + p.length, stop)
+        n = len(starts)
+        while i < n:
+            s = starts[i]
+            if s >= stop:
+                break
+            p = pieces[i]
+            end = s + p.length
+            lo = s if s > start else start
+            hi = end if end < stop else stop
             if lo < hi:
                 out.append(p.cut(lo - s, hi - lo))
             i += 1
         return out
 
     def write(self, start: int, pieces: list[Piece], writer: OpInst | None) -> None:
-        stop = start + sum(p.length for p in pieces)
+        stop = start + (pieces[0].length if len(pieces) == 1 else sum(p.length for p in pieces))
         i, j = self._split(start), self._split(stop)
         starts, new = [], []
         at = start
@@ -141,17 +148,18 @@ class Memory:
         return w
 
     def read(self, r: RegionInst) -> list[Piece]:
-        return self._window(r.rank, r.window).read(r.start, r.stop)
+        w = self.windows.get((r.rank, r.window))
+        return (w or self._window(r.rank, r.window)).read(r.start, r.stop)
 
     def write(self, r: RegionInst, pieces: list[Piece], writer: OpInst | None) -> None:
-        self._window(r.rank, r.window).write(r.start, pieces, writer)
+        w = self.windows.get((r.rank, r.window))
+        (w or self._window(r.rank, r.window)).write(r.start, pieces, writer)
 
 
 def initial(r: RegionInst) -> list[Piece]:
     return [Piece(r.size, r.rank, r.window, r.start)]
 
 
-_MOVES = frozenset({EventKind.READ, EventKind.LAND, EventKind.ISSUE})
 _ENDS = frozenset({EventKind.BOUNDARY, EventKind.END})
 
 
@@ -168,34 +176,39 @@ def execute(graph: HBGraph) -> Memory:
     outputs = _outputs(inst)
     inputs = input_windows(inst)
     kinds = graph.kinds
+    seen = mem.seen
+    ISSUE, READ, LAND = EventKind.ISSUE, EventKind.READ, EventKind.LAND
+    at_issue = (OpKind.REDUCE, OpKind.COPY)
     for e in graph.order:
         kind = kinds[e]
+        if kind is ISSUE:  # (most events: the issue of an op that moves nothing then)
+            op = graph.op(e)
+            if op is None or op.kind not in at_issue:
+                continue
+            if op.kind is OpKind.REDUCE:
+                _reduce(mem, op)
+            elif op.src is not None and op.dst is not None:
+                mem.write(op.dst, mem.read(op.src), op)
+            continue
+        if kind is READ or kind is LAND:
+            op = graph.op(e)
+            if op is None or op.src is None or op.dst is None:
+                continue
+            if kind is READ:
+                taken[(op.rank, op.index)] = mem.read(op.src)
+            else:
+                mem.write(op.dst, taken.pop((op.rank, op.index)), op)
+            continue
         if kind in _ENDS:
             ev = graph.event_at(e)
             launch = inst.launches - 1 if kind is EventKind.END else -1 - ev.op
             for r in outputs.get(ev.rank, ()):
-                mem.seen[(launch, r)] = mem.read(r)
+                seen[(launch, r)] = mem.read(r)
             if kind is EventKind.BOUNDARY:
                 for rank, window in inputs:
                     if rank == ev.rank:
                         whole = RegionInst(window, 0, inst.window_size(window), rank)
                         mem.write(whole, initial(whole), None)
-            continue
-        if kind not in _MOVES:
-            continue
-        op = graph.op(e)
-        if op is None:
-            continue
-        if kind is EventKind.READ:
-            if op.src is not None and op.dst is not None:
-                taken[(op.rank, op.index)] = mem.read(op.src)
-        elif kind is EventKind.LAND:
-            if op.src is not None and op.dst is not None:
-                mem.write(op.dst, taken.pop((op.rank, op.index)), op)
-        elif op.kind is OpKind.REDUCE:  # (at its issue)
-            _reduce(mem, op)
-        elif op.kind is OpKind.COPY and op.src is not None and op.dst is not None:
-            mem.write(op.dst, mem.read(op.src), op)
     return mem
 
 
