@@ -66,6 +66,7 @@ class Skeleton:
     # per rank, by op index: its `issue` event, and the event program order continues from
     issues: list[list[int]] = field(default_factory=list)
     completions: list[list[int]] = field(default_factory=list)
+    whos: list[list[int]] = field(default_factory=list)  # per rank, by op: its issuer's number
 
     def rank_queues(self, rank: int) -> list[tuple[QueueKey, QueueOps]]:
         """The queues of one rank (built once the skeleton is complete)."""
@@ -157,9 +158,7 @@ def build_skeleton(instance: Instance, matching: Matching) -> Skeleton:
         sk.add_event(EventKind.END, rank, -1, rank, ("end", rank))
     for rank, ops in enumerate(instance.ranks):
         _program_edges(sk, rank, ops)
-        for op in ops:
-            if op.kind.traits.queued:
-                _transfer_edges(sk, op.rank, op.index)
+        _transfer_edges(sk, rank, ops)
         _queue_edges(sk, rank, ops)
         _fence_edges(sk, rank, ops)
     _host_sync(sk)
@@ -181,8 +180,10 @@ def _rank_events(sk: Skeleton, r: int, ops: tuple[OpInst, ...]) -> None:
     signal_of, signals = sk.matching.signal_of, sk._signals
     issues: list[int] = []
     completions: list[int] = []
+    whos: list[int] = []
     sk.issues.append(issues)
     sk.completions.append(completions)
+    sk.whos.append(whos)
 
     def add(kind: EventKind, i: int, where: int, key: object) -> int:
         e = len(kinds)
@@ -205,6 +206,7 @@ def _rank_events(sk: Skeleton, r: int, ops: tuple[OpInst, ...]) -> None:
         w = who.get(op.issuer)
         if w is None:
             w = who[op.issuer] = len(who)
+        whos.append(w)
         traits = op.kind.traits
         prog = (r, w)
         issue = add(EventKind.ISSUE, i, r, prog)
@@ -278,24 +280,29 @@ def _host_sync(sk: Skeleton) -> None:
             sk.add_edge(sk.launch_end(rank, e), start, EdgeKind.LAUNCH)
 
 
-def _transfer_edges(sk: Skeleton, r: int, i: int) -> None:
-    issue = sk.issues[r][i]
-    read = sk.completions[r][i] + 1  # an op's read and land follow its issue (and done)
-    if sk.kinds[read] is not EventKind.READ:
-        return
-    land = read + 1
-    sk.add_edge(issue, read, EdgeKind.TRANSFER)
-    sk.add_edge(read, land, EdgeKind.TRANSFER)
-    for sig in sk.signals(r, i):
-        sk.add_edge(land, sig, EdgeKind.TRANSFER)
+def _transfer_edges(sk: Skeleton, r: int, ops: tuple[OpInst, ...]) -> None:
+    """A transfer's life: issue -> read -> land -> each signal (and count)."""
+    issues, completions, kinds, add_edge = sk.issues[r], sk.completions[r], sk.kinds, sk.add_edge
+    queued = {k for k in OpKind if k.traits.queued}
+    for op in ops:
+        if op.kind not in queued:
+            continue
+        i = op.index
+        read = completions[i] + 1  # an op's read and land follow its issue (and done)
+        if kinds[read] is not EventKind.READ:
+            continue
+        land = read + 1
+        add_edge(issues[i], read, EdgeKind.TRANSFER)
+        add_edge(read, land, EdgeKind.TRANSFER)
+        for sig in sk.signals(r, i):
+            add_edge(land, sig, EdgeKind.TRANSFER)
 
 
 def _queue_edges(sk: Skeleton, rank: int, ops: tuple[OpInst, ...]) -> None:
     """Transfers of one issuer on one queue: each reads after the previous one finished."""
-    # per issuer of the rank: its number and, per (peer, queue), its list of transfers
-    issuers: dict[Issuer, int] = {}
+    # per issuer of the rank (by its number) and (peer, queue): its list of transfers
     listed: dict[tuple[int, int, int], list[int]] = {}
-    queues = sk.queues
+    queues, whos = sk.queues, sk.whos[rank]
     for op in ops:
         traits = op.kind.traits
         if op.peer is None or op.queue is None or not traits.rings:
@@ -307,10 +314,7 @@ def _queue_edges(sk: Skeleton, rank: int, ops: tuple[OpInst, ...]) -> None:
             q.ringers.setdefault(op.issuer, []).append(op.index)
         if not traits.queued:
             continue
-        who = issuers.get(op.issuer)
-        if who is None:
-            who = issuers[op.issuer] = len(issuers)
-        key = (who, op.peer, op.queue)
+        key = (whos[op.index], op.peer, op.queue)
         seq = listed.get(key)
         if seq is None:
             seq = listed[key] = q.transfers.setdefault(op.issuer, [])
@@ -323,10 +327,13 @@ def _queue_edges(sk: Skeleton, rank: int, ops: tuple[OpInst, ...]) -> None:
 
 def _fence_edges(sk: Skeleton, rank: int, ops: tuple[OpInst, ...]) -> None:
     """`fence()`: the issuer's earlier transfers land before its later ones land."""
-    by_issuer: dict[Issuer, list[OpInst]] = {}
+    if not any(op.kind is OpKind.FENCE for op in ops):
+        return
+    by_issuer: dict[int, list[OpInst]] = {}  # by issuer number, in order of first op
+    whos = sk.whos[rank]
     for op in ops:
         if op.kind is OpKind.FENCE or (op.kind.traits.queued and op.peer is not None):
-            by_issuer.setdefault(op.issuer, []).append(op)
+            by_issuer.setdefault(whos[op.index], []).append(op)
     for seq in by_issuer.values():
         if any(op.kind is OpKind.FENCE for op in seq):
             _fence_issuer(sk, rank, seq)
