@@ -86,16 +86,23 @@ def sweep(preds: Sequence[Sequence[int]], succs: Sequence[Sequence[int]],
         c = chain_of_key[keys[e]]
         if len(ps) == 1:
             p = ps[0]
-            if (pos[p] if chain[p] == c else rows.item(slot[p], c)) != tail[c]:
+            cp = chain[p]
+            if cp == c:
+                if pos[p] != tail[c]:
+                    c = st.new_chain(keys[e])
+                    rows = st.rows
+            elif rows.item(slot[p], c) != tail[c]:
                 c = st.new_chain(keys[e])
                 rows = st.rows
-            if own[p] or chain[p] == c:  # e's row is p's, but for e's own entry
+            if cp == c or own[p]:  # e's row is p's, but for e's own entry
                 t = tail[c] = tail[c] + 1
-                chain[e], pos[e], slot[e] = c, t, slot[p]
+                chain[e] = c
+                pos[e] = t
+                slot[e] = slot[p]
             else:
                 s, used = used, used + 1
                 rows[s] = rows[slot[p]]
-                rows[s, chain[p]] = pos[p]
+                rows[s, cp] = pos[p]
                 t = tail[c] = tail[c] + 1
                 rows[s, c] = t
                 chain[e], pos[e], slot[e], own[e] = c, t, s, True

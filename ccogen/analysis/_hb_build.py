@@ -67,6 +67,8 @@ class Skeleton:
     issues: list[list[int]] = field(default_factory=list)
     completions: list[list[int]] = field(default_factory=list)
     whos: list[list[int]] = field(default_factory=list)  # per rank, by op: its issuer's number
+    # slot or counter -> its increment events, weights, edge kind (`_hb_derive._key_events`)
+    key_events: dict[object, tuple[list[int], list[int], EdgeKind]] = field(default_factory=dict)
 
     def rank_queues(self, rank: int) -> list[tuple[QueueKey, QueueOps]]:
         """The queues of one rank (built once the skeleton is complete)."""

@@ -121,22 +121,27 @@ def accesses(graph: HBGraph) -> tuple[list[Access], list[Access]]:
     """Every read and every write of the instance that happens."""
     reads: list[Access] = []
     writes: list[Access] = []
+    later_reads: list[Access] = []  # reduces' sources and loads, after every transfer's
+    later_writes: list[Access] = []
     ids = graph.event_ids
+    transfers = {k for k in OpKind if k.traits.transfer}
+    reduces = {k for k in OpKind if k.traits.reduces}
     for op in graph.iter_ops():
-        traits = op.kind.traits
-        if traits.transfer and op.src is not None and op.dst is not None:
+        kind = op.kind
+        if kind in transfers and op.src is not None and op.dst is not None:
             r, i = op.rank, op.index
             issue = ids[(EventKind.ISSUE, r, i)]
             reads.append(Access(op.src, ids.get((EventKind.READ, r, i), issue), issue, op))
             writes.append(Access(op.dst, ids.get((EventKind.LAND, r, i), issue), issue, op))
-    for op in graph.iter_ops():
-        if op.kind.traits.reduces and op.dst is not None:
+        if kind in reduces and op.dst is not None:
             issue = graph.issue(op.rank, op.index)
-            reads += [Access(src, issue, issue, op) for src in op.srcs]
-            writes.append(Access(op.dst, issue, issue, op))
+            later_reads += [Access(src, issue, issue, op) for src in op.srcs]
+            later_writes.append(Access(op.dst, issue, issue, op))
         if op.loads:
             issue = graph.issue(op.rank, op.index)
-            reads += [Access(x.region, issue, issue, op, load=x) for x in op.loads]
+            later_reads += [Access(x.region, issue, issue, op, load=x) for x in op.loads]
+    reads += later_reads
+    writes += later_writes
     inst = graph.instance
     for e in range(inst.launches):
         ends = [graph.launch_end(rank, e) for rank in range(inst.nranks)]
