@@ -188,9 +188,9 @@ def _rank_events(sk: Skeleton, r: int, ops: tuple[OpInst, ...]) -> None:
     sk.whos.append(whos)
 
     def add(kind: EventKind, i: int, where: int, key: object) -> int:
+        # (`ranks`, `preds` and `succs` are filled for all of them at the end)
         e = len(kinds)
         kinds.append(kind)
-        ranks.append(r)
         opidx.append(i)
         wheres.append(where)
         kid = key_ids.get(key)
@@ -198,8 +198,6 @@ def _rank_events(sk: Skeleton, r: int, ops: tuple[OpInst, ...]) -> None:
             kid = key_ids[key] = len(key_ids)
         keys.append(kid)
         ids[(kind, r, i)] = e
-        preds.append([])
-        succs.append([])
         return e
 
     who: dict[Issuer, int] = {}
@@ -235,6 +233,10 @@ def _rank_events(sk: Skeleton, r: int, ops: tuple[OpInst, ...]) -> None:
             sigs.append(add(EventKind.COUNT, i, op.peer,
                             queue if first else (*queue, EventKind.COUNT)))
         signals[(r, i)] = sigs
+    made = len(kinds) - len(ranks)
+    ranks.extend([r] * made)
+    preds.extend([[] for _ in range(made)])
+    succs.extend([[] for _ in range(made)])
 
 
 # ============================================================================= edges
