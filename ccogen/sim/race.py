@@ -28,6 +28,7 @@ That finds a race whatever the interleaving of the schedule that exposed it.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -140,6 +141,12 @@ class _Spans:
         self.classes: dict[int, tuple[list[int], list[int]]] = {}  # k -> starts, positions
         for r in records or ():
             self.add(r)
+
+    def __iter__(self) -> Iterator[Access]:
+        return iter(self.records)
+
+    def __len__(self) -> int:
+        return len(self.records)
 
     def copy(self) -> _Spans:
         other = _Spans.__new__(_Spans)
