@@ -75,7 +75,7 @@ def sweep(preds: Sequence[Sequence[int]], succs: Sequence[Sequence[int]],
         indeg[b] += 1
     st = _State(n, nkeys, max_bytes)
     rows, chain_of_key, tail = st.rows, st.chain_of_key, st.tail
-    chain, pos, slot, own, order = st.chain, st.pos, st.slot, st.own, st.order
+    chain, pos, slot, own, order, topo = st.chain, st.pos, st.slot, st.own, st.order, st.topo
     maximum = np.maximum
     used = 0  # rows of `rows` filled so far
     ready = deque(i for i in range(n) if indeg[i] == 0)
@@ -124,6 +124,7 @@ def sweep(preds: Sequence[Sequence[int]], succs: Sequence[Sequence[int]],
             t = tail[c] = tail[c] + 1
             rows[s, c] = t
             chain[e], pos[e], slot[e], own[e] = c, t, s, True
+        topo[e] = len(order)
         order.append(e)
         for x in succs[e]:
             indeg[x] -= 1
@@ -146,6 +147,7 @@ class _State:
         self.slot = [-1] * n
         self.own = [False] * n  # rows[slot[e], chain[e]] == pos[e] (e wrote its row)
         self.order: list[int] = []
+        self.topo = [-1] * n
 
     def new_chain(self, key: int) -> int:
         c = len(self.tail)
@@ -166,10 +168,7 @@ class _State:
         return c
 
     def clock(self) -> Clock:
-        topo = [-1] * len(self.chain)
-        for i, e in enumerate(self.order):
-            topo[e] = i
-        return Clock(order=self.order, topo=topo, chain=self.chain, pos=self.pos,
+        return Clock(order=self.order, topo=self.topo, chain=self.chain, pos=self.pos,
                      slot=self.slot, rows=self.rows)
 
 

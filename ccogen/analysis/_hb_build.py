@@ -201,11 +201,15 @@ def _rank_events(sk: Skeleton, r: int, ops: tuple[OpInst, ...]) -> None:
         return e
 
     who: dict[Issuer, int] = {}
+    by_id: dict[int, int] = {}  # the same issuer object again (most ops): no hashing
     for op in ops:
         i = op.index
-        w = who.get(op.issuer)
+        w = by_id.get(id(op.issuer))
         if w is None:
-            w = who[op.issuer] = len(who)
+            w = who.get(op.issuer)
+            if w is None:
+                w = who[op.issuer] = len(who)
+            by_id[id(op.issuer)] = w
         whos.append(w)
         traits = op.kind.traits
         prog = (r, w)
