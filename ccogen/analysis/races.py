@@ -232,10 +232,16 @@ def _groups(graph: HBGraph, accs: list[Access], write: bool) -> list[_Group]:
         else:
             found.append(a)
     topo = graph.clock.topo
-    return [_Group(items[0].region,
-                   sorted(items, key=lambda a: topo[a.event]) if len(items) > 1 else items,
-                   write)
-            for items in by_range.values()]
+
+    def ordered(items: list[Access]) -> list[Access]:  # (`sorted`, stable; two: one compare)
+        if len(items) == 1:
+            return items
+        if len(items) == 2:
+            a, b = items
+            return items if topo[a.event] <= topo[b.event] else [b, a]
+        return sorted(items, key=lambda a: topo[a.event])
+
+    return [_Group(items[0].region, ordered(items), write) for items in by_range.values()]
 
 
 def overlapping(groups: list[_Group]) -> Iterator[tuple[_Group, _Group]]:
