@@ -200,9 +200,14 @@ def _rank_events(sk: Skeleton, r: int, ops: tuple[OpInst, ...]) -> None:
         ids[(kind, r, i)] = e
         return e
 
+    n = len(ops)
+    inst = sk.instance
+    if inst.launches > 1 and inst.period == 1 and _copied(ops, inst.launch_len(r)):
+        n = inst.launch_len(r)  # the later launches' events are copies of the first's
+    e0 = len(kinds)
     who: dict[Issuer, int] = {}
     by_id: dict[int, int] = {}  # the same issuer object again (most ops): no hashing
-    for op in ops:
+    for op in ops[:n]:
         i = op.index
         w = by_id.get(id(op.issuer))
         if w is None:
@@ -237,10 +242,53 @@ def _rank_events(sk: Skeleton, r: int, ops: tuple[OpInst, ...]) -> None:
             sigs.append(add(EventKind.COUNT, i, op.peer,
                             queue if first else (*queue, EventKind.COUNT)))
         signals[(r, i)] = sigs
+    if n < len(ops):
+        _copy_launches(sk, r, n, e0)
     made = len(kinds) - len(ranks)
     ranks.extend([r] * made)
     preds.extend([[] for _ in range(made)])
     succs.extend([[] for _ in range(made)])
+
+
+def _copied(ops: tuple[OpInst, ...], n: int) -> bool:
+    """Every later launch's ops are the first launch's, shifted (`launches._relaunched`:
+    the same issuer, regions and targets)."""
+    if n == 0 or len(ops) % n:
+        return False
+    for k in range(n, len(ops)):
+        op, op0 = ops[k], ops[k % n]
+        if not (op.issuer is op0.issuer and op.src is op0.src and op.dst is op0.dst
+                and op.kind is op0.kind and op.peer == op0.peer and op.queue == op0.queue
+                and op.counter == op0.counter and op.signal is op0.signal
+                and op.index == op0.index + k - k % n):
+            return False
+    return True
+
+
+def _copy_launches(sk: Skeleton, r: int, n: int, e0: int) -> None:
+    """The events of rank `r`'s later launches, copied from its first launch's (events
+    `e0` on, of its first `n` ops): the same kinds, places and chain keys, op indices
+    shifted by `n` per launch, event ids by the first launch's count (what the loop of
+    `_rank_events` makes for relaunched ops, whose increments are shifted alike)."""
+    kinds, opidx, wheres, keys, ids = sk.kinds, sk.opidx, sk.wheres, sk.keys, sk.ids
+    issues, completions, whos = sk.issues[r], sk.completions[r], sk.whos[r]
+    signals = sk._signals
+    e1 = len(kinds)
+    count = e1 - e0
+    first_signals = [(j, signals[(r, j)]) for j in range(n) if (r, j) in signals]
+    for launch in range(1, len(sk.instance.ranks[r]) // n):
+        shift, delta = launch * n, launch * count
+        kinds.extend(kinds[e0:e1])
+        opidx.extend([i + shift for i in opidx[e0:e1]])
+        wheres.extend(wheres[e0:e1])
+        keys.extend(keys[e0:e1])
+        for x in range(e0, e1):
+            ids[(kinds[x], r, opidx[x] + shift)] = x + delta
+        issues.extend([x + delta for x in issues[:n]])
+        completions.extend([x + delta for x in completions[:n]])
+        whos.extend(whos[:n])
+        for j, sigs in first_signals:
+            signals[(r, j + shift)] = [x + delta for x in sigs]
 
 
 # ============================================================================= edges

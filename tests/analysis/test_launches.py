@@ -74,3 +74,36 @@ def test_copied_launches_of_random_protocols() -> None:
         assert list(got[0].items()) == list(want[0].items()) and got[1] == want[1], p.text
         checked += 1
     assert checked > 100
+
+
+@pytest.mark.parametrize("path", [p for p in SOURCES if "moe" not in p.name
+                                  and p.parent.name == "protocols"], ids=lambda p: p.stem)
+def test_copied_launches_have_the_events_of_the_whole(path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """`_hb_build._copy_launches` makes the events and edges the per-op loop makes."""
+    from ccogen.analysis import _hb_build
+    from ccogen.analysis.launches import launch_matching
+
+    def skeleton(inst: Instance) -> tuple[object, ...]:
+        both = back_to_back(inst)
+        sk = _hb_build.build_skeleton(both, launch_matching(both, match(inst)))
+        return (sk.kinds, sk.ranks, sk.opidx, sk.wheres, sk.keys, list(sk.ids.items()),
+                sk.preds, sk.succs, list(sk.edge_kind.items()), sk.issues, sk.completions,
+                sk.whos, sorted(sk._signals.items()), sorted(sk.blocked))
+
+    for inst in _instances(path):
+        copied = skeleton(inst)
+        monkeypatch.setattr(_hb_build, "_copied", lambda ops, n: False)
+        assert skeleton(inst) == copied
+        monkeypatch.undo()
+
+
+def test_the_library_s_launches_are_copied() -> None:
+    from ccogen.analysis._hb_build import _copied
+
+    inst = _instances(REPO_ROOT / "protocols" / "alltoall.cco")[0]
+    both = back_to_back(inst)
+    assert both.launches == 2 and both.period == 1
+    assert all(_copied(both.ranks[r], both.launch_len(r)) for r in range(both.nranks))
+    rotating = back_to_back(_instances(REPO_ROOT / "protocols" / "alltoall_rotating.cco")[0])
+    assert rotating.period > 1  # its launches differ: built op by op
