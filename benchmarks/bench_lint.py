@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ccogen.analysis import analysis_of
+from ccogen.passes.base import analysis_of
 from ccogen.diag.render import render
 from ccogen.driver import check_text
 from ccogen.instantiate import instantiate

@@ -46,6 +46,15 @@ class CheckResult:
 
 def check_protocol(protocol: Protocol, options: CheckOptions = CheckOptions()) -> CheckResult:
     """Instantiate for every team size and run every check on every instance."""
+    from ccogen.analysis import gc_release
+
+    try:
+        return _check_protocol(protocol, options)
+    finally:
+        gc_release()  # what the checks froze (`analysis.gc_paused`) is collectable again
+
+
+def _check_protocol(protocol: Protocol, options: CheckOptions) -> CheckResult:
     from ccogen.analysis import gc_paused
     from ccogen.instantiate import instantiate, team_sizes
     from ccogen.ir.depth import depth_error

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -105,3 +107,65 @@ def library_params(path: Path | str) -> dict[str, int]:
 # Library protocols with run-time values (language v2 §3, §4): their amounts are drawn
 # per epoch (no static traffic to count); generated for nccl-lsa and nvshmem.
 RUNTIME_PROTOCOLS = frozenset({"alltoallv", "moe_dispatch", "moe_combine"})
+
+
+BLOCKED_WINDOW_S = 60.0
+
+
+def _tree_cpu_ticks(root: int) -> int | None:
+    """CPU clock ticks used by process `root` and its live descendants (and the children
+    they reaped); None once `root` is gone.  Linux /proc."""
+    stats: dict[int, tuple[int, int]] = {}  # pid -> (ppid, ticks)
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        # after the command: state ppid ... utime(14) stime(15) cutime(16) cstime(17)
+        stats[int(entry)] = (int(fields[1]), sum(int(x) for x in fields[11:15]))
+    if root not in stats:
+        return None
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += stats[pid][1]
+        todo += children.get(pid, [])
+    return total
+
+
+def run_child(args: list[str], *, cpu_s: float, window_s: float = BLOCKED_WINDOW_S,
+              **kwargs: object) -> subprocess.CompletedProcess[str]:
+    """`subprocess.run(args, capture_output=True, text=True, **kwargs)` bounded by CPU
+    time, not by wall-clock time: the child runs under RLIMIT_CPU `cpu_s` (the kernel
+    stops it past that), and it is killed only when a whole `window_s` of wall-clock
+    time passes in which it and its descendants used no CPU at all (blocked, not slow:
+    a loaded machine slows a child down, it does not stop it)."""
+    import resource
+
+    limit = max(1, math.ceil(cpu_s))
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + 5))
+
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=cap, **kwargs)  # type: ignore[call-overload]
+    last = _tree_cpu_ticks(proc.pid)
+    while True:
+        try:
+            out, err = proc.communicate(timeout=window_s)
+            break
+        except subprocess.TimeoutExpired:
+            now = _tree_cpu_ticks(proc.pid)
+            if now is not None and now == last:
+                proc.kill()
+                out, err = proc.communicate()
+                raise AssertionError(f"{args[:3]}...: blocked, no CPU used in {window_s:g} s"
+                                     f"\n{err[-2000:]}") from None
+            last = now
+    return subprocess.CompletedProcess(args, proc.returncode, out, err)

@@ -5,6 +5,8 @@ docs/reliability.md."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tests.fuzzlib import KINDS, Failure, case, check_text, comments, ir_cases, run_case
@@ -44,6 +46,25 @@ def test_the_fuzzer_catches_what_it_should() -> None:
 
         fuzzlib.check_text = spin  # type: ignore[assignment]
         assert (f := run_case(c, timeout=0.2)) is not None and f.what == "timeout"
+
+        def blocked(*a: object, **k: object) -> None:
+            time.sleep(5)  # a read that never returns: no CPU used
+
+        fuzzlib.check_text = blocked  # type: ignore[assignment]
+        assert (f := run_case(c, timeout=0.2)) is not None and f.what == "timeout"
+        assert "blocked" in f.detail
+
+        def starved(*a: object, **k: object) -> None:
+            # a loaded machine: ~10 % of a CPU for three windows (0.06 s of CPU in all,
+            # under the 0.2 s limit), longer than a wall limit of the CPU limit's length
+            for _ in range(20):
+                start = time.process_time()
+                while time.process_time() - start < 0.003:
+                    pass
+                time.sleep(0.027)
+
+        fuzzlib.check_text = starved  # type: ignore[assignment]
+        assert run_case(c, timeout=0.2) is None
     finally:
         fuzzlib.check_text = original
 

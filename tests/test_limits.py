@@ -17,6 +17,7 @@ from ccogen.driver import CheckOptions, check_protocol, check_text
 from ccogen.errors import DiagnosticError
 from ccogen.limits import MAX_DEPTH, Limits
 from ccogen.syntax import parse_ir
+from tests.helpers import run_child
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = ROOT / "protocols" / "alltoall.cco"
@@ -164,7 +165,6 @@ def test_large_windows_are_backed_sparsely_with_the_same_results(
 
 def test_sparse_windows_need_no_address_space_either() -> None:
     """256 GiB windows under a 3 GiB address-space cap: only the touched bytes exist."""
-    import subprocess
     import sys
 
     script = (
@@ -175,8 +175,7 @@ def test_sparse_windows_need_no_address_space_either() -> None:
         ".replace('window recv: block', 'window recv: big')\n"
         "r = ccogen.simulate(text, ranks=2, seeds=1)\n"
         "print(r.passed, r.summary())\n")
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         timeout=120)
+    out = run_child([sys.executable, "-c", script], cpu_s=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.startswith("True ") and "262,144 of 1,099,511,627,776 bytes" in out.stdout
 

@@ -96,21 +96,50 @@ _cache: dict[int, Analysis] = {}
 _cache_lock = threading.Lock()  # lookups and evictions from several threads (the API)
 
 
+_frozen = False  # the permanent generation holds what `gc_paused` froze (and nothing else)
+
+
 @contextmanager
 def gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection while the graph is built.
+    """No cyclic garbage collection while the checker builds; what it built is frozen.
 
-    The graph allocates hundreds of thousands of small lists and tuples, none of them
-    garbage; each allocation burst triggers full collections that scan all of them
-    again (a third of the build time on a 20k-op instance).
+    The instance, the graph and the symbolic memory are hundreds of thousands of small
+    lists, tuples and dataclasses, none of them garbage; each allocation burst triggers
+    collections that scan all of them again, and re-enabling collection only defers
+    that: the first collection after it scans everything built during the pause (with
+    the pause, a third of a 20k-op ring's lint was still collections, and as much again
+    at exit).  So on leaving the outermost pause the objects alive are moved to the
+    permanent generation (`gc.freeze`): reference counting still frees them, only
+    cycles among them wait for `gc_release()`, which `driver.check_protocol` calls when
+    it is done.  Where the program froze objects of its own (a pre-fork server), the
+    pause only pauses.
     """
+    global _frozen
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if enabled:
+            if _frozen or gc.get_freeze_count() == 0:
+                gc.freeze()
+                _frozen = True
             gc.enable()
+
+
+def gc_release() -> None:
+    """Return what `gc_paused` froze to the collector (the oldest generation)."""
+    global _frozen
+    if _frozen:
+        gc.unfreeze()
+        _frozen = False
+
+
+def forget() -> None:
+    """Drop the cached analyses (`ccogen` drops them before it exits: collecting a
+    large graph at interpreter exit took longer than freeing it)."""
+    with _cache_lock:
+        _cache.clear()
 
 
 def analyse(instance: Instance, max_bytes: int | None = None) -> Analysis:
@@ -134,4 +163,4 @@ def analyse(instance: Instance, max_bytes: int | None = None) -> Analysis:
 
 
 __all__ = ["Analysis", "Conflict", "ConflictKind", "ExpectedValues", "HBGraph", "Matching",
-           "analyse", "gc_paused"]
+           "analyse", "forget", "gc_paused", "gc_release"]

@@ -28,13 +28,20 @@ Rows = npt.NDArray[np.int32]
 
 @dataclass(slots=True)
 class Clock:
-    """The result of one sweep: topological order, chains, positions and rows."""
+    """The result of one sweep: topological order, chains, positions and rows.
+
+    Events share rows: the row of event `e` is `rows[slot[e]]` with its own chain's
+    entry replaced by `pos[e]` (an event with one predecessor reuses that
+    predecessor's row when nothing else changes, so a chain of single steps costs one
+    row).
+    """
 
     order: list[int]
     topo: list[int]  # index in `order`, -1 for an event that never happens
     chain: list[int]
     pos: list[int]
-    rows: Rows  # rows[e, c]: position of the latest event of chain c at or before e
+    slot: list[int]  # the row of `rows` that `e` reads (its own chain's entry aside)
+    rows: Rows  # rows[slot[e], c]: position of the latest event of chain c at or before e
 
     def executes(self, e: int) -> bool:
         return self.topo[e] >= 0
@@ -43,7 +50,10 @@ class Clock:
         """`a` happens strictly before `b` (False when either never happens)."""
         if a == b or self.topo[a] < 0 or self.topo[b] < 0:
             return False
-        return bool(self.rows.item(b, self.chain[a]) >= self.pos[a])
+        c = self.chain[a]
+        if c == self.chain[b]:
+            return self.pos[a] < self.pos[b]
+        return self.rows.item(self.slot[b], c) >= self.pos[a]
 
     @property
     def stuck(self) -> list[int]:
@@ -63,16 +73,64 @@ def sweep(preds: Sequence[Sequence[int]], succs: Sequence[Sequence[int]],
     indeg = [len(p) for p in preds]
     for b in blocked:
         indeg[b] += 1
-    state = _State(n, nkeys, max_bytes)
+    st = _State(n, nkeys, max_bytes)
+    rows, chain_of_key, tail = st.rows, st.chain_of_key, st.tail
+    chain, pos, slot, own, order, topo = st.chain, st.pos, st.slot, st.own, st.order, st.topo
+    maximum = np.maximum
+    used = 0  # rows of `rows` filled so far
     ready = deque(i for i in range(n) if indeg[i] == 0)
+    pop, push = ready.popleft, ready.append
     while ready:
-        e = ready.popleft()
-        state.visit(e, preds[e], keys[e])
-        for s in succs[e]:
-            indeg[s] -= 1
-            if indeg[s] == 0:
-                ready.append(s)
-    return state.clock()
+        e = pop()
+        ps = preds[e]
+        c = chain_of_key[keys[e]]
+        if len(ps) == 1:
+            p = ps[0]
+            cp = chain[p]
+            if cp == c:
+                if pos[p] != tail[c]:
+                    c = st.new_chain(keys[e])
+                    rows = st.rows
+            elif rows.item(slot[p], c) != tail[c]:
+                c = st.new_chain(keys[e])
+                rows = st.rows
+            if cp == c or own[p]:  # e's row is p's, but for e's own entry
+                t = tail[c] = tail[c] + 1
+                chain[e] = c
+                pos[e] = t
+                slot[e] = slot[p]
+            else:
+                s, used = used, used + 1
+                rows[s] = rows[slot[p]]
+                rows[s, cp] = pos[p]
+                t = tail[c] = tail[c] + 1
+                rows[s, c] = t
+                chain[e], pos[e], slot[e], own[e] = c, t, s, True
+        else:
+            s, used = used, used + 1
+            if len(ps) == 2:
+                p, q = ps
+                maximum(rows[slot[p]], rows[slot[q]], out=rows[s])
+            elif ps:
+                rows[s] = rows[[slot[p] for p in ps]].max(axis=0)
+            else:
+                rows[s] = -1
+            for p in ps:
+                if rows.item(s, chain[p]) < pos[p]:
+                    rows[s, chain[p]] = pos[p]
+            if rows.item(s, c) != tail[c]:
+                c = st.new_chain(keys[e])
+                rows = st.rows
+            t = tail[c] = tail[c] + 1
+            rows[s, c] = t
+            chain[e], pos[e], slot[e], own[e] = c, t, s, True
+        topo[e] = len(order)
+        order.append(e)
+        for x in succs[e]:
+            indeg[x] -= 1
+            if indeg[x] == 0:
+                push(x)
+    return st.clock()
 
 
 class _State:
@@ -80,33 +138,18 @@ class _State:
 
     def __init__(self, n: int, nkeys: int, max_bytes: int | None = None) -> None:
         self.max_bytes = max_bytes
-        self.rows: Rows = np.empty((n, max(nkeys, 1)), dtype=np.int32)  # filled as visited
+        self.rows: Rows = np.empty((n, max(nkeys, 1)), dtype=np.int32)  # filled as used
+        # the sweep (`sweep`) runs on local names of these
         self.chain_of_key = list(range(nkeys))
         self.tail = [-1] * nkeys
         self.chain = [-1] * n
         self.pos = [-1] * n
+        self.slot = [-1] * n
+        self.own = [False] * n  # rows[slot[e], chain[e]] == pos[e] (e wrote its row)
         self.order: list[int] = []
+        self.topo = [-1] * n
 
-    def visit(self, e: int, preds: Sequence[int], key: int) -> None:
-        rows = self.rows
-        if len(preds) == 1:
-            rows[e] = rows[preds[0]]
-        elif len(preds) == 2:
-            np.maximum(rows[preds[0]], rows[preds[1]], out=rows[e])
-        elif preds:
-            rows[e] = rows[list(preds)].max(axis=0)
-        else:
-            rows[e] = -1
-        c = self.chain_of_key[key]
-        if rows.item(e, c) != self.tail[c]:
-            c = self._new_chain(key)
-        p = self.tail[c] + 1
-        self.tail[c] = p
-        self.rows[e, c] = p
-        self.chain[e], self.pos[e] = c, p
-        self.order.append(e)
-
-    def _new_chain(self, key: int) -> int:
+    def new_chain(self, key: int) -> int:
         c = len(self.tail)
         if c >= self.rows.shape[1]:
             more = max(8, c // 4)
@@ -125,11 +168,8 @@ class _State:
         return c
 
     def clock(self) -> Clock:
-        topo = [-1] * len(self.chain)
-        for i, e in enumerate(self.order):
-            topo[e] = i
-        return Clock(order=self.order, topo=topo, chain=self.chain, pos=self.pos,
-                     rows=self.rows)
+        return Clock(order=self.order, topo=self.topo, chain=self.chain, pos=self.pos,
+                     slot=self.slot, rows=self.rows)
 
 
 __all__ = ["Clock", "sweep"]

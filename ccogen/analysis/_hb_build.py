@@ -61,6 +61,14 @@ class Skeleton:
     queues: dict[QueueKey, QueueOps] = field(default_factory=dict)
     mismatches: list[BarrierMismatch] = field(default_factory=list)
     _by_rank: dict[int, list[tuple[QueueKey, QueueOps]]] | None = None
+    # (rank, op) -> the events after its `land`: signals (rsig, lsig) and count
+    _signals: dict[tuple[int, int], list[int]] = field(default_factory=dict)
+    # per rank, by op index: its `issue` event, and the event program order continues from
+    issues: list[list[int]] = field(default_factory=list)
+    completions: list[list[int]] = field(default_factory=list)
+    whos: list[list[int]] = field(default_factory=list)  # per rank, by op: its issuer's number
+    # slot or counter -> its increment events, weights, edge kind (`_hb_derive._key_events`)
+    key_events: dict[object, tuple[list[int], list[int], EdgeKind]] = field(default_factory=dict)
 
     def rank_queues(self, rank: int) -> list[tuple[QueueKey, QueueOps]]:
         """The queues of one rank (built once the skeleton is complete)."""
@@ -77,9 +85,10 @@ class Skeleton:
         self.ranks.append(rank)
         self.opidx.append(op)
         self.wheres.append(where)
-        kid = self.key_ids.get(key)
+        key_ids = self.key_ids
+        kid = key_ids.get(key)
         if kid is None:
-            kid = self.key_ids[key] = len(self.key_ids)
+            kid = key_ids[key] = len(key_ids)
         self.keys.append(kid)
         self.ids[(kind, rank, op)] = e
         self.preds.append([])
@@ -93,9 +102,11 @@ class Skeleton:
         return len(self.kinds)
 
     def add_edge(self, u: int, v: int, kind: EdgeKind) -> bool:
-        if (u, v) in self.edge_kind or u == v:
+        uv = (u, v)
+        edge_kind = self.edge_kind
+        if uv in edge_kind or u == v:
             return False
-        self.edge_kind[(u, v)] = kind
+        edge_kind[uv] = kind
         self.preds[v].append(u)
         self.succs[u].append(v)
         return True
@@ -114,14 +125,21 @@ class Skeleton:
 
     def completion(self, rank: int, index: int) -> int:
         """The event after which program order continues: `done` of a blocking op, else `issue`."""
-        blocking = self.op(rank, index).kind.traits.blocking
-        return self.ids[(EventKind.DONE if blocking else EventKind.ISSUE, rank, index)]
+        return self.completions[rank][index]
 
     def terminal(self, rank: int, index: int) -> list[int]:
         """The last events of a transfer: its signals and count, or its land."""
-        ends = [e for k in (EventKind.RSIG, EventKind.LSIG, EventKind.COUNT)
+        return self.signals(rank, index) or [self.ids[(EventKind.LAND, rank, index)]]
+
+    def signals(self, rank: int, index: int) -> list[int]:
+        """The events after a transfer's land: its rsig, lsig and count (the events
+        exist once the skeleton's events are made; remembered per op)."""
+        found = self._signals.get((rank, index))
+        if found is None:
+            found = self._signals[(rank, index)] = [
+                e for k in (EventKind.RSIG, EventKind.LSIG, EventKind.COUNT)
                 if (e := self._signal_event(k, rank, index)) is not None]
-        return ends or [self.ids[(EventKind.LAND, rank, index)]]
+        return found
 
     def _signal_event(self, kind: EventKind, rank: int, index: int) -> int | None:
         if kind is EventKind.COUNT:
@@ -136,17 +154,13 @@ class Skeleton:
 def build_skeleton(instance: Instance, matching: Matching) -> Skeleton:
     sk = Skeleton(instance, matching)
     for rank, ops in enumerate(instance.ranks):
-        who: dict[Issuer, int] = {}
-        for op in ops:
-            _op_events(sk, op, who.setdefault(op.issuer, len(who)))
+        _rank_events(sk, rank, ops)
         for e in range(instance.launches - 1):
             sk.add_event(EventKind.BOUNDARY, rank, -1 - e, rank, ("end", rank))
         sk.add_event(EventKind.END, rank, -1, rank, ("end", rank))
     for rank, ops in enumerate(instance.ranks):
         _program_edges(sk, rank, ops)
-        for op in ops:
-            if op.kind.traits.queued:
-                _transfer_edges(sk, op)
+        _transfer_edges(sk, rank, ops)
         _queue_edges(sk, rank, ops)
         _fence_edges(sk, rank, ops)
     _host_sync(sk)
@@ -154,32 +168,127 @@ def build_skeleton(instance: Instance, matching: Matching) -> Skeleton:
     return sk
 
 
-def _op_events(sk: Skeleton, op: OpInst, who: int) -> None:
-    """The events of one op; `who` numbers its issuer on its rank.
+def _rank_events(sk: Skeleton, r: int, ops: tuple[OpInst, ...]) -> None:
+    """The events of every op of rank `r`, in op order (see `Skeleton.add_event`).
 
     Chain keys: the issuer's program (issue, done); per issuer and queue, the data
     events and the first signal event of each transfer (the queue runs them in
-    order); a second signal kind of the same transfer gets a key of its own.
+    order); a second signal kind of the same transfer gets a key of its own.  The
+    signal events an op takes part in (its own, or its posting group's first op's,
+    made before it) are noted for `Skeleton.signals`.
     """
-    r, i = op.rank, op.index
-    sk.add_event(EventKind.ISSUE, r, i, r, (r, who))
-    if op.kind.traits.blocking:
-        sk.add_event(EventKind.DONE, r, i, r, (r, who))
-    if not op.kind.traits.queued or op.peer is None:
-        return
-    queue = (r, who, op.peer, op.queue)
-    # a `signal` carries no data: its read and land are the queue reaching it
-    sk.add_event(EventKind.READ, r, i, op.src.rank if op.src is not None else r, queue)
-    sk.add_event(EventKind.LAND, r, i, op.dst.rank if op.dst is not None else op.peer, queue)
-    first = True
-    for local, kind in ((False, EventKind.RSIG), (True, EventKind.LSIG)):
-        inc = sk.matching.signal_of.get((r, i, local))
-        if inc is not None and inc.first == i:
-            sk.add_event(kind, r, i, inc.slot[0], queue if first else (*queue, kind))
-            first = False
-    if op.kind is OpKind.PUT and op.counter is not None:
-        sk.add_event(EventKind.COUNT, r, i, op.peer,
-                     queue if first else (*queue, EventKind.COUNT))
+    kinds, ranks, opidx, wheres, keys = sk.kinds, sk.ranks, sk.opidx, sk.wheres, sk.keys
+    key_ids, ids, preds, succs = sk.key_ids, sk.ids, sk.preds, sk.succs
+    signal_of, signals = sk.matching.signal_of, sk._signals
+    issues: list[int] = []
+    completions: list[int] = []
+    whos: list[int] = []
+    sk.issues.append(issues)
+    sk.completions.append(completions)
+    sk.whos.append(whos)
+
+    def add(kind: EventKind, i: int, where: int, key: object) -> int:
+        # (`ranks`, `preds` and `succs` are filled for all of them at the end)
+        e = len(kinds)
+        kinds.append(kind)
+        opidx.append(i)
+        wheres.append(where)
+        kid = key_ids.get(key)
+        if kid is None:
+            kid = key_ids[key] = len(key_ids)
+        keys.append(kid)
+        ids[(kind, r, i)] = e
+        return e
+
+    n = len(ops)
+    inst = sk.instance
+    if inst.launches > 1 and inst.period == 1 and _copied(ops, inst.launch_len(r)):
+        n = inst.launch_len(r)  # the later launches' events are copies of the first's
+    e0 = len(kinds)
+    who: dict[Issuer, int] = {}
+    by_id: dict[int, int] = {}  # the same issuer object again (most ops): no hashing
+    for op in ops[:n]:
+        i = op.index
+        w = by_id.get(id(op.issuer))
+        if w is None:
+            w = who.get(op.issuer)
+            if w is None:
+                w = who[op.issuer] = len(who)
+            by_id[id(op.issuer)] = w
+        whos.append(w)
+        traits = op.kind.traits
+        prog = (r, w)
+        issue = add(EventKind.ISSUE, i, r, prog)
+        issues.append(issue)
+        completions.append(add(EventKind.DONE, i, r, prog) if traits.blocking else issue)
+        if not traits.queued or op.peer is None:
+            continue
+        queue = (r, w, op.peer, op.queue)
+        # a `signal` carries no data: its read and land are the queue reaching it
+        add(EventKind.READ, i, op.src.rank if op.src is not None else r, queue)
+        add(EventKind.LAND, i, op.dst.rank if op.dst is not None else op.peer, queue)
+        first = True
+        sigs: list[int] = []
+        for local, kind in ((False, EventKind.RSIG), (True, EventKind.LSIG)):
+            inc = signal_of.get((r, i, local))
+            if inc is None:
+                continue
+            if inc.first == i:
+                sigs.append(add(kind, i, inc.slot[0], queue if first else (*queue, kind)))
+                first = False
+            elif (e := ids.get((kind, r, inc.first))) is not None:
+                sigs.append(e)
+        if op.kind is OpKind.PUT and op.counter is not None:
+            sigs.append(add(EventKind.COUNT, i, op.peer,
+                            queue if first else (*queue, EventKind.COUNT)))
+        signals[(r, i)] = sigs
+    if n < len(ops):
+        _copy_launches(sk, r, n, e0)
+    made = len(kinds) - len(ranks)
+    ranks.extend([r] * made)
+    preds.extend([[] for _ in range(made)])
+    succs.extend([[] for _ in range(made)])
+
+
+def _copied(ops: tuple[OpInst, ...], n: int) -> bool:
+    """Every later launch's ops are the first launch's, shifted (`launches._relaunched`:
+    the same issuer, regions and targets)."""
+    if n == 0 or len(ops) % n:
+        return False
+    for k in range(n, len(ops)):
+        op, op0 = ops[k], ops[k % n]
+        if not (op.issuer is op0.issuer and op.src is op0.src and op.dst is op0.dst
+                and op.kind is op0.kind and op.peer == op0.peer and op.queue == op0.queue
+                and op.counter == op0.counter and op.signal is op0.signal
+                and op.index == op0.index + k - k % n):
+            return False
+    return True
+
+
+def _copy_launches(sk: Skeleton, r: int, n: int, e0: int) -> None:
+    """The events of rank `r`'s later launches, copied from its first launch's (events
+    `e0` on, of its first `n` ops): the same kinds, places and chain keys, op indices
+    shifted by `n` per launch, event ids by the first launch's count (what the loop of
+    `_rank_events` makes for relaunched ops, whose increments are shifted alike)."""
+    kinds, opidx, wheres, keys, ids = sk.kinds, sk.opidx, sk.wheres, sk.keys, sk.ids
+    issues, completions, whos = sk.issues[r], sk.completions[r], sk.whos[r]
+    signals = sk._signals
+    e1 = len(kinds)
+    count = e1 - e0
+    first_signals = [(j, signals[(r, j)]) for j in range(n) if (r, j) in signals]
+    for launch in range(1, len(sk.instance.ranks[r]) // n):
+        shift, delta = launch * n, launch * count
+        kinds.extend(kinds[e0:e1])
+        opidx.extend([i + shift for i in opidx[e0:e1]])
+        wheres.extend(wheres[e0:e1])
+        keys.extend(keys[e0:e1])
+        for x in range(e0, e1):
+            ids[(kinds[x], r, opidx[x] + shift)] = x + delta
+        issues.extend([x + delta for x in issues[:n]])
+        completions.extend([x + delta for x in completions[:n]])
+        whos.extend(whos[:n])
+        for j, sigs in first_signals:
+            signals[(r, j + shift)] = [x + delta for x in sigs]
 
 
 # ============================================================================= edges
@@ -188,19 +297,19 @@ def _op_events(sk: Skeleton, op: OpInst, who: int) -> None:
 def _program_edges(sk: Skeleton, rank: int, ops: tuple[OpInst, ...]) -> None:
     """Program order; a launch's last ops precede its end, which precedes the next launch."""
     has_succ = [False] * len(ops)
+    issues, completions, add_edge = sk.issues[rank], sk.completions[rank], sk.add_edge
     for op in ops:
-        issue = sk.ids[(EventKind.ISSUE, rank, op.index)]
+        issue = issues[op.index]
         for p in op.preds:
             has_succ[p] = True
-            sk.add_edge(sk.completion(rank, p), issue, EdgeKind.PROGRAM)
+            add_edge(completions[p], issue, EdgeKind.PROGRAM)
         if not op.preds and op.epoch > 0:
-            sk.add_edge(sk.launch_end(rank, op.epoch - 1), issue, EdgeKind.LAUNCH)
-        if op.kind.traits.blocking:
-            sk.add_edge(issue, sk.ids[(EventKind.DONE, rank, op.index)], EdgeKind.PROGRAM)
+            add_edge(sk.launch_end(rank, op.epoch - 1), issue, EdgeKind.LAUNCH)
+        if completions[op.index] != issue:  # a blocking op: issue -> done
+            add_edge(issue, completions[op.index], EdgeKind.PROGRAM)
     for op in ops:
         if not has_succ[op.index]:
-            sk.add_edge(sk.completion(rank, op.index), sk.launch_end(rank, op.epoch),
-                        EdgeKind.PROGRAM)
+            add_edge(completions[op.index], sk.launch_end(rank, op.epoch), EdgeKind.PROGRAM)
     for e in range(sk.instance.launches - 1):
         sk.add_edge(sk.launch_end(rank, e), sk.launch_end(rank, e + 1), EdgeKind.LAUNCH)
 
@@ -227,46 +336,60 @@ def _host_sync(sk: Skeleton) -> None:
             sk.add_edge(sk.launch_end(rank, e), start, EdgeKind.LAUNCH)
 
 
-def _transfer_edges(sk: Skeleton, op: OpInst) -> None:
-    r, i = op.rank, op.index
-    read = sk.id(EventKind.READ, r, i)
-    if read is None:
-        return
-    land = sk.ids[(EventKind.LAND, r, i)]
-    sk.add_edge(sk.ids[(EventKind.ISSUE, r, i)], read, EdgeKind.TRANSFER)
-    sk.add_edge(read, land, EdgeKind.TRANSFER)
-    for kind in (EventKind.RSIG, EventKind.LSIG, EventKind.COUNT):
-        sig = sk._signal_event(kind, r, i)
-        if sig is not None:
-            sk.add_edge(land, sig, EdgeKind.TRANSFER)
+def _transfer_edges(sk: Skeleton, r: int, ops: tuple[OpInst, ...]) -> None:
+    """A transfer's life: issue -> read -> land -> each signal (and count)."""
+    issues, completions, kinds, add_edge = sk.issues[r], sk.completions[r], sk.kinds, sk.add_edge
+    queued = {k for k in OpKind if k.traits.queued}
+    for op in ops:
+        if op.kind not in queued:
+            continue
+        i = op.index
+        read = completions[i] + 1  # an op's read and land follow its issue (and done)
+        if kinds[read] is not EventKind.READ:
+            continue
+        land = read + 1
+        add_edge(issues[i], read, EdgeKind.TRANSFER)
+        add_edge(read, land, EdgeKind.TRANSFER)
+        for sig in sk.signals(r, i):
+            add_edge(land, sig, EdgeKind.TRANSFER)
 
 
 def _queue_edges(sk: Skeleton, rank: int, ops: tuple[OpInst, ...]) -> None:
     """Transfers of one issuer on one queue: each reads after the previous one finished."""
-    last: dict[tuple[Issuer, int, int], int] = {}
+    # per issuer of the rank (by its number) and (peer, queue): its list of transfers
+    listed: dict[tuple[int, int, int], list[int]] = {}
+    queues, whos = sk.queues, sk.whos[rank]
     for op in ops:
-        if op.peer is None or op.queue is None or not op.kind.traits.rings:
+        traits = op.kind.traits
+        if op.peer is None or op.queue is None or not traits.rings:
             continue
-        q = sk.queues.setdefault((rank, op.peer, op.queue), QueueOps())
+        q = queues.get((rank, op.peer, op.queue))
+        if q is None:
+            q = queues[(rank, op.peer, op.queue)] = QueueOps()
         if op.kind is OpKind.COMMIT:
             q.ringers.setdefault(op.issuer, []).append(op.index)
-        if not op.kind.traits.queued:
+        if not traits.queued:
             continue
-        q.transfers.setdefault(op.issuer, []).append(op.index)
-        key = (op.issuer, op.peer, op.queue)
-        if key in last:
-            read = sk.ids[(EventKind.READ, rank, op.index)]
-            for t in sk.terminal(rank, last[key]):
+        key = (whos[op.index], op.peer, op.queue)
+        seq = listed.get(key)
+        if seq is None:
+            seq = listed[key] = q.transfers.setdefault(op.issuer, [])
+        elif seq:
+            read = sk.completions[rank][op.index] + 1  # (its read follows its issue)
+            for t in sk.terminal(rank, seq[-1]):
                 sk.add_edge(t, read, EdgeKind.QUEUE)
-        last[key] = op.index
+        seq.append(op.index)
 
 
 def _fence_edges(sk: Skeleton, rank: int, ops: tuple[OpInst, ...]) -> None:
     """`fence()`: the issuer's earlier transfers land before its later ones land."""
-    by_issuer: dict[Issuer, list[OpInst]] = {}
+    if not any(op.kind is OpKind.FENCE for op in ops):
+        return
+    by_issuer: dict[int, list[OpInst]] = {}  # by issuer number, in order of first op
+    whos = sk.whos[rank]
     for op in ops:
         if op.kind is OpKind.FENCE or (op.kind.traits.queued and op.peer is not None):
-            by_issuer.setdefault(op.issuer, []).append(op)
+            by_issuer.setdefault(whos[op.index], []).append(op)
     for seq in by_issuer.values():
         if any(op.kind is OpKind.FENCE for op in seq):
             _fence_issuer(sk, rank, seq)

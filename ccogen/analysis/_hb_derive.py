@@ -297,6 +297,16 @@ def _one_chain(events: list[int], clock: Clock) -> bool:
 
 def _key_events(sk: Skeleton, key: SlotKey | CounterKey) -> tuple[list[int], list[int],
                                                                    EdgeKind]:
+    """The increment (or counted write) events of a key, their weights and edge kind
+    (made once per graph: every round of the fixpoint asks; never changed by a caller)."""
+    found = sk.key_events.get(key)
+    if found is None:
+        found = sk.key_events[key] = _make_key_events(sk, key)
+    return found
+
+
+def _make_key_events(sk: Skeleton, key: SlotKey | CounterKey) -> tuple[list[int], list[int],
+                                                                        EdgeKind]:
     m = sk.matching
     if isinstance(key[1], str):
         writes = m.counted.get(key, ())

@@ -150,8 +150,18 @@ class HBGraph:
     def kind(self, e: int) -> EventKind:
         return self._sk.kinds[e]
 
+    @property
+    def kinds(self) -> list[EventKind]:
+        """The kind of every event, by id (`kind` is one lookup)."""
+        return self._sk.kinds
+
     def __len__(self) -> int:
         return len(self._sk)
+
+    @property
+    def event_ids(self) -> dict[tuple[EventKind, int, int], int]:
+        """`(kind, rank, op)` -> event id, for loops over every op (`event` is one lookup)."""
+        return self._sk.ids
 
     def event(self, kind: EventKind, rank: int, op: int) -> int | None:
         """The id of an event, None if the op has no such event."""

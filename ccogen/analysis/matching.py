@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
 from ccogen.ir.instance import Instance, IssuerLevel, OpInst
-from ccogen.ir.nodes import Mode
+from ccogen.ir.nodes import Mode, SignalKind
 from ccogen.ir.opkind import OpKind
 
 SlotKey: TypeAlias = tuple[int, int, int]
@@ -202,17 +202,24 @@ def increments_of(instance: Instance) -> tuple[dict[SlotKey, tuple[Increment, ..
     """Every signal increment per slot, and the increment each signalling op is part of."""
     members: dict[tuple[object, ...], list[int]] = {}
     flags: dict[tuple[object, ...], tuple[SlotKey, int, bool, bool, int]] = {}
+    signalling = {k for k in OpKind if k.traits.signals}
     for rank, ops in enumerate(instance.ranks):
         for op in ops:
-            if not op.kind.traits.signals or op.peer is None or op.queue is None:
-                continue
+            if op.kind not in signalling or op.signal is SignalKind.NONE or op.peer is None \
+                    or op.queue is None:
+                continue  # (an op without a signal has no target: `_signal_targets`)
+            grouped = _grouped(op)
             for slot, local in _signal_targets(op):
                 # a group signals once per `(peer, queue)` it targets, for the local
                 # slot too: MORI groups lanes by queue key `peer * n + queue`
                 # (mori/cco/cco.hpp, ccoSdmaDispatchPut), whatever the signal's slot
                 key: tuple[object, ...] = ((rank, op.group, op.peer, slot, local)
-                                           if _grouped(op) else (rank, op.index, slot, local))
-                members.setdefault(key, []).append(op.index)
+                                           if grouped else (rank, op.index, slot, local))
+                found = members.get(key)
+                if found is None:
+                    members[key] = [op.index]
+                else:
+                    found.append(op.index)
                 flags[key] = (slot, rank, local, op.signal_per_copy, op.group)
     by_slot: dict[SlotKey, list[Increment]] = {}
     signal_of: dict[tuple[int, int, bool], Increment] = {}

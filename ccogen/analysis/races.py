@@ -50,6 +50,7 @@ from itertools import pairwise
 from weakref import WeakKeyDictionary
 
 from ccogen.analysis._hb_derive import prefix_len
+from ccogen.analysis.events import EventKind
 from ccogen.analysis.hb_graph import HBGraph
 from ccogen.ir.instance import CheckInst, LoadInst, OpInst, RegionInst
 from ccogen.ir.opkind import OpKind
@@ -66,11 +67,14 @@ class ConflictKind(StrEnum):
     REMOTE_READ = "remote-read"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Access:
     """Bytes `region` read or written at event `event` by `op`, or by the caller of
     `region.rank` at the end of launch `epoch`: reading an output (postcondition
-    `check`), or writing an input (`check` None) for the next launch."""
+    `check`), or writing an input (`check` None) for the next launch.
+
+    Never changed once made (not `frozen` only because a frozen dataclass takes twice
+    as long to make, and there is one per access: 120,000 in a 20k-op ring)."""
 
     region: RegionInst
     event: int
@@ -118,38 +122,54 @@ def accesses(graph: HBGraph) -> tuple[list[Access], list[Access]]:
     """Every read and every write of the instance that happens."""
     reads: list[Access] = []
     writes: list[Access] = []
+    later_reads: list[Access] = []  # reduces' sources and loads, after every transfer's
+    later_writes: list[Access] = []
+    ids = graph.event_ids
+    transfers = {k for k in OpKind if k.traits.transfer}
+    reduces = {k for k in OpKind if k.traits.reduces}
     for op in graph.iter_ops():
-        if not op.kind.traits.transfer or op.src is None or op.dst is None:
-            continue
-        issue = graph.issue(op.rank, op.index)
-        reads.append(Access(op.src, graph.read(op.rank, op.index), issue, op))
-        writes.append(Access(op.dst, graph.write(op.rank, op.index), issue, op))
-    for op in graph.iter_ops():
-        if op.kind.traits.reduces and op.dst is not None:
+        kind = op.kind
+        if kind in transfers and op.src is not None and op.dst is not None:
+            r, i = op.rank, op.index
+            issue = ids[(EventKind.ISSUE, r, i)]
+            reads.append(Access(op.src, ids.get((EventKind.READ, r, i), issue), issue, op))
+            writes.append(Access(op.dst, ids.get((EventKind.LAND, r, i), issue), issue, op))
+        if kind in reduces and op.dst is not None:
             issue = graph.issue(op.rank, op.index)
-            reads += [Access(src, issue, issue, op) for src in op.srcs]
-            writes.append(Access(op.dst, issue, issue, op))
+            later_reads += [Access(src, issue, issue, op) for src in op.srcs]
+            later_writes.append(Access(op.dst, issue, issue, op))
         if op.loads:
             issue = graph.issue(op.rank, op.index)
-            reads += [Access(x.region, issue, issue, op, load=x) for x in op.loads]
+            later_reads += [Access(x.region, issue, issue, op, load=x) for x in op.loads]
+    reads += later_reads
+    writes += later_writes
     inst = graph.instance
     for e in range(inst.launches):
+        ends = [graph.launch_end(rank, e) for rank in range(inst.nranks)]
         for check in inst.checks_at(e):  # (`launch % K`: the regions of launch e)
-            for region, init in check_regions(check):
-                if not init:
-                    end = graph.launch_end(region.rank, e)
-                    reads.append(Access(region, end, end, None, check, e))
+            if check.reduction is None:  # (`check_regions`, without its list)
+                if not check.left_init:
+                    end = ends[check.left.rank]
+                    reads.append(Access(check.left, end, end, None, check, e))
+                if check.right is not None and not check.right_init:
+                    end = ends[check.right.rank]
+                    reads.append(Access(check.right, end, end, None, check, e))
+            else:
+                for region, init in check_regions(check):
+                    if not init:
+                        end = ends[region.rank]
+                        reads.append(Access(region, end, end, None, check, e))
             for x in check.loads:
                 if not x.init:
-                    end = graph.launch_end(check.rank, e)
+                    end = ends[check.rank]
                     reads.append(Access(x.region, end, end, None, check, e, load=x))
     for rank, window in sorted(input_windows(inst)):
         whole = RegionInst(window, 0, inst.window_size(window), rank)
         for e in range(inst.launches - 1):
             end = graph.launch_end(rank, e)
             writes.append(Access(whole, end, end, None, None, e))
-    return ([a for a in reads if graph.executes(a.event)],
-            [a for a in writes if graph.executes(a.event)])
+    topo = graph.clock.topo
+    return ([a for a in reads if topo[a.event] >= 0], [a for a in writes if topo[a.event] >= 0])
 
 
 def remote(a: Access) -> bool:
@@ -172,15 +192,30 @@ class _Group:
     region: RegionInst
     items: list[Access]
     write: bool
+    chain: bool | None = None  # each item ordered before the next (`_is_chain`, once)
 
 
 def _groups(graph: HBGraph, accs: list[Access], write: bool) -> list[_Group]:
     by_range: dict[tuple[int, str, int, int], list[Access]] = {}
     for a in accs:
         r = a.region
-        by_range.setdefault((r.rank, r.window, r.start, r.stop), []).append(a)
-    return [_Group(items[0].region, sorted(items, key=lambda a: graph.topo(a.event)), write)
-            for items in by_range.values()]
+        key = (r.rank, r.window, r.start, r.stop)
+        found = by_range.get(key)
+        if found is None:
+            by_range[key] = [a]
+        else:
+            found.append(a)
+    topo = graph.clock.topo
+
+    def ordered(items: list[Access]) -> list[Access]:  # (`sorted`, stable; two: one compare)
+        if len(items) == 1:
+            return items
+        if len(items) == 2:
+            a, b = items
+            return items if topo[a.event] <= topo[b.event] else [b, a]
+        return sorted(items, key=lambda a: topo[a.event])
+
+    return [_Group(items[0].region, ordered(items), write) for items in by_range.values()]
 
 
 def overlapping(groups: list[_Group]) -> Iterator[tuple[_Group, _Group]]:
@@ -240,58 +275,71 @@ def _between_writes(graph: HBGraph, a: _Group, b: _Group) -> list[Conflict]:
 
 
 def _is_chain(graph: HBGraph, g: _Group) -> bool:
-    return all(graph.hb(x.event, y.event) for x, y in pairwise(g.items))
+    if g.chain is None:
+        hb = graph.clock.hb
+        g.chain = all(hb(x.event, y.event) for x, y in pairwise(g.items))
+    return g.chain
 
 
 def _reads_against(graph: HBGraph, reads: _Group, writes: _Group) -> list[Conflict]:
-    overlap = _overlap(reads.region, writes.region)
     items = writes.items
     if not _is_chain(graph, writes):  # writes racing each other (E031): each read's first
         items = items[:MAX_PAIRWISE]  # conflict of every kind, not only the first one
         found: dict[tuple[int, ConflictKind], Conflict] = {}
         for r in reads.items:
             for w in items:
-                c = _classify(graph, r, w, overlap)
+                c = _classify(graph, r, w)
                 if c is not None:
                     found.setdefault((r.event, c.kind), c)
         return list(found.values())
     out = []
     for r in reads.items:
-        out += _read_in_chain(graph, r, items, overlap)
+        found_ = _read_in_chain(graph, r, items)
+        if found_:
+            out += found_
     return out
 
 
-def _read_in_chain(graph: HBGraph, r: Access, chain: list[Access],
-                   overlap: RegionInst) -> list[Conflict]:
+def _read_in_chain(graph: HBGraph, r: Access, chain: list[Access]) -> list[Conflict]:
     """The read against a chain of writes: the writes neither before nor after it are a
     run `chain[k:j]`; the first is classified, and the last too when it belongs to
     another launch (a different mistake: the next launch overwriting, say)."""
-    k = prefix_len(chain, lambda w: graph.hb(w.event, r.event))
-    if k and r.issue != r.event and graph.hb(r.issue, chain[k - 1].event):
-        return [Conflict(ConflictKind.SOURCE_REUSE, r, chain[k - 1], overlap)]
+    hb = graph.clock.hb
+    event = r.event
+    if len(chain) == 1:  # (the common case, without the searches)
+        k = 1 if hb(chain[0].event, event) else 0
+    else:
+        k = prefix_len(chain, lambda w: hb(w.event, event))
+    if k and r.issue != event and hb(r.issue, chain[k - 1].event):
+        w = chain[k - 1]
+        return [Conflict(ConflictKind.SOURCE_REUSE, r, w, _overlap(r.region, w.region))]
     if k == len(chain):
         return []
-    out = [c for c in [_classify(graph, r, chain[k], overlap)] if c is not None]
-    j = prefix_len(chain, lambda w: not graph.hb(r.event, w.event))
+    first = _classify(graph, r, chain[k])
+    out = [] if first is None else [first]
+    if len(chain) - k < 2:
+        return out  # (j - 1 > k needs two writes from k on)
+    j = prefix_len(chain, lambda w: not hb(event, w.event))
     if j - 1 > k and chain[j - 1].launch != chain[k].launch:
-        last = _classify(graph, r, chain[j - 1], overlap)
+        last = _classify(graph, r, chain[j - 1])
         if last is not None:
             out.append(last)
     return out
 
 
-def _classify(graph: HBGraph, r: Access, w: Access, overlap: RegionInst) -> Conflict | None:
+def _classify(graph: HBGraph, r: Access, w: Access) -> Conflict | None:
     """The conflict between read `r` and write `w`, if they are not safely ordered."""
     if w.op is r.op:  # one op reading what it writes, or the caller's read and write
         return None
-    reused = r.issue != r.event and graph.hb(r.issue, w.event)
-    if reused and not graph.hb(r.event, w.event):
-        return Conflict(ConflictKind.SOURCE_REUSE, r, w, overlap)
-    if graph.ordered(r.event, w.event):
+    hb = graph.clock.hb
+    reused = r.issue != r.event and hb(r.issue, w.event)
+    if reused and not hb(r.event, w.event):
+        return Conflict(ConflictKind.SOURCE_REUSE, r, w, _overlap(r.region, w.region))
+    if hb(r.event, w.event) or hb(w.event, r.event):
         return None
+    overlap = _overlap(r.region, w.region)
     if not w.by_transfer and remote(r) and w.op is not None:
         return Conflict(ConflictKind.REMOTE_READ, r, w, overlap)
-        return None
     announced = _other_queue(graph, r, w)
     if announced is not None:
         wait, signal = announced

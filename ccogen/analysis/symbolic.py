@@ -59,6 +59,8 @@ class Piece:
         return RegionInst(self.window, self.offset, self.offset + self.length, self.rank)
 
     def cut(self, skip: int, length: int) -> Piece:
+        if not skip and length == self.length:
+            return self  # (pieces are immutable: the whole piece is itself)
         combo = self.combo
         if combo is not None and (skip or length != self.length):
             combo = Combo(combo.op, combo.dtype,
@@ -93,24 +95,32 @@ class _Window:
         return i + 1
 
     def read(self, start: int, stop: int) -> list[Piece]:
-        i = max(0, bisect.bisect_right(self.starts, start) - 1)
+        starts, pieces = self.starts, self.pieces
+        i = max(0, bisect.bisect_right(starts, start) - 1)
         out = []
-        while i < len(self.starts) and self.starts[i] < stop:
-            s, p = self.starts[i], self.pieces[i]
-            lo, hi = max(s, start), min(s + p.length, stop)
+        n = len(starts)
+        while i < n:
+            s = starts[i]
+            if s >= stop:
+                break
+            p = pieces[i]
+            end = s + p.length
+            lo = s if s > start else start
+            hi = end if end < stop else stop
             if lo < hi:
                 out.append(p.cut(lo - s, hi - lo))
             i += 1
         return out
 
     def write(self, start: int, pieces: list[Piece], writer: OpInst | None) -> None:
-        stop = start + sum(p.length for p in pieces)
+        stop = start + (pieces[0].length if len(pieces) == 1 else sum(p.length for p in pieces))
         i, j = self._split(start), self._split(stop)
         starts, new = [], []
         at = start
         for p in pieces:
             starts.append(at)
-            new.append(Piece(p.length, p.rank, p.window, p.offset, writer, p.combo))
+            new.append(p if p.writer is writer else
+                       Piece(p.length, p.rank, p.window, p.offset, writer, p.combo))
             at += p.length
         self.starts[i:j] = starts
         self.pieces[i:j] = new
@@ -138,17 +148,18 @@ class Memory:
         return w
 
     def read(self, r: RegionInst) -> list[Piece]:
-        return self._window(r.rank, r.window).read(r.start, r.stop)
+        w = self.windows.get((r.rank, r.window))
+        return (w or self._window(r.rank, r.window)).read(r.start, r.stop)
 
     def write(self, r: RegionInst, pieces: list[Piece], writer: OpInst | None) -> None:
-        self._window(r.rank, r.window).write(r.start, pieces, writer)
+        w = self.windows.get((r.rank, r.window))
+        (w or self._window(r.rank, r.window)).write(r.start, pieces, writer)
 
 
 def initial(r: RegionInst) -> list[Piece]:
     return [Piece(r.size, r.rank, r.window, r.start)]
 
 
-_MOVES = frozenset({EventKind.READ, EventKind.LAND, EventKind.ISSUE})
 _ENDS = frozenset({EventKind.BOUNDARY, EventKind.END})
 
 
@@ -164,33 +175,40 @@ def execute(graph: HBGraph) -> Memory:
     taken: dict[tuple[int, int], list[Piece]] = {}
     outputs = _outputs(inst)
     inputs = input_windows(inst)
+    kinds = graph.kinds
+    seen = mem.seen
+    ISSUE, READ, LAND = EventKind.ISSUE, EventKind.READ, EventKind.LAND
+    at_issue = (OpKind.REDUCE, OpKind.COPY)
     for e in graph.order:
-        kind = graph.kind(e)
+        kind = kinds[e]
+        if kind is ISSUE:  # (most events: the issue of an op that moves nothing then)
+            op = graph.op(e)
+            if op is None or op.kind not in at_issue:
+                continue
+            if op.kind is OpKind.REDUCE:
+                _reduce(mem, op)
+            elif op.src is not None and op.dst is not None:
+                mem.write(op.dst, mem.read(op.src), op)
+            continue
+        if kind is READ or kind is LAND:
+            op = graph.op(e)
+            if op is None or op.src is None or op.dst is None:
+                continue
+            if kind is READ:
+                taken[(op.rank, op.index)] = mem.read(op.src)
+            else:
+                mem.write(op.dst, taken.pop((op.rank, op.index)), op)
+            continue
         if kind in _ENDS:
             ev = graph.event_at(e)
             launch = inst.launches - 1 if kind is EventKind.END else -1 - ev.op
             for r in outputs.get(ev.rank, ()):
-                mem.seen[(launch, r)] = mem.read(r)
+                seen[(launch, r)] = mem.read(r)
             if kind is EventKind.BOUNDARY:
                 for rank, window in inputs:
                     if rank == ev.rank:
                         whole = RegionInst(window, 0, inst.window_size(window), rank)
                         mem.write(whole, initial(whole), None)
-            continue
-        if kind not in _MOVES:
-            continue
-        op = graph.op(e)
-        if op is not None and kind is EventKind.ISSUE and op.kind is OpKind.REDUCE:
-            _reduce(mem, op)
-            continue
-        if op is None or op.src is None or op.dst is None:
-            continue
-        if kind is EventKind.READ:
-            taken[(op.rank, op.index)] = mem.read(op.src)
-        elif kind is EventKind.LAND:
-            mem.write(op.dst, taken.pop((op.rank, op.index)), op)
-        elif op.kind is OpKind.COPY:
-            mem.write(op.dst, mem.read(op.src), op)
     return mem
 
 
@@ -318,8 +336,10 @@ def side(mem: Memory, r: RegionInst, init: bool, launch: int | None = None) -> l
     or (None) the memory as it is."""
     if init:
         return initial(r)
-    if launch is not None and (launch, r) in mem.seen:
-        return mem.seen[(launch, r)]
+    if launch is not None:
+        seen = mem.seen.get((launch, r))
+        if seen is not None:
+            return seen
     return mem.read(r)
 
 
@@ -373,7 +393,9 @@ def first_difference(left: list[Piece], right: list[Piece]) -> tuple[int, Piece,
         a, b = left[i], right[j]
         n = min(a.length - ioff, b.length - joff)
         pa, pb = a.cut(ioff, n), b.cut(joff, n)
-        if (pa.combo is None and pb.combo is None and
+        if pa is pb:
+            pass  # (the same piece: the same bytes)
+        elif (pa.combo is None and pb.combo is None and
                 (pa.rank, pa.window, pa.offset) != (pb.rank, pb.window, pb.offset)) or \
                 ((pa.combo is not None or pb.combo is not None) and normal(pa) != normal(pb)):
             return pos, pa, pb

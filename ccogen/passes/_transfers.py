@@ -40,16 +40,21 @@ def batches(ops: Sequence[OpInst], kinds: Collection[OpKind]) -> dict[BatchKey, 
     """The ops of `kinds` on one rank, grouped by (rank, kernel, perf issuer, peer, kind, round).
 
     A round ends at each op that waits for other ranks (`synchronises`)."""
-    rounds: dict[tuple[int, Issuer], int] = defaultdict(int)
+    rounds: dict[tuple[int, int], int] = defaultdict(int)  # (kernel, issuer number)
     out: dict[BatchKey, list[OpInst]] = defaultdict(list)
+    numbers: dict[Issuer, int] = {}
+    by_id: dict[int, tuple[int, PerfIssuer]] = {}  # the same issuer object: no hashing
     for op in ops:
-        key = (op.kernel, op.issuer)
+        found = by_id.get(id(op.issuer))
+        if found is None:
+            n = numbers.setdefault(op.issuer, len(numbers))
+            found = by_id[id(op.issuer)] = (n, perf_issuer(op.issuer))
+        key = (op.kernel, found[0])
         if op.kind.traits.synchronises:
             rounds[key] += 1
         elif op.kind in kinds and op.dst is not None and op.src is not None \
                 and op.dst.runtime is None and op.src.runtime is None:  # run-time: no sizes
-            out[(op.rank, op.kernel, perf_issuer(op.issuer), op.peer, op.kind,
-                 rounds[key])].append(op)
+            out[(op.rank, op.kernel, found[1], op.peer, op.kind, rounds[key])].append(op)
     return out
 
 

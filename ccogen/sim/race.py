@@ -27,6 +27,8 @@ That finds a race whatever the interleaving of the schedule that exposed it.
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -122,33 +124,90 @@ class HB:
         return vc if into is None else np.maximum(into, vc)
 
 
+class _Spans:
+    """The accesses of one window, and an index of them by byte range.
+
+    Accesses are kept in the order they were made (`records`); the index files each
+    one, by its position there, under its length class (`stop - start` of bit length
+    k: shorter than 2**k) in start order, so the accesses that may overlap `[s, e)`
+    are those of each class with a start in `(s - 2**k, e)`: a bisection per class,
+    not a scan of every earlier access (which made a long run quadratic).
+    """
+
+    __slots__ = ("classes", "records")
+
+    def __init__(self, records: list[Access] | None = None) -> None:
+        self.records: list[Access] = []
+        self.classes: dict[int, tuple[list[int], list[int]]] = {}  # k -> starts, positions
+        for r in records or ():
+            self.add(r)
+
+    def __iter__(self) -> Iterator[Access]:
+        return iter(self.records)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def copy(self) -> _Spans:
+        other = _Spans.__new__(_Spans)
+        other.records = list(self.records)
+        other.classes = {k: (list(a), list(b)) for k, (a, b) in self.classes.items()}
+        return other
+
+    def add(self, r: Access) -> None:
+        k = max(r.stop - r.start, 0).bit_length()
+        found = self.classes.get(k)
+        if found is None:
+            found = self.classes[k] = ([], [])
+        starts, positions = found
+        i = bisect.bisect_right(starts, r.start)
+        starts.insert(i, r.start)
+        positions.insert(i, len(self.records))
+        self.records.append(r)
+
+    def overlapping(self, start: int, stop: int) -> list[Access]:
+        """The accesses with `rec.start < stop and start < rec.stop`, in the order made."""
+        hits: list[int] = []
+        for k, (starts, positions) in self.classes.items():
+            lo = bisect.bisect_right(starts, start - (1 << k))
+            hi = bisect.bisect_left(starts, stop, lo)
+            if lo < hi:
+                hits += positions[lo:hi]
+        if len(hits) > 1:
+            hits.sort()
+        records = self.records
+        return [rec for i in hits if (rec := records[i]).start < stop and start < rec.stop]
+
+
 class RaceLog:
     """Accesses per window and the races found between them."""
 
     __slots__ = ("records", "reported")
 
     def __init__(self) -> None:
-        self.records: dict[WindowKey, list[Access]] = {}
+        self.records: dict[WindowKey, _Spans] = {}
         self.reported: set[tuple[object, ...]] = set()
 
     def copy(self) -> RaceLog:
         other = RaceLog.__new__(RaceLog)
-        other.records = {k: list(v) for k, v in self.records.items()}
+        other.records = {k: v.copy() for k, v in self.records.items()}
         other.reported = set(self.reported)
         return other
 
     def access(self, new: Access) -> list[Access]:
         """Record `new`; return the earlier accesses it races with."""
         found: list[Access] = []
-        records = self.records.setdefault(new.window, [])
+        spans = self.records.get(new.window)
+        if spans is None:
+            spans = self.records[new.window] = _Spans()
         write = new.who.write
         adds = new.who.role == "count"
-        for rec in records:
-            if (rec.start < new.stop and new.start < rec.stop and (write or rec.who.write)
+        for rec in spans.overlapping(new.start, new.stop):
+            if ((write or rec.who.write)
                     and not (adds and rec.who.role == "count")  # counted adds commute
                     and rec.clock > new.vc[rec.proc]):
                 found.append(rec)
-        records.append(new)
+        spans.add(new)
         return found
 
     def first_report(self, key: tuple[object, ...]) -> bool:
@@ -159,5 +218,5 @@ class RaceLog:
 
     def prune(self, host: Clock) -> None:
         """Drop accesses ordered before `host` (valid only when nothing is in flight)."""
-        for key, records in self.records.items():
-            self.records[key] = [r for r in records if r.clock > host[r.proc]]
+        for key, spans in self.records.items():
+            self.records[key] = _Spans([r for r in spans.records if r.clock > host[r.proc]])

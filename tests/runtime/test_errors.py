@@ -10,6 +10,7 @@ import pytest
 
 from ccogen.errors import NoGpuError, NotEnoughGpusError
 from ccogen.rt import native, run_manifest
+from tests.helpers import run_child
 
 from .conftest import DATA
 
@@ -44,8 +45,7 @@ def test_iters_must_be_positive() -> None:
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ccogen", *args], capture_output=True,
-                          text=True, cwd=REPO, env=env, timeout=300)
+    return run_child([sys.executable, "-m", "ccogen", *args], cpu_s=300, cwd=REPO, env=env)
 
 
 @NO_GPU

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import run_child
+
 DATA = Path(__file__).resolve().parent / "data" / "fake_libcuda"
 
 SCRIPT = """
@@ -55,8 +57,7 @@ def test_capture_replay_and_errors(fake_driver: Path, tmp_path: Path) -> None:
                     "(pip install --no-build-isolation --no-deps -e .)")
     log = tmp_path / "calls.log"
     env = {**os.environ, "CCOGEN_LIBCUDA": str(fake_driver), "FAKE_CUDA_LOG": str(log)}
-    done = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,
-                          text=True, timeout=60, check=False)
+    done = run_child([sys.executable, "-c", SCRIPT], cpu_s=60, env=env)
     assert done.returncode == 0, done.stderr
     calls = log.read_text().splitlines()
     assert calls == [

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import ccogen
+from tests.helpers import run_child
 
 PACKAGE = Path(ccogen.__file__).resolve().parent
 TORCH_FREE = ("__init__.py", "errors.py", "spec.py", "args.py", "loader.py", "device.py")
@@ -62,8 +63,7 @@ def test_the_torch_free_parts_of_the_binding_never_import_torch() -> None:
 
 
 def _run(code: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
+    return run_child([sys.executable, "-c", code], cpu_s=120)
 
 
 def test_importing_ccogen_and_the_torch_free_parts_loads_no_torch() -> None:
