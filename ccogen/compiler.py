@@ -63,7 +63,8 @@ def compile_protocol(protocol: Protocol, target: str, *, source: str, ranks: int
             "this protocol", help=f"targets with a code generator: {', '.join(TARGETS)}")])
     n = ranks if ranks is not None else default_ranks(protocol, params)
     result = check_protocol(protocol, CheckOptions(ranks=(n,), params=params, target=target,
-                                                   limits=limits or DEFAULT_LIMITS))
+                                                   limits=limits or DEFAULT_LIMITS,
+                                                   sample_loops=False))  # codegen: every op
     errors = [d for d in result.diagnostics if d.is_error]
     if not result.instances or (errors and not force):
         raise DiagnosticError(errors or result.diagnostics)

@@ -49,7 +49,7 @@ def batches(ops: Sequence[OpInst], kinds: Collection[OpKind]) -> dict[BatchKey, 
         elif op.kind in kinds and op.dst is not None and op.src is not None \
                 and op.dst.runtime is None and op.src.runtime is None:  # run-time: no sizes
             out[(op.rank, op.kernel, perf_issuer(op.issuer), op.peer, op.kind,
-                 rounds[key])].append(op)
+                 rounds[key])].extend(op.expanded())  # a sampled loop's ops: all of them
     return out
 
 
