@@ -68,6 +68,8 @@ def compile_protocol(protocol: Protocol, target: str, *, source: str, ranks: int
     if not result.instances or (errors and not force):
         raise DiagnosticError(errors or result.diagnostics)
     instance = result.instances[0]
+    if any(note.sampled for note in instance.loops):  # checked on three iterations: the
+        instance = _every_iteration(protocol, n, params, limits)  # kernels need them all
     try:
         options = Options(debug=debug, epoch_from_heap=epoch_from_heap)
         if arch:
@@ -79,6 +81,20 @@ def compile_protocol(protocol: Protocol, target: str, *, source: str, ranks: int
         raise DiagnosticError([error("E042", str(exc), exc.span, "not supported here",
                                      help=f"`{target}` cannot lower this shape yet")]) from None
     return Compiled(instance, target, files.files)
+
+
+def _every_iteration(protocol: Protocol, nranks: int, params: dict[str, int],
+                     limits: Limits | None) -> Instance:
+    """The instance with every loop unrolled, for code generation (its findings are the
+    checked instance's: docs/checker.md, "Loops checked on three iterations")."""
+    from ccogen.analysis import gc_paused
+    from ccogen.instantiate import instantiate
+
+    with gc_paused():
+        instance, diags = instantiate(protocol, nranks, params, limits or DEFAULT_LIMITS)
+    if instance is None:  # a limit the three iterations stayed under (E006)
+        raise DiagnosticError([d for d in diags if d.is_error] or diags)
+    return instance
 
 
 def compile_file(path: str, target: str, *, ranks: int | None, params_text: Sequence[str],

@@ -10,6 +10,7 @@ found on are said per instance where they differ.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -23,14 +24,25 @@ from ccogen.limits import DEFAULT as DEFAULT_LIMITS
 from ccogen.limits import Limits
 
 
+def _sample_default() -> bool:
+    """Loops uniform in their variable are checked on three iterations unless the
+    internal switch `CCOGEN_EXACT_LOOPS=1` asks for every iteration (the oracle of the
+    differential test, docs/checker.md)."""
+    return os.environ.get("CCOGEN_EXACT_LOOPS", "") != "1"
+
+
 @dataclass(frozen=True)
 class CheckOptions:
-    """What to check: team sizes (None: the protocol's), parameter overrides, a target."""
+    """What to check: team sizes (None: the protocol's), parameter overrides, a target.
+
+    `sample_loops`: check a uniform loop on three of its iterations (the instances are
+    then for checking only; code generation asks for every iteration)."""
 
     ranks: tuple[int, ...] | None = None
     params: Mapping[str, int] = field(default_factory=dict)
     target: str | None = None
     limits: Limits = DEFAULT_LIMITS
+    sample_loops: bool = field(default_factory=_sample_default)
 
 
 @dataclass
@@ -67,7 +79,8 @@ def _check_protocol(protocol: Protocol, options: CheckOptions) -> CheckResult:
     sizes = team_sizes(protocol, options.ranks, params=dict(options.params))
     for n in sizes:
         with gc_paused():  # 100k op instances: a third of the unrolling was collections
-            instance, diags = instantiate(protocol, n, dict(options.params), options.limits)
+            instance, diags = instantiate(protocol, n, dict(options.params), options.limits,
+                                          sample=options.sample_loops)
         if instance is not None and not any(d.is_error for d in diags):
             instances.append(instance)
             diags = [*diags, *_checks(protocol, instance, options)]

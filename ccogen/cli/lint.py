@@ -42,6 +42,8 @@ def add_parser(sub: Any) -> None:
                    f"capabilities ({', '.join(target_names())})")
     format_args(p)
     p.add_argument("--strict", action="store_true", help="fail on warnings (and notes) too")
+    p.add_argument("--verbose", action="store_true", help="say how each loop of 4 or more "
+                   "iterations was checked: on three iterations, or unrolled and why")
 
 
 def command(args: argparse.Namespace) -> int:
@@ -55,32 +57,51 @@ def command(args: argparse.Namespace) -> int:
     bounds = limits(args)
     diagnostics: list[Diagnostic] = []
     summaries: list[str] = []
+    files = 0
     for path in args.files:
         try:
             protocol = parse_ir(read(path), path)
         except DiagnosticError as exc:
             diagnostics.extend(exc.diagnostics)
             summaries.append(file_summary(path, exc.diagnostics, None))
+            files += 1
             continue
         options = CheckOptions(ranks=team_sizes, params=params(args.param, protocol),
                                target=target_name, limits=bounds)
         result = check_protocol(protocol, options)
         diagnostics.extend(result.diagnostics)
         summaries.append(file_summary(path, result.diagnostics, result.instances))
+        files += 1
+        if args.verbose:
+            summaries.extend(loop_lines(result.instances))
     if args.strict:  # a line the checker cannot prove fails a strict lint
         diagnostics = [replace(d, severity=Severity.WARNING) if d.sev is Severity.NOTE else d
                        for d in diagnostics]
     if args.format == "full":
         from ccogen.diag import render_full
 
-        if len(summaries) > 1:
-            summaries.append(f"{len(summaries)} files: {render_full.summary(diagnostics)}")
+        if files > 1:
+            summaries.append(f"{files} files: {render_full.summary(diagnostics)}")
         findings = render_full.render(diagnostics, color=color(args), with_summary=False)
         write_out(findings + ("\n" if findings else "") + "\n".join(summaries))
     else:
         write_out(render(diagnostics, args.format, color=color(args)))
     failing = any(d.is_error for d in diagnostics) or (args.strict and diagnostics)
     return EXIT_FINDINGS if failing else EXIT_OK
+
+
+def loop_lines(instances: Sequence[Instance]) -> list[str]:
+    """`--verbose`: one line per loop of every instance, how it was instantiated."""
+    out: list[str] = []
+    for inst in instances:
+        for note in inst.loops:
+            where = f"{note.span}" if note.span is not None else "a loop"
+            how = ("checked on iterations 0, 1 and the last (uniform in its variable)"
+                   if note.sampled else f"unrolled: {note.reason}")
+            line = f"  {where}: loop of {note.trips:,} iterations {how} [{inst.label()}]"
+            if line not in out:
+                out.append(line)
+    return out
 
 
 def file_summary(path: str, diagnostics: Sequence[Diagnostic],

@@ -131,6 +131,7 @@ from ccogen.instantiate.runtime import (
     read_after_write,
     uses_runtime,
 )
+from ccogen.instantiate.sampling import Sampler, sampled_accesses, sampled_loads
 from ccogen.instantiate.unroll import Unroller
 from ccogen.ir import nodes as ir
 from ccogen.ir.dtype import DType
@@ -170,7 +171,7 @@ def team_sizes(
 def instantiate(
     protocol: ir.Protocol, nranks: int, params: Mapping[str, Any] | None = None,
     limits: Limits = DEFAULT_LIMITS, *, contents: Contents | None = None,
-    launch: int = 0,
+    launch: int = 0, sample: bool = False,
 ) -> tuple[Instance | None, list[Diagnostic]]:
     """Bind `nranks` and `params` (defaults for the rest), evaluate and unroll.
 
@@ -183,6 +184,11 @@ def instantiate(
     A protocol that uses `launch % K` is instantiated for `launch` (0 by default) and
     carries the instances of the other launches of its period (`Instance.rotation`,
     `Instance.at_launch`); they must have the same ops, only other regions.
+
+    With `sample` (the checker: symbolic instances only), a loop uniform in its variable
+    is instantiated on three of its iterations (`sampling`; docs/checker.md, "Loops
+    checked on three iterations"): the instance is then for checking, not for code
+    generation, and `Instance.loops` says which loops were sampled and why others not.
     """
     given = dict(params or {})
     findings = Findings(nranks, label(nranks, given), limits, stop=True)
@@ -196,10 +202,12 @@ def instantiate(
         if bound is None or types is None or not team_ok(protocol, nranks, bound, compiler,
                                                           findings):
             return None, findings.diagnostics()
-        inst = _unroll(protocol, nranks, bound, types, compiler, findings, contents, launch)
+        sampler = None if contents is not None or not sample else Sampler(protocol)
+        inst = _unroll(protocol, nranks, bound, types, compiler, findings, contents, launch,
+                       sampler)
         if inst is not None and inst.period > 1:
             inst = _rotation(inst, protocol, nranks, bound, types, compiler, findings,
-                             contents)
+                             contents, sampler)
     except FindingsFull:  # `limits.findings` of one rule: stop evaluating (Findings)
         return None, findings.diagnostics()
     return inst, findings.diagnostics()
@@ -210,7 +218,7 @@ MAX_PERIOD = 8  # `launch % K`: the checker builds period + 1 launches
 
 def _rotation(inst: Instance, protocol: ir.Protocol, nranks: int, params: dict[str, int],
               types: dict[str, DType], compiler: Compiler, findings: Findings,
-              contents: Contents | None) -> Instance | None:
+              contents: Contents | None, sampler: Sampler | None) -> Instance | None:
     """`inst` (of launch `inst.launch`) with the instances of every launch of its period."""
     period = inst.period
     if period > MAX_PERIOD:
@@ -224,7 +232,8 @@ def _rotation(inst: Instance, protocol: ir.Protocol, nranks: int, params: dict[s
     for e in range(period):
         if e == inst.launch % period:
             continue
-        other = _unroll(protocol, nranks, params, types, compiler, findings, contents, e)
+        other = _unroll(protocol, nranks, params, types, compiler, findings, contents, e,
+                        None if sampler is None else Sampler(protocol, sampler.excluded))
         if other is None:
             return None
         mismatch = _shape_mismatch(inst, other)
@@ -271,8 +280,8 @@ def _launch_span(protocol: ir.Protocol) -> Span | None:
 
 
 def _loader(protocol: ir.Protocol, nranks: int, params: dict[str, int], decl: Any,
-            compiler: Compiler, findings: Findings, contents: Contents | None
-            ) -> Callable[[ir.Load, int, int], Any] | None:
+            compiler: Compiler, findings: Findings, contents: Contents | None,
+            sampler: Sampler | None = None) -> Callable[[ir.Load, int, int], Any] | None:
     """What `load(...)` reads: run `require`, then follow the static writes of a first,
     silent unrolling (`Writes`), so that a load of a written element reads its source."""
     if not uses_runtime(protocol):
@@ -285,6 +294,7 @@ def _loader(protocol: ir.Protocol, nranks: int, params: dict[str, int], decl: An
     first = Unroller(protocol, nranks, params, decl, compiler, Findings(nranks))
     first.loader = SymbolicLoader(bounds, None)
     first.records_loads = False  # only its writes are wanted
+    first.sampler = sampler  # a sampled loop writes no window a load reads
     for ops in first.run():
         for p in ops:
             if p.kind in (OpKind.PUT, OpKind.GET, OpKind.COPY):
@@ -312,35 +322,78 @@ def preconditions(protocol: ir.Protocol, nranks: int, params: Mapping[str, Any] 
     bound = bind_params(protocol, nranks, ints, compiler, findings) or {}
     decl = declare(protocol, nranks, bound, types, compiler, findings)
     bounds = precondition_bounds(protocol, nranks, bound, decl.memories, compiler, findings)
-    return bounds, {k: m for k, m in decl.memories.items() if m is not None}, bound
+    return bounds.materialize(), {k: m for k, m in decl.memories.items() if m is not None}, bound
 
 
 def _unroll(protocol: ir.Protocol, nranks: int, params: dict[str, int],
             types: dict[str, DType], compiler: Compiler,
             findings: Findings, contents: Contents | None = None,
-            launch: int = 0) -> Instance | None:
+            launch: int = 0, sampler: Sampler | None = None) -> Instance | None:
+    """The instance of `launch`: with `sampler`, on three iterations of every loop whose
+    instance meets the conditions (`Sampler.rejects`); a loop that does not is excluded
+    and the instantiation redone, until none is rejected."""
+    while sampler is not None:
+        trial = Findings(nranks, findings.label, findings.limits, stop=findings.stop,
+                         record=True)
+        try:
+            inst, rejected = _build(protocol, nranks, params, types, compiler, trial,
+                                    contents, launch, sampler)
+        except FindingsFull:  # many findings: the exact instance says which
+            inst, rejected = None, {0: "the instance stopped at the findings limit"}
+        if not rejected:
+            trial.replay(findings)
+            return inst
+        sampler.excluded.update(rejected)
+        if not sampler.sampled_any():
+            break
+    inst, _ = _build(protocol, nranks, params, types, compiler, findings, contents, launch,
+                     sampler)
+    return inst
+
+
+def _build(protocol: ir.Protocol, nranks: int, params: dict[str, int],
+           types: dict[str, DType], compiler: Compiler, findings: Findings,
+           contents: Contents | None, launch: int, sampler: Sampler | None
+           ) -> tuple[Instance | None, dict[int, str]]:
+    """One instantiation, and the sampled loops whose instance breaks a condition."""
     decl = declare(protocol, nranks, params, types, compiler, findings)
     try:
-        loader = _loader(protocol, nranks, params, decl, compiler, findings, contents)
+        loader = _loader(protocol, nranks, params, decl, compiler, findings, contents,
+                         sampler)
         unroller = Unroller(protocol, nranks, params, decl, compiler, findings)
         unroller.launch = launch
         unroller.loader = loader
         unroller.empty_ok = contents is not None
+        unroller.sampler = sampler
         pending = unroller.run()
         ensure = Ensure(nranks, params, decl.memories, compiler, findings)
         ensure.launch, ensure.moduli = launch, unroller.moduli
         ensure.loader = loader
         ensure.empty_ok = contents is not None
+        ensure.sampler = sampler
         ensure.total, ensure.iterations = unroller.total, unroller.iterations  # shared limits
         checks = ensure.run(protocol.ensure)
     except Overflow as exc:
         findings.add(exc.diagnostic, exc.rank)
-        return None
+        return None, {}
+    rejected: dict[int, str] = {}
+    if sampler is not None and sampler.sampled_any():
+        rejected = sampler.rejects(
+            sampled_accesses(pending, checks, ensure.wheres),
+            sampled_loads(pending, checks, ensure.wheres),
+            loader.bounds if isinstance(loader, SymbolicLoader) else None,
+            {n: m.dtype.size for n, m in decl.memories.items() if m is not None})
+        if rejected:
+            return None, rejected
+        for ops in pending:
+            for p in ops:
+                if p.where is not None and p.where.v == 1:
+                    p.where = sampler.with_strides(p.where)
     queues = auto_queue_count(pending) if decl.queues is None else decl.queues
     auto = decl.queues is None
     ranks = tuple(finalize(r, ops, queues, auto, findings) for r, ops in enumerate(pending))
     if decl.fatal:
-        return None
+        return None, {}
     return Instance(
         protocol=protocol, nranks=nranks, params=tuple(params.items()), queues=queues,
         window_sizes=tuple((n, s) for n, s in decl.windows.items() if s is not None),
@@ -354,7 +407,8 @@ def _unroll(protocol: ir.Protocol, nranks: int, params: dict[str, int],
         unchecked=ensure.unchecked, unproved=tuple(ensure.unproved),
         contents_label=contents.label if contents else "",
         launch=launch, period=math.lcm(*unroller.moduli) if unroller.moduli else 1,
-    )
+        loops=() if sampler is None else sampler.notes(),
+    ), {}
 
 
 __all__ = ["DEFAULT_TEAM_SIZES", "MAX_OP_INSTANCES", "Contents", "instantiate",

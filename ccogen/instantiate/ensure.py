@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ccogen.instantiate.evaluating import Evaluating, forget_assigned
+from ccogen.instantiate.sampling import Where
 from ccogen.ir import nodes as ir
 from ccogen.ir.evaluate import EvalError
-from ccogen.ir.instance import CheckInst, ReductionInst, RegionInst
+from ccogen.ir.instance import CheckInst, Issuer, ReductionInst, RegionInst
 from ccogen.ir.runtime import Rt
 from ccogen.source import Span
 
@@ -33,6 +34,8 @@ class Ensure(Evaluating):
 
     def run(self, stmts: Sequence[ir.Stmt]) -> list[CheckInst]:
         self.checks: list[CheckInst] = []
+        self.wheres: list[Where | None] = []  # per check: its place in a sampled loop
+        self._path: list[int] = []
         # (line, why) of every line a symbolic instance leaves to the simulator (N001)
         self.unproved: list[tuple[Span | None, str]] = []
         for rank in range(self.nranks):
@@ -62,10 +65,18 @@ class Ensure(Evaluating):
         seq = self._seq(s.iter, "`for`", s.span)
         if seq is None:
             return
-        saved = self._enter(s, len(seq))
-        for value in seq:
-            self.env.vars[s.var] = value
+        iterations = self._iterations(s, len(seq))
+        sampled = self._in_sample(s, len(seq))
+        saved = self._enter(s, len(iterations))
+        self._path.append(0)
+        for i in iterations:
+            self.env.vars[s.var] = seq[i]
+            self._path[-1] = i
+            if sampled:
+                self.where = (id(s), i, len(seq))
             self._body(s.body)
+        self.where = None
+        self._path.pop()
         self._leave(s.var, saved)
 
     def _check(self, s: ir.Check) -> None:
@@ -86,6 +97,7 @@ class Ensure(Evaluating):
         self.checks.append(CheckInst(rank=self.rank, op=s.op, left=left, left_init=s.left.init,
                                      right=right, right_init=s.right.init, check=s, span=s.span,
                                      runtime=runtime, loads=tuple(self.take_loads())))
+        self.wheres.append(self._where(s))
         self._count(s)
 
     def _reduction_check(self, s: ir.Check, r: ir.Reduction) -> None:
@@ -136,7 +148,14 @@ class Ensure(Evaluating):
                                      right=None, right_init=False, check=s, span=s.span,
                                      reduction=reduction, runtime=runtime,
                                      loads=tuple(self.take_loads())))
+        self.wheres.append(self._where(s))
         self._count(s)
+
+    def _where(self, s: ir.Check) -> Where | None:
+        if self.where is None:
+            return None
+        loop, v, trips = self.where
+        return Where(loop, v, trips, (self.rank, -1, id(s), Issuer(), tuple(self._path[:-1])))
 
     def _side(self, region: ir.Region, s: ir.Check) -> RegionInst | None:
         rank: int | None = self.rank

@@ -10,6 +10,7 @@ from typing import Any
 from ccogen.diag import Diagnostic, error
 from ccogen.instantiate.declarations import Memory
 from ccogen.instantiate.findings import Findings
+from ccogen.instantiate.sampling import Sampler
 from ccogen.ir import nodes as ir
 from ccogen.ir.dtype import DType
 from ccogen.ir.evaluate import Compiler, Env, EvalError, IntFn, Value, expr_text
@@ -66,6 +67,17 @@ class Evaluating:
         self.launch = 0
         self.moduli: set[int] = set()
         self.env.launch, self.env.moduli = self.launch, self.moduli
+        # loops checked on three iterations (`sampling`): which, and where we are in one
+        self.sampler: Sampler | None = None
+        self.where: tuple[int, int, int] | None = None  # (id of the loop, iteration, trips)
+
+    def _iterations(self, loop: ir.For, n: int) -> Sequence[int]:
+        """The iterations of `loop` (of `n`) to instantiate: all, or three of a loop
+        uniform in its variable (`sampling.Sampler`)."""
+        return range(n) if self.sampler is None else self.sampler.indices(loop, n)
+
+    def _in_sample(self, loop: ir.For, n: int) -> bool:
+        return self.sampler is not None and self.sampler.sampled(loop, n)
 
     def _bind_rank(self, rank: int) -> None:
         self.rank = rank

@@ -93,4 +93,15 @@ def _op_inst(index: int, rank: int, p: Pending, preds: tuple[int, ...], queue: i
                   signal_per_copy=per_copy, mode=mode, counter=counter, expected=p.expected,
                   lanes_in_group=sizes[group], srcs=p.srcs, reduce_op=p.reduce_op,
                   weights=p.weights, dtype=p.dtype, expected_rt=p.expected_rt,
-                  weights_rt=p.weights_rt, loads=p.loads)
+                  weights_rt=p.weights_rt, loads=p.loads,
+                  **({} if p.where is None else _repeats(p)))
+
+
+def _repeats(p: Pending) -> dict[str, Any]:
+    """A sampled loop's second iteration stands for every iteration but the first and
+    the last (`OpInst.repeat`), each one stride further (`sampling.Sampler.strides`)."""
+    w = p.where
+    assert w is not None
+    if w.v != 1 or w.trips <= 3:
+        return {}
+    return {"repeat": w.trips - 2, "stride": w.strides}

@@ -35,8 +35,10 @@ class Findings:
     (clang's `-ferror-limit`); the last finding of that rule says so."""
 
     def __init__(self, nranks: int, label: str = "", limits: Limits = DEFAULT_LIMITS, *,
-                 stop: bool = False) -> None:
+                 stop: bool = False, record: bool = False) -> None:
         self.nranks = nranks
+        # `record`: every add, in order, to replay into other findings (`replay`)
+        self.log: list[tuple[Diagnostic, int | None]] | None = [] if record else None
         self.label = label or f"nranks={nranks}"
         self.limits = limits
         self.stop = stop
@@ -48,7 +50,15 @@ class Findings:
         self._made: dict[str, int] = {}  # distinct findings per rule, hidden ones too
         self._last: dict[str, Diagnostic] = {}  # the last shown finding of each rule
 
+    def replay(self, into: Findings) -> None:
+        """Add what this (recording) instance was given to `into`, in the same order."""
+        assert self.log is not None
+        for d, rank in self.log:
+            into.add(d, rank)
+
     def add(self, d: Diagnostic, rank: int | None = None) -> None:
+        if self.log is not None:
+            self.log.append((d, rank))
         kept = self._set.get(d)
         if kept is None:
             if d.span is not None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -36,7 +37,7 @@ from ccogen.instantiate.evaluating import Evaluating, forget_assigned
 from ccogen.instantiate.findings import Findings
 from ccogen.ir import nodes as ir
 from ccogen.ir.dtype import DType
-from ccogen.ir.evaluate import Compiler, EvalError
+from ccogen.ir.evaluate import Compiler, Env, EvalError
 from ccogen.ir.instance import RegionInst
 from ccogen.ir.runtime import Atom, Rt, cell_atom
 
@@ -168,6 +169,86 @@ class Writes:
         return self.resolve((src.window, src.rank, offset // width), depth + 1)
 
 
+# ----------------------------------------------------------------------------- bounds
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    """`require` bounding elements `start + step * m` (`m < count`) of `window` on `rank`
+    alike: one `for` loop of comparisons with static numbers (`0 <= topk[i] < nranks`),
+    kept as one entry instead of one per element."""
+
+    window: str
+    rank: int
+    start: int
+    step: int
+    count: int
+    lo: int | None
+    hi: int | None
+
+    def covers(self, index: int) -> bool:
+        m, r = divmod(index - self.start, self.step) if self.step else (0, index - self.start)
+        return r == 0 and 0 <= m < self.count
+
+
+class Bounds(dict[Cell, Interval]):
+    """The interval `require` gives each initial element it names: cells narrowed one by
+    one (the dict itself), `Family`s of cells narrowed alike, and narrowings deferred
+    until an element's bound is asked for (`defer`: `counts[p] == sum(... for t in
+    range(tokens))` costs a sum over every token, and a MoE protocol never loads
+    `counts`).  `get` intersects all three; `materialize` gives every cell."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.families: dict[tuple[str, int], list[Family]] = {}
+        self.deferred: dict[Cell, list[Callable[[], None]]] = {}
+
+    def get(self, cell: Cell, default: Any = None) -> Any:  # type: ignore[override]
+        if self.deferred and cell in self.deferred:
+            for narrow in self.deferred.pop(cell):  # each narrows `self[cell]`
+                narrow()
+        lo, hi = super().get(cell, (None, None))
+        found = cell in self
+        for f in self.families.get((cell[0], cell[1]), ()):
+            if f.covers(cell[2]):
+                found = True
+                lo = f.lo if lo is None else lo if f.lo is None else max(lo, f.lo)
+                hi = f.hi if hi is None else hi if f.hi is None else min(hi, f.hi)
+        return (lo, hi) if found else default
+
+    def uniform(self, window: str, rank: int, start: int, step: int, count: int) -> bool | None:
+        """Whether elements `start + step * v` (`v < count`) have one interval: decided
+        from the families when no element of them is bounded one by one (None: ask each)."""
+        if self.deferred or any(c[0] == window and c[1] == rank for c in self):
+            return None
+        last = start + step * (count - 1)
+        fams = self.families.get((window, rank), ())
+        for f in fams:
+            all_in = f.covers(start) and f.covers(last) and (
+                (f.step != 0 and step % f.step == 0) or count == 1 or step == 0)
+            if not all_in:
+                return None  # it might hold some of them: ask each
+        return True
+
+    def add_family(self, family: Family) -> None:
+        self.families.setdefault((family.window, family.rank), []).append(family)
+
+    def defer(self, cell: Cell, narrow: Callable[[], None]) -> None:
+        self.deferred.setdefault(cell, []).append(narrow)
+
+    def cells(self) -> set[Cell]:
+        """Every cell some `require` names."""
+        out = set(self) | set(self.deferred)
+        for fams in self.families.values():
+            for f in fams:
+                out.update((f.window, f.rank, f.start + f.step * m) for m in range(f.count))
+        return out
+
+    def materialize(self) -> dict[Cell, Interval]:
+        """A plain dict of every cell's interval (drawing contents)."""
+        return {cell: self.get(cell, (None, None)) for cell in sorted(self.cells())}
+
+
 # ----------------------------------------------------------------------------- loaders
 
 
@@ -179,7 +260,7 @@ class SymbolicLoader:
     per rank, warp and reduce weight, ~10^6 times at 8 ranks.  Off while `require` is
     read (the bounds grow)."""
 
-    def __init__(self, bounds: dict[Cell, Interval], writes: Writes | None,
+    def __init__(self, bounds: Mapping[Cell, Interval], writes: Writes | None,
                  memo: bool = True) -> None:
         self.bounds = bounds
         self.writes = writes
@@ -248,8 +329,8 @@ class Preconditions(Evaluating):
                  findings: Findings, loader: Callable[[ir.Load, int, int], Any]) -> None:
         super().__init__(nranks, params, memories, compiler, findings)
         self.loader = loader
-        self.bounds: dict[Cell, Interval] = (loader.bounds if isinstance(loader, SymbolicLoader)
-                                             else {})
+        self.bounds: Bounds = (loader.bounds if isinstance(loader, SymbolicLoader)  # type: ignore[assignment]
+                               else Bounds())
         self.conditions: list[Precondition] = []
         self.derive = False  # concrete: `x[i] == EXPR` sets the element (drawing contents)
 
@@ -269,9 +350,10 @@ class Preconditions(Evaluating):
                 if seq is None:
                     continue
                 saved = self._enter(s, len(seq))
-                for value in seq:
-                    self.env.vars[s.var] = value
-                    self._body(s.body)
+                if self._concrete() or not self._family(s, seq):
+                    for value in seq:
+                        self.env.vars[s.var] = value
+                        self._body(s.body)
                 self._leave(s.var, saved)
             elif isinstance(s, ir.If):
                 cond = self._truth(s.cond, s.span)
@@ -317,13 +399,77 @@ class Preconditions(Evaluating):
     def _concrete(self) -> bool:
         return isinstance(self.loader, ConcreteLoader)
 
+    def _family(self, loop: ir.For, seq: tuple[int, ...]) -> bool:
+        """A loop of comparisons of one element with static numbers each (`0 <= topk[i]
+        < nranks` over every i) bounds its elements as `Family`s, one per comparison:
+        whether it was one (else the caller runs it element by element)."""
+        shape = self._family_shape(loop)
+        if shape is None or len(seq) < 2 or any(
+                seq[i] - seq[i - 1] != seq[1] - seq[0] for i in range(2, len(seq))):
+            return False
+        at: list[list[object]] = []
+        for value in seq[:2]:
+            self.env.vars[loop.var] = value
+            at.append([self.compiler.value(o)(self.env) for c in shape for o in c.operands])
+        cells = [[_cell(v) for v in row] for row in at]
+        families = []
+        k = 0
+        for c in shape:
+            n = len(c.operands)
+            for i, op in enumerate(c.ops):
+                pairs = ((op, k + i, k + i + 1),
+                         ({"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "=="}[op],
+                          k + i + 1, k + i))
+                for o, x, y in pairs:
+                    cell, other = cells[0][x], at[0][y]
+                    if cell is None or not isinstance(other, int) or isinstance(other, bool):
+                        continue
+                    nxt = cells[1][x]
+                    assert nxt is not None
+                    lo, hi = _narrowed(o, (None, None), other)
+                    families.append(Family(cell[0], cell[1], cell[2], nxt[2] - cell[2], len(seq),
+                                           lo, hi))
+            k += n
+        for f in families:
+            self.bounds.add_family(f)
+        return True
+
+    def _family_shape(self, loop: ir.For) -> list[ir.Compare] | None:
+        """The comparisons of a loop that `_family` can keep as families, or None."""
+        from ccogen.instantiate.sampling import loop_free_degree
+
+        out: list[ir.Compare] = []
+        for stmt in loop.body:
+            if not isinstance(stmt, ir.Require):
+                return None
+            for part in _conjuncts(stmt.cond):
+                if not isinstance(part, ir.Compare) or any(o not in _FLIP for o in part.ops):
+                    return None
+                kinds = [loop_free_degree(loop.var, o) for o in part.operands]
+                if None in kinds or any(a == b == "element" for a, b in pairwise(kinds)):
+                    return None
+                out.append(part)
+        return out
+
     def _bound(self, cond: ir.Expr) -> None:
         """Narrow the interval of an element named alone in a comparison with numbers."""
         if not isinstance(cond, ir.Compare):
             self.conditions.append(Precondition(self.rank, ir.Require(cond=cond,
                                                                       span=cond.span), None))
             return
-        values = [self.compiler.value(o)(self.env) for o in cond.operands]
+        if _deferrable(cond):  # `counts[p] == sum(...)`: when `counts[p]`'s bound is asked
+            element = next(o for o in cond.operands if isinstance(o, ir.Load))
+            cell = _cell(self.compiler.value(element)(self.env))
+            if cell is not None:
+                env = Env(self.nranks, self.rank, self.params)
+                env.vars, env.loader = dict(self.env.vars), self.env.loader
+                env.launch, env.moduli = self.env.launch, self.env.moduli
+                self.bounds.defer(cell, lambda: self._bound_in(cond, env))
+                return
+        self._bound_in(cond, self.env)
+
+    def _bound_in(self, cond: ir.Compare, env: Env) -> None:
+        values = [self.compiler.value(o)(env) for o in cond.operands]
         for op, a, b in zip(cond.ops, values, values[1:], strict=False):
             self._narrow(op, a, b)
             flipped = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "=="}.get(op)
@@ -348,14 +494,58 @@ class Preconditions(Evaluating):
         cell = atom.cell
         if cell is None or k != 1:
             return
-        lo, hi = self.bounds.get(cell, (None, None))
-        if op in ("<=", "<", "=="):
-            top = b - 1 if op == "<" else b
-            hi = top if hi is None else min(hi, top)
-        if op in (">=", ">", "=="):
-            bottom = b + 1 if op == ">" else b
-            lo = bottom if lo is None else max(lo, bottom)
-        self.bounds[cell] = (lo, hi)
+        self.bounds[cell] = _narrowed(op, self.bounds.get(cell, (None, None)), b)
+
+
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "=="}
+
+
+def _narrowed(op: str, interval: Interval, b: int) -> Interval:
+    """`interval` narrowed by `x op b`."""
+    lo, hi = interval
+    if op in ("<=", "<", "=="):
+        top = b - 1 if op == "<" else b
+        hi = top if hi is None else min(hi, top)
+    if op in (">=", ">", "=="):
+        bottom = b + 1 if op == ">" else b
+        lo = bottom if lo is None else max(lo, bottom)
+    return lo, hi
+
+
+def _cell(value: object) -> Cell | None:
+    """The element a value is alone (`x[i]` loaded), else None."""
+    if not isinstance(value, Rt) or value.const != 0 or len(value.terms) != 1:
+        return None
+    atom, k = next(iter(value.terms.items()))
+    return atom.cell if k == 1 else None
+
+
+_DEFERRABLE: dict[int, bool] = {}
+
+
+def _deferrable(cond: ir.Compare) -> bool:
+    """`x[i] OP EXPR` where EXPR sums or takes the extreme over a range (its cost grows
+    with the range): the narrowing of `x[i]` waits until its bound is asked for."""
+    key = id(cond)
+    got = _DEFERRABLE.get(key)
+    if got is None:
+        got = len(cond.operands) == 2 and any(isinstance(o, ir.Load) for o in cond.operands) \
+            and any(not isinstance(o, ir.Load) and _has_gen(o) for o in cond.operands)
+        _DEFERRABLE[key] = got
+    return got
+
+
+def _has_gen(e: object) -> bool:
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ir.GenExpr):
+            return True
+        if isinstance(n, tuple | list):
+            stack.extend(n)
+        elif hasattr(n, "__dataclass_fields__") and not isinstance(n, type):
+            stack.extend(getattr(n, f) for f in n.__dataclass_fields__ if f != "span")
+    return False
 
 
 def _defines(cond: ir.Expr) -> bool:
@@ -371,13 +561,24 @@ def _conjuncts(cond: ir.Expr) -> list[ir.Expr]:
 
 def precondition_bounds(protocol: ir.Protocol, nranks: int, params: Mapping[str, int],
                         memories: Mapping[str, Memory | None], compiler: Compiler,
-                        findings: Findings) -> dict[Cell, Interval]:
+                        findings: Findings) -> Bounds:
     """Evaluate `require` symbolically: the interval of every element it bounds."""
-    bounds: dict[Cell, Interval] = {}
+    bounds = Bounds()
     loader = SymbolicLoader(bounds, None, memo=False)  # bounds grow as `require` is read
     pre = Preconditions(nranks, params, memories, compiler, findings, loader)
     pre.run(protocol.require)
-    for cell, (lo, hi) in pre.bounds.items():
+    # a deferred narrowing of an element that something else bounds too may contradict it
+    for cell in [c for c in bounds.deferred if dict.__contains__(bounds, c) or any(
+            f.covers(c[2]) for f in bounds.families.get((c[0], c[1]), ()))]:
+        bounds.get(cell)
+    narrowed = [(c, bounds.get(c)) for c in list(dict.keys(bounds))]
+    for fams in bounds.families.values():  # an empty family: each of its elements
+        for f in fams:
+            if f.lo is not None and f.hi is not None and f.lo > f.hi:
+                cells = ((f.window, f.rank, f.start + f.step * m) for m in range(f.count))
+                narrowed.extend((c, bounds.get(c)) for c in cells
+                                if not dict.__contains__(bounds, c))
+    for cell, (lo, hi) in narrowed:
         if lo is not None and hi is not None and lo > hi:
             findings.add(error("E004", f"`require` leaves no value for "
                                f"`{cell[0]}@{cell[1]}[{cell[2]}]`", protocol.span,

@@ -15,6 +15,7 @@ from ccogen.instantiate.declarations import Decl, KernelHead
 from ccogen.instantiate.evaluating import Evaluating, forget_assigned, unique_loads
 from ccogen.instantiate.findings import Findings
 from ccogen.instantiate.limits import WARP_SIZE
+from ccogen.instantiate.sampling import Where
 from ccogen.ir import nodes as ir
 from ccogen.ir.dtype import DType
 from ccogen.ir.evaluate import Compiler
@@ -28,7 +29,7 @@ class Pending:
 
     __slots__ = ("dst", "dtype", "expected", "expected_rt", "group", "issuer", "kernel", "kind",
                  "loads", "op", "peer", "preds", "queue", "reduce_op", "slot", "src", "srcs",
-                 "wait_default", "weights", "weights_rt")
+                 "wait_default", "weights", "weights_rt", "where")
 
     def __init__(self, kind: OpKind, op: ir.Op, kernel: int, issuer: Issuer) -> None:
         self.kind = kind
@@ -51,6 +52,7 @@ class Pending:
         self.expected_rt: object = None  # a run-time `expected=` (`Rt`)
         self.weights_rt: tuple[object, ...] = ()  # run-time weights (`Rt`s and numbers)
         self.loads: tuple[LoadInst, ...] = ()  # run by its issuer just before it
+        self.where: Where | None = None  # in a loop checked on three iterations
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,14 +176,19 @@ class Unroller(Evaluating):
         seq = self._seq(s.iter, "`for`", s.span)
         if seq is None:
             return frontier
-        saved = self._enter(s, len(seq))
+        iterations = self._iterations(s, len(seq))
+        sampled = self._in_sample(s, len(seq))
+        saved = self._enter(s, len(iterations))
         inner, env_vars, path = scope.nested(), self.env.vars, self._path
         depth = len(path)
         path.append(0)
-        for i, value in enumerate(seq):
-            env_vars[s.var] = value
+        for i in iterations:
+            env_vars[s.var] = seq[i]
             path[depth] = i
+            if sampled:
+                self.where = (id(s), i, len(seq))
             frontier = self._body(s.body, inner, frontier)
+        self.where = None
         path.pop()
         self._leave(s.var, saved)
         return frontier
@@ -285,6 +292,11 @@ class Unroller(Evaluating):
         if scope.lanes:
             issuer = scope.issuer
             pending.group = (issuer.block, issuer.warp_of, id(op), tuple(self._path))
+        if self.where is not None:
+            loop, v, trips = self.where
+            pending.where = Where(loop, v, trips,
+                                  (self.rank, self._kernel, id(op), scope.issuer,
+                                   tuple(self._path[:-1])))
         pending.preds = frontier
         ops = self._rank_ops
         ops.append(pending)

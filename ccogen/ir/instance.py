@@ -12,7 +12,7 @@ op of a kernel follows every op of the previous kernel on the same rank.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from ccogen.ir.dtype import DType
@@ -164,6 +164,38 @@ class OpInst:
     # the loads its issuer runs after its predecessors and before it (their read event
     # is this op's issue: nothing but program order leads to an issue)
     loads: tuple[LoadInst, ...] = field(default=(), compare=False)
+    # in a loop checked on three iterations (docs/checker.md), the second stands for
+    # `repeat` iterations, the k-th `k * stride` bytes further (dst, src): the rules that
+    # count ops (W100, W101) count them all (`expanded`)
+    repeat: int = field(default=1, compare=False)
+    stride: tuple[int, int] = field(default=(0, 0), compare=False)
+
+    def expanded(self) -> tuple[OpInst, ...]:
+        """This op, and the iterations it stands for (`repeat`), regions shifted."""
+        if self.repeat == 1:
+            return (self,)
+        ds, ss = self.stride
+        return tuple(replace(self, dst=_shift(self.dst, k * ds), src=_shift(self.src, k * ss),
+                             repeat=1) for k in range(self.repeat))
+
+
+def _shift(r: RegionInst | None, by: int) -> RegionInst | None:
+    return r if r is None or by == 0 else replace(r, start=r.start + by, stop=r.stop + by)
+
+
+@dataclass(frozen=True, slots=True)
+class LoopNote:
+    """How one `for` loop was instantiated, for `ccogen lint --verbose`: on three of its
+    `trips` iterations (`reason` empty: docs/checker.md, "Loops checked on three
+    iterations"), or unrolled, and why."""
+
+    span: Span | None
+    trips: int
+    reason: str = ""
+
+    @property
+    def sampled(self) -> bool:
+        return not self.reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,6 +288,9 @@ class Instance:
     # (line, why) of every `ensure` line the checker leaves to the simulator (N001)
     unproved: tuple[tuple[Span | None, str], ...] = field(default=(), compare=False)
     contents_label: str = ""
+    # how the loops of at least `sampling.MIN_TRIPS` iterations were instantiated (a
+    # checker's instance, `instantiate(sample=True)`): on three iterations, or unrolled
+    loops: tuple[LoopNote, ...] = field(default=(), compare=False, repr=False)
     # `launch % K` (language reference section 8): this instance is of launch `launch`;
     # launches `e` and `e + period` have the same regions; `rotation` holds the instances
     # of the other launches of one period (same ops, other regions), see `at_launch`

@@ -54,7 +54,8 @@ def batches(ops: Sequence[OpInst], kinds: Collection[OpKind]) -> dict[BatchKey, 
             rounds[key] += 1
         elif op.kind in kinds and op.dst is not None and op.src is not None \
                 and op.dst.runtime is None and op.src.runtime is None:  # run-time: no sizes
-            out[(op.rank, op.kernel, found[1], op.peer, op.kind, rounds[key])].append(op)
+            out[(op.rank, op.kernel, found[1], op.peer, op.kind, rounds[key])].extend(
+                op.expanded())  # a sampled loop's ops: all of them
     return out
 
 
