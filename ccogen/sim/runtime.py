@@ -170,7 +170,7 @@ def run_drawn(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None,
     (`ccogen.sim._run_instance` with the caller's seeds and limits)."""
     from ccogen.instantiate import instantiate as symbolic
     from ccogen.sim.engine import StepBudget
-    from ccogen.sim.plan import build_plan, generated_counter_waits
+    from ccogen.sim.plan import generated_counter_waits
     from ccogen.sim.report import InstanceReport
     from ccogen.sim.schedule import Setup
 
