@@ -441,6 +441,7 @@ class Blocked:
     seen: int = 0
     expected: int | None = None
     barrier: bool = False
+    never: bool = False  # a wait that needs more than all that comes by the end of its launch
 
     def note(self) -> str:
         line = f" (line {self.op.span.line})" if self.op.span is not None else ""

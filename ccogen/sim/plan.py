@@ -80,26 +80,37 @@ class Wait:
     ordinal: int  # this is the k-th wait of its rank on its key (1-based)
     waits: int  # how many waits of its rank on its key
     reset: bool = False  # a counter its rank resets: no epoch offset
-    # drawn run-time contents per launch (`Plan.launches`): the base and total of each
-    # launch (a counter's bytes follow the launch's counts); empty: `base` and `total`
+    # drawn run-time contents per launch (`Plan.launches`, `_launch_waits`): per launch,
+    # its base and total (a counter's bytes follow the launch's counts), the value the
+    # wait needs (`levels`) and the increments that have come by the end of it (`arrived`);
+    # empty: `base` and `total` every launch
     bases: tuple[int | None, ...] = ()
     totals: tuple[int, ...] = ()
+    levels: tuple[int | None, ...] = ()
+    arrived: tuple[int, ...] = ()
 
     def expected(self, epoch: int) -> int | None:
-        """What the wait needs in launch `epoch`: the counter or slot has seen every
-        earlier launch's total, then this launch's `base`."""
-        if not self.bases:
-            if self.base is None:
-                return None
-            return self.base if self.reset else self.base + epoch * self.total
-        base = self.bases[min(epoch, len(self.bases) - 1)]
-        if base is None:
+        if self.levels:
+            return self.levels[min(epoch, len(self.levels) - 1)]
+        if self.base is None:
             return None
-        return base if self.reset else base + sum(self.total_at(e) for e in range(epoch))
+        return self.base if self.reset else self.base + epoch * self.total
 
-    def total_at(self, epoch: int) -> int:
-        """The increments that come in launch `epoch`."""
-        return self.totals[min(epoch, len(self.totals) - 1)] if self.totals else self.total
+    def never(self, epoch: int) -> bool:
+        """Whether the wait of launch `epoch` needs more than all that comes by its end."""
+        need = self.expected(epoch)
+        if need is None:
+            return True
+        if self.arrived:
+            return need > self.arrived[min(epoch, len(self.arrived) - 1)]
+        return need > (self.total if self.reset else (epoch + 1) * self.total)
+
+    def at(self, epoch: int) -> Wait:
+        """The wait with launch `epoch`'s base and total (for messages)."""
+        if not self.bases:
+            return self
+        e = min(epoch, len(self.bases) - 1)
+        return replace(self, base=self.bases[e], total=self.totals[e])
 
     @property
     def source(self) -> tuple[int, int]:
@@ -219,11 +230,13 @@ class Plan:
 
 def build_plan(instance: Instance,
                generated: Mapping[OpKey, tuple[int, int]] | None = None,
-               launches: Sequence[Instance] = ()) -> Plan:
+               launches: Sequence[Instance] = (),
+               takes_off: frozenset[OpKey] = frozenset()) -> Plan:
     """The plan of `instance`; `generated` overrides what some waits wait for (a drawn
     instance's static `wait_count`s on run-time counters: `generated_counter_waits`).
     `launches`: the concrete instances of launches 1, 2, ... (drawn contents per launch,
-    with the same ops as `instance`, `shape_mismatch`: ValueError otherwise)."""
+    with the same ops as `instance`, `shape_mismatch`: ValueError otherwise);
+    `takes_off`: the waits with a run-time `expected=` (`runtime_expected_waits`)."""
     for other in launches:
         if (where := shape_mismatch(instance, other)) is not None:
             raise ValueError(f"launches of drawn contents differ in their ops: {where}")
@@ -250,7 +263,7 @@ def build_plan(instance: Instance,
     plan.host_sync = instance.protocol.between_launches is LaunchOrder.HOST_SYNC
     if launches:
         plan.launches = (instance, *launches)
-        plan.waits = _launch_waits(plan, generated or {})
+        plan.waits = _launch_waits(plan, generated or {}, takes_off)
     if instance.runtime == "concrete":
         names = runtime_inputs(instance.protocol)
         plan.runtime_inputs = names & plan.buffers
@@ -287,14 +300,58 @@ def _shape(op: OpInst) -> tuple[object, ...]:
             len(op.loads), len(op.srcs), op.src is None, op.dst is None)
 
 
-def _launch_waits(plan: Plan, generated: Mapping[OpKey, tuple[int, int]]) -> dict[OpKey, Wait]:
-    """Every wait with its base and total in each launch of `plan.launches`."""
+def runtime_expected_waits(symbolic: Instance) -> frozenset[OpKey]:
+    """The `wait_count`s with a run-time `expected=` (of the footprint instance of drawn
+    ones: the same op indices): the generated code waits for that many bytes and takes
+    them off the counter (language reference, "Counted writes with a run-time total")."""
+    return frozenset((op.rank, op.index) for ops in symbolic.ranks for op in ops
+                     if op.kind is OpKind.WAIT_COUNT and op.expected_rt is not None)
+
+
+def _launch_waits(plan: Plan, generated: Mapping[OpKey, tuple[int, int]],
+                  takes_off: frozenset[OpKey]) -> dict[OpKey, Wait]:
+    """Every wait with what it needs in each launch of `plan.launches`.  A wait counts
+    every increment of the earlier launches (a counter's bytes of each launch follow its
+    counts), but a run-time `expected=` (`takes_off`), whose generated code takes the
+    bytes it waited for off the counter: it needs what every earlier such wait on the
+    counter took, then its own."""
     per_launch = [plan.waits] + [
         _waits(inst, {k: _transfers(inst, k, plan.members[k]) for k in plan.posts}, generated)
         for inst in plan.launches[1:]]
-    return {key: replace(w, bases=tuple(ws[key].base for ws in per_launch),
-                         totals=tuple(ws[key].total for ws in per_launch))
-            for key, w in plan.waits.items()}
+    out: dict[OpKey, Wait] = {}
+    for key, w in plan.waits.items():
+        bases = tuple(ws[key].base for ws in per_launch)
+        totals = tuple(ws[key].total for ws in per_launch)
+        arrived = tuple(t if w.reset else sum(totals[:e + 1]) for e, t in enumerate(totals))
+        if key in takes_off:
+            levels = _taken_levels(key, w, per_launch, takes_off)
+        else:
+            levels = tuple(None if b is None else b if w.reset else b + sum(totals[:e])
+                           for e, b in enumerate(bases))
+        out[key] = replace(w, bases=bases, totals=totals, levels=levels, arrived=arrived)
+    return out
+
+
+def _taken_levels(key: OpKey, w: Wait, per_launch: Sequence[Mapping[OpKey, Wait]],
+                  takes_off: frozenset[OpKey]) -> tuple[int | None, ...]:
+    """What run-time wait `key` needs in each launch: the bytes every earlier run-time
+    wait of its rank on the counter took off (earlier launches, then earlier in program
+    order; from zero again after a reset), then its own `expected`."""
+    rank = key[0]
+    mine = sorted(k for k in takes_off if k[0] == rank and per_launch[0][k].key == w.key)
+    levels: list[int | None] = []
+    before = 0
+    for ws in per_launch:
+        if w.reset:
+            before = 0
+        level: int | None = None
+        for k in mine:
+            base = ws[k].base
+            if k == key:
+                level = None if base is None else before + base
+            before += base or 0
+        levels.append(level)
+    return tuple(levels)
 
 
 # ----------------------------------------------------------------------------- processes

@@ -170,7 +170,7 @@ def run_drawn(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None,
     (`ccogen.sim._run_instance` with the caller's seeds and limits)."""
     from ccogen.instantiate import instantiate as symbolic
     from ccogen.sim.engine import StepBudget
-    from ccogen.sim.plan import generated_counter_waits
+    from ccogen.sim.plan import generated_counter_waits, runtime_expected_waits
     from ccogen.sim.report import InstanceReport
     from ccogen.sim.schedule import Setup
 
@@ -184,6 +184,7 @@ def run_drawn(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None,
         return [InstanceReport(inst.label(), nranks, setup=[
             too_big(protocol, inst, total, limits.sim_bytes)])], []
     generated = generated_counter_waits(inst)  # what the generated code waits for (E035)
+    takes_off = runtime_expected_waits(inst)
     reports, setups = [], []
     usable: list[Drawn] = []
     for label, concrete, errs, contents in concrete_instances(protocol, nranks, params, limits,
@@ -197,7 +198,7 @@ def run_drawn(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None,
     for k, first in enumerate(usable):  # run k: draw k, then draw k + 1, ... (module doc)
         runs = [first] + [later_launch(protocol, nranks, params, limits, first,
                                        usable[(k + e) % len(usable)]) for e in range(1, epochs)]
-        plan, label = launch_plan(runs, generated)
+        plan, label = launch_plan(runs, generated, takes_off)
         setup = Setup(plan, image_of(first.contents, plan.windows, nranks), epochs, pieces,
                       digest, budget=StepBudget(limits.sim_steps))
         setups.append(setup)
@@ -252,8 +253,8 @@ def caller_keys(instance: Instance) -> frozenset[tuple[int, str]]:
     return frozenset(buffers) | init_keys((instance,))
 
 
-def launch_plan(runs: Sequence[Drawn], generated: Mapping[tuple[int, int], tuple[int, int]]
-                ) -> tuple[Any, str]:
+def launch_plan(runs: Sequence[Drawn], generated: Mapping[tuple[int, int], tuple[int, int]],
+                takes_off: frozenset[tuple[int, int]] = frozenset()) -> tuple[Any, str]:
     """The plan of one run, launch e with `runs[e]` (`Plan.launches`, `Plan.launch_inputs`),
     and its label (`low, then high`)."""
     from ccogen.sim.plan import build_plan
@@ -261,9 +262,12 @@ def launch_plan(runs: Sequence[Drawn], generated: Mapping[tuple[int, int], tuple
     first = runs[0]
     label = ", then ".join(r.label for r in runs)
     try:
-        plan = build_plan(first.instance, generated, [r.instance for r in runs[1:]])
+        plan = build_plan(first.instance, generated, [r.instance for r in runs[1:]],
+                          takes_off)
     except ValueError as exc:  # run-time values decide no op (E004): not expected
-        return build_plan(first.instance, generated), f"{first.label} every launch ({exc})"
+        same = [first.instance] * (len(runs) - 1)
+        return (build_plan(first.instance, generated, same, takes_off),
+                f"{first.label} every launch ({exc})")
     names = runtime_inputs(first.instance.protocol)
     keys = sorted(k for k in caller_keys(first.instance) if k[1] in names)
     plan.launch_inputs = tuple({k: r.contents.arrays[k] for k in keys} for r in runs)
