@@ -267,7 +267,8 @@ def build_plan(instance: Instance,
     if instance.runtime == "concrete":
         names = runtime_inputs(instance.protocol)
         plan.runtime_inputs = names & plan.buffers
-        plan.runtime_windows = frozenset(k for k in plan.init_windows if k[1] in names)
+        plan.runtime_windows = frozenset(k for k in plan.init_windows
+                                         if k[1] in names and k[1] not in plan.buffers)
     return plan
 
 
