@@ -5,8 +5,8 @@ say — pushes to one peer or to every peer (by the block leader, lanes or warps
 queue or a queue per peer, staged through a local `copy` or not, read back after the
 wait), counted gathers (with `reset_count`), pulls with `get`, aggregate batches with
 `commit`, pipelines of warps on their own queues with `fence()`, run-time lengths read
-with `load` (a count header, or a peer's published count read over the link) — at 2 or 3
-ranks, with
+with `load` (a count header, or a peer's published count read over the link; a `put` of
+a loaded length back to the sender) — at 2 or 3 ranks, with
 random sizes, signals and launch synchronisation (a leading `barrier()`, `between_launches:
 host_sync` or nothing), then applies at most one mutation that usually breaks it (a wait,
 quiet, commit or barrier dropped, a signal on the wrong queue, a read before its wait,
