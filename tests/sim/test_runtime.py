@@ -373,3 +373,31 @@ def test_a_stale_runtime_value_is_reported_at_its_line(name: str) -> None:
     assert {d.span.line for d in stale if d.span is not None} <= marked, marked
     twin = simulate(LINT / f"{name}-ok.cco", ranks=2, params=params, seeds=6)
     assert twin.passed, [d.message for d in twin.diagnostics]
+
+
+PERSISTENT = """\
+protocol persistent_count(cap: int = 4):
+    team lsa(2)
+    window n: i32[1]
+    window recv: i32[cap]
+    buffer send: i32[cap]
+
+    require:
+        0 <= n[0] <= cap
+
+    kernel k(threads=32):
+        m = load(n[0])
+        copy(dst=recv[0 : m], src=send[0 : m])
+
+    ensure:
+        recv[0 : n[0]] == init(send)[0 : n[0]]
+"""
+
+
+def test_a_window_the_caller_does_not_write_keeps_its_count() -> None:
+    """No `init(...)` names `n`: the caller fills it once, and every launch reads the first
+    launch's count (a later launch's contents take it from the first's and instantiate
+    again), not a stale one."""
+    report = simulate(PERSISTENT, seeds=3, path="persistent.cco")
+    assert report.passed, [d.message for d in report.diagnostics]
+    assert any(i.label.endswith("contents low, then high") for i in report.instances)
