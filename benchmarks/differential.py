@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(args.seed)
     start = time.monotonic()
     same = explained = verdicts = 0
-    erroneous = loads = 0
+    erroneous = loads = load_broken = load_stale = 0
     schedules = 0
     rows: collections.Counter[str] = collections.Counter()
     drawn: collections.Counter[str] = collections.Counter()
@@ -57,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
         if "loads" in p.features:
             loads += 1
             load_muts[p.mutation] += 1
+            load_broken += bool(v.sim)
+            load_stale += v.stale
         schedules += v.schedules
         erroneous += bool(v.lint or v.sim)
         codes.update(v.lint)
@@ -87,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     if loads:
         print("  mutations of those with loads: " +
               ", ".join(f"{m} {n}" for m, n in sorted(load_muts.items())))
+        print(f"  with loads, an error in the simulator: {load_broken}, of them a stale load "
+              f"(another launch's value read): {load_stale}")
     print("  checker codes: " + ", ".join(f"{c} {n}" for c, n in sorted(codes.items())))
     if bad:
         args.out.mkdir(parents=True, exist_ok=True)
