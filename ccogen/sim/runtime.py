@@ -159,8 +159,9 @@ def image_of(contents: Contents, windows: tuple[tuple[str, int], ...], nranks: i
     return image
 
 
-__all__ = ["DEFAULT_DRAWS", "concrete_instances", "contents_with", "draw", "image_of",
-           "run_contents", "run_drawn", "too_big"]
+__all__ = ["DEFAULT_DRAWS", "Drawn", "caller_keys", "caller_written", "concrete_instances",
+           "contents_with", "draw", "image_of", "later_launch", "launch_plan", "run_contents",
+           "run_drawn", "too_big"]
 
 
 def run_drawn(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None,
