@@ -19,11 +19,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ccogen.passes.base import analysis_of
 from ccogen.diag.render import render
 from ccogen.driver import check_text
 from ccogen.instantiate import instantiate
 from ccogen.passes import PIPELINE, PassContext
+from ccogen.passes.base import analysis_of
 from ccogen.syntax import parse_ir
 
 ROOT = Path(__file__).resolve().parent.parent

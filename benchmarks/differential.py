@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.differential.gen import generate  # noqa: E402
+from tests.differential.gen import SHAPES, generate  # noqa: E402
 from tests.differential.judge import judge  # noqa: E402
 
 
@@ -36,20 +36,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--exhaustive", type=float, default=1.0,
                     help="seconds of exhaustive exploration per protocol (0: seeds only)")
     ap.add_argument("--out", type=Path, default=Path("differential-disagreements"))
+    ap.add_argument("--shape", action="append", choices=sorted(SHAPES), default=None,
+                    help="draw only this shape (repeatable; `header`: run-time loads)")
     args = ap.parse_args(argv)
+    shapes = frozenset(args.shape) if args.shape else None
     rng = random.Random(args.seed)
     start = time.monotonic()
     same = explained = verdicts = 0
-    erroneous = 0
+    erroneous = loads = load_broken = load_stale = 0
     schedules = 0
     rows: collections.Counter[str] = collections.Counter()
-    shapes: collections.Counter[str] = collections.Counter()
+    drawn: collections.Counter[str] = collections.Counter()
+    load_muts: collections.Counter[str] = collections.Counter()
     codes: collections.Counter[str] = collections.Counter()
     bad = []
     for i in range(args.count):
-        p = generate(rng)
+        p = generate(rng, shapes=shapes)
         v = judge(p, exhaustive=args.exhaustive)
-        shapes[p.shape] += 1
+        drawn[p.shape] += 1
+        if "loads" in p.features:
+            loads += 1
+            load_muts[p.mutation] += 1
+            load_broken += bool(v.sim)
+            load_stale += v.stale
         schedules += v.schedules
         erroneous += bool(v.lint or v.sim)
         codes.update(v.lint)
@@ -68,14 +77,20 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.monotonic() - start
     print(f"differential run: {args.count} protocols (seed {args.seed}), {schedules} simulated "
           f"schedules, {elapsed:.0f} s")
-    print(f"  {erroneous} have an error by at least one judge, {args.count - erroneous} none")
+    print(f"  {erroneous} have an error by at least one judge, {args.count - erroneous} none; "
+          f"{loads} read run-time values with `load`")
     print(f"  same codes: {same}; explained differences: {explained}; "
           f"unexplained disagreements: {len(bad)}")
     print(f"  of the explained differences, {verdicts} where one judge finds no error "
           f"(a misuse whose run does no harm, or one no schedule reaches)")
     for row, n in sorted(rows.items()):
         print(f"    explained: checker {row}: {n}")
-    print("  shapes: " + ", ".join(f"{s} {n}" for s, n in sorted(shapes.items())))
+    print("  shapes: " + ", ".join(f"{s} {n}" for s, n in sorted(drawn.items())))
+    if loads:
+        print("  mutations of those with loads: " +
+              ", ".join(f"{m} {n}" for m, n in sorted(load_muts.items())))
+        print(f"  with loads, an error in the simulator: {load_broken}, of them a stale load "
+              f"(another launch's value read): {load_stale}")
     print("  checker codes: " + ", ".join(f"{c} {n}" for c, n in sorted(codes.items())))
     if bad:
         args.out.mkdir(parents=True, exist_ok=True)

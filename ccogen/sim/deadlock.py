@@ -31,8 +31,7 @@ def explain_deadlock(m: Machine) -> None:
         waiting = "; ".join(b.note() for b in blocked[:3])
         queues.report_unrung(m, unrung, f"meanwhile {waiting}" if waiting else "")
         return
-    never = [b for b in blocked if b.wait is not None and (b.wait.base is None
-                                                          or b.wait.base > b.wait.total)]
+    never = [b for b in blocked if b.never]
     for b in never:
         m.report(explain.unsatisfiable(m.plan, b, epoch, m.epochs))
     if never or not blocked:
@@ -50,9 +49,10 @@ def _blocked(m: Machine) -> list[Blocked]:
             continue
         w = m.plan.waits.get((op.rank, op.index))
         seen = waits.value(m, w.kind, w.key) if w is not None else 0
-        out.append(Blocked(op, _why(m, p, op), w, seen,
-                           w.expected(m.state.epochs[op.rank]) if w else None,
-                           op.kind is OpKind.BARRIER))
+        epoch = m.state.epochs[op.rank]
+        out.append(Blocked(op, _why(m, p, op), w.at(epoch) if w else None, seen,
+                           w.expected(epoch) if w else None, op.kind is OpKind.BARRIER,
+                           w is not None and w.never(epoch)))
     out.sort(key=lambda b: (b.op.rank, b.op.index))
     return out
 

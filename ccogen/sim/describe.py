@@ -35,9 +35,10 @@ def describe_step(m: Machine, p: int) -> StepDesc | None:
     if e >= m.epochs:
         return None
     sizes = dict(plan.windows)
-    mems = tuple(m.mem_key(r, False) for c in plan.instance.checks
+    checks = plan.at(e).checks
+    mems = tuple(m.mem_key(r, False) for c in checks
                  for r, init in check_regions(c) if not init and r.rank == rank)
-    mems += tuple(m.mem_key(x.region, False) for c in plan.instance.checks if c.rank == rank
+    mems += tuple(m.mem_key(x.region, False) for c in checks if c.rank == rank
                   for x in c.loads if not x.init)
     if e + 1 < m.epochs:
         mems += tuple(((r, w), 0, sizes[w], True) for r, w in plan.init_windows if r == rank)
@@ -55,17 +56,24 @@ def _describe_issuer(m: Machine, p: int) -> StepDesc | None:
     members = plan.members.get((op.rank, op.index))
     if members is None:
         return None  # its group's leader posts for it
+    ident = ("i", p, st.epochs[op.rank], st.pcs[p], st.phase[p], op.rank, st.loaded[p])
+    loads: Mems = ()
+    if plan.loads and st.phase[p] == 0 and not st.loaded[p]:  # the loads before it
+        loads = tuple(m.mem_key(x.region, False) for i in members  # (and its group's)
+                      for x in plan.op_at((op.rank, i), st.epochs[op.rank]).loads)
+    if m.loads_first(p, op):  # a step of their own: after the op's predecessors only
+        return StepDesc(ident, m.is_ready(p), _order_keys(m, p, op, members, loads=True),
+                        loads)
     keys, mems = IMPLS[op.kind].footprint(m, p, op)
     keys += _order_keys(m, p, op, members)
-    if plan.loads and st.phase[p] == 0:  # the loads its issuer runs before it (and its group's)
-        mems += tuple(m.mem_key(x.region, False) for i in members
-                      for x in plan.op((op.rank, i)).loads)
     also = tuple(plan.proc_of_op[(op.rank, i)][0] for i in members[1:])
-    return StepDesc(("i", p, st.epochs[op.rank], st.pcs[p], st.phase[p], op.rank),
-                    m.is_ready(p), keys, mems, also)
+    return StepDesc(ident, m.is_ready(p), keys, mems + loads, also)
 
 
-def _order_keys(m: Machine, p: int, op: OpInst, members: tuple[int, ...]) -> Keys:
+def _order_keys(m: Machine, p: int, op: OpInst, members: tuple[int, ...],
+                loads: bool = False) -> Keys:
+    """The program order a step reads (and, completing its op, writes; not `loads`: a
+    step that runs only the loads before the op)."""
     st, plan = m.state, m.plan
     keys: list[Key] = []
     for index in members:
@@ -80,7 +88,7 @@ def _order_keys(m: Machine, p: int, op: OpInst, members: tuple[int, ...]) -> Key
     ops = plan.issuers[p].ops
     if pos > 0 and plan.leader_of[(op.rank, ops[pos - 1])] != ops[pos - 1]:
         keys.append(rd(("grp", p)))
-    if st.phase[p] == IMPLS[op.kind].steps - 1:  # the step completes the op
+    if st.phase[p] == IMPLS[op.kind].steps - 1 and not loads:  # the step completes the op
         keys += [wr(("done", op.rank, i)) for i in members]
         if pos == len(ops) - 1:
             keys.append(add(("fin", op.rank, epoch)))

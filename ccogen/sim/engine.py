@@ -172,8 +172,9 @@ class Machine:
         pc = self.state.pcs[p]
         if pc >= len(ip.ops):
             return None
-        # `launch % K`: the op as this launch has it (its regions rotate)
-        return self.plan.instance.at_launch(self.state.epochs[ip.rank]).ranks[ip.rank][ip.ops[pc]]
+        # the op as this launch has it (`launch % K` rotates its regions; drawn contents per
+        # launch give it their lengths and loaded values)
+        return self.plan.at(self.state.epochs[ip.rank]).ranks[ip.rank][ip.ops[pc]]
 
     def preds_done(self, op: OpInst) -> bool:
         done = self.state.done[op.rank]
@@ -188,7 +189,16 @@ class Machine:
         members = self.plan.members.get((op.rank, op.index))
         if members is None or (len(members) > 1 and not self._group_ready(op.rank, members)):
             return False
-        return IMPLS[op.kind].ready(self, p, op)
+        return self.loads_first(p, op) or IMPLS[op.kind].ready(self, p, op)
+
+    def loads_first(self, p: int, op: OpInst) -> bool:
+        """Whether the next step of `p` runs only the `load`s before `op`: an op that may
+        wait (a `wait_signal`, a `quiet`) runs its loads in a step of their own, when the
+        issuer reaches it; it may then wait, and a write that lands meanwhile comes after
+        the load (a load before the wait for its data reads the stale bytes)."""
+        st = self.state
+        return bool(op.loads) and IMPLS[op.kind].blocks and st.phase[p] == 0 and \
+            not st.loaded[p]
 
     def _group_ready(self, rank: int, members: tuple[int, ...]) -> bool:
         for index in members[1:]:
@@ -208,7 +218,12 @@ class Machine:
         if op.kernel > 0:
             queues.kernel_boundary(self, op.rank, op.kernel)
         phase = st.phase[p]
-        if phase == 0 and op.loads:
+        if self.loads_first(p, op):
+            self.read_loads(p, op)
+            st.loaded[p] = 1
+            return StepRecord(p, RecordKind.OP, epoch, (op.rank, op.index), phase=phase,
+                              complete=False, rank=op.rank)
+        if phase == 0 and op.loads and not st.loaded[p]:
             self.read_loads(p, op)
         source = waits.source(self, op) if op.kind.traits.waits else -1
         complete = IMPLS[op.kind].run(self, p, op)
@@ -235,6 +250,7 @@ class Machine:
         st.done[op.rank][op.index] = 1
         st.pcs[p] += 1
         st.phase[p] = 0
+        st.loaded[p] = 0
         self.touched.add(p)
         self.touched.update(self.plan.watchers[p])
         if st.pcs[p] == len(self.plan.issuers[p].ops):

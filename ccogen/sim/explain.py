@@ -111,8 +111,8 @@ def _span_of(ctx: RaceContext, who: Who) -> Span | None:
 
 
 def _load_of(ctx: RaceContext, who: Who) -> LoadInst | None:
-    return next((x for x in ctx.plan.op((who.rank, who.op)).loads if x.region == who.region),
-                None)
+    return next((x for x in ctx.plan.op_at((who.rank, who.op), who.epoch).loads
+                 if x.region == who.region), None)
 
 
 def _what(ctx: RaceContext, who: Who) -> str:
@@ -312,6 +312,23 @@ def stale_load(op: OpInst, load: LoadInst, read: int | float, epoch: int,
     return Finding(("E032", "stale", load.span.start if load.span else op.index), d)
 
 
+def stale_ensure_load(check: CheckInst, load: LoadInst, read: int | float, epoch: int,
+                      epochs: int) -> Finding:
+    """An element `ensure` reads as a run-time value (a bound, a weight) that held another
+    value than the launch's inputs define when the caller read it."""
+    d = error("E032", f"stale load: `ensure` reads `{load.region.window}` as a run-time value "
+              "while it holds another launch's value, or one that has not arrived",
+              load.span or check.span,
+              f"rank {check.rank}'s caller reads {read!r} from `{load}`",
+              notes=[f"this launch's inputs make it {load.value!r}: the write of the element "
+                     "had not arrived when the caller read it, or a later write (the next "
+                     f"launch's) replaced it; seen in {launch(epoch, epochs)}"],
+              help="wait for the element's write before the kernel ends, and keep the next "
+                   "launch from rewriting it before every caller has read it (a leading "
+                   "`barrier()`)")
+    return Finding(("E032", "stale", load.span.start if load.span else -1), d)
+
+
 def reduction_postcondition(check: CheckInst, index: int, left: np.ndarray,
                             expected: np.ndarray, ok: np.ndarray, epoch: int,
                             epochs: int, terms: Sequence[np.ndarray] = ()) -> Finding:
@@ -424,6 +441,7 @@ class Blocked:
     seen: int = 0
     expected: int | None = None
     barrier: bool = False
+    never: bool = False  # a wait that needs more than all that comes by the end of its launch
 
     def note(self) -> str:
         line = f" (line {self.op.span.line})" if self.op.span is not None else ""

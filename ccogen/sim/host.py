@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ccogen.ir import values
-from ccogen.ir.instance import RegionInst
+from ccogen.ir.instance import CheckInst, LoadInst, RegionInst
 from ccogen.ir.postcondition import check_regions
 from ccogen.sim import explain, queues
 from ccogen.sim.race import Who
@@ -98,8 +98,12 @@ def _next_launch(m: Machine, rank: int, proc: int) -> None:
 def _refill_buffers(m: Machine, rank: int, proc: int) -> None:
     """The caller writes every local buffer of its rank before a launch (new inputs;
     outputs are overwritten too): a write by its host, racing with whatever still
-    reads them.  Fresh bytes every launch, but for the run-time values of a concrete
-    instance (`Plan.runtime_inputs`), which the instance's shape follows."""
+    reads them.  Fresh bytes every launch, as `ccogen run` draws them, so that bytes of
+    another launch differ from this one's.  The run-time values of a concrete instance
+    (`Plan.runtime_inputs`: counts, routing tables; and the windows of them the caller
+    writes, `Plan.runtime_windows`) are the launch's drawn contents (`Plan.
+    launch_inputs`), which its instance follows (`Plan.at`); without them, the initial
+    image's come again."""
     epoch, plan = m.state.epochs[rank], m.plan
     sizes = dict(plan.windows)
     for name in sorted(plan.buffers):
@@ -109,13 +113,24 @@ def _refill_buffers(m: Machine, rank: int, proc: int) -> None:
             rng = np.random.default_rng([epoch, rank, _seed_of(m, rank, name)])
             key = (rank, name)
             array = m.memory.arrays[key]
-            # run-time values: the instance was built for these (counts, routing tables):
-            # they come again; the data is fresh at every launch, as `ccogen run` draws it,
-            # so that bytes of another launch differ from this one's
-            image = m.image if name in plan.runtime_inputs else None
+            given = _inputs_of(m, epoch, key) if name in plan.runtime_inputs else None
             for _, where in m.memory.layout.chunks(key, sizes[name]):
-                array[where] = image[key][where] if image is not None else \
+                array[where] = given[where] if given is not None else \
                     fill(rng, plan, name, where.stop - where.start)
+    if m.memory is None or not plan.launch_inputs:
+        return
+    for key in sorted(k for k in plan.runtime_windows if k[0] == rank):  # the write: "input"
+        given = _inputs_of(m, epoch, key)
+        if given is not None:
+            m.memory.arrays[key][:] = given
+
+
+def _inputs_of(m: Machine, epoch: int, key: tuple[int, str]) -> np.ndarray | None:
+    """The run-time input `key` the caller writes before launch `epoch`."""
+    inputs = m.plan.launch_inputs
+    if inputs:
+        return inputs[min(epoch, len(inputs) - 1)].get(key)
+    return None if m.image is None else m.image[key]
 
 
 def _seed_of(m: Machine, rank: int, name: str) -> int:
@@ -132,7 +147,7 @@ def _init_check(m: Machine) -> int:
 
 def _read_outputs(m: Machine, rank: int, epoch: int, proc: int) -> None:
     """The caller reads every region of `rank` a postcondition reads, as it is now."""
-    for index, check in enumerate(m.plan.instance.checks_at(epoch)):  # (`launch % K`)
+    for index, check in enumerate(m.plan.at(epoch).checks):  # (`launch % K`, drawn contents)
         for side, (region, init) in enumerate(check_regions(check)):
             if init or region.rank != rank:
                 continue
@@ -144,12 +159,25 @@ def _read_outputs(m: Machine, rank: int, epoch: int, proc: int) -> None:
                 if not x.init:
                     m.access(x.region, Who("ensure", rank, -1, epoch, x.region, check=index),
                              proc)
+                    _stale(m, check, x, epoch)
+
+
+def _stale(m: Machine, check: CheckInst, x: LoadInst, epoch: int) -> None:
+    """An element `ensure` reads as a run-time value that holds another value than the
+    launch's inputs define (another launch's count, or one that has not arrived)."""
+    if m.memory is None or x.value is None:
+        return
+    dtype = m.plan.instance.dtype(x.region.window)
+    got = values.decode(m.memory.view(x.region), dtype)[0]
+    read = float(got) if dtype.is_float else int(got)
+    if read != x.value:
+        m.report(explain.stale_ensure_load(check, x, read, epoch, m.epochs))
 
 
 def _side(m: Machine, epoch: int, index: int, side: int) -> np.ndarray | None:
     """Side `side` of postcondition `index` in launch `epoch` (None: not known yet)."""
     assert m.memory is not None
-    region, init = check_regions(m.plan.instance.checks_at(epoch)[index])[side]
+    region, init = check_regions(m.plan.at(epoch).checks[index])[side]
     if not init:
         return m.outputs.get((epoch, index, side))
     snap = m.init_snap.get(epoch, {})
@@ -181,7 +209,7 @@ def _evaluate_ready(m: Machine) -> None:
 
 def _evaluate(m: Machine, index: int, epoch: int, sides: list[np.ndarray | None]) -> bool:
     """Check postcondition `index`; report it and return False when it fails."""
-    check = m.plan.instance.checks_at(epoch)[index]
+    check = m.plan.at(epoch).checks[index]
     left = sides[0]
     assert left is not None
     if check.reduction is not None:
@@ -201,7 +229,7 @@ def _evaluate(m: Machine, index: int, epoch: int, sides: list[np.ndarray | None]
 
 def _evaluate_reduction(m: Machine, index: int, epoch: int, left: np.ndarray,
                         terms: list[np.ndarray]) -> bool:
-    check = m.plan.instance.checks_at(epoch)[index]
+    check = m.plan.at(epoch).checks[index]
     r = check.reduction
     assert r is not None
     ok = values.compare(left, r.op, terms, r.weights, r.dtype)
@@ -216,7 +244,7 @@ def _evaluate_reduction(m: Machine, index: int, epoch: int, left: np.ndarray,
 def _same_bits_across_ranks(m: Machine, epoch: int, failed: set[int]) -> None:
     """Ranks that check the same float reduction must hold the same bits (each sums in
     the order of its `reduce` sources: different orders differ in the last bits)."""
-    checks = m.plan.instance.checks
+    checks = m.plan.at(epoch).checks
     groups: dict[tuple[object, ...], list[int]] = {}
     for index, c in enumerate(checks):
         r = c.reduction

@@ -62,6 +62,9 @@ def impl(*kinds: OpKind) -> Callable[[type[OpImpl]], type[OpImpl]]:
 
 class OpImpl:
     steps: ClassVar[int] = 1  # an issuer's steps per op; `run` completes it in the last
+    # the op may wait for others (`ready` False): the `load`s before it are a step of their
+    # own, run when the issuer reaches the op, not when the op may run (`Machine.loads_first`)
+    blocks: ClassVar[bool] = False
 
     @staticmethod
     def ready(m: Machine, p: int, op: OpInst) -> bool:
@@ -164,6 +167,7 @@ class Commit(OpImpl):
 
 @impl(OpKind.QUIET)
 class Quiet(OpImpl):
+    blocks = True
     @staticmethod
     def ready(m: Machine, p: int, op: OpInst) -> bool:
         return queues.drained(m, op)
@@ -188,6 +192,7 @@ class Quiet(OpImpl):
 
 @impl(OpKind.WAIT_SIGNAL, OpKind.WAIT_COUNT)
 class WaitOp(OpImpl):
+    blocks = True
     @staticmethod
     def ready(m: Machine, p: int, op: OpInst) -> bool:
         return waits.wait_ready(m, op)

@@ -20,15 +20,17 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import cast
+
+import numpy as np
 
 from ccogen.instantiate.runtime import runtime_inputs
 from ccogen.ir.instance import Instance, Issuer, OpInst, RegionInst
 from ccogen.ir.nodes import LaunchOrder
 from ccogen.ir.opkind import OpKind
-from ccogen.ir.postcondition import input_windows
+from ccogen.ir.postcondition import check_regions
 from ccogen.source import Span
 
 QueueKey = tuple[int, int, int]  # (issuing rank, peer, queue)
@@ -79,11 +81,37 @@ class Wait:
     ordinal: int  # this is the k-th wait of its rank on its key (1-based)
     waits: int  # how many waits of its rank on its key
     reset: bool = False  # a counter its rank resets: no epoch offset
+    # drawn run-time contents per launch (`Plan.launches`, `_launch_waits`): per launch,
+    # its base and total (a counter's bytes follow the launch's counts), the value the
+    # wait needs (`levels`) and the increments that have come by the end of it (`arrived`);
+    # empty: `base` and `total` every launch
+    bases: tuple[int | None, ...] = ()
+    totals: tuple[int, ...] = ()
+    levels: tuple[int | None, ...] = ()
+    arrived: tuple[int, ...] = ()
 
     def expected(self, epoch: int) -> int | None:
+        if self.levels:
+            return self.levels[min(epoch, len(self.levels) - 1)]
         if self.base is None:
             return None
         return self.base if self.reset else self.base + epoch * self.total
+
+    def never(self, epoch: int) -> bool:
+        """Whether the wait of launch `epoch` needs more than all that comes by its end."""
+        need = self.expected(epoch)
+        if need is None:
+            return True
+        if self.arrived:
+            return need > self.arrived[min(epoch, len(self.arrived) - 1)]
+        return need > (self.total if self.reset else (epoch + 1) * self.total)
+
+    def at(self, epoch: int) -> Wait:
+        """The wait with launch `epoch`'s base and total (for messages)."""
+        if not self.bases:
+            return self
+        e = min(epoch, len(self.bases) - 1)
+        return replace(self, base=self.bases[e], total=self.totals[e])
 
     @property
     def source(self) -> tuple[int, int]:
@@ -128,9 +156,18 @@ class Plan:
     windows: tuple[tuple[str, int], ...] = ()  # windows and local buffers, in bytes
     init_windows: frozenset[tuple[int, str]] = frozenset()
     buffers: frozenset[str] = frozenset()  # refilled by the caller at every launch
-    # a concrete run-time instance: the buffers holding its run-time values, refilled with
-    # the same contents at every launch (the instance is built for them)
+    # a concrete run-time instance: the buffers holding its run-time values, refilled at
+    # every launch with that launch's contents (`launch_inputs`; without them the same
+    # contents come again, the initial image's)
     runtime_inputs: frozenset[str] = frozenset()
+    # the windows holding run-time values that the caller writes before each launch (its
+    # `init(...)` inputs, such as a routing table)
+    runtime_windows: frozenset[tuple[int, str]] = frozenset()
+    # drawn contents per launch: the concrete instance of each launch (same ops, other
+    # regions, `expected` values and loaded values; `launches[0]` is `instance`) and the
+    # caller's run-time inputs for it (`runtime_inputs` and `runtime_windows` keys)
+    launches: tuple[Instance, ...] = ()
+    launch_inputs: tuple[Mapping[tuple[int, str], np.ndarray], ...] = ()
     loads: bool = False  # some op runs `load`s before it (`OpInst.loads`)
     counters: tuple[str, ...] = ()
     multi_source: frozenset[tuple[str, object]] = frozenset()  # fed by several queues
@@ -160,20 +197,31 @@ class Plan:
     def op(self, key: OpKey) -> OpInst:
         return self.instance.ranks[key[0]][key[1]]
 
-    # `launch % K` (language reference section 8): the transfers of each launch of the
-    # period, whose regions rotate (`posts` is launch 0's)
+    # the transfers of every other launch (`launch % K`, language reference section 8:
+    # the regions rotate; drawn contents per launch: their lengths follow the counts), by
+    # the `id` of that launch's instance (`posts` is launch 0's)
     rotated_posts: dict[int, dict[OpKey, tuple[TransferSpec, ...]]] = field(
         default_factory=dict)
 
+    def at(self, epoch: int) -> Instance:
+        """The single-launch instance of launch `epoch`: its drawn contents' (`launches`),
+        rotated by `launch % K`."""
+        base = self.launches[min(epoch, len(self.launches) - 1)] if self.launches else \
+            self.instance
+        return base.at_launch(epoch)
+
+    def op_at(self, key: OpKey, epoch: int) -> OpInst:
+        """Op `key` as launch `epoch` runs it (its regions, `expected` and loaded values)."""
+        return self.at(epoch).ranks[key[0]][key[1]]
+
     def posts_at(self, key: OpKey, epoch: int) -> tuple[TransferSpec, ...]:
         """The transfers of posting group `key` in launch `epoch`."""
-        e = epoch % self.instance.period
-        if e == 0:
+        other = self.at(epoch)
+        if other is self.instance:
             return self.posts[key]
-        found = self.rotated_posts.get(e)
+        found = self.rotated_posts.get(id(other))
         if found is None:
-            other = self.instance.at_launch(e)
-            found = self.rotated_posts[e] = {
+            found = self.rotated_posts[id(other)] = {
                 k: _transfers(other, k, m) for k, m in self.members.items() if k in self.posts}
         return found[key]
 
@@ -182,9 +230,17 @@ class Plan:
 
 
 def build_plan(instance: Instance,
-               generated: Mapping[OpKey, tuple[int, int]] | None = None) -> Plan:
+               generated: Mapping[OpKey, tuple[int, int]] | None = None,
+               launches: Sequence[Instance] = (),
+               takes_off: frozenset[OpKey] = frozenset()) -> Plan:
     """The plan of `instance`; `generated` overrides what some waits wait for (a drawn
-    instance's static `wait_count`s on run-time counters: `generated_counter_waits`)."""
+    instance's static `wait_count`s on run-time counters: `generated_counter_waits`).
+    `launches`: the concrete instances of launches 1, 2, ... (drawn contents per launch,
+    with the same ops as `instance`, `shape_mismatch`: ValueError otherwise);
+    `takes_off`: the waits with a run-time `expected=` (`runtime_expected_waits`)."""
+    for other in launches:
+        if (where := shape_mismatch(instance, other)) is not None:
+            raise ValueError(f"launches of drawn contents differ in their ops: {where}")
     issuers, proc_of_op = _issuer_procs(instance)
     members, leader_of = _groups(instance)
     posts = {k: _transfers(instance, k, m) for k, m in members.items()
@@ -202,13 +258,102 @@ def build_plan(instance: Instance,
     plan.windows = instance.window_sizes + instance.buffer_sizes
     plan.buffers = frozenset(name for name, _ in instance.buffer_sizes)
     plan.loads = any(op.loads for ops in instance.ranks for op in ops)
-    if instance.runtime == "concrete":
-        plan.runtime_inputs = runtime_inputs(instance.protocol) & plan.buffers
-    plan.init_windows = frozenset(input_windows(instance))
+    plan.init_windows = init_keys((instance, *launches))
     plan.counters = tuple(c.name for c in instance.protocol.counters)
     plan.multi_source = _multi_source(posts)
     plan.host_sync = instance.protocol.between_launches is LaunchOrder.HOST_SYNC
+    if launches:
+        plan.launches = (instance, *launches)
+        plan.waits = _launch_waits(plan, generated or {}, takes_off)
+    if instance.runtime == "concrete":
+        names = runtime_inputs(instance.protocol)
+        plan.runtime_inputs = names & plan.buffers
+        plan.runtime_windows = frozenset(k for k in plan.init_windows
+                                         if k[1] in names and k[1] not in plan.buffers)
     return plan
+
+
+def init_keys(instances: Sequence[Instance]) -> frozenset[tuple[int, str]]:
+    """The windows and buffers `ensure` reads as the caller's inputs (`init(...)`), in every
+    launch of `instances` (`launch % K` included): the caller writes them before a launch."""
+    checks = [c for base in instances for i in (base, *base.rotation) for c in i.checks]
+    return frozenset((r.rank, r.window) for c in checks
+                     for r, init in check_regions(c) if init) | frozenset(
+        (x.region.rank, x.region.window) for c in checks for x in c.loads if x.init)
+
+
+def shape_mismatch(a: Instance, b: Instance) -> str | None:
+    """Where the ops of two launches' instances differ in more than their regions,
+    `expected` values and loaded values (None: the same ops)."""
+    if len(a.checks) != len(b.checks):
+        return f"{len(a.checks)} and {len(b.checks)} postconditions"
+    for rank, (ops_a, ops_b) in enumerate(zip(a.ranks, b.ranks, strict=True)):
+        if len(ops_a) != len(ops_b):
+            return f"{len(ops_a)} and {len(ops_b)} op instances on rank {rank}"
+        for x, y in zip(ops_a, ops_b, strict=True):
+            if _shape(x) != _shape(y):
+                return f"op {x.index} of rank {rank} (`{x.kind}`, `{y.kind}`)"
+    return None
+
+
+def _shape(op: OpInst) -> tuple[object, ...]:
+    return (op.kind, op.issuer, op.preds, op.peer, op.queue, op.signal, op.group,
+            op.counter, op.kernel, op.aggregate, op.lanes_in_group, op.signal_per_copy,
+            len(op.loads), len(op.srcs), op.src is None, op.dst is None)
+
+
+def runtime_expected_waits(symbolic: Instance) -> frozenset[OpKey]:
+    """The `wait_count`s with a run-time `expected=` (of the footprint instance of drawn
+    ones: the same op indices): the generated code waits for that many bytes and takes
+    them off the counter (language reference, "Counted writes with a run-time total")."""
+    return frozenset((op.rank, op.index) for ops in symbolic.ranks for op in ops
+                     if op.kind is OpKind.WAIT_COUNT and op.expected_rt is not None)
+
+
+def _launch_waits(plan: Plan, generated: Mapping[OpKey, tuple[int, int]],
+                  takes_off: frozenset[OpKey]) -> dict[OpKey, Wait]:
+    """Every wait with what it needs in each launch of `plan.launches`.  A wait counts
+    every increment of the earlier launches (a counter's bytes of each launch follow its
+    counts), but a run-time `expected=` (`takes_off`), whose generated code takes the
+    bytes it waited for off the counter: it needs what every earlier such wait on the
+    counter took, then its own."""
+    per_launch = [plan.waits] + [
+        _waits(inst, {k: _transfers(inst, k, plan.members[k]) for k in plan.posts}, generated)
+        for inst in plan.launches[1:]]
+    out: dict[OpKey, Wait] = {}
+    for key, w in plan.waits.items():
+        bases = tuple(ws[key].base for ws in per_launch)
+        totals = tuple(ws[key].total for ws in per_launch)
+        arrived = tuple(t if w.reset else sum(totals[:e + 1]) for e, t in enumerate(totals))
+        if key in takes_off:
+            levels = _taken_levels(key, w, per_launch, takes_off)
+        else:
+            levels = tuple(None if b is None else b if w.reset else b + sum(totals[:e])
+                           for e, b in enumerate(bases))
+        out[key] = replace(w, bases=bases, totals=totals, levels=levels, arrived=arrived)
+    return out
+
+
+def _taken_levels(key: OpKey, w: Wait, per_launch: Sequence[Mapping[OpKey, Wait]],
+                  takes_off: frozenset[OpKey]) -> tuple[int | None, ...]:
+    """What run-time wait `key` needs in each launch: the bytes every earlier run-time
+    wait of its rank on the counter took off (earlier launches, then earlier in program
+    order; from zero again after a reset), then its own `expected`."""
+    rank = key[0]
+    mine = sorted(k for k in takes_off if k[0] == rank and per_launch[0][k].key == w.key)
+    levels: list[int | None] = []
+    before = 0
+    for ws in per_launch:
+        if w.reset:
+            before = 0
+        level: int | None = None
+        for k in mine:
+            base = ws[k].base
+            if k == key:
+                level = None if base is None else before + base
+            before += base or 0
+        levels.append(level)
+    return tuple(levels)
 
 
 # ----------------------------------------------------------------------------- processes

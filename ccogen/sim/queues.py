@@ -46,7 +46,7 @@ def post_group(m: Machine, p: int, op: OpInst) -> None:
     members = plan.members[(op.rank, op.index)]
     procs = [plan.proc_of_op[(op.rank, i)][0] for i in members]
     for index, q in zip(members[1:], procs[1:], strict=True):
-        member = plan.op((op.rank, index))
+        member = plan.op_at((op.rank, index), st.epochs[op.rank])
         hb.tick(q, *m.fork_joins(q, member))
         if member.loads:
             m.read_loads(q, member)

@@ -13,25 +13,38 @@ contents for every window and buffer of every rank, random like any other run's
 
 Contents that violate another `require` statement (`sum(...) <= cap`) are drawn again
 (up to `RETRIES` times); a `low`/`high` draw that violates one is left out with a note
-in its label.  Each draw gives a concrete instance (`instantiate(..., contents=)`),
-simulated like any other with those contents; the caller draws fresh data for every
-launch, but for the run-time inputs the instance is built for (`Plan.runtime_inputs`),
-which come again.
+in its label.  Each draw gives a concrete instance (`instantiate(..., contents=)`).
+
+Every launch has its own contents, as on the GPU, where the caller computes new counts
+and routings before each launch (`ccogen run` draws them anew): run k starts with draw
+k and its launch e has draw k + e (cyclically: `low, then high`, `high, then mixed-0`,
+..., `interior-0, then low`), so that every draw starts a run once and consecutive
+launches differ in every count `require` lets vary.  A launch's instance is the
+concrete instance of its contents (`Plan.at`): run-time values never decide which ops
+run (E004), so the launches have the same ops, with other lengths, `expected=` values
+and loaded values.  The caller writes the launch's run-time inputs before it (the
+buffers and the `init(...)` windows that hold run-time values: `Plan.launch_inputs`);
+the rest of a later launch's contents is the first launch's (a window the caller does
+not write keeps its bytes), and its data is fresh (`host`).  A load that reads the
+previous launch's count (or routing row) therefore reads another value than its
+launch's instance was built for: a stale load.  The runs are bounded by count (one per
+draw, `epochs` launches each), not by time.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ccogen.diag import Diagnostic
 from ccogen.instantiate import Contents, instantiate, preconditions
-from ccogen.instantiate.runtime import derive, unsatisfied
+from ccogen.instantiate.runtime import derive, runtime_inputs, unsatisfied
 from ccogen.ir.dtype import DType
 from ccogen.ir.instance import Instance
-from ccogen.ir.nodes import Protocol
+from ccogen.ir.nodes import Load, Protocol, Region
 from ccogen.ir.values import random_values
 from ccogen.limits import Limits
 
@@ -48,8 +61,15 @@ def draw(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None, whic
     dtypes = {name: m.dtype for name, m in memories.items()}
     tries = 1 if which in ("low", "high") else RETRIES
     broken: list[str] = []
+    # what the caller writes is this draw's; the windows it does not write are the same in
+    # every draw, so that a later launch's contents keep them (`later_launch`)
+    fresh = caller_written(protocol, memories)
+    shared = np.random.default_rng([seed, nranks])
+    data = {(rank, name): _fill(shared, m.count, m.dtype)
+            for rank in range(nranks) for name, m in memories.items() if name not in fresh}
     for _ in range(tries):
-        arrays = {(rank, name): _fill(rng, m.count, m.dtype)
+        arrays = {(rank, name): _fill(rng, m.count, m.dtype) if name in fresh else
+                  data[(rank, name)].copy()
                   for rank in range(nranks) for name, m in memories.items()}
         contents = Contents(arrays, dtypes, which)
         for (window, rank, index), (lo, hi) in sorted(bounds.items()):
@@ -61,6 +81,22 @@ def draw(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None, whic
         if not broken:
             return contents, which
     return None, f"{which} (left out: no contents satisfy `require` {', '.join(broken[:2])})"
+
+
+def caller_written(protocol: Protocol, memories: Mapping[str, Any]) -> frozenset[str]:
+    """The windows and buffers whose contents each draw (and each launch) has anew: what
+    the caller writes, the buffers and the windows `ensure` names as `init(...)`."""
+    caller = {name for name, m in memories.items() if m.buffer}
+    stack: list[object] = [protocol.ensure]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Load | Region) and node.init:
+            caller.add(node.window)
+        if isinstance(node, tuple | list):
+            stack.extend(node)
+        elif hasattr(node, "__dataclass_fields__") and not isinstance(node, type):
+            stack.extend(getattr(node, f) for f in node.__dataclass_fields__ if f != "span")
+    return frozenset(caller)
 
 
 def _draw_number(which: str) -> int:
@@ -123,8 +159,9 @@ def image_of(contents: Contents, windows: tuple[tuple[str, int], ...], nranks: i
     return image
 
 
-__all__ = ["DEFAULT_DRAWS", "concrete_instances", "contents_with", "draw", "image_of",
-           "run_contents", "run_drawn", "too_big"]
+__all__ = ["DEFAULT_DRAWS", "Drawn", "caller_keys", "caller_written", "concrete_instances",
+           "contents_with", "draw", "image_of", "later_launch", "launch_plan", "run_contents",
+           "run_drawn", "too_big"]
 
 
 def run_drawn(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None,
@@ -134,7 +171,7 @@ def run_drawn(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None,
     (`ccogen.sim._run_instance` with the caller's seeds and limits)."""
     from ccogen.instantiate import instantiate as symbolic
     from ccogen.sim.engine import StepBudget
-    from ccogen.sim.plan import build_plan, generated_counter_waits
+    from ccogen.sim.plan import generated_counter_waits, runtime_expected_waits
     from ccogen.sim.report import InstanceReport
     from ccogen.sim.schedule import Setup
 
@@ -148,7 +185,9 @@ def run_drawn(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None,
         return [InstanceReport(inst.label(), nranks, setup=[
             too_big(protocol, inst, total, limits.sim_bytes)])], []
     generated = generated_counter_waits(inst)  # what the generated code waits for (E035)
+    takes_off = runtime_expected_waits(inst)
     reports, setups = [], []
+    usable: list[Drawn] = []
     for label, concrete, errs, contents in concrete_instances(protocol, nranks, params, limits,
                                                               data_seed):
         if concrete is None or contents is None:
@@ -156,14 +195,84 @@ def run_drawn(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None,
                 reports.append(InstanceReport(f"{inst.label()}, contents {label}", nranks,
                                               setup=errs))
             continue
-        plan = build_plan(concrete, generated)
-        setup = Setup(plan, image_of(contents, plan.windows, nranks), epochs, pieces, digest,
-                      budget=StepBudget(limits.sim_steps))
+        usable.append(Drawn(label, concrete, contents))
+    for k, first in enumerate(usable):  # run k: draw k, then draw k + 1, ... (module doc)
+        runs = [first] + [later_launch(protocol, nranks, params, limits, first,
+                                       usable[(k + e) % len(usable)]) for e in range(1, epochs)]
+        plan, label = launch_plan(runs, generated, takes_off)
+        setup = Setup(plan, image_of(first.contents, plan.windows, nranks), epochs, pieces,
+                      digest, budget=StepBudget(limits.sim_steps))
         setups.append(setup)
         report = run(setup)
-        report.label = f"{concrete.label()}, contents {label}"
+        report.label = f"{first.instance.label()}, contents {label}"
         reports.append(report)
     return reports, setups
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """One launch's drawn contents and the concrete instance of them."""
+
+    label: str
+    instance: Instance
+    contents: Contents
+
+
+def later_launch(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None,
+                 limits: Limits, first: Drawn, drawn: Drawn) -> Drawn:
+    """The contents of a later launch of the run that `first` starts: `drawn`'s for what
+    the caller writes (`caller_keys`), `first`'s for the windows it does not write (their
+    bytes stay); `first` again when no such contents satisfy `require` (the label says)."""
+    if drawn is first:
+        return first
+    keep = set(drawn.contents.arrays) - caller_keys(first.instance)
+    if all(np.array_equal(drawn.contents.arrays[k], first.contents.arrays[k]) for k in keep):
+        return drawn  # the usual case: the draws share those windows (`draw`)
+    arrays = {k: first.contents.arrays[k].copy() if k in keep else a.copy()
+              for k, a in drawn.contents.arrays.items()}
+    contents = Contents(arrays, dict(drawn.contents.dtypes), drawn.label)
+    _, memories, bound = preconditions(protocol, nranks, params)
+    derive(protocol, nranks, bound, memories, contents)
+    again = f"{first.label} again"
+    if unsatisfied(protocol, nranks, bound, memories, contents):
+        return Drawn(f"{again} ({drawn.label} violates `require` with the first launch's "
+                     "windows)", first.instance, first.contents)
+    inst, diags = instantiate(protocol, nranks, dict(params or {}), limits, contents=contents)
+    if inst is None or any(d.is_error for d in diags):
+        return Drawn(f"{again} ({drawn.label} does not instantiate)", first.instance,
+                     first.contents)
+    return Drawn(drawn.label, inst, contents)
+
+
+def caller_keys(instance: Instance) -> frozenset[tuple[int, str]]:
+    """What the caller writes before every launch: every buffer of every rank, and the
+    windows `ensure` reads as `init(...)` (`Plan.init_windows`)."""
+    from ccogen.sim.plan import init_keys
+
+    buffers = {(rank, name) for rank in range(instance.nranks)
+               for name, _ in instance.buffer_sizes}
+    return frozenset(buffers) | init_keys((instance,))
+
+
+def launch_plan(runs: Sequence[Drawn], generated: Mapping[tuple[int, int], tuple[int, int]],
+                takes_off: frozenset[tuple[int, int]] = frozenset()) -> tuple[Any, str]:
+    """The plan of one run, launch e with `runs[e]` (`Plan.launches`, `Plan.launch_inputs`),
+    and its label (`low, then high`)."""
+    from ccogen.sim.plan import build_plan
+
+    first = runs[0]
+    label = ", then ".join(r.label for r in runs)
+    try:
+        plan = build_plan(first.instance, generated, [r.instance for r in runs[1:]],
+                          takes_off)
+    except ValueError as exc:  # run-time values decide no op (E004): not expected
+        same = [first.instance] * (len(runs) - 1)
+        return (build_plan(first.instance, generated, same, takes_off),
+                f"{first.label} every launch ({exc})")
+    names = runtime_inputs(first.instance.protocol)
+    keys = sorted(k for k in caller_keys(first.instance) if k[1] in names)
+    plan.launch_inputs = tuple({k: r.contents.arrays[k] for k in keys} for r in runs)
+    return plan, label
 
 
 def too_big(protocol: Protocol, inst: Instance, needed: int, limit: int) -> Diagnostic:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ccogen.ir.instance import RegionInst
+from ccogen.ir.instance import Instance, RegionInst
 from ccogen.ir.values import random_values
 from ccogen.sim.plan import CounterKey, Plan, SlotKey, TransferSpec
 
@@ -84,6 +84,8 @@ class State:
     landed: dict[object, list[tuple[int, int]]] = field(default_factory=dict)  # (value, xid)
     finished: list[int] = field(default_factory=list)  # per rank: issuers at the end of its launch
     over: bool = False  # every rank's caller ended its last launch
+    # per issuer: its current op's `load`s ran in a step of their own (`Machine.loads_first`)
+    loaded: bytearray = field(default_factory=bytearray)
 
     @property
     def epoch(self) -> int:
@@ -98,14 +100,14 @@ class State:
                    done=[bytearray(len(ops)) for ops in plan.instance.ranks],
                    queues=[QState() for _ in plan.queues],
                    finished=[sum(1 for p in plan.rank_issuers[r] if not plan.issuers[p].ops)
-                             for r in range(nranks)])
+                             for r in range(nranks)], loaded=bytearray(n))
 
     def copy(self) -> State:
         return State(list(self.epochs), list(self.pcs), list(self.phase),
                      [bytearray(d) for d in self.done], [q.copy() for q in self.queues],
                      dict(self.slots), dict(self.counters), dict(self.barrier),
                      list(self.xfers), {k: list(v) for k, v in self.landed.items()},
-                     list(self.finished), self.over)
+                     list(self.finished), self.over, bytearray(self.loaded))
 
     def in_flight(self) -> bool:
         """Whether some rung transfer has not finished."""
@@ -275,7 +277,7 @@ def fill(rng: np.random.Generator, plan: Plan, name: str, size: int) -> np.ndarr
 def touched_intervals(plan: Plan) -> dict[WindowKey, Intervals]:
     """Per window, the merged byte intervals any op or check of the instance touches."""
     found: dict[WindowKey, Intervals] = {}
-    every = (plan.instance, *plan.instance.rotation)  # `launch % K`: every launch's regions
+    every = _every_launch(plan)
     regions: list[RegionInst] = [r for inst in every for ops in inst.ranks for op in ops
                                  for r in (op.dst, op.src, *op.srcs) if r is not None]
     for c in [c for inst in every for c in inst.checks]:
@@ -301,10 +303,19 @@ def written_windows(plan: Plan) -> frozenset[WindowKey]:
     """Windows that some op writes, and the buffers the caller refills at each launch
     (the others never change and are shared)."""
     out: set[WindowKey] = set()
-    for inst in (plan.instance, *plan.instance.rotation):  # `launch % K`
+    for inst in _every_launch(plan):
         for ops in inst.ranks:
             for op in ops:
                 if op.dst is not None:
                     out.add((op.dst.rank, op.dst.window))
     out.update((rank, name) for rank in range(plan.instance.nranks) for name in plan.buffers)
+    if plan.launch_inputs:  # the caller writes each launch's run-time inputs
+        out.update(plan.runtime_windows)
     return frozenset(out)
+
+
+def _every_launch(plan: Plan) -> tuple[Instance, ...]:
+    """The instances of every launch: `launch % K` rotates the regions, drawn contents
+    per launch give them other lengths."""
+    return tuple(i for base in (plan.launches or (plan.instance,))
+                 for i in (base, *base.rotation))

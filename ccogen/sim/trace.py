@@ -127,10 +127,10 @@ class _Builder:
         if not r.complete:
             return
         assert r.op is not None
-        op = self.plan.op(r.op)
+        op = self.plan.op_at(r.op, r.epoch)
         members = self.plan.members.get(r.op, (op.index,))
         for index in members:
-            member = self.plan.op((op.rank, index))
+            member = self.plan.op_at((op.rank, index), r.epoch)
             proc = self.plan.proc_of_op[(op.rank, index)][0]
             self._slice(proc, member, self.ready[proc], t.end, r.epoch)
             self.ready[proc] = t.end

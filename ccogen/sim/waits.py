@@ -38,7 +38,7 @@ def wait_ready(m: Machine, op: OpInst) -> bool:
 def _nothing_counted(m: Machine, op: OpInst) -> None:
     """A `wait_count` on a counter nothing counts to returns at once: say so."""
     w = m.plan.waits[(op.rank, op.index)]
-    if w.kind == "counter" and w.total == 0 and not w.hand:
+    if w.kind == "counter" and not any(w.totals or (w.total,)) and not w.hand:
         m.report(explain.nothing_counted(op, w.what()))
 
 

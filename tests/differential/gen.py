@@ -5,8 +5,8 @@ say — pushes to one peer or to every peer (by the block leader, lanes or warps
 queue or a queue per peer, staged through a local `copy` or not, read back after the
 wait), counted gathers (with `reset_count`), pulls with `get`, aggregate batches with
 `commit`, pipelines of warps on their own queues with `fence()`, run-time lengths read
-with `load` (a count header, or a peer's published count read over the link) — at 2 or 3
-ranks, with
+with `load` (a count header, or a peer's published count read over the link; a `put` of
+a loaded length back to the sender) — at 2 or 3 ranks, with
 random sizes, signals and launch synchronisation (a leading `barrier()`, `between_launches:
 host_sync` or nothing), then applies at most one mutation that usually breaks it (a wait,
 quiet, commit or barrier dropped, a signal on the wrong queue, a read before its wait,
@@ -492,13 +492,16 @@ def _credit(rng: random.Random, ranks: int, mut: str) -> _Draft:
     return d
 
 
-@_mutations("load_early", "drop_wait", "header_other_queue", "remote_load")
+@_mutations("load_early", "drop_wait", "header_other_queue", "remote_load", "echo_no_wait")
 def _header(rng: random.Random, ranks: int, mut: str) -> _Draft:
     """Run-time lengths (`load`): every rank puts a count header, then that many elements,
     to every peer (or the next rank); the receiver waits, loads the header and copies
     that many elements out.  `remote_load`: the receiver loads the count from the
     sender's window instead (`load(pub@s[me])`), published by a `copy` (the mutation
-    loads it before the wait that orders it after the peer's copy)."""
+    loads it before the wait that orders it after the peer's copy).  `echo` (half of the
+    header ones): the receiver also puts what came back to its sender, as many elements
+    as the header it loaded says (a `put` of a loaded length), and the sender waits for
+    them (`echo_no_wait`: it does not)."""
     d = _Draft("header", ranks)
     cap = rng.choice([2, 4])
     everyone = rng.random() < 0.5 and ranks > 2
@@ -531,14 +534,30 @@ def _header(rng: random.Random, ranks: int, mut: str) -> _Draft:
     d.body += (load + wait) if early else (wait + load)
     d.body.append(f"    copy(dst=out[s * {cap} : s * {cap} + m], "
                   f"src=recv[s * {cap} : s * {cap} + m])")
+    echo = not remote and (mut == "echo_no_wait" or rng.random() < 0.5)
+    if echo:  # a put whose length is the loaded header, back to the sender (its own queue:
+        # with 2 ranks its signals would pair with the data's on one slot)
+        d.windows["echo"] = f"i32[nranks * {cap}]"
+        eq, d.queues = d.queues, d.queues + 1
+        d.body += [f"    put(s, dst=echo[me * {cap} : me * {cap} + m], "
+                   f"src=recv[s * {cap} : s * {cap} + m], queue={eq}, signal=\"remote\")",
+                   "quiet()"]  # my echoes have read `recv`: the next launch may rewrite it
+        if mut != "echo_no_wait":
+            head3, _ = _issuer(rng, d, targets, "t")
+            d.body += [head3, f"    wait_signal(t, queue={eq})"]
     if remote:
         d.body.append("barrier()")  # my peers have read my `pub`: the caller may go on
     n = "init(counts@s)[me]"
     d.ensure = [f"for s in {sources}:",
                 f"    out[s * {cap} : s * {cap} + {n}] == "
                 f"init(send@s)[me * {cap} : me * {cap} + {n}]"]
+    if echo:
+        k = "init(counts)[t]"
+        d.ensure += [f"for t in {targets}:",
+                     f"    echo[t * {cap} : t * {cap} + {k}] == "
+                     f"init(send)[t * {cap} : t * {cap} + {k}]"]
     d.features += ["loads", f"targets:{'all' if everyone else 'next'}",
-                   *(["remote_load"] if remote else [])]
+                   *(["remote_load"] if remote else []), *(["echo"] if echo else [])]
     return d
 
 
@@ -594,9 +613,11 @@ SHAPES = {"push": _push, "counted": _counted, "pull": _pull, "batch": _batch, "w
 TWO_RANKS = frozenset({"batch", "lanes", "fetch", "blocks", "counted_flag", "soup"})
 
 
-def generate(rng: random.Random, mutate: float = 0.6) -> Protocol:
-    """One random protocol; with probability `mutate`, one mutation of its shape."""
-    shape = rng.choice(sorted(SHAPES))
+def generate(rng: random.Random, mutate: float = 0.6,
+             shapes: frozenset[str] | None = None) -> Protocol:
+    """One random protocol (of one of `shapes`, every shape by default); with probability
+    `mutate`, one mutation of its shape."""
+    shape = rng.choice(sorted(shapes or SHAPES))
     ranks = rng.choice([2, 3]) if shape not in TWO_RANKS else 2
     muts = MUTATIONS[shape]
     mut = rng.choice(muts[1:]) if rng.random() < mutate else "none"

@@ -80,6 +80,7 @@ class Verdict:
     sim: frozenset[str]
     schedules: int
     explained: str = ""
+    stale: bool = False  # the simulator read a run-time value of another launch ("stale load")
 
     @property
     def agree(self) -> bool:
@@ -121,14 +122,16 @@ def judge(p: Protocol, *, seeds: int = SEEDS, exhaustive: float = EXHAUSTIVE_SEC
     lint_codes = frozenset(d.code for d in lint.diagnostics if d.is_error)
     report = simulate(p.text, ranks=[p.ranks], seeds=seeds, path=f"{p.shape}.cco")
     codes = {d.code for d in report.diagnostics if d.is_error}
+    stale = any(d.message.startswith("stale load") for d in report.diagnostics)
     schedules = report.schedules
     if exhaustive > 0:
         full = simulate(p.text, ranks=[p.ranks], exhaustive=True, time_limit=exhaustive,
                         path=f"{p.shape}.cco")
         codes |= {d.code for d in full.diagnostics if d.is_error}
+        stale |= any(d.message.startswith("stale load") for d in full.diagnostics)
         schedules += full.schedules
     sim_codes = frozenset(codes)
-    return Verdict(p, lint_codes, sim_codes, schedules, explain(lint_codes, sim_codes))
+    return Verdict(p, lint_codes, sim_codes, schedules, explain(lint_codes, sim_codes), stale)
 
 
 __all__ = ["EXPLAINED", "Row", "Verdict", "explain", "judge"]

@@ -30,6 +30,26 @@ def test_checker_and_simulator_agree(i: int) -> None:
                      f"{sorted(v.lint)}, simulator {sorted(v.sim)}\n{p.text}")
 
 
+LOADS = 16  # protocols of run-time lengths read with `load` (the `header` shape)
+
+
+@pytest.mark.parametrize("i", range(LOADS))
+def test_checker_and_simulator_agree_on_loads(i: int) -> None:
+    """Count headers, loads and puts of loaded lengths, with and without their bugs: every
+    launch of the simulator has its own counts, so a stale one is a wrong value too."""
+    p = generate(random.Random(3000 + i), shapes=frozenset({"header"}))
+    assert "loads" in p.features
+    v = judge(p, exhaustive=0)
+    assert v.agree, (f"protocol {i} (mutation {p.mutation}): checker {sorted(v.lint)}, "
+                     f"simulator {sorted(v.sim)}\n{p.text}")
+
+
+def test_the_load_sample_holds_correct_and_broken_protocols() -> None:
+    muts = {generate(random.Random(3000 + i), shapes=frozenset({"header"})).mutation
+            for i in range(LOADS)}
+    assert "none" in muts and len(muts) >= 4, muts
+
+
 def test_the_sample_holds_correct_and_broken_protocols() -> None:
     verdicts = [bool(judge(generate(rng), exhaustive=0).lint) for _, rng in _sample()[:30]]
     assert 5 < sum(verdicts) < 25, verdicts
