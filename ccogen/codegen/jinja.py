@@ -1,5 +1,5 @@
 """The one Jinja environment: strict, whitespace-tidy, C++-friendly filters (and the
-spelling of steps: `cuda`, codegen.spell)."""
+spelling of steps and statements: `cuda`, `hip`, codegen.spell)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from functools import cache
 import jinja2
 
 from ccogen._resources import templates_dir
-from ccogen.codegen.spell import cuda
+from ccogen.codegen.spell import cuda, hip
 
 
 def _cbool(value: object) -> str:
@@ -27,6 +27,7 @@ def environment() -> jinja2.Environment:
     )
     env.filters["cbool"] = _cbool
     env.filters["cuda"] = cuda.step  # a step's CUDA text (codegen/spell/cuda.py)
+    env.filters["hip"] = hip.stmt  # a mori-sdma statement's HIP text (codegen/spell/hip.py)
     return env
 
 

@@ -1,4 +1,4 @@
-"""The device IR of the SM targets: typed steps, what codegen's passes rewrite and print.
+"""The device IR: typed steps (the SM targets) and statements (mori-sdma).
 
 `codegen.plan` lowers an instance's ops into `Step`s, the passes (`codegen.ctasplit`,
 `codegen.spread`, `codegen.reroll`, `codegen.rotate`, the backends' `refine`) rewrite
@@ -9,6 +9,9 @@ target kind (`replace(s, kind=StepKind.CSIGNAL)`).  `StepKind` is a plain `Enum`
 comparison with a string is always false (tests/house/test_step_kinds.py keeps them out
 of codegen altogether); its value is the kind's name in the device primitives
 (`ccogen_<value>_<scope>`, templates/*/kernels.cu.j2).
+
+mori-sdma's lowering (codegen.backends.mori_sdma) produces call-level `Stmt`s instead,
+typed the same way (`StmtKind`) and spelled by `codegen.spell.hip`.
 """
 
 from __future__ import annotations
@@ -204,6 +207,44 @@ class Step:
                      for i, (peer, off) in enumerate(self.reduction.srcs))
 
 
+# ----------------------------------------------------------------------------- HIP statements
+
+
+class StmtKind(Enum):
+    """What a mori-sdma statement is (`Stmt`; spelled by `codegen.spell.hip`).
+
+    mori-sdma lowers ops straight to the calls of `ccoSdma` (codegen.backends.mori_sdma),
+    so its statements are call-level: the function, its template arguments and its
+    arguments are decided when it is lowered."""
+
+    COMMENT = "comment"  # `text`
+    CALL = "call"  # `func<targs>(args)`, under `guard` when set
+    WAIT = "wait"  # `func(args)` then the acquire fence, under `guard`
+    SYNC = "sync"  # `text` is the statement
+    # a per-lane table: `rows` of (thread, ((field, value), ...)), then `func<targs>(args)`
+    # by the lanes of the table, `acquire` after it for waits
+    LANES = "lanes"
+    REDUCE = "reduce"  # `func<reduction's types>(c, args...)` over the sources of `reduction`
+    LET = "let"  # `text` is a declaration: a run-time value computed once where the op runs
+    OPEN = "open"  # `if (guard) {`
+    CLOSE = "close"  # `}`
+
+
+@dataclass(frozen=True, slots=True)
+class Stmt:
+    """One printed statement of a mori-sdma program (what each kind means: `StmtKind`)."""
+
+    kind: StmtKind
+    text: str = ""
+    func: str = ""
+    targs: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    guard: str = ""
+    rows: tuple[tuple[int, tuple[tuple[str, str], ...]], ...] = ()
+    acquire: bool = False
+    reduction: Reduction | None = None
+
+
 __all__ = ["BUFFER0", "GROUP_SIGNALS", "LOCAL", "MOVES_DATA", "PER_CTA_SIGNALS",
            "RUNTIME_WAITS", "SPIN_WAITS", "WAITS", "Reduction", "Spread", "Step", "StepKind",
-           "buffer_peer"]
+           "Stmt", "StmtKind", "buffer_peer"]
