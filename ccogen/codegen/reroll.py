@@ -10,7 +10,7 @@ replaces each run by one `loop` step: `for (int64_t t = 0; t < count; ++t)` arou
 period, every changing literal `v` printed as `v0 + d * t`.
 
 What may change between repetitions: the offsets, lengths, values and sequence numbers a
-step prints through its `c_*` fields (`model.Step`), the literals of its run-time C
+step prints through its `c_*` fields (`steps.Step`), the literals of its run-time C
 expressions (`let`), and for a `reduce` its sources' offsets (`c_srcs`) and the literals
 of its weights (a run-time weight reads the token's own elements).  Everything else
 printed (peers, words, comments, a reduce's types, vector width and source count) must
