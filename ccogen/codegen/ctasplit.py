@@ -38,9 +38,20 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from ccogen.codegen.model import LOCAL, BlockProgram, Segment, Step
+from ccogen.codegen.model import BlockProgram, Segment
+from ccogen.codegen.steps import (
+    GROUP_SIGNALS,
+    LOCAL,
+    MOVES_DATA,
+    PER_CTA_SIGNALS,
+    RUNTIME_WAITS,
+    SPIN_WAITS,
+    Step,
+    StepKind,
+)
 
-COPIES = frozenset({"copy", "putsig", "cputsig", "putcounted", "llput", "llwait", "reduce"})
+# the leader alone acts on these words: the group must have arrived (module doc)
+LEADER_ONLY = RUNTIME_WAITS | {StepKind.RESET}
 
 
 Pos = tuple[int, int | None]  # (segment, step); step None: a fork (it ends in a group join)
@@ -61,22 +72,22 @@ def split_segments(segments: Sequence[Segment],
             dirty = Footprint()  # the fork ended in a group join
             continue
         s = segments[i].steps[j]
-        if s.kind in COPIES:
+        if s.kind in MOVES_DATA:
             dirty.add(s)
-        elif s.kind == "barrier":
+        elif s.kind is StepKind.BARRIER:
             dirty = Footprint()
-        elif s.kind == "signal" and s.off not in counters:
-            out[i][j] = replace(s, kind="csignal")
-        elif s.kind == "wait":
-            out[i][j] = replace(s, kind="cwait")
-        elif s.kind == "sync":
+        elif s.kind is StepKind.SIGNAL and s.off not in counters:
+            out[i][j] = replace(s, kind=StepKind.CSIGNAL)
+        elif s.kind is StepKind.WAIT:
+            out[i][j] = replace(s, kind=StepKind.CWAIT)
+        elif s.kind is StepKind.SYNC:
             ahead, fork_ahead = _copies_ahead(segments, flat, n)
             keep = (bool(dirty) and (fork_ahead or dirty.conflicts(ahead))) \
                 or _leader_next(segments, flat, n, counters) or _reset_before(segments, flat, n)
             if keep:
                 dirty = Footprint()
             else:
-                out[i][j] = replace(s, kind="ctasync")
+                out[i][j] = replace(s, kind=StepKind.CTASYNC)
     result = []
     seq = 0
     for seg, steps in zip(segments, out, strict=True):
@@ -87,7 +98,7 @@ def split_segments(segments: Sequence[Segment],
             continue
         renumbered = []
         for st in steps:
-            if st.kind == "sync":
+            if st.kind is StepKind.SYNC:
                 seq += 1
                 st = replace(st, seq=seq)
             renumbered.append(st)
@@ -104,26 +115,27 @@ def _copies_ahead(segments: Sequence[Segment], flat: list[Pos],
         if j is None:
             return out, True
         s = segments[i].steps[j]
-        if s.kind in ("sync", "barrier"):
+        if s.kind in (StepKind.SYNC, StepKind.BARRIER):
             return out, False
-        if s.kind in COPIES:
+        if s.kind in MOVES_DATA:
             out.append(s)
     return out, False
 
 
 def _ranges(s: Step) -> list[tuple[int, int, int, bool]]:
     """(rank relative to the executing one, first byte, end, written) of a copy."""
-    if s.kind == "llwait":  # writes the payload where the put was going
+    if s.kind is StepKind.LLWAIT:  # writes the payload where the put was going
         return [(LOCAL, s.dst_off, s.dst_off + s.nbytes, True)]
-    if s.kind == "reduce":  # writes dst, reads every source (a buffer is a `peer` of its own)
+    if s.kind is StepKind.REDUCE:  # writes dst, reads every source (a buffer: a `peer` of its own)
         assert s.reduction is not None
         return [(s.dst_peer, s.dst_off, s.dst_off + s.nbytes, True),
                 *((p, off, off + s.nbytes, False) for p, off in s.reduction.srcs)]
-    if s.kind == "llput":  # reads the source, writes the entry on the peer
+    if s.kind is StepKind.LLPUT:  # reads the source, writes the entry on the peer
         return [(s.dst_peer, s.off, s.off + 16, True),
                 (LOCAL, s.src_off, s.src_off + s.nbytes, False)]
     return [(s.dst_peer, s.dst_off, s.dst_off + s.nbytes, True),
-            (s.src_peer if s.kind == "copy" else LOCAL, s.src_off, s.src_off + s.nbytes, False)]
+            (s.src_peer if s.kind is StepKind.COPY else LOCAL, s.src_off, s.src_off + s.nbytes,
+             False)]
 
 
 def _conflict(before: Sequence[Step], after: Sequence[Step]) -> bool:
@@ -216,7 +228,7 @@ def _neighbours(segments: Sequence[Segment], flat: list[Pos], n: int,
         if j is None:
             return
         s = segments[i].steps[j]
-        if s.kind != "comment":
+        if s.kind is not StepKind.COMMENT:
             yield s
         k += step
 
@@ -224,17 +236,17 @@ def _neighbours(segments: Sequence[Segment], flat: list[Pos], n: int,
 def _leader_next(segments: Sequence[Segment], flat: list[Pos], n: int,
                  counters: frozenset[int]) -> bool:
     for s in _neighbours(segments, flat, n, 1):
-        if s.kind == "reset" or (s.kind == "signal" and s.off in counters):
+        if s.kind is StepKind.RESET or (s.kind is StepKind.SIGNAL and s.off in counters):
             return True
-        if s.kind != "signal":
+        if s.kind is not StepKind.SIGNAL:
             return False
     return False
 
 
 def _reset_before(segments: Sequence[Segment], flat: list[Pos], n: int) -> bool:
     # a `reset`, or a run-time counted wait (`rtwait`: the leader waits and consumes)
-    return next(iter(_neighbours(segments, flat, n, -1)), Step("comment")).kind \
-        in ("reset", "rtwait", "rtwaitcounted")
+    return next(iter(_neighbours(segments, flat, n, -1)), Step(StepKind.COMMENT)).kind \
+        in LEADER_ONLY
 
 
 # ----------------------------------------------------------------------------- scales
@@ -245,7 +257,7 @@ def slot_scales(kernels: Iterable[tuple[int, Sequence[BlockProgram]]]) -> dict[i
     scales: dict[int, int] = {}
     for ctas, programs in kernels:
         for s in _all_steps(programs):
-            if s.kind in ("csignal", "cputsig"):
+            if s.kind in PER_CTA_SIGNALS:
                 scales[s.off] = math.lcm(scales.get(s.off, 1), ctas)
     return scales
 
@@ -258,11 +270,11 @@ def scale_programs(programs: Sequence[BlockProgram], ctas: int,
         scale = scales.get(s.off, 1)
         if scale == 1:
             return s
-        if s.kind in ("csignal", "cputsig"):
+        if s.kind in PER_CTA_SIGNALS:
             return replace(s, value=s.value * scale // ctas)
-        if s.kind in ("signal", "putsig"):
+        if s.kind in GROUP_SIGNALS:
             return replace(s, value=s.value * scale)
-        if s.kind in ("wait", "cwait"):
+        if s.kind in SPIN_WAITS:
             return replace(s, scale=scale)
         return s
 

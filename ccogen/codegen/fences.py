@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from ccogen.codegen.model import Step
+from ccogen.codegen.steps import WAITS, Step, StepKind
 
 
 class Proxy(Enum):
@@ -118,8 +118,7 @@ def text(target: str, fence: Fence) -> str:
 
 # whether the target's run-time counted wait releases its take-off to the fabric itself
 TAKE_RELEASES: dict[str, bool] = {"nccl-cft": True, "nvshmem": False}
-WAITS = frozenset({"wait", "cwait", "waitcounted", "rtwait", "rtwaitcounted"})
-SPIN_ACQUIRES = frozenset({"wait", "cwait", "rtwait"})
+SPIN_ACQUIRES = frozenset({StepKind.WAIT, StepKind.CWAIT, StepKind.RTWAIT})
 # the target's spin waits are acquire loads (nvshmem), so they provide their own fence
 SPINS_ACQUIRE: dict[str, bool] = {"nccl-cft": False, "nvshmem": True}
 
@@ -139,12 +138,13 @@ def add_proxy_fences(target: str, steps: tuple[Step, ...], generic_words: frozen
         if s.kind in WAITS:
             writers = frozenset({Proxy.GENERIC if s.off in generic_words else Proxy.FABRIC})
             spin = SPINS_ACQUIRE[target] and s.kind in SPIN_ACQUIRES
-            out.extend(Step("pfence", text=text(target, f), line=s.line)
+            out.extend(Step(StepKind.PFENCE, text=text(target, f), line=s.line)
                        for f in after_wait(target, writers, consumers, spin))
-        if s.kind == "reset" or (s.kind == "rtwaitcounted" and not TAKE_RELEASES[target]):
+        if s.kind is StepKind.RESET or (s.kind is StepKind.RTWAITCOUNTED
+                                        and not TAKE_RELEASES[target]):
             # a generic store (the reset, or the bytes a run-time wait takes off) before
             # the credit after which the peer's fabric counted adds come again
-            out.append(Step("pfence", text=text(target, before_fabric_after_generic()),
+            out.append(Step(StepKind.PFENCE, text=text(target, before_fabric_after_generic()),
                             line=s.line))
     return tuple(out)
 

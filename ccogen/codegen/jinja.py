@@ -1,4 +1,5 @@
-"""The one Jinja environment: strict, whitespace-tidy, C++-friendly filters."""
+"""The one Jinja environment: strict, whitespace-tidy, C++-friendly filters (and the
+spelling of steps and statements: `cuda`, `hip`, codegen.spell)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from functools import cache
 import jinja2
 
 from ccogen._resources import templates_dir
+from ccogen.codegen.spell import cuda, hip
 
 
 def _cbool(value: object) -> str:
@@ -24,6 +26,8 @@ def environment() -> jinja2.Environment:
         autoescape=False,
     )
     env.filters["cbool"] = _cbool
+    env.filters["cuda"] = cuda.step  # a step's CUDA text (codegen/spell/cuda.py)
+    env.filters["hip"] = hip.stmt  # a mori-sdma statement's HIP text (codegen/spell/hip.py)
     return env
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ccogen.codegen.model import LOCAL, buffer_peer
+from ccogen.codegen.steps import LOCAL, buffer_peer
 from ccogen.ir.instance import Instance, RegionInst
 
 ALIGN = 256

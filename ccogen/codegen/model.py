@@ -1,4 +1,6 @@
-"""The view-model the templates print: steps, segments, per-rank block programs.
+"""The view-model the templates print: segments of steps, per-rank block programs.
+
+The steps themselves are the device IR of `codegen.steps` (re-exported here).
 
 Everything a template needs is computed here or in a backend module (offsets, peers,
 expected values, launch sizes); templates only iterate and format.
@@ -8,158 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-LOCAL = -1  # `peer` of an address on the executing rank
-# `peer` of an address in local buffer i (language v2 `buffer`, a kernel parameter):
-# BUFFER0 - i.  Such an address is an offset into the caller's tensor, not the heap.
-BUFFER0 = -2
-
-
-def buffer_peer(index: int) -> int:
-    """The `peer` value that names local buffer `index` (0-based, declaration order)."""
-    return BUFFER0 - index
-
-
-@dataclass(frozen=True, slots=True)
-class Reduction:
-    """What a `reduce` step combines, decided here and printed by the templates.
-
-    `srcs` are (peer, offset) addresses like a copy's (`LOCAL`, a rank, or a buffer:
-    `buffer_peer`), combined in list order.  `ctype` is the element's C type, `acc` the
-    accumulator's (f32 for f16/bf16, the type itself otherwise: integers wrap as the
-    simulator's do), `weights` C literals of the accumulator type (empty: unweighted),
-    `vector` the bytes one load moves (16 when every heap address and the length allow
-    it; the device code still checks a buffer's base address at run time), `elements`
-    the element count.
-    """
-
-    op: str  # sum | max | min
-    dtype: str
-    ctype: str
-    acc: str
-    srcs: tuple[tuple[int, int], ...]
-    weights: tuple[str, ...]
-    vector: int
-    elements: int
-
-
-@dataclass(frozen=True, slots=True)
-class Spread:
-    """Rows of a `warps`/`lanes` fork spread over every warp of the group (codegen.spread).
-
-    Item i (of `items`, taken by grid stride) is branch `i % branches`, iteration
-    `t = i // (branches * chunks)`, chunk `i // branches % chunks`; `cases[b]` are the
-    steps of branch b's item (comments, and `chunk` copies whose texts use `t`).
-    """
-
-    branches: int
-    iterations: int
-    chunks: int
-    chunk_bytes: int
-    cases: tuple[tuple[Step, ...], ...]
-
-    @property
-    def items(self) -> int:
-        return self.branches * self.iterations * self.chunks
-
-    @property
-    def per_iteration(self) -> int:
-        return self.branches * self.chunks
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    """One primitive of the generated program.
-
-    kinds: `comment` (text), `copy` (dst_peer/dst_off <- src_peer/src_off, nbytes, vec),
-    `signal` (atomic add `value` at heap offset `off` on rank `peer`, release),
-    `wait` (acquire-spin until the local word at `off` >= `value` + epoch * `per_epoch`),
-    `sync` (barrier of the executing scope; `seq` numbers group syncs), `fence`, `quiet`,
-    `barrier` (the whole team), `reset` (store 0 at local `off`), `reduce` (element-wise
-    combine of `reduction.srcs` into dst_peer/dst_off, `nbytes`; split over the CTAs of
-    the group like a copy), `putsig` (a fused
-    copy + signal where the backend has one: copy fields plus sig_off/value/peer),
-    `putcounted` (a copy to `dst_peer` whose `nbytes` the engine itself adds to the
-    peer's counter at `off` after the data: NCCL CFT `putCounted`, NVSHMEM
-    `putmem_signal_counted`), `waitcounted` (a `wait` through the engine's counted or
-    fabric-aware wait, with the fields of `wait`), `fabacquire` (after a wait on a signal
-    slot where counted data comes through the fabric proxy: the fabric -> generic acquire).
-
-    Split over the CTAs of a group (codegen.ctasplit; `value` of a wait stays the
-    checker's count, the word is compared with it times `scale`): `ctasync` (this CTA's
-    threads meet; no other CTA), `csignal` (thread 0 of every CTA adds `value` on
-    `peer`), `cwait` (thread 0 of every CTA spins), `cputsig` (every CTA puts its slice
-    and adds `value`).
-    """
-
-    kind: str
-    text: str = ""
-    peer: int = LOCAL
-    off: int = 0
-    value: int = 0
-    per_epoch: int = 0
-    dst_peer: int = LOCAL
-    dst_off: int = 0
-    src_peer: int = LOCAL
-    src_off: int = 0
-    nbytes: int = 0
-    vec: bool = False
-    seq: int = 0
-    line: int = 0
-    src: int = -1
-    queue: int = -1
-    wait_kind: int = 0  # 1 wait_signal, 2 wait_count
-    scale: int = 1  # a signal slot's word counts signals x scale (codegen.ctasplit)
-    reduction: Reduction | None = None  # `reduce`: dst_peer/dst_off/nbytes + this
-    # run-time values (language v2 §3): C expressions that replace the static fields of
-    # the same name (`dst_off`, `src_off`, `nbytes`, `value`, `vec`) where the op's
-    # regions or count are only known on the device; the static fields then hold the
-    # footprint (what the op may touch), for the passes that reason over addresses
-    rt: tuple[tuple[str, str], ...] = ()
-    let: tuple[tuple[str, str], ...] = ()  # (name, C expression) the `rt` texts use
-    # `loop` (codegen.reroll): `body` run `value` times, `t` counting from 0
-    body: tuple[Step, ...] = ()
-    # `spread` (codegen.spread): the persistent loop over a fork's rows; `chunk`: one of
-    # its copies, the `chunk`-th `value` bytes of the row
-    spread: Spread | None = None
-
-    def _c(self, name: str, static: str) -> str:
-        for key, text in self.rt:
-            if key == name:
-                return text
-        return static
-
-    @property
-    def c_dst_off(self) -> str:
-        return self._c("dst_off", f"{self.dst_off}ULL")
-
-    @property
-    def c_src_off(self) -> str:
-        return self._c("src_off", f"{self.src_off}ULL")
-
-    @property
-    def c_nbytes(self) -> str:
-        return self._c("nbytes", f"{self.nbytes}ULL")
-
-    @property
-    def c_value(self) -> str:
-        return self._c("value", f"{self.value}ULL")
-
-    @property
-    def c_seq(self) -> str:
-        return self._c("seq", f"{self.seq}ULL")
-
-    @property
-    def c_vec(self) -> str:
-        return self._c("vec", "true" if self.vec else "false")
-
-    @property
-    def c_srcs(self) -> tuple[tuple[int, str], ...]:
-        """A `reduce`'s sources as (peer, C offset): `src0`, `src1`... in `rt` replace
-        the static offsets (a folded loop's, codegen.reroll)."""
-        if self.reduction is None:
-            return ()
-        return tuple((peer, self._c(f"src{i}", f"{off}ULL"))
-                     for i, (peer, off) in enumerate(self.reduction.srcs))
+from ccogen.codegen.steps import BUFFER0, LOCAL, Reduction, Spread, Step, StepKind, buffer_peer
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,3 +124,7 @@ class DeviceSupport:
         flags = [name for name, on in (("add-primitives", self.add_primitives),
                                        ("epoch-from-heap", self.epoch_from_heap)) if on]
         return ", ".join(flags) or "base"
+
+
+__all__ = ["BUFFER0", "LOCAL", "BlockProgram", "Branch", "DeviceSupport", "KernelModel",
+           "ProtocolModel", "Reduction", "Segment", "Spread", "Step", "StepKind", "buffer_peer"]

@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 
 from ccogen.codegen.layout import HeapLayout
 from ccogen.codegen.ll import NONE, LLEntry, LLPlan
-from ccogen.codegen.model import LOCAL, Branch, Segment, Step
+from ccogen.codegen.model import Branch, Segment
 from ccogen.codegen.reduce import VECTOR, reduction, with_runtime_weights
 from ccogen.codegen.rtexpr import CExpr
+from ccogen.codegen.steps import LOCAL, Step, StepKind
 from ccogen.codegen.unsupported import Unsupported
 from ccogen.errors import InternalError
 from ccogen.ir.instance import Instance, IssuerLevel, OpInst
@@ -40,7 +41,7 @@ Expected = Callable[[OpInst], tuple[int, int]]  # (value in epoch 0, added per e
 
 def op_comment(op: OpInst, source: str) -> Step:
     line = op.span.line if op.span is not None else 0
-    return Step("comment", text=f"// {source}:{line}: {op.kind}", line=line)
+    return Step(StepKind.COMMENT, text=f"// {source}:{line}: {op.kind}", line=line)
 
 
 @dataclass
@@ -63,10 +64,10 @@ class _Builder:
         return CExpr.shared(self.instance, self.layout, o.rank, o.span)
 
     def sync(self) -> None:
-        if self.steps and self.steps[-1].kind == "sync":
+        if self.steps and self.steps[-1].kind is StepKind.SYNC:
             return
         self.sync_count[0] += 1
-        self.steps.append(Step("sync", seq=self.sync_count[0]))
+        self.steps.append(Step(StepKind.SYNC, seq=self.sync_count[0]))
 
     # ------------------------------------------------------------------ one phase
     def phase(self, ops: Sequence[OpInst]) -> None:
@@ -90,7 +91,7 @@ class _Builder:
                 self.steps.append(self.reduce(o))
             self.sync()
         elif kind is OpKind.QUIET:
-            self.steps.append(Step("quiet"))
+            self.steps.append(Step(StepKind.QUIET))
         elif kind.traits.waits:
             for o in ops:
                 entries = self.ll.wait(o)
@@ -100,14 +101,14 @@ class _Builder:
                     self.steps.extend(self.llwait(o, e) for e in entries)
             self.sync()
         elif kind is OpKind.BARRIER:
-            self.steps.append(Step("barrier"))
+            self.steps.append(Step(StepKind.BARRIER))
         elif kind is OpKind.FENCE:
-            self.steps.append(Step("fence"))
+            self.steps.append(Step(StepKind.FENCE))
         elif kind is OpKind.RESET_COUNT:
             self.sync()
             for o in ops:
                 assert o.counter is not None
-                self.steps.append(Step("reset", off=self.layout.counter(o.counter).offset))
+                self.steps.append(Step(StepKind.RESET, off=self.layout.counter(o.counter).offset))
             self.sync()
         else:
             raise InternalError(f"unknown op kind {kind!r}")
@@ -121,7 +122,7 @@ class _Builder:
                 continue
             assert o.src is not None and o.dst is not None and o.peer is not None
             self.steps.append(Step(
-                "llput", dst_peer=o.peer, off=ll.entry, value=ll.k, per_epoch=ll.per_epoch,
+                StepKind.LLPUT, dst_peer=o.peer, off=ll.entry, value=ll.k, per_epoch=ll.per_epoch,
                 src_off=self.layout.window(o.src.window).offset + o.src.start,
                 nbytes=o.dst.size))
         ops = regular
@@ -144,8 +145,8 @@ class _Builder:
     def reduce(self, o: OpInst) -> Step:
         (dst_peer, dst), spec = reduction(o, self.layout)
         spec = with_runtime_weights(o, spec, self.cexpr)
-        return Step("reduce", dst_peer=dst_peer, dst_off=dst, nbytes=o.dst.size if o.dst else 0,
-                    vec=spec.vector == VECTOR, reduction=spec,
+        return Step(StepKind.REDUCE, dst_peer=dst_peer, dst_off=dst,
+                    nbytes=o.dst.size if o.dst else 0, vec=spec.vector == VECTOR, reduction=spec,
                     line=o.span.line if o.span is not None else 0)
 
     def copy(self, o: OpInst) -> Step:
@@ -154,7 +155,7 @@ class _Builder:
         src_peer, src = self.layout.address(o.src, o.rank)
         vec = dst % 16 == 0 and src % 16 == 0 and o.dst.size % 16 == 0
         rt, let = self.runtime_copy(o)
-        return Step("copy", dst_peer=dst_peer, dst_off=dst, src_peer=src_peer, src_off=src,
+        return Step(StepKind.COPY, dst_peer=dst_peer, dst_off=dst, src_peer=src_peer, src_off=src,
                     nbytes=o.dst.size, vec=vec, peer=o.peer if o.peer is not None else LOCAL,
                     rt=rt, let=let)
 
@@ -188,11 +189,11 @@ class _Builder:
             key = (o.group, o.peer, o.queue) if not o.signal_per_copy else (o.index,)
             if o.signal.remote and ("r", *key) not in seen:
                 seen.add(("r", *key))
-                out.append(Step("signal", peer=o.peer, off=self.layout.slot(o.rank, o.queue),
+                out.append(Step(StepKind.SIGNAL, peer=o.peer, off=self.layout.slot(o.rank, o.queue),
                                 value=1))
             if o.signal.local and ("l", *key) not in seen:
                 seen.add(("l", *key))
-                out.append(Step("signal", peer=LOCAL, off=self.layout.slot(o.rank, o.queue),
+                out.append(Step(StepKind.SIGNAL, peer=LOCAL, off=self.layout.slot(o.rank, o.queue),
                                 value=1))
             if o.counter is not None and o.kind is OpKind.PUT:
                 assert o.dst is not None
@@ -202,15 +203,17 @@ class _Builder:
                     start, stop = o.dst.runtime
                     rt = (("value", "rt_n"),)
                     let = (("rt_n", self.cexpr(o).value(stop - start)),)  # type: ignore[operator]
-                out.append(Step("signal", peer=o.peer, off=self.layout.counter(o.counter).offset,
-                                value=o.dst.size, rt=rt, let=let))
+                out.append(Step(StepKind.SIGNAL, peer=o.peer,
+                                off=self.layout.counter(o.counter).offset, value=o.dst.size,
+                                rt=rt, let=let))
         return out
 
     def llwait(self, o: OpInst, e: LLEntry) -> Step:
         assert o.peer is not None and o.queue is not None
-        return Step("llwait", off=e.entry, value=e.k, per_epoch=e.per_epoch, dst_off=e.dst_off,
-                    nbytes=e.nbytes, line=o.span.line if o.span is not None else 0,
-                    src=o.peer, queue=o.queue, wait_kind=1)
+        return Step(StepKind.LLWAIT, off=e.entry, value=e.k, per_epoch=e.per_epoch,
+                    dst_off=e.dst_off, nbytes=e.nbytes,
+                    line=o.span.line if o.span is not None else 0, src=o.peer,
+                    queue=o.queue, wait_kind=1)
 
     def wait(self, o: OpInst) -> Step:
         line = o.span.line if o.span is not None else 0
@@ -219,16 +222,16 @@ class _Builder:
             # (the word counts this epoch's bytes from zero; codegen.rtexpr)
             assert o.counter is not None and self.instance is not None
             index = [c.name for c in self.instance.protocol.counters].index(o.counter)
-            return Step("rtwait", off=self.layout.counter(o.counter).offset, line=line,
+            return Step(StepKind.RTWAIT, off=self.layout.counter(o.counter).offset, line=line,
                         queue=index, wait_kind=2, rt=(("value", "rt_expected"),),
                         let=(("rt_expected", self.cexpr(o).value(o.expected_rt)),))
         value, per_epoch = self.expected(o)
         if o.kind is OpKind.WAIT_SIGNAL:
             assert o.peer is not None and o.queue is not None
-            return Step("wait", off=self.layout.slot(o.peer, o.queue), value=value,
+            return Step(StepKind.WAIT, off=self.layout.slot(o.peer, o.queue), value=value,
                         per_epoch=per_epoch, line=line, src=o.peer, queue=o.queue, wait_kind=1)
         assert o.counter is not None
-        return Step("wait", off=self.layout.counter(o.counter).offset, value=value,
+        return Step(StepKind.WAIT, off=self.layout.counter(o.counter).offset, value=value,
                     per_epoch=per_epoch, line=line, wait_kind=2)
 
 
@@ -329,7 +332,7 @@ def _fork(seg: Sequence[OpInst], layout: HeapLayout, expected: Expected, source:
         assert index is not None
         branches.append(Branch(scope, index, tuple(b.steps)))
     count[0] += 1
-    return Segment(branches=tuple(branches), join=Step("sync", seq=count[0]))
+    return Segment(branches=tuple(branches), join=Step(StepKind.SYNC, seq=count[0]))
 
 
 def block_ops(instance: Instance, kernel: int, rank: int) -> dict[int, list[OpInst]]:

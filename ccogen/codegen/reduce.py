@@ -25,7 +25,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ccogen.codegen.layout import HeapLayout
-from ccogen.codegen.model import Reduction
+from ccogen.codegen.steps import Reduction
 from ccogen.codegen.unsupported import Unsupported
 from ccogen.errors import InternalError
 from ccogen.ir.dtype import DType

@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ccogen.codegen.layout import HeapLayout
-from ccogen.codegen.model import Step
 from ccogen.codegen.rtexpr import CExpr
+from ccogen.codegen.steps import Step, StepKind
 from ccogen.instantiate import preconditions
 from ccogen.instantiate.findings import Findings
 from ccogen.instantiate.runtime import Preconditions, SymbolicLoader
@@ -69,7 +69,7 @@ class _DeviceChecks(Preconditions):
 
     def _add(self, line: int, cond: str, index: int, value: str) -> None:
         self.steps[self.rank].append(Step(
-            "require", text=f"({cond})", line=line, src=index,
+            StepKind.REQUIRE, text=f"({cond})", line=line, src=index,
             rt=(("value", f"static_cast<uint64_t>(static_cast<int64_t>({value}))"),)))
 
     def _mine(self, value: Rt) -> bool:

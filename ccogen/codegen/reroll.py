@@ -10,7 +10,7 @@ replaces each run by one `loop` step: `for (int64_t t = 0; t < count; ++t)` arou
 period, every changing literal `v` printed as `v0 + d * t`.
 
 What may change between repetitions: the offsets, lengths, values and sequence numbers a
-step prints through its `c_*` fields (`model.Step`), the literals of its run-time C
+step prints through its `c_*` fields (`steps.Step`), the literals of its run-time C
 expressions (`let`), and for a `reduce` its sources' offsets (`c_srcs`) and the literals
 of its weights (a run-time weight reads the token's own elements).  Everything else
 printed (peers, words, comments, a reduce's types, vector width and source count) must
@@ -25,12 +25,14 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ccogen.codegen.model import Branch, Segment, Step
+from ccogen.codegen.model import Branch, Segment
+from ccogen.codegen.steps import Step, StepKind
 
 MIN_COUNT = 3
 MAX_PERIOD = 8
-REROLLED = frozenset({"comment", "copy", "putsig", "cputsig", "signal", "csignal", "sync",
-                      "ctasync", "reduce"})
+REROLLED = frozenset({StepKind.COMMENT, StepKind.COPY, StepKind.PUTSIG, StepKind.CPUTSIG,
+                      StepKind.SIGNAL, StepKind.CSIGNAL, StepKind.SYNC, StepKind.CTASYNC,
+                      StepKind.REDUCE})
 _SLOTS = ("dst_off", "src_off", "nbytes", "value", "vec", "seq")
 _NUMBER = re.compile(r"(?<![\w.])(-?\d+)(ULL|LL)?(?![\w.])")
 
@@ -161,12 +163,12 @@ def reroll(steps: Sequence[Step]) -> tuple[Step, ...]:
             if count >= MIN_COUNT and count * period > best[0] * best[1]:
                 best = (count, period)
         count, period = best
-        if count < MIN_COUNT or all(s.kind == "comment" for s in steps[i:i + period]):
+        if count < MIN_COUNT or all(s.kind is StepKind.COMMENT for s in steps[i:i + period]):
             out.append(steps[i])
             i += 1
             continue
         body = _body(steps[i:i + period], steps[i + period:i + 2 * period])
-        out.append(Step("loop", value=count, body=body))
+        out.append(Step(StepKind.LOOP, value=count, body=body))
         i += count * period
     return tuple(out)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from ccogen.codegen.model import Step
+from ccogen.codegen.steps import Step
 from ccogen.codegen.unsupported import Unsupported
 
 _ROTATING = ("dst_off", "src_off", "nbytes", "value")
@@ -83,7 +83,7 @@ def _step(values: list[Step], period: int) -> Step:
     rest = [dataclasses.replace(v, **same, vec=first.vec, reduction=reduction) for v in values]
     if any(r != rest[0] for r in rest[1:]):
         raise Unsupported("the launches of this `launch % K` protocol need different code "
-                          f"for a `{first.kind}` step, not only other offsets", None)
+                          f"for a `{first.kind.value}` step, not only other offsets", None)
     # 16-byte vectors only where every launch's offsets allow them
     return dataclasses.replace(first, rt=tuple(rt.items()), vec=all(v.vec for v in values))
 

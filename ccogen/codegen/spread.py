@@ -45,11 +45,12 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from ccogen.codegen.model import Segment, Spread, Step
+from ccogen.codegen.model import Segment
 from ccogen.codegen.reroll import reroll
+from ccogen.codegen.steps import Spread, Step, StepKind
 
 CHUNK_BYTES = 8 << 10  # an item's bytes: two rounds of a warp's 8 x 16-byte loads per lane
-TAIL = frozenset({"comment", "sync", "signal"})
+TAIL = frozenset({StepKind.COMMENT, StepKind.SYNC, StepKind.SIGNAL})
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ class SpreadPlan:
 
 def _is_item(s: Step, after: Step) -> bool:
     """A row of a branch: a copy step, then its sync."""
-    return s.kind == "copy" and after.kind == "sync"
+    return s.kind is StepKind.COPY and after.kind is StepKind.SYNC
 
 
 def _items(steps: Sequence[Step], counters: frozenset[int]) -> tuple[list[list[Step]],
@@ -77,7 +78,7 @@ def _items(steps: Sequence[Step], counters: frozenset[int]) -> tuple[list[list[S
     i = 0
     while True:
         j = i
-        while j < len(steps) and steps[j].kind == "comment":
+        while j < len(steps) and steps[j].kind is StepKind.COMMENT:
             j += 1
         if j + 1 < len(steps) and _is_item(steps[j], steps[j + 1]):
             items.append(list(steps[i:j + 1]))
@@ -85,7 +86,7 @@ def _items(steps: Sequence[Step], counters: frozenset[int]) -> tuple[list[list[S
             continue
         break
     tail = list(steps[i:])
-    if any(s.kind not in TAIL or (s.kind == "signal" and s.off in counters) for s in tail):
+    if any(s.kind not in TAIL or (s.kind is StepKind.SIGNAL and s.off in counters) for s in tail):
         return None
     return items, tail
 
@@ -123,28 +124,28 @@ def plan_fork(seg: Segment, counters: frozenset[int]) -> SpreadPlan | None:
             count = len(items)
         if len(items) != count or not items:
             return None
-        copies += [s for item in items for s in item if s.kind == "copy"]
+        copies += [s for item in items for s in item if s.kind is StepKind.COPY]
         if len(items) == 1:
             body: tuple[Step, ...] = tuple(items[0])
         else:
             rolled = reroll([s for item in items for s in item])
-            if len(rolled) != 1 or rolled[0].kind != "loop" or rolled[0].value != count:
+            if len(rolled) != 1 or rolled[0].kind is not StepKind.LOOP or rolled[0].value != count:
                 return None
             body = rolled[0].body
-        cases.append(tuple(replace(s, kind="chunk", value=CHUNK_BYTES) if s.kind == "copy"
-                           else s for s in body))
-        tail += [replace(s, kind="csignal") if s.kind == "signal" else s
-                 for s in rest if s.kind != "sync"]
+        cases.append(tuple(replace(s, kind=StepKind.CHUNK, value=CHUNK_BYTES)
+                           if s.kind is StepKind.COPY else s for s in body))
+        tail += [replace(s, kind=StepKind.CSIGNAL) if s.kind is StepKind.SIGNAL else s
+                 for s in rest if s.kind is not StepKind.SYNC]
     assert count is not None
     if not any(s.rt for s in copies) or not _disjoint(copies):
         return None
     largest = max(s.nbytes for s in copies)
     chunks = max(1, -(-largest // CHUNK_BYTES))
-    first = next((s for case in cases for s in case if s.kind == "comment"), None)
+    first = next((s for case in cases for s in case if s.kind is StepKind.COMMENT), None)
     text = first.text.split(": ", 1)[0] if first is not None else "//"
     spread = Spread(branches=len(cases), iterations=count, chunks=chunks,
                     chunk_bytes=CHUNK_BYTES, cases=tuple(cases))
-    step = Step("spread", line=first.line if first is not None else 0, spread=spread,
+    step = Step(StepKind.SPREAD, line=first.line if first is not None else 0, spread=spread,
                 text=f"{text}: {len(cases)} {seg.branches[0].scope}s x {count} rows x "
                      f"{chunks} chunk(s) of {CHUNK_BYTES} B, spread over every warp of the "
                      "group (codegen/spread.py)")
@@ -167,8 +168,8 @@ def apply(segments: Sequence[Segment], plans: dict[int, SpreadPlan]) -> list[Seg
             continue
         assert seg.branches and seg.join is not None
         steps: list[Step] = [plan.step]
-        if any(s.kind == "csignal" for s in plan.tail):
-            steps.append(Step("ctasync"))
+        if any(s.kind is StepKind.CSIGNAL for s in plan.tail):
+            steps.append(Step(StepKind.CTASYNC))
             steps += plan.tail
         steps.append(seg.join)
         out.append(Segment(steps=tuple(steps)))

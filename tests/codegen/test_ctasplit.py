@@ -7,6 +7,7 @@ import re
 
 from ccogen.codegen.ctasplit import Footprint, _conflict, _ranges, split_segments
 from ccogen.codegen.model import LOCAL, Segment, Step
+from ccogen.codegen.steps import StepKind
 from tests.helpers import generated_kernels as kernels
 
 
@@ -118,25 +119,26 @@ def test_scales_are_the_lcm_of_the_signalling_groups() -> None:
 
 
 def copy(dst: int, src: int, n: int = 64, dst_peer: int = LOCAL) -> Step:
-    return Step("copy", dst_peer=dst_peer, dst_off=dst, src_off=src, nbytes=n, vec=True)
+    return Step(StepKind.COPY, dst_peer=dst_peer, dst_off=dst, src_off=src, nbytes=n, vec=True)
 
 
 def test_independent_copies_need_no_barrier_but_a_reader_does() -> None:
-    seg = Segment(steps=(copy(0, 1000), Step("sync", seq=1), copy(64, 1064),
-                         Step("sync", seq=2), copy(2000, 0, 128, dst_peer=1),
-                         Step("sync", seq=3)))
+    seg = Segment(steps=(copy(0, 1000), Step(StepKind.SYNC, seq=1), copy(64, 1064),
+                         Step(StepKind.SYNC, seq=2), copy(2000, 0, 128, dst_peer=1),
+                         Step(StepKind.SYNC, seq=3)))
     out, syncs = split_segments([seg], frozenset())
-    kinds = [s.kind for s in out[0].steps]
+    kinds = [s.kind.value for s in out[0].steps]
     # copy 2 touches other bytes than copy 1; copy 3 reads both: one barrier, before it
     assert kinds == ["copy", "ctasync", "copy", "sync", "copy", "ctasync"]
     assert syncs == 1 and out[0].steps[3].seq == 1
 
 
 def test_a_write_after_read_keeps_the_barrier() -> None:
-    seg = Segment(steps=(copy(2000, 0, 128, dst_peer=1), Step("sync", seq=1),
-                         Step("quiet"), copy(0, 4000)))
+    seg = Segment(steps=(copy(2000, 0, 128, dst_peer=1), Step(StepKind.SYNC, seq=1),
+                         Step(StepKind.QUIET), copy(0, 4000)))
     out, _ = split_segments([seg], frozenset())
-    assert [s.kind for s in out[0].steps][1] == "sync"  # the put still reads what copy 2 overwrites
+    # the put still reads what copy 2 overwrites
+    assert [s.kind for s in out[0].steps][1] is StepKind.SYNC
 
 
 def _pairwise(before: list[Step], after: list[Step]) -> bool:
@@ -149,7 +151,8 @@ def _pairwise(before: list[Step], after: list[Step]) -> bool:
 def _random_copy(rng: random.Random) -> Step:
     lo = rng.randrange(0, 64)
     n = rng.choice([0, 0, 1, 2, 4, 8, 16, 32, -3]) if rng.random() < 0.2 else rng.randrange(1, 24)
-    kind = rng.choice(["copy", "copy", "putsig", "llwait", "llput"])
+    kind = rng.choice([StepKind.COPY, StepKind.COPY, StepKind.PUTSIG, StepKind.LLWAIT,
+                       StepKind.LLPUT])
     return Step(kind, dst_peer=rng.choice([LOCAL, 0, 1]), dst_off=lo,
                 src_peer=rng.choice([LOCAL, 0, 1]), src_off=rng.randrange(0, 64),
                 off=rng.randrange(0, 64), nbytes=n)

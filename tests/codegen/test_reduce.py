@@ -7,6 +7,7 @@ import pytest
 
 from ccogen.codegen.model import BUFFER0, Step
 from ccogen.codegen.reduce import VECTOR, accumulator, weight_literal
+from ccogen.codegen.steps import StepKind
 from ccogen.compiler import compile_protocol
 from ccogen.instantiate import instantiate
 from ccogen.ir.dtype import DType
@@ -37,7 +38,7 @@ def reduce_steps(n: int = 1024, dtype: str = "bf16", op: str = "sum",
     assert instance is not None, diags
     model, _ = get_backend(target).model(instance, "r.cco", Options())  # type: ignore[attr-defined]
     return [s for k in model.kernels for p in k.programs for seg in p.segments
-            for s in seg.steps if s.kind == "reduce"]
+            for s in seg.steps if s.kind is StepKind.REDUCE]
 
 
 @pytest.mark.parametrize(("dtype", "op", "acc"), [
@@ -101,7 +102,7 @@ def test_unaligned_chunks_take_the_element_path() -> None:
     assert instance is not None, diags
     model, _ = get_backend("nccl-lsa").model(instance, "t.cco", Options())  # type: ignore[attr-defined]
     steps = {p.rank: s for k in model.kernels for p in k.programs for seg in p.segments
-             for s in seg.steps if s.kind == "reduce"}
+             for s in seg.steps if s.kind is StepKind.REDUCE}
     r0, r1 = steps[0].reduction, steps[1].reduction
     assert r0 is not None and r1 is not None
     assert r0.vector == VECTOR and steps[0].vec  # chunk 0 starts at the window's start

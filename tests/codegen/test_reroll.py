@@ -13,6 +13,7 @@ from ccogen.codegen import Options, generate
 from ccogen.codegen.backends import sm
 from ccogen.codegen.model import Segment, Step
 from ccogen.codegen.reroll import MIN_COUNT, reroll, reroll_segments
+from ccogen.codegen.steps import StepKind
 from ccogen.instantiate import instantiate
 from ccogen.syntax import load_ir
 
@@ -39,7 +40,7 @@ def _at(text: str, t: int) -> str:
 def _expand(steps: tuple[Step, ...]) -> list[tuple[object, ...]]:
     out: list[tuple[object, ...]] = []
     for s in steps:
-        if s.kind != "loop":
+        if s.kind is not StepKind.LOOP:
             out.append(_printed(s))
             continue
         for t in range(s.value):
@@ -87,21 +88,22 @@ def test_loops_print_the_unrolled_steps(name: str, params: dict[str, int], targe
                             [s for s in rolled if s.branches], strict=True):
             for a, b in zip(seg.branches, new.branches, strict=True):
                 assert _expand(b.steps) == [_printed(s) for s in a.steps]
-                folded += sum(s.kind == "loop" for s in b.steps)
+                folded += sum(s.kind is StepKind.LOOP for s in b.steps)
     # forks of run-time rows are spread over the group (codegen.spread), which folds the
     # rows through `reroll` before this pass: their loops are the spread's iterations
-    folded += sum(s.kind == "spread" and s.spread is not None and s.spread.iterations > 1
+    folded += sum(s.kind is StepKind.SPREAD and s.spread is not None and s.spread.iterations > 1
                   for segments in _segments(name, 3, params, target, monkeypatch)
                   for seg in segments for s in seg.steps)
     assert folded or name == "alltoallv"
 
 
 def test_a_short_or_irregular_run_stays_unrolled() -> None:
-    steps = [Step("copy", dst_peer=1, dst_off=16 * i, nbytes=16) for i in range(MIN_COUNT - 1)]
+    steps = [Step(StepKind.COPY, dst_peer=1, dst_off=16 * i, nbytes=16)
+             for i in range(MIN_COUNT - 1)]
     assert reroll(steps) == tuple(steps)
-    odd = [Step("copy", dst_peer=1, dst_off=x, nbytes=16) for x in (0, 16, 48, 64)]
-    assert all(s.kind == "copy" for s in reroll(odd))
-    peers = [Step("copy", dst_peer=p, dst_off=0, nbytes=16) for p in range(4)]
+    odd = [Step(StepKind.COPY, dst_peer=1, dst_off=x, nbytes=16) for x in (0, 16, 48, 64)]
+    assert all(s.kind is StepKind.COPY for s in reroll(odd))
+    peers = [Step(StepKind.COPY, dst_peer=p, dst_off=0, nbytes=16) for p in range(4)]
     assert reroll(peers) == tuple(peers)  # a peer is printed as a number, never folded
 
 

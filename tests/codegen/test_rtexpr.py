@@ -22,6 +22,7 @@ from ccogen.codegen.layout import plan_heap
 from ccogen.codegen.model import LOCAL, BlockProgram, Step, buffer_peer
 from ccogen.codegen.plan import _Builder
 from ccogen.codegen.require import require_steps
+from ccogen.codegen.steps import StepKind
 from ccogen.instantiate import Contents, instantiate
 from ccogen.ir.dtype import DType
 from ccogen.ir.instance import Instance
@@ -169,7 +170,7 @@ def test_require_steps_hold_on_drawn_contents_and_catch_a_violation() -> None:
         line = next(i for i, text in enumerate(
             (ROOT / "protocols" / "alltoallv.cco").read_text().splitlines(), 1)
             if "0 <= counts[p] <= cap" in text)
-        assert all(s.kind == "require" and s.line == line for s in checks)
+        assert all(s.kind is StepKind.REQUIRE and s.line == line for s in checks)
         assert all(reader.value(s.text) for s in checks)
     bad = Contents({k: v.copy() for k, v in contents.arrays.items()}, contents.dtypes)
     bad.set("counts", 1, 0, 9)  # cap is 8
@@ -206,7 +207,7 @@ def test_a_runtime_counted_wait_consumes_its_bytes() -> None:
     b = _builder(instance)
     (wait,) = [o for o in instance.ranks[1] if o.kind is OpKind.WAIT_COUNT]
     step = b.wait(wait)
-    assert step.kind == "rtwait" and step.c_value == "rt_expected"
+    assert step.kind is StepKind.RTWAIT and step.c_value == "rt_expected"
     (name, expr), = step.let
     assert name == "rt_expected"
     header = b.layout.window("header").offset
@@ -228,10 +229,10 @@ def test_counts_are_exchanged_once_with_no_host_round_trip() -> None:
     for p in _programs(instance, "nccl-lsa"):
         steps = [s for seg in p.segments for s in (*seg.steps, *(t for br in seg.branches
                                                                 for t in br.steps))]
-        counted: list[Step] = [s for s in steps if s.kind in ("copy", "putsig")
+        counted: list[Step] = [s for s in steps if s.kind in (StepKind.COPY, StepKind.PUTSIG)
                                and s.dst_peer >= 0 and not s.rt]
         assert len(counted) == 1 and counted[0].nbytes == 4  # got[me] on the one peer
-        assert not [s for s in steps if s.kind == "rtwait"]
+        assert not [s for s in steps if s.kind is StepKind.RTWAIT]
 
 
 @pytest.mark.parametrize("which", ["low", "high", "mixed-2"])

@@ -13,6 +13,7 @@ import pytest
 
 from ccogen.codegen.model import Branch, Segment, Step
 from ccogen.codegen.spread import CHUNK_BYTES, plan_fork
+from ccogen.codegen.steps import StepKind
 from ccogen.compiler import compile_protocol
 from ccogen.syntax import load_ir
 
@@ -88,20 +89,21 @@ def test_the_grid_stays_within_the_sm_budget(target: str) -> None:
 
 def _row(peer: int, t: int, rt: bool = True) -> list[Step]:
     dst = 4096 + 256 * t
-    copy = Step("copy", dst_peer=peer, dst_off=dst, src_peer=-2, src_off=256 * t, nbytes=256,
+    copy = Step(StepKind.COPY, dst_peer=peer, dst_off=dst, src_peer=-2, src_off=256 * t, nbytes=256,
                 vec=True,
                 rt=(("dst_off", "rt_dst"), ("nbytes", "rt_n")) if rt else (),
                 let=((("rt_dst", f"{dst}LL"), ("rt_n", f"ld({8 * t}LL)")) if rt else ()))
-    return [Step("comment", text="// p.cco:9: put", line=9), copy, Step("sync", seq=t + 1)]
+    return [Step(StepKind.COMMENT, text="// p.cco:9: put", line=9), copy,
+            Step(StepKind.SYNC, seq=t + 1)]
 
 
-def _fork(rows: int, *, tail: tuple[Step, ...] = (Step("sync", seq=99),
-                                                   Step("signal", peer=1, off=64, value=1)),
+def _fork(rows: int, *, tail: tuple[Step, ...] = (Step(StepKind.SYNC, seq=99),
+                                                   Step(StepKind.SIGNAL, peer=1, off=64, value=1)),
           rt: bool = True) -> Segment:
     branches = tuple(Branch("warp", w, tuple(s for t in range(rows)
                                              for s in _row(w + 1, t, rt)) + tail)
                      for w in range(2))
-    return Segment(branches=branches, join=Step("sync", seq=100))
+    return Segment(branches=branches, join=Step(StepKind.SYNC, seq=100))
 
 
 def test_plan_folds_each_branch_into_one_case() -> None:
@@ -112,25 +114,25 @@ def test_plan_folds_each_branch_into_one_case() -> None:
     assert (spread.branches, spread.iterations, spread.chunks) == (2, 5, 1)
     assert spread.chunk_bytes == CHUNK_BYTES and plan.items == 10
     for case in spread.cases:
-        assert [s.kind for s in case] == ["comment", "chunk"]  # no per-row sync
-        (lets,) = [s.let for s in case if s.kind == "chunk"]
+        assert [s.kind for s in case] == [StepKind.COMMENT, StepKind.CHUNK]  # no per-row sync
+        (lets,) = [s.let for s in case if s.kind is StepKind.CHUNK]
         assert dict(lets)["rt_n"] == "ld((0LL + 8LL * t))"
-    assert [s.kind for s in plan.tail] == ["csignal", "csignal"]
+    assert [s.kind for s in plan.tail] == [StepKind.CSIGNAL, StepKind.CSIGNAL]
 
 
 def test_dependent_or_static_or_counted_rows_stay_a_fork() -> None:
     # every row of a branch to the same bytes: the order of the rows matters
     same = tuple(Branch("warp", w, tuple(s for t in range(4) for s in (
-        Step("comment", text="// p.cco:9: put"),
-        Step("copy", dst_peer=w + 1, dst_off=4096, src_peer=-2, src_off=256 * t, nbytes=256,
+        Step(StepKind.COMMENT, text="// p.cco:9: put"),
+        Step(StepKind.COPY, dst_peer=w + 1, dst_off=4096, src_peer=-2, src_off=256 * t, nbytes=256,
              rt=(("nbytes", "rt_n"),), let=(("rt_n", f"ld({8 * t}LL)"),)),
-        Step("sync", seq=t + 1)))) for w in range(2))
-    assert plan_fork(Segment(branches=same, join=Step("sync")), frozenset()) is None
+        Step(StepKind.SYNC, seq=t + 1)))) for w in range(2))
+    assert plan_fork(Segment(branches=same, join=Step(StepKind.SYNC)), frozenset()) is None
     assert plan_fork(_fork(4, rt=False), frozenset()) is None  # no run-time rows
     assert plan_fork(_fork(4), frozenset({64})) is None  # a counter's bytes: the leader's
-    waits = _fork(4, tail=(Step("wait", off=8, value=1),))
+    waits = _fork(4, tail=(Step(StepKind.WAIT, off=8, value=1),))
     assert plan_fork(waits, frozenset()) is None
-    assert plan_fork(Segment(steps=(Step("sync"),)), frozenset()) is None
+    assert plan_fork(Segment(steps=(Step(StepKind.SYNC),)), frozenset()) is None
 
 
 def test_branches_of_different_lengths_stay_a_fork() -> None:
@@ -141,12 +143,12 @@ def test_branches_of_different_lengths_stay_a_fork() -> None:
 
 
 def test_large_rows_are_chunked() -> None:
-    rows = [Step("comment", text="// p.cco:9: put"),
-            Step("copy", dst_peer=1, dst_off=0, src_peer=-2, src_off=0,
+    rows = [Step(StepKind.COMMENT, text="// p.cco:9: put"),
+            Step(StepKind.COPY, dst_peer=1, dst_off=0, src_peer=-2, src_off=0,
                  nbytes=3 * CHUNK_BYTES + 16, rt=(("nbytes", "rt_n"),),
                  let=(("rt_n", "ld(0LL)"),)),
-            Step("sync", seq=1)]
-    plan = plan_fork(Segment(branches=(Branch("warp", 0, tuple(rows)),), join=Step("sync")),
+            Step(StepKind.SYNC, seq=1)]
+    plan = plan_fork(Segment(branches=(Branch("warp", 0, tuple(rows)),), join=Step(StepKind.SYNC)),
                      frozenset())
     assert plan is not None and plan.step.spread is not None
     assert plan.step.spread.chunks == 4 and plan.items == 4

@@ -14,10 +14,10 @@ keyed by two or more op names (a table keyed by `OpKind` instead).
 
 Other vocabularies share the name `kind` (diagnostic labels, trace records, a
 signature's argument kinds, issuer blocks, ...); their strings are not op names,
-so they are left alone.  One of them shares op names: codegen's `Step.kind`
-(`copy`, `barrier`, `quiet`, `fence` are also steps).  Its comparisons are
-recognised by their receiver, a step variable of a `ccogen/codegen` module
-(`STEP_RECEIVERS`); everywhere else the same comparison is reported.  Since the
+so they are left alone.  Codegen's step kinds share op names (`copy`, `barrier`,
+`quiet`, `fence` are also steps) but are `StepKind` members, never strings
+(`ccogen.codegen.steps`; tests/house/test_step_kinds.py): `ccogen/codegen` is checked
+like every other package, with no exemption.  Since the
 `signal` op (language v2), two more vocabularies share the word `signal`: a wait's
 kind (`WaitMatch.kind`, `"signal"` or `"count"`, receiver `w`) and a signature's
 argument kind (`"signal"` for `signal=`, receiver `kind` in the modules that read
@@ -36,11 +36,6 @@ from tests.helpers import REPO_ROOT
 
 OP_NAMES = frozenset(k.value for k in OpKind)
 STRING_METHODS = frozenset({"startswith", "endswith", "partition", "split", "find", "index"})
-
-STEP_MODULES = "ccogen/codegen/"
-STEP_RECEIVERS = frozenset({"s", "st", "step", "c", "window", "out", "self.steps"})
-"""How `ccogen/codegen` names its `Step`s (`s.kind == "barrier"` compares step kinds)."""
-
 
 @dataclass(frozen=True)
 class Finding:
@@ -84,9 +79,7 @@ OTHER_VOCABULARIES: dict[str, frozenset[str]] = {
 
 
 def _allowed(path: str, receiver: str) -> bool:
-    if receiver in OTHER_VOCABULARIES.get(path, frozenset()):
-        return True
-    return path.startswith(STEP_MODULES) and receiver in STEP_RECEIVERS
+    return receiver in OTHER_VOCABULARIES.get(path, frozenset())
 
 
 def _comparisons(tree: ast.AST, path: str) -> list[Finding]:
@@ -188,11 +181,13 @@ def test_it_leaves_other_vocabularies_and_enum_tests_alone() -> None:
     assert _found(code) == []
 
 
-def test_step_kinds_pass_in_codegen_only() -> None:
+def test_codegen_has_no_exemption() -> None:
     code = """
         a = s.kind == "barrier"
         b = self.steps[-1].kind in ("copy", "sync")
+        c = window[3].kind == "put"
+        d = s.kind is StepKind.BARRIER
     """
-    assert _found(code, "ccogen/codegen/ctasplit.py") == []
-    assert len(_found(code, "ccogen/passes/x.py")) == 2
+    assert len(_found(code, "ccogen/codegen/ctasplit.py")) == 3
+    assert len(_found(code, "ccogen/passes/x.py")) == 3
     assert len(_found('a = op.kind == "copy"', "ccogen/codegen/plan.py")) == 1

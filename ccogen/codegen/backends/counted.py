@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from ccogen.codegen.model import Branch, Segment, Step
+from ccogen.codegen.model import Branch, Segment
+from ccogen.codegen.steps import LOCAL, Step, StepKind
 
-_BETWEEN = frozenset({"copy", "sync", "signal", "comment", "putcounted"})
+_BETWEEN = frozenset({StepKind.COPY, StepKind.SYNC, StepKind.SIGNAL, StepKind.COMMENT,
+                      StepKind.PUTCOUNTED})
 
 
 def _resolved(step: Step, text: str) -> str:
@@ -32,15 +34,15 @@ def fuse_counted(steps: tuple[Step, ...], counters: frozenset[int]) -> tuple[Ste
     keeps the emulation (a `putcounted` step names a heap source)."""
     out: list[Step | None] = list(steps)
     for i, s in enumerate(steps):
-        if s.kind != "signal" or s.peer < 0 or s.off not in counters:
+        if s.kind is not StepKind.SIGNAL or s.peer < 0 or s.off not in counters:
             continue
         j = i - 1
         while j >= 0 and (out[j] is None or out[j].kind in _BETWEEN):  # type: ignore[union-attr]
             c = out[j]  # None: an add fused already (it stood between)
-            if c is not None and c.kind == "copy" and c.dst_peer == s.peer \
+            if c is not None and c.kind is StepKind.COPY and c.dst_peer == s.peer \
                     and _resolved(c, c.c_nbytes) == _resolved(s, s.c_value) \
-                    and c.src_peer == -1:
-                out[j] = replace(c, kind="putcounted", off=s.off, value=s.value)
+                    and c.src_peer == LOCAL:
+                out[j] = replace(c, kind=StepKind.PUTCOUNTED, off=s.off, value=s.value)
                 out[i] = None
                 break
             j -= 1
@@ -49,8 +51,8 @@ def fuse_counted(steps: tuple[Step, ...], counters: frozenset[int]) -> tuple[Ste
 
 def counted_waits(steps: tuple[Step, ...], which: Callable[[Step], bool]) -> tuple[Step, ...]:
     """`wait` steps selected by `which` become `waitcounted`."""
-    return tuple(replace(s, kind="waitcounted") if s.kind == "wait" and which(s) else s
-                 for s in steps)
+    return tuple(replace(s, kind=StepKind.WAITCOUNTED) if s.kind is StepKind.WAIT and which(s)
+                 else s for s in steps)
 
 
 def map_steps(segments: list[Segment],

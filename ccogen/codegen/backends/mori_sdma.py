@@ -65,11 +65,11 @@ from ccogen.codegen.backends.base import (
 from ccogen.codegen.files import GeneratedFiles, banner, options_hash
 from ccogen.codegen.jinja import render
 from ccogen.codegen.layout import HeapLayout, plan_heap
-from ccogen.codegen.model import LOCAL, Reduction
 from ccogen.codegen.naming import c_identifier
 from ccogen.codegen.plan import Unsupported, block_ops, segments_of
 from ccogen.codegen.reduce import CTYPES, VECTOR, reduction, with_runtime_weights
 from ccogen.codegen.rtexpr import CExpr
+from ccogen.codegen.steps import LOCAL, Stmt, StmtKind
 from ccogen.ir.dtype import DType
 from ccogen.ir.instance import Instance, IssuerLevel, OpInst, RegionInst
 from ccogen.ir.nodes import Mode
@@ -87,29 +87,6 @@ SYNC = {"block": "__syncthreads()", "warp": "ccogen_sync_wave()", "thread": ""}
 
 
 # ============================================================================= view-model
-
-
-@dataclass(frozen=True, slots=True)
-class Stmt:
-    """One printed statement.
-
-    kinds: `comment` (text); `call` (`func<targs>(args)`, under `guard` when set);
-    `wait` (`func(args)` then the acquire fence, under `guard`); `sync` (text is the
-    statement); `lanes` (a per-lane table: `rows` of (thread, ((field, value), ...)),
-    then `func<targs>(args)` by the lanes of the table, `acquire` after it for waits);
-    `reduce` (`func<reduction's types>(c, args...)` over the sources of `reduction`);
-    `let` (text is a declaration: a run-time value computed once where the op runs).
-    """
-
-    kind: str
-    text: str = ""
-    func: str = ""
-    targs: tuple[str, ...] = ()
-    args: tuple[str, ...] = ()
-    guard: str = ""
-    rows: tuple[tuple[int, tuple[tuple[str, str], ...]], ...] = ()
-    acquire: bool = False
-    reduction: Reduction | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,7 +202,7 @@ class _Lowering:
 
     def comment(self, op: OpInst) -> Stmt:
         line = op.span.line if op.span is not None else 0
-        return Stmt("comment", text=f"// {self.source}:{line}: {op.kind}")
+        return Stmt(StmtKind.COMMENT, text=f"// {self.source}:{line}: {op.kind}")
 
     def expected(self, op: OpInst) -> tuple[int, int]:
         found = self.analysis.expected.of_wait(op)
@@ -262,12 +239,13 @@ class _Lowering:
                 dst, src, nbytes = (f"{self.off(op.dst)}ULL", f"{self.off(op.src)}ULL",
                                     f"{op.dst.size}ULL")
             else:
-                out.append(Stmt("let", text=f"const int64_t {n} = {self.rt_length(op)};"))
+                out.append(Stmt(StmtKind.LET, text=f"const int64_t {n} = {self.rt_length(op)};"))
                 dst, src, nbytes = rt
             args = (str(op.peer), "c.win", dst, "c.win", src, nbytes, str(op.queue))
-            out.append(Stmt("call", func=f"sdma.{kind}", targs=self.targs(op, scope), args=args))
+            out.append(Stmt(StmtKind.CALL, func=f"sdma.{kind}", targs=self.targs(op, scope),
+                            args=args))
         elif kind is OpKind.COMMIT:
-            out.append(Stmt("call", func="sdma.commit", targs=("ccoCoopThread",),
+            out.append(Stmt(StmtKind.CALL, func="sdma.commit", targs=("ccoCoopThread",),
                             args=(str(op.peer), str(op.queue)), guard=LEADER[scope]))
         elif kind is OpKind.QUIET:
             out.extend(self.quiet(op, scope))
@@ -284,14 +262,14 @@ class _Lowering:
             assert op.dst is not None and op.src is not None
             lets, copy_args = self.copy_lets(op)
             out.extend(lets)
-            out.append(Stmt("call", func=f"ccogen_copy_{scope}", args=("c", *copy_args)))
+            out.append(Stmt(StmtKind.CALL, func=f"ccogen_copy_{scope}", args=("c", *copy_args)))
         elif kind is OpKind.FENCE:
-            out.append(Stmt("call", func="ccogen_fence_system"))
+            out.append(Stmt(StmtKind.CALL, func="ccogen_fence_system"))
         elif kind is OpKind.BARRIER:
             if scope != "block":
                 raise Unsupported("`barrier()` inside `warps` or `lanes` is not supported by "
                                   "`mori-sdma`", op.span)
-            out.append(Stmt("call", func="ccogen_barrier_block", args=("c",)))
+            out.append(Stmt(StmtKind.CALL, func="ccogen_barrier_block", args=("c",)))
         elif kind.traits.reduces:
             out.append(self.reduce(op, scope))
         else:
@@ -306,7 +284,7 @@ class _Lowering:
             raise Unsupported("a `reduce` on `mori-sdma` reads and writes local windows only",
                               op.span)
         spec = with_runtime_weights(op, spec, self.cx)
-        return Stmt("reduce", func=f"ccogen_reduce_{scope}",
+        return Stmt(StmtKind.REDUCE, func=f"ccogen_reduce_{scope}",
                     args=(f"{dst}ULL", f"{op.dst.size}ULL", _cbool(spec.vector == VECTOR)),
                     reduction=spec)
 
@@ -324,7 +302,7 @@ class _Lowering:
             return [], self.copy_args(op)
         names = tuple(f"rt{op.index}_{x}" for x in ("d", "s", "n"))
         values = (self.rt_start(op, op.dst), self.rt_start(op, op.src), self.rt_length(op))
-        lets = [Stmt("let", text=f"const uint64_t {name} = {value};")
+        lets = [Stmt(StmtKind.LET, text=f"const uint64_t {name} = {value};")
                 for name, value in zip(names, values, strict=True)]
         d, s, n = names
         return lets, (d, s, n, f"(({d} | {s} | {n}) & 15ULL) == 0")
@@ -335,14 +313,14 @@ class _Lowering:
             line = str(op.span.line if op.span is not None else 0)
             peers = self.peers(op.rank) if op.peer is None else [op.peer]
             queue = "-1" if op.queue is None else str(op.queue)
-            return [Stmt("call", func="ccogen_quiet_bounded", targs=coop,
+            return [Stmt(StmtKind.CALL, func="ccogen_quiet_bounded", targs=coop,
                          args=("c", str(p), queue, line)) for p in peers]
         if op.peer is None:
-            return [Stmt("call", func="sdma.quiet", targs=coop, args=(str(p),))
+            return [Stmt(StmtKind.CALL, func="sdma.quiet", targs=coop, args=(str(p),))
                     for p in self.peers(op.rank)]
         if op.queue is None:
-            return [Stmt("call", func="sdma.quiet", targs=coop, args=(str(op.peer),))]
-        return [Stmt("call", func="sdma.quietQueue", targs=coop,
+            return [Stmt(StmtKind.CALL, func="sdma.quiet", targs=coop, args=(str(op.peer),))]
+        return [Stmt(StmtKind.CALL, func="sdma.quietQueue", targs=coop,
                      args=(str(op.peer), str(op.queue)))]
 
     def wait_call(self, src: str, queue: str, expected: str,
@@ -356,9 +334,9 @@ class _Lowering:
         line = op.span.line if op.span is not None else 0
         func, args = self.wait_call(str(op.peer), str(op.queue),
                                     f"{base}ULL + c.epoch * {total}ULL", line)
-        out = [Stmt("wait", func=func, args=args, guard=LEADER[scope])]
+        out = [Stmt(StmtKind.WAIT, func=func, args=args, guard=LEADER[scope])]
         if SYNC[scope]:
-            out.append(Stmt("sync", text=SYNC[scope]))
+            out.append(Stmt(StmtKind.SYNC, text=SYNC[scope]))
         return out
 
     def wait_count(self, op: OpInst, scope: str) -> list[Stmt]:
@@ -380,23 +358,24 @@ class _Lowering:
                 "`expected=` (wait for every counted put), or give the puts you wait for "
                 "first `signal=\"remote\"` and `wait_signal` them", op.span)
         line = op.span.line if op.span is not None else 0
-        out = [Stmt("comment", text=f"// `{op.counter}`: {plural_puts(n)} from rank {s} on "
+        out = [Stmt(StmtKind.COMMENT, text=f"// `{op.counter}`: {plural_puts(n)} from rank {s} on "
                                     f"queue {q}") for (s, q), n in sorted(counted.items())]
         if not counted:
-            out.append(Stmt("comment", text="// nothing is counted to this rank: no wait"))
+            out.append(Stmt(StmtKind.COMMENT, text="// nothing is counted to this rank: no wait"))
         for (sender, queue), n in sorted(counted.items()):
             func, args = self.wait_call(str(sender), str(queue),
                                         f"{n}ULL + c.epoch * {n}ULL", line)
-            out.append(Stmt("wait", func=func, args=args, guard=LEADER[scope]))
+            out.append(Stmt(StmtKind.WAIT, func=func, args=args, guard=LEADER[scope]))
         if counted and SYNC[scope]:
-            out.append(Stmt("sync", text=SYNC[scope]))
+            out.append(Stmt(StmtKind.SYNC, text=SYNC[scope]))
         return out
 
     # ---------------------------------------------------------------- lanes in phases
     def phase(self, ops: Sequence[OpInst]) -> list[Stmt]:
         """One phase of a wave's lanes: call sites, non-blocking before blocking."""
         texts = [self.comment(op).text for op in ops]
-        out = [Stmt("comment", text=t if texts.count(t) == 1 else f"{t} ({texts.count(t)} lanes)")
+        out = [Stmt(StmtKind.COMMENT,
+                    text=t if texts.count(t) == 1 else f"{t} ({texts.count(t)} lanes)")
                for t in dict.fromkeys(texts)]
         sites: dict[tuple[object, ...], list[OpInst]] = defaultdict(list)
         for op in ops:
@@ -449,7 +428,7 @@ class _Lowering:
               acquire: bool = False) -> Stmt:
         rows = tuple((hw_thread(o), tuple(zip(fields, values(o), strict=True)))  # type: ignore[operator]
                      for o in ops)
-        return Stmt("lanes", func=func, targs=targs, args=args, rows=rows, acquire=acquire)
+        return Stmt(StmtKind.LANES, func=func, targs=targs, args=args, rows=rows, acquire=acquire)
 
     def lane_quiet(self, ops: list[OpInst]) -> list[Stmt]:
         op = ops[0]
@@ -524,9 +503,9 @@ class _Lowering:
                     raise Unsupported("lanes that differ in shape cannot post as one group; "
                                       "give every lane the same op sequence", op.span)
             body = [s for op in lane_ops for s in self.single(op, "thread")]
-            out.append(Stmt("open", guard=f"threadIdx.x == {hw_thread(lane_ops[0])}"))
+            out.append(Stmt(StmtKind.OPEN, guard=f"threadIdx.x == {hw_thread(lane_ops[0])}"))
             out.extend(body)
-            out.append(Stmt("close"))
+            out.append(Stmt(StmtKind.CLOSE))
         return out
 
 

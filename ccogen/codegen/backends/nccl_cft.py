@@ -63,8 +63,9 @@ from ccogen.codegen.backends.sm import SmBackend
 from ccogen.codegen.fences import add_proxy_fences
 from ccogen.codegen.files import GeneratedFiles
 from ccogen.codegen.layout import ALIGN, HeapLayout, Placed, plan_heap
-from ccogen.codegen.model import ProtocolModel, Segment, Step
+from ccogen.codegen.model import ProtocolModel, Segment
 from ccogen.codegen.plan import Unsupported
+from ccogen.codegen.steps import Step, StepKind
 from ccogen.ir.instance import Instance
 from ccogen.ir.opkind import OpKind
 from ccogen.targets.nccl_cft import CAPABILITIES as CAPS
@@ -193,7 +194,8 @@ class NcclCft(SmBackend):
 
 
 def _remote(step: Step) -> bool:
-    return step.kind in ("copy", "putcounted") and (step.dst_peer >= 0 or step.src_peer >= 0)
+    return step.kind in (StepKind.COPY, StepKind.PUTCOUNTED) and (step.dst_peer >= 0
+                                                                   or step.src_peer >= 0)
 
 
 __all__ = ["CftLayout", "NcclCft", "cft_layout", "effective_arch"]

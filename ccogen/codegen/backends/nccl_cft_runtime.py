@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
-from ccogen.codegen.model import Step
+from ccogen.codegen.steps import Step, StepKind
 from ccogen.codegen.unsupported import Unsupported
 from ccogen.ir.instance import Instance, OpInst, RegionInst
 from ccogen.ir.opkind import OpKind
@@ -127,7 +127,8 @@ def check_runtime(instance: Instance) -> None:
 
 def runtime_counted(steps: tuple[Step, ...]) -> tuple[Step, ...]:
     """A run-time counted wait (`rtwait`) goes through CFT's counted wait."""
-    return tuple(replace(s, kind="rtwaitcounted") if s.kind == "rtwait" else s for s in steps)
+    return tuple(replace(s, kind=StepKind.RTWAITCOUNTED) if s.kind is StepKind.RTWAIT else s
+                 for s in steps)
 
 
 __all__ = ["GRANULE", "check_runtime", "runtime_counted"]

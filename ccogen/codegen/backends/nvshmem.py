@@ -43,8 +43,9 @@ from ccogen.codegen.fences import add_proxy_fences
 from ccogen.codegen.files import GeneratedFiles
 from ccogen.codegen.layout import HeapLayout
 from ccogen.codegen.ll import LLPlan
-from ccogen.codegen.model import LOCAL, Branch, KernelModel, ProtocolModel, Segment, Step
+from ccogen.codegen.model import Branch, KernelModel, ProtocolModel, Segment
 from ccogen.codegen.plan import Unsupported
+from ccogen.codegen.steps import LOCAL, Step, StepKind
 from ccogen.ir.instance import Instance
 from ccogen.ir.nodes import TeamKind
 from ccogen.ir.opkind import OpKind
@@ -52,7 +53,7 @@ from ccogen.ir.opkind import OpKind
 COUNTED_ARCH = 100  # sm_100: CFT, the hardware path of counted writes
 DONATED_SMEM = 32768  # NVSHMEMX_SMEM_MINIMUM: the payload comes from global memory
 NATIVE_BLOCK_DIM = 256  # sm_100: NVSHMEM's put takes ~139 registers, so at most 256 threads
-TRANSFERS = frozenset({"copy", "putsig", "cputsig", "putcounted"})
+TRANSFERS = frozenset({StepKind.COPY, StepKind.PUTSIG, StepKind.CPUTSIG, StepKind.PUTCOUNTED})
 
 
 def native_counted(options: Options) -> bool:
@@ -60,8 +61,9 @@ def native_counted(options: Options) -> bool:
     return bool(digits) and int(digits) >= COUNTED_ARCH
 
 
-FUSABLE = {("sync", "signal"): "putsig", ("ctasync", "csignal"): "cputsig"}
-SIGNAL_WAITS = frozenset({"wait", "cwait", "llwait"})
+FUSABLE = {(StepKind.SYNC, StepKind.SIGNAL): StepKind.PUTSIG,
+           (StepKind.CTASYNC, StepKind.CSIGNAL): StepKind.CPUTSIG}
+SIGNAL_WAITS = frozenset({StepKind.WAIT, StepKind.CWAIT, StepKind.LLWAIT})
 
 
 def _fabric_acquires(steps: tuple[Step, ...]) -> tuple[Step, ...]:
@@ -73,13 +75,14 @@ def _fabric_acquires(steps: tuple[Step, ...]) -> tuple[Step, ...]:
     for s in steps:
         out.append(s)
         if s.kind in SIGNAL_WAITS:
-            out.append(Step("fabacquire"))
+            out.append(Step(StepKind.FABACQUIRE))
     return tuple(out)
 
 
 def _runtime_counted(steps: tuple[Step, ...]) -> tuple[Step, ...]:
     """sm_100: a run-time counted wait (`rtwait`) goes through NVSHMEM's counted wait too."""
-    return tuple(replace(s, kind="rtwaitcounted") if s.kind == "rtwait" else s for s in steps)
+    return tuple(replace(s, kind=StepKind.RTWAITCOUNTED) if s.kind is StepKind.RTWAIT else s
+                 for s in steps)
 
 
 def fuse(steps: tuple[Step, ...], ctas: int) -> tuple[Step, ...]:
@@ -91,12 +94,13 @@ def fuse(steps: tuple[Step, ...], ctas: int) -> tuple[Step, ...]:
     while i < len(steps):
         window = steps[i : i + 4]
         fused = FUSABLE.get((window[1].kind, window[2].kind)) if len(window) >= 3 else None
-        if fused == "putsig" and ctas != 1:
+        if fused is StepKind.PUTSIG and ctas != 1:
             fused = None  # a leader's signal after the group's copies (a counter): not fusable
-        if (fused is not None and window[0].kind == "copy" and window[0].dst_peer >= 0
+        if (fused is not None and window[0].kind is StepKind.COPY and window[0].dst_peer >= 0
                 and window[0].src_peer == LOCAL
                 and window[2].peer == window[0].dst_peer
-                and (len(window) == 3 or window[3].kind not in ("signal", "csignal"))):
+                and (len(window) == 3
+                     or window[3].kind not in (StepKind.SIGNAL, StepKind.CSIGNAL))):
             c, s = window[0], window[2]
             # a run-time count (a counted put's bytes) travels with the fused step; its
             # expression names the copy's own `rt_n` (codegen.plan)
@@ -175,7 +179,7 @@ class Nvshmem(SmBackend):
         if not self._native:
             return model, layout
         donate = [k.symbol for k in model.kernels
-                  if any(s.kind == "putcounted" for p in k.programs for seg in p.segments
+                  if any(s.kind is StepKind.PUTCOUNTED for p in k.programs for seg in p.segments
                          for s in seg.steps)]
         return replace(model, extra={"counted_native": True, "donate": donate,
                                      "smem": DONATED_SMEM}), layout
@@ -200,7 +204,8 @@ class Nvshmem(SmBackend):
         out = map_steps(segments, lambda steps: add_proxy_fences("nvshmem", _fabric_acquires(
             _runtime_counted(counted_waits(fuse_counted(steps, self._counters),
                                            lambda s: s.wait_kind == 2))), generic, False))
-        if any(s.kind == "putcounted" for seg in out for br in seg.branches for s in br.steps):
+        if any(s.kind is StepKind.PUTCOUNTED for seg in out for br in seg.branches
+               for s in br.steps):
             raise Unsupported("`nvshmemx_putmem_signal_counted_nbi_block` is CTA-collective: "
                               "issue counted puts at block level on sm_100", None)
         return out

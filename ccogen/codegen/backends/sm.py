@@ -70,7 +70,6 @@ from ccogen.codegen.model import (
     KernelModel,
     ProtocolModel,
     Segment,
-    Step,
 )
 from ccogen.codegen.naming import c_identifier
 from ccogen.codegen.plan import Unsupported, block_ops, lower_block
@@ -79,6 +78,7 @@ from ccogen.codegen.reroll import reroll_segments
 from ccogen.codegen.rotate import merge
 from ccogen.codegen.spread import SpreadPlan, plan_fork, spread_ctas
 from ccogen.codegen.spread import apply as spread_apply
+from ccogen.codegen.steps import Step, StepKind
 from ccogen.ir.instance import Instance, OpInst
 
 SMALL_COPY = 4 << 10
@@ -198,7 +198,7 @@ class SmBackend(Backend):
             heap_size=layout.size, debug=options.debug,
             epoch_from_heap=options.epoch_from_heap, buffers=layout.buffers,
             runtime=bool(instance.runtime),
-            spread=any(s.kind == "spread" for k in kernels for p in k.programs
+            spread=any(s.kind is StepKind.SPREAD for k in kernels for p in k.programs
                        for seg in p.segments for s in seg.steps),
             step_qualifier=("__noinline__" if any(k.program_qualifier == "__noinline__"
                                                   for k in kernels) else "__forceinline__"))
@@ -324,11 +324,11 @@ def _number_barriers(segments: list[Segment]) -> tuple[list[Segment], int]:
     for seg in segments:
         steps = []
         for s in seg.steps:
-            if s.kind == "barrier":
+            if s.kind is StepKind.BARRIER:
                 n += 1
                 s = replace(s, seq=n)
             steps.append(s)
-        if any(s.kind == "barrier" for br in seg.branches for s in br.steps):
+        if any(s.kind is StepKind.BARRIER for br in seg.branches for s in br.steps):
             raise Unsupported("`barrier()` inside `warps` or `lanes` is not supported by this "
                               "target", None)
         out.append(replace(seg, steps=tuple(steps)))

@@ -17,6 +17,7 @@ import pytest
 from ccogen.codegen.backends.counted import fuse_counted
 from ccogen.codegen.files import GeneratedFiles
 from ccogen.codegen.model import Step
+from ccogen.codegen.steps import StepKind
 from ccogen.compiler import compile_protocol
 from ccogen.errors import CompileError, DiagnosticError, ToolchainError
 from ccogen.syntax import load_ir, parse_ir
@@ -152,20 +153,20 @@ def test_fused_counted_puts_pair_by_expression_not_name() -> None:
     """Two run-time copies to one peer, each counted on its own counter: each add absorbs
     the copy of its own length, although both name it `rt_n`."""
     def copy(expr: str, src_peer: int = -1) -> Step:
-        return Step("copy", dst_peer=1, src_peer=src_peer, nbytes=64,
+        return Step(StepKind.COPY, dst_peer=1, src_peer=src_peer, nbytes=64,
                     rt=(("nbytes", "rt_n"),), let=(("rt_n", expr),))
 
     def add(expr: str, counter: int) -> Step:
-        return Step("signal", peer=1, off=counter, value=64, rt=(("value", "rt_n"),),
+        return Step(StepKind.SIGNAL, peer=1, off=counter, value=64, rt=(("value", "rt_n"),),
                     let=(("rt_n", expr),))
 
-    steps = (copy("A"), copy("B"), Step("sync"), add("A", 256), add("B", 512))
+    steps = (copy("A"), copy("B"), Step(StepKind.SYNC), add("A", 256), add("B", 512))
     fused = fuse_counted(steps, frozenset({256, 512}))
     assert [(s.kind, s.off, s.let) for s in fused] == [
-        ("putcounted", 256, (("rt_n", "A"),)), ("putcounted", 512, (("rt_n", "B"),)),
-        ("sync", 0, ())]
+        (StepKind.PUTCOUNTED, 256, (("rt_n", "A"),)),
+        (StepKind.PUTCOUNTED, 512, (("rt_n", "B"),)), (StepKind.SYNC, 0, ())]
     # a buffer source keeps the emulation (`putcounted` names a heap source)
-    buffered = (copy("A", -2), Step("sync"), add("A", 256))
+    buffered = (copy("A", -2), Step(StepKind.SYNC), add("A", 256))
     assert fuse_counted(buffered, frozenset({256})) == buffered
 
 
