@@ -345,9 +345,12 @@ class Unroller(Evaluating):
                 if rank != self.rank:
                     self._local_only(r, op, "read on another rank")
             inst = self._region(r, self.rank if rank is None else rank, op.span)
-            self._same_length("`dst` and a source", dst, inst, (op.dst.span or op.span, r.span),
-                              ("`dst`", "the source"))
-            self._same_dtype(op.dst, r, op.span, u8_views=False)
+            if self._converts(op.dst, r):  # f16/bf16/f32 mixed: widened, rounded once
+                self._same_count(dst, inst, op.dst, r, op.span)
+            else:
+                self._same_length("`dst` and a source", dst, inst,
+                                  (op.dst.span or op.span, r.span), ("`dst`", "the source"))
+                self._same_dtype(op.dst, r, op.span, u8_views=False)
             return inst
 
         srcs = self._expand(op.srcs, source)
