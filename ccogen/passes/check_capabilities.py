@@ -120,6 +120,12 @@ def _features(instance: Instance, caps: Capabilities, findings: Findings) -> Non
     if peer_reads and not caps.supports(Feature.PEER_READS).available:
         _unsupported(caps, Feature.PEER_READS, "a `reduce` that reads a peer's window "
                      "(`x@p` in `srcs`)", None, peer_reads, findings)
+    converting = [op for op in ops if op.kind.traits.reduces and
+                  any(instance.dtype(s.window) is not op.dtype for s in op.srcs)]
+    if converting and not caps.supports(Feature.CONVERTING_REDUCE).available:
+        _unsupported(caps, Feature.CONVERTING_REDUCE, "a `reduce` that converts between "
+                     "element types (a source's type is not `dst`'s)", None, converting,
+                     findings)
     credits = [op for op in ops if op.kind is OpKind.SIGNAL]
     if credits and not caps.supports(Feature.CREDITS).available:
         _unsupported(caps, Feature.CREDITS, "`signal`", None, credits, findings)
@@ -171,6 +177,9 @@ def _alternative(feature: Feature) -> str:
     if feature is Feature.LOCAL_BUFFERS:
         return ("; or declare it a `window` (the caller copies its tensor in before the "
                 "launch)")
+    if feature is Feature.CONVERTING_REDUCE:
+        return ("; or keep every region of a `reduce` in one element type (f32 windows for "
+                "f32 sums)")
     if feature is Feature.CREDITS:
         return ('; or send the credit with data: a signalled put of a small region on the '
                 'same queue (`put(p, dst=credit[me : me + 1], src=..., queue=Q, '

@@ -72,6 +72,8 @@ class Feature(str, Enum):
     CREDITS = "signal"  # the data-less `signal(peer, queue=)`
     LOCAL_BUFFERS = "local buffers"  # `buffer NAME: T[n]`: the caller's tensors as parameters
     COUNTER_RESET = "reset_count"  # setting a counted-write counter back to zero
+    # a `reduce` whose sources' float types differ from `dst`'s (f32 accumulate, bf16 wire)
+    CONVERTING_REDUCE = "converting reduce"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -221,6 +223,9 @@ class Capabilities:
     # `buffer` declarations: kernel parameters the caller's tensors are passed in
     local_buffers: Support = Support.NATIVE
     counter_reset: Support = Support.NATIVE  # `reset_count` (where counted writes exist)
+    # a `reduce` converting between f16, bf16 and f32 (sources widened, rounded once)
+    converting_reduce: Support = Support.NATIVE
+    converting_reduce_lowering: str = "compute units: each source widened to f32, rounded once"
 
     def supports(self, feature: Feature) -> Support:
         """How this target provides `feature` (`Support.NONE`: E042)."""
@@ -238,6 +243,8 @@ class Capabilities:
             return self.local_buffers
         if feature is Feature.COUNTER_RESET:
             return self.counter_reset
+        if feature is Feature.CONVERTING_REDUCE:
+            return self.converting_reduce
         return self.get
 
     def reason(self, feature: Feature) -> str | None:
