@@ -305,8 +305,9 @@ class Unroller(Evaluating):
                   dst_rank: int | None, src_rank: int | None) -> None:
         p.dst = self._on(op.dst, dst_rank, op)
         p.src = self._on(op.src, src_rank, op)
-        self._same_length("`dst` and `src`", p.dst, p.src,
-                          (op.dst.span or op.span, op.src.span), ("`dst`", "`src`"))
+        if not self._converts(op.dst, op.src):  # else E003 below says to `reduce` instead
+            self._same_length("`dst` and `src`", p.dst, p.src,
+                              (op.dst.span or op.span, op.src.span), ("`dst`", "`src`"))
         self._same_dtype(op.dst, op.src, op.span, u8_views=True)
 
     def _auto_queue(self, expr: ir.Expr | None, scope: _Scope, p: Pending, op: ir.Op) -> None:
