@@ -74,6 +74,7 @@ class Feature(str, Enum):
     COUNTER_RESET = "reset_count"  # setting a counted-write counter back to zero
     # a `reduce` whose sources' float types differ from `dst`'s (f32 accumulate, bf16 wire)
     CONVERTING_REDUCE = "converting reduce"
+    LAUNCH_ROTATION = "launch % K"  # regions that depend on the launch's index (`launch % K`)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -226,6 +227,8 @@ class Capabilities:
     # a `reduce` converting between f16, bf16 and f32 (sources widened, rounded once)
     converting_reduce: Support = Support.NATIVE
     converting_reduce_lowering: str = "compute units: each source widened to f32, rounded once"
+    # `launch % K` (rotating landing slots): the kernels count their launches on the device
+    launch_rotation: Support = Support.NATIVE
 
     def supports(self, feature: Feature) -> Support:
         """How this target provides `feature` (`Support.NONE`: E042)."""
@@ -245,6 +248,8 @@ class Capabilities:
             return self.counter_reset
         if feature is Feature.CONVERTING_REDUCE:
             return self.converting_reduce
+        if feature is Feature.LAUNCH_ROTATION:
+            return self.launch_rotation
         return self.get
 
     def reason(self, feature: Feature) -> str | None:

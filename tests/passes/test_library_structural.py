@@ -45,6 +45,8 @@ KNOWN: dict[tuple[str, str | None], set[str]] = {
     # nor through CFT's fabric engine (the SMs have no pointer into a peer's window)
     ("allreduce_oneshot", "nccl-cft"): {"E042"},
     ("alltoall_rotating", "mori-sdma"): {"E042"},  # local buffers (the capability table)
+    # `launch % K` is generated on nccl-lsa and nvshmem only (the capability table, #32)
+    ("alltoall_rotating", "nccl-cft"): {"E042"},
     ("allreduce_oneshot_rotating", "mori-sdma"): {"E042"},
     ("allreduce_oneshot_rotating", "nccl-cft"): {"E042"},
     ("allreduce_twoshot", "nccl-cft"): {"E042"},
