@@ -96,7 +96,7 @@ def _next_launch(m: Machine, rank: int, proc: int) -> None:
     if m.rounds is not None:  # this launch's inputs, as `init(...)` names them: unrounded
         for key in plan.init_windows | {(rank, name) for name in plan.buffers}:
             if key[0] == rank:
-                m.rounds.arrays[key][:] = 0
+                m.rounds.clear(key)
 
 
 def _refill_buffers(m: Machine, rank: int, proc: int) -> None:

@@ -48,9 +48,14 @@ def counted(instance: Instance) -> bool:
 def per_element(codes: np.ndarray, width: int) -> np.ndarray:
     """The code of each element of a region (`width` bytes each): its bytes' largest
     count and the union of their types."""
+    if width == 1:
+        return codes
+    first = codes[::width]
+    if (codes.reshape(-1, width) == first[:, None]).all():  # as `reduce` writes them
+        return first
     rows = codes.reshape(-1, width)
     count = (rows >> 2).max(axis=1)
-    types = np.bitwise_or.reduce(rows & 3, axis=1)
+    types = (rows & 1).max(axis=1) | (rows & 2).max(axis=1)
     return ((count << 2) | types).astype(np.uint8)  # type: ignore[no-any-return]
 
 
@@ -58,17 +63,25 @@ class Rounds:
     """The codes of every byte of every window (see the module docstring), laid out as
     the simulated memory's bytes (`state.Layout`: dense, or only the touched ones)."""
 
-    def __init__(self, arrays: dict[tuple[int, str], np.ndarray], layout: Layout) -> None:
+    def __init__(self, arrays: dict[tuple[int, str], np.ndarray], layout: Layout,
+                 written: frozenset[tuple[int, str]]) -> None:
         self.arrays = arrays
         self.layout = layout
+        self.written = written  # the others stay 0: shared between copies
 
     @classmethod
     def zeros(cls, memory: Memory) -> Rounds:
         return cls({k: np.zeros(a.size, dtype=np.uint8) for k, a in memory.arrays.items()},
-                   memory.layout)
+                   memory.layout, memory.written)
 
     def copy(self) -> Rounds:
-        return Rounds({k: a.copy() for k, a in self.arrays.items()}, self.layout)
+        return Rounds({k: (a.copy() if k in self.written else a)
+                       for k, a in self.arrays.items()}, self.layout, self.written)
+
+    def clear(self, key: tuple[int, str]) -> None:
+        """A launch's fresh input: never rounded."""
+        if key in self.written:
+            self.arrays[key][:] = 0
 
     def view(self, r: RegionInst) -> np.ndarray:
         key = (r.rank, r.window)
@@ -78,11 +91,15 @@ class Rounds:
         """The codes a `reduce` gives its destination."""
         assert op.dst is not None and op.dtype is not None and op.reduce_op is not None
         src_dtypes = [instance.dtype(s.window) for s in op.srcs]
-        elements = [per_element(self.view(s), d.size) for s, d in zip(op.srcs, src_dtypes,
-                                                                      strict=True)]
+        views = [self.view(s) for s in op.srcs]
+        rounding = rounds(op.reduce_op, op.dtype, src_dtypes, op.weights)
+        if not any(v.any() for v in views):  # the common case: sources never rounded
+            self.view(op.dst)[:] = (1 << 2 | type_bit(op.dtype)) if rounding else 0
+            return
+        elements = [per_element(v, d.size) for v, d in zip(views, src_dtypes, strict=True)]
         count = np.max([e >> 2 for e in elements], axis=0)
         types = np.bitwise_or.reduce([e & 3 for e in elements], axis=0)
-        if rounds(op.reduce_op, op.dtype, src_dtypes, op.weights):
+        if rounding:
             count = np.minimum(count + 1, MAX_COUNT)
             types = types | type_bit(op.dtype)
         code = ((count << 2) | types).astype(np.uint8)
