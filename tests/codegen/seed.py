@@ -45,7 +45,9 @@ REFUSED = {
     MORI: {"allreduce_oneshot": "E042", "allreduce_twoshot": "E042",
            "broadcast_pipelined": "E042", "reduce_scatter_ring": "E042", **RT,
            # `launch % K` is generated for nccl-lsa and nvshmem only
-           "alltoall_rotating": "E042", "allreduce_oneshot_rotating": "E042"},
+           "alltoall_rotating": "E042", "allreduce_oneshot_rotating": "E042",
+           # local buffers, converting reduces and credits (#32)
+           "allreduce_ring_bf16": "E042"},
     # nccl-cft generates run-time values, but the count exchanges put 4 bytes (E040), and
     # moe_combine loads a peer's routing table (E042)
     CFT: {"pingpong": "E040", "allreduce_oneshot": "E042", "allreduce_twoshot": "E042",
@@ -53,7 +55,7 @@ REFUSED = {
           "alltoall_rotating": "E042", "allreduce_oneshot_rotating": "E042"},
     # threads=512 with puts: NVSHMEM's put needs more registers than 512 threads leave
     NVSHMEM_SM100: {"allreduce_twoshot": "E042", "reduce_scatter_ring": "E042",
-                    "moe_dispatch": "E042", "moe_combine": "E042"},
+                    "moe_dispatch": "E042", "moe_combine": "E042", "allreduce_ring_bf16": "E042"},
 }
 
 
