@@ -408,8 +408,10 @@ __device__ __forceinline__ void ccogen_reduce_thread(const ccogen_ctx& c, int dp
 }
 
 // A converting `reduce` (language v2, #32): source k holds elements of type kinds[k]; each is
-// widened to float exactly, the terms are combined in list order in float, and the result
-// is rounded once to TD when stored.  Element by element; `lo`, `hi`, `n` count elements.
+// widened to float exactly, the terms are combined in list order in float (each weighted
+// term rounded before it is added, as the simulator does), and the result is rounded once
+// to TD when stored (round to nearest even).  Element by element; `lo`, `hi`, `n` count
+// elements.
 enum { CCOGEN_F32 = 0, CCOGEN_F16 = 1, CCOGEN_BF16 = 2 };
 __device__ __forceinline__ float ccogen_load_float(const char* p, int kind, uint64_t i) {
   if (kind == CCOGEN_F16) return __half2float(reinterpret_cast<const __half*>(p)[i]);
@@ -429,11 +431,11 @@ __device__ __forceinline__ void ccogen_reducex_at(const ccogen_ctx& c, int dp, u
   TD* d = reinterpret_cast<TD*>(ccogen_ptr(c, doff + lo * sizeof(TD), dp, line));
   for (uint64_t i = t; i < hi - lo; i += nt) {
     float acc = ccogen_load_float(src[0], kinds[0], i);
-    if (W) acc = acc * w[0];
+    if (W) acc = __fmul_rn(acc, w[0]);  // never fused into an add: the simulator's bits
 #pragma unroll
     for (int k = 1; k < N; ++k) {
       const float v = ccogen_load_float(src[k], kinds[k], i);
-      acc = ccogen_combine<OP, float>(acc, W ? v * w[k] : v);
+      acc = ccogen_combine<OP, float>(acc, W ? __fmul_rn(v, w[k]) : v);
     }
     d[i] = ccogen_from_acc<TD, float>(acc);
   }
