@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from ccogen.analysis.events import EventKind
 from ccogen.analysis.hb_graph import HBGraph
+from ccogen.ir import rounding
 from ccogen.ir.dtype import DType
 from ccogen.ir.instance import CheckInst, Instance, OpInst, ReductionInst, RegionInst
 from ccogen.ir.nodes import ReduceOp
@@ -36,11 +37,18 @@ from ccogen.ir.postcondition import check_regions, input_windows
 
 @dataclass(frozen=True, slots=True)
 class Combo:
-    """What a `reduce` wrote: `op` over `terms` (weight, the piece a source held), in order."""
+    """What a `reduce` wrote: `op` over `terms` (weight, the piece a source held), in order,
+    stored as `dtype`.  `sources`: each term's element type where some differs from
+    `dtype` (a converting `reduce`; empty: all are `dtype`)."""
 
     op: ReduceOp
     dtype: DType
     terms: tuple[tuple[int | float, Piece], ...]
+    sources: tuple[DType, ...] = ()
+    by: OpInst | None = field(default=None, compare=False)  # the `reduce` that computed it
+
+    def source_dtypes(self) -> tuple[DType, ...]:
+        return self.sources or (self.dtype,) * len(self.terms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +71,16 @@ class Piece:
             return self  # (pieces are immutable: the whole piece is itself)
         combo = self.combo
         if combo is not None and (skip or length != self.length):
-            combo = Combo(combo.op, combo.dtype,
-                          tuple((w, t.cut(skip, length)) for w, t in combo.terms))
+            if combo.sources:  # a term's bytes per byte of the result: its width over dst's
+                size = combo.dtype.size
+                combo = Combo(combo.op, combo.dtype, tuple(
+                    (w, t.cut(skip * d.size // size, length * d.size // size))
+                    for (w, t), d in zip(combo.terms, combo.sources, strict=True)),
+                    combo.sources, combo.by)
+            else:
+                combo = Combo(combo.op, combo.dtype,
+                              tuple((w, t.cut(skip, length)) for w, t in combo.terms),
+                              by=combo.by)
         return Piece(length, self.rank, self.window, self.offset + skip, self.writer, combo)
 
 
@@ -138,6 +154,7 @@ class Memory:
     windows: dict[tuple[int, str], _Window] = field(default_factory=dict)
     seen: dict[tuple[int, RegionInst], list[Piece]] = field(default_factory=dict)
     reduced: list[tuple[OpInst, Piece]] = field(default_factory=list)  # what reduces wrote
+    rounds: bool | None = None  # some `reduce` writes f16/bf16 (`rounds_anywhere`), once known
 
     def _window(self, rank: int, window: str) -> _Window:
         key = (rank, window)
@@ -227,14 +244,20 @@ def _outputs(instance: Instance) -> dict[int, list[RegionInst]]:
 def _reduce(mem: Memory, op: OpInst) -> None:
     assert op.dst is not None and op.reduce_op is not None and op.dtype is not None
     weights = op.weights or (1,) * len(op.srcs)
-    pieces = combine(op.reduce_op, op.dtype, [mem.read(s) for s in op.srcs], weights, op)
+    src_dtypes = tuple(mem.instance.dtype(s.window) for s in op.srcs)
+    pieces = combine(op.reduce_op, op.dtype, [mem.read(s) for s in op.srcs], weights, op,
+                     src_dtypes if any(d is not op.dtype for d in src_dtypes) else ())
     mem.reduced.extend((op, p) for p in pieces)
     mem.write(op.dst, pieces, op)
 
 
 def combine(op: ReduceOp, dtype: DType, sources: Sequence[list[Piece]],
-            weights: Sequence[int | float], writer: OpInst | None) -> list[Piece]:
-    """Pieces of the element-wise combination of `sources` (pieces of equal total length)."""
+            weights: Sequence[int | float], writer: OpInst | None,
+            src_dtypes: tuple[DType, ...] = ()) -> list[Piece]:
+    """Pieces of the element-wise combination of `sources` (pieces of equal total length;
+    with `src_dtypes`, of as many elements of those types)."""
+    if src_dtypes:
+        return _combine_converting(op, dtype, sources, weights, writer, src_dtypes)
     out: list[Piece] = []
     idx = [0] * len(sources)
     off = [0] * len(sources)
@@ -244,13 +267,75 @@ def combine(op: ReduceOp, dtype: DType, sources: Sequence[list[Piece]],
         n = min(src[i].length - o for src, i, o in zip(sources, idx, off, strict=True))
         terms = tuple((w, src[i].cut(o, n))
                       for w, src, i, o in zip(weights, sources, idx, off, strict=True))
-        out.append(Piece(n, -1, "", 0, writer, Combo(op, dtype, terms)))
+        out.append(Piece(n, -1, "", 0, writer, Combo(op, dtype, terms, by=writer)))
         done += n
         for k, src in enumerate(sources):
             off[k] += n
             if off[k] == src[idx[k]].length:
                 idx[k], off[k] = idx[k] + 1, 0
     return out
+
+
+def _combine_converting(op: ReduceOp, dtype: DType, sources: Sequence[list[Piece]],
+                        weights: Sequence[int | float], writer: OpInst | None,
+                        src_dtypes: tuple[DType, ...]) -> list[Piece]:
+    """`combine` of sources whose element types differ from `dtype`: walks elements."""
+    out: list[Piece] = []
+    widths = [d.size for d in src_dtypes]
+    idx = [0] * len(sources)
+    off = [0] * len(sources)
+    total = sum(p.length for p in sources[0]) // widths[0] if sources else 0
+    done = 0
+    while done < total:
+        n = max(1, min((src[i].length - o) // w
+                       for src, i, o, w in zip(sources, idx, off, widths, strict=True)))
+        terms = tuple((wt, src[i].cut(o, n * w)) for wt, src, i, o, w
+                      in zip(weights, sources, idx, off, widths, strict=True))
+        out.append(Piece(n * dtype.size, -1, "", 0, writer,
+                         Combo(op, dtype, terms, src_dtypes, writer)))
+        done += n
+        for k, src in enumerate(sources):
+            off[k] += n * widths[k]
+            if off[k] >= src[idx[k]].length:
+                idx[k], off[k] = idx[k] + 1, 0
+    return out
+
+
+# ============================================================================= roundings
+
+
+@dataclass(frozen=True, slots=True)
+class Roundings:
+    """The most roundings to f16/bf16 along a path from the inputs to a piece's value
+    (`ir.rounding`): how many, to which types, and the `reduce`s that rounded, first
+    to last, on one such path."""
+
+    count: int = 0
+    types: int = 0
+    chain: tuple[OpInst, ...] = ()
+
+
+def roundings(p: Piece) -> Roundings:
+    """How often the value `p` holds was rounded to f16/bf16 (see `Roundings`)."""
+    c = p.combo
+    if c is None:
+        return Roundings()
+    below = [roundings(t) for _, t in c.terms]
+    worst = max(below, key=lambda r: r.count)
+    types = 0
+    for r in below:
+        types |= r.types
+    if rounding.rounds(c.op, c.dtype, c.source_dtypes(), [w for w, _ in c.terms]):
+        chain = worst.chain + ((c.by,) if c.by is not None else ())
+        return Roundings(worst.count + 1, types | rounding.type_bit(c.dtype), chain)
+    return Roundings(worst.count, types, worst.chain)
+
+
+def rounds_anywhere(instance: Instance) -> bool:
+    """Whether some `reduce` of the instance writes an f16/bf16 region (else no value is
+    ever rounded to one and `evaluate` counts nothing)."""
+    return any(op.kind is OpKind.REDUCE and op.dtype is not None and
+               rounding.type_bit(op.dtype) for ops in instance.ranks for op in ops)
 
 
 # ============================================================================= normal forms
@@ -329,6 +414,7 @@ class Mismatch:
     equal: bool = False
     missing: tuple[tuple[Piece, int | float], ...] = ()
     extra: tuple[tuple[Piece, int | float], ...] = ()
+    rounded: Roundings | None = None  # the contributions are right, rounded too often
 
 
 def side(mem: Memory, r: RegionInst, init: bool, launch: int | None = None) -> list[Piece]:
@@ -364,11 +450,31 @@ def evaluate(mem: Memory, check: CheckInst, launch: int | None = None) -> Mismat
             return None
         return Mismatch(check, check.left.start, check.left.stop, left[0], left[0], equal=True)
     if diff is None:
-        return None
+        return _rounded_too_often(mem, check, left)
     pos, got, want = diff
     start = check.left.start + pos
     missing, extra = contributions(got, want)
     return Mismatch(check, start, start + got.length, got, want, missing=missing, extra=extra)
+
+
+def _rounded_too_often(mem: Memory, check: CheckInst, left: list[Piece]) -> Mismatch | None:
+    """A float sum whose left side was rounded to f16/bf16 more often than `ensure`
+    allows (`ir.rounding.allowed`), at its first such piece."""
+    r = check.reduction
+    if r is None or r.op is not ReduceOp.SUM or not r.dtype.is_float:
+        return None
+    if mem.rounds is None:
+        mem.rounds = rounds_anywhere(mem.instance)
+    if not mem.rounds:
+        return None
+    pos = 0
+    for p in left:
+        found = roundings(p)
+        if not rounding.allowed(found.count, found.types, r.dtype):
+            start = check.left.start + pos
+            return Mismatch(check, start, start + p.length, p, p, rounded=found)
+        pos += p.length
+    return None
 
 
 def contributions(got: Piece, want: Piece) -> tuple[tuple[tuple[Piece, int | float], ...],
@@ -407,5 +513,20 @@ def first_difference(left: list[Piece], right: list[Piece]) -> tuple[int, Piece,
     return None
 
 
-__all__ = ["Combo", "Memory", "Mismatch", "Piece", "combine", "contributions", "evaluate",
-           "execute", "first_difference", "initial", "normal", "shape", "terms_of"]
+__all__ = [
+    "Combo",
+    "Memory",
+    "Mismatch",
+    "Piece",
+    "Roundings",
+    "combine",
+    "contributions",
+    "evaluate",
+    "execute",
+    "first_difference",
+    "initial",
+    "normal",
+    "roundings",
+    "shape",
+    "terms_of",
+]

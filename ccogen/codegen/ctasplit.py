@@ -128,8 +128,10 @@ def _ranges(s: Step) -> list[tuple[int, int, int, bool]]:
         return [(LOCAL, s.dst_off, s.dst_off + s.nbytes, True)]
     if s.kind is StepKind.REDUCE:  # writes dst, reads every source (a buffer: a `peer` of its own)
         assert s.reduction is not None
+        red = s.reduction
         return [(s.dst_peer, s.dst_off, s.dst_off + s.nbytes, True),
-                *((p, off, off + s.nbytes, False) for p, off in s.reduction.srcs)]
+                *((p, off, off + red.source_bytes(k, s.nbytes), False)
+                  for k, (p, off) in enumerate(red.srcs))]
     if s.kind is StepKind.LLPUT:  # reads the source, writes the entry on the peer
         return [(s.dst_peer, s.off, s.off + 16, True),
                 (LOCAL, s.src_off, s.src_off + s.nbytes, False)]

@@ -143,7 +143,9 @@ class _Builder:
         self.steps.extend(self.signals(ops))
 
     def reduce(self, o: OpInst) -> Step:
-        (dst_peer, dst), spec = reduction(o, self.layout)
+        src_dtypes = tuple(self.instance.dtype(s.window) for s in o.srcs) \
+            if self.instance is not None else ()
+        (dst_peer, dst), spec = reduction(o, self.layout, src_dtypes=src_dtypes)
         spec = with_runtime_weights(o, spec, self.cexpr)
         return Step(StepKind.REDUCE, dst_peer=dst_peer, dst_off=dst,
                     nbytes=o.dst.size if o.dst else 0, vec=spec.vector == VECTOR, reduction=spec,

@@ -59,10 +59,15 @@ def weight_literal(w: int | float, acc: str) -> str:
     return f"static_cast<{acc}>({int(w)}LL)"
 
 
-def reduction(op: OpInst, layout: HeapLayout,
-              ctypes: dict[DType, str] = CTYPES) -> tuple[tuple[int, int], Reduction]:
+_KINDS = {DType.F32: "CCOGEN_F32", DType.F16: "CCOGEN_F16", DType.BF16: "CCOGEN_BF16"}
+
+
+def reduction(op: OpInst, layout: HeapLayout, ctypes: dict[DType, str] = CTYPES,
+              src_dtypes: tuple[DType, ...] = ()) -> tuple[tuple[int, int], Reduction]:
     """(dst address, the Reduction) of one `reduce` instance; `ctypes`: the target
-    language's element types (CUDA's by default)."""
+    language's element types (CUDA's by default); `src_dtypes`: the sources' element
+    types (a converting `reduce` where one is not `dst`'s: element by element, each
+    source widened to f32 and the result rounded once, `ccogen_reducex_*`)."""
     if op.dst is None or op.reduce_op is None or op.dtype is None or not op.srcs:
         raise InternalError(f"reduce without dst, srcs, op or dtype: {op}")
     if op.dst.rank != op.rank and op.dst.window not in layout.buffers:
@@ -71,12 +76,16 @@ def reduction(op: OpInst, layout: HeapLayout,
     srcs = tuple(layout.address(s, op.rank) for s in op.srcs)
     kind = op.reduce_op.value
     acc = accumulator(op.dtype, kind)
+    kinds = tuple(_KINDS[d] for d in src_dtypes) if any(d is not op.dtype
+                                                         for d in src_dtypes) else ()
     heap = [off for peer, off in (dst, *srcs) if peer >= -1]
     aligned = all(off % VECTOR == 0 for off in heap)
     return dst, Reduction(
         op=kind, dtype=op.dtype.value, ctype=ctypes[op.dtype], acc=acc, srcs=srcs,
         weights=tuple(weight_literal(w, acc) for w in op.weights),
-        vector=VECTOR if aligned else op.dtype.size, elements=op.dst.size // op.dtype.size)
+        vector=VECTOR if aligned and not kinds else op.dtype.size,
+        elements=op.dst.size // op.dtype.size, kinds=kinds,
+        widths=tuple(d.size for d in src_dtypes) if kinds else ())
 
 
 def with_runtime_weights(op: OpInst, spec: Reduction,

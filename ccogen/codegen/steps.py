@@ -91,7 +91,9 @@ class Reduction:
     simulator's do), `weights` C literals of the accumulator type (empty: unweighted),
     `vector` the bytes one load moves (16 when every heap address and the length allow
     it; the device code still checks a buffer's base address at run time), `elements`
-    the element count.
+    the element count.  `kinds`: for a converting `reduce` (a source's float type is not
+    `dst`'s), each source's `CCOGEN_F32`/`CCOGEN_F16`/`CCOGEN_BF16` code, and `widths` its
+    element bytes (both empty otherwise).
     """
 
     op: str  # sum | max | min
@@ -102,6 +104,12 @@ class Reduction:
     weights: tuple[str, ...]
     vector: int
     elements: int
+    kinds: tuple[str, ...] = ()
+    widths: tuple[int, ...] = ()  # a converting `reduce`: each source's element bytes
+
+    def source_bytes(self, k: int, nbytes: int) -> int:
+        """Bytes source `k` covers when `dst` covers `nbytes`."""
+        return self.elements * self.widths[k] if self.widths else nbytes
 
 
 @dataclass(frozen=True, slots=True)

@@ -416,11 +416,45 @@ class Evaluating:
         da, db = self._dtype(a.window), self._dtype(b.window)
         if da is db or (u8_views and DType.U8 in (da, db)):
             return
+        if u8_views and da.is_float and db.is_float:
+            help = (f"`copy` and transfers move bytes unchanged; to convert {db} to {da}, "
+                    f"`reduce(dst={a.window}, srcs=[{b.window}])` (widened to f32, rounded "
+                    "once to `dst`'s type)")
+        elif u8_views:
+            help = ("move data between regions of one element type, or view one side as "
+                    "bytes through a `u8` window")
+        else:
+            help = ("combine regions of one element type (float types may mix: f16, bf16 "
+                    "and f32 sources are widened to f32, the result rounded once to `dst`'s "
+                    "type)")
         self._error("E003", f"`{a.window}` holds {da} and `{b.window}` holds {db}",
                     a.span or span, f"{da} elements", secondary=[(b.span, f"{db} elements")],
-                    help="move data between regions of one element type, or view one side "
-                         "as bytes through a `u8` window" if u8_views else
-                         "combine regions of one element type")
+                    help=help)
+
+    def _converts(self, dst: ir.Region, src: ir.Region) -> bool:
+        """A `reduce` source of another float type than `dst` (converted, language v2)."""
+        dd, ds = self._dtype(dst.window), self._dtype(src.window)
+        return dd is not ds and dd.is_float and ds.is_float
+
+    def _same_count(self, a: RegionInst | None, b: RegionInst | None, ra: ir.Region,
+                    rb: ir.Region, span: Span | None) -> None:
+        """A converting `reduce`'s `dst` and source hold as many elements (static lengths)."""
+        if a is None or b is None:
+            return
+        da, db = self._dtype(ra.window), self._dtype(rb.window)
+        if a.runtime is not None or b.runtime is not None:
+            self._error("E003", f"`reduce` converts {db} to {da} over a run-time length",
+                        rb.span or span, "a run-time length",
+                        help="give a converting `reduce` static bounds, or sources of "
+                             "`dst`'s element type")
+            return
+        na, nb = a.size // da.size, b.size // db.size
+        if na == nb:
+            return
+        self._error("E003", f"`dst` and a source differ in length: {na} {da} and {nb} {db} "
+                    "elements", ra.span or span, f"`dst` is {na} elements",
+                    secondary=[(rb.span, f"the source is {nb} elements")],
+                    help="give both regions the same number of elements")
 
     def _local_only(self, region: ir.Region, op: ir.Op, role: str) -> None:
         """E010: a local `buffer` named where the peer's memory is meant."""

@@ -317,8 +317,9 @@ class Unroller(Evaluating):
                   dst_rank: int | None, src_rank: int | None) -> None:
         p.dst = self._on(op.dst, dst_rank, op)
         p.src = self._on(op.src, src_rank, op)
-        self._same_length("`dst` and `src`", p.dst, p.src,
-                          (op.dst.span or op.span, op.src.span), ("`dst`", "`src`"))
+        if not self._converts(op.dst, op.src):  # else E003 below says to `reduce` instead
+            self._same_length("`dst` and `src`", p.dst, p.src,
+                              (op.dst.span or op.span, op.src.span), ("`dst`", "`src`"))
         self._same_dtype(op.dst, op.src, op.span, u8_views=True)
 
     def _auto_queue(self, expr: ir.Expr | None, scope: _Scope, p: Pending, op: ir.Op) -> None:
@@ -357,9 +358,12 @@ class Unroller(Evaluating):
                 if rank != self.rank:
                     self._local_only(r, op, "read on another rank")
             inst = self._region(r, self.rank if rank is None else rank, op.span)
-            self._same_length("`dst` and a source", dst, inst, (op.dst.span or op.span, r.span),
-                              ("`dst`", "the source"))
-            self._same_dtype(op.dst, r, op.span, u8_views=False)
+            if self._converts(op.dst, r):  # f16/bf16/f32 mixed: widened, rounded once
+                self._same_count(dst, inst, op.dst, r, op.span)
+            else:
+                self._same_length("`dst` and a source", dst, inst,
+                                  (op.dst.span or op.span, r.span), ("`dst`", "the source"))
+                self._same_dtype(op.dst, r, op.span, u8_views=False)
             return inst
 
         srcs = self._expand(op.srcs, source)

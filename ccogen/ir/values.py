@@ -76,9 +76,14 @@ def _weight(w: int | float, acc: type) -> np.generic:
 
 
 def accumulate(op: ReduceOp, terms: Sequence[np.ndarray], weights: Sequence[int | float],
-               dtype: DType) -> np.ndarray:
-    """The combination in the accumulation type, in list order (unrounded to `dtype`)."""
-    values = [decode(t, dtype) for t in terms]
+               dtype: DType, src_dtypes: Sequence[DType] = ()) -> np.ndarray:
+    """The combination in the accumulation type, in list order (unrounded to `dtype`).
+    `src_dtypes`: each term's element type where it is not `dtype` (a converting
+    `reduce`: float terms are widened to f32 exactly)."""
+    values = [decode(t, d) for t, d in zip(terms, src_dtypes or [dtype] * len(terms),
+                                           strict=True)]
+    if src_dtypes and any(d is not dtype for d in src_dtypes):
+        values = [v.astype(np.float32) for v in values]
     acc_type = values[0].dtype.type
     if weights:
         values = [v * _weight(w, acc_type) for v, w in zip(values, weights, strict=True)]
@@ -95,9 +100,10 @@ def accumulate(op: ReduceOp, terms: Sequence[np.ndarray], weights: Sequence[int 
 
 
 def combine(op: ReduceOp, terms: Sequence[np.ndarray], weights: Sequence[int | float],
-            dtype: DType) -> np.ndarray:
-    """`reduce`: the raw bytes of the combination of `terms` (raw bytes each)."""
-    return encode(accumulate(op, terms, weights, dtype), dtype)
+            dtype: DType, src_dtypes: Sequence[DType] = ()) -> np.ndarray:
+    """`reduce`: the raw bytes of the combination of `terms` (raw bytes each, of
+    `src_dtypes` where given), rounded once to `dtype`."""
+    return encode(accumulate(op, terms, weights, dtype, src_dtypes), dtype)
 
 
 def tolerance(terms: Sequence[np.ndarray], weights: Sequence[int | float], dtype: DType,
@@ -111,24 +117,6 @@ def tolerance(terms: Sequence[np.ndarray], weights: Sequence[int | float], dtype
     unit = 2.0 ** -(dtype.accumulator.mantissa_bits + 1)  # of the accumulation type
     last_place = 2.0 ** -dtype.mantissa_bits
     return 2 * n * unit * scale + last_place * np.abs(result.astype(np.float64)) + 1e-30
-
-
-def rounded_per_hop(actual: np.ndarray, terms: Sequence[np.ndarray],
-                    weights: Sequence[int | float], dtype: DType) -> bool:
-    """Whether every element of `actual` (raw bytes) is within what a sum of `terms` gives
-    when each of its n-1 partial sums is stored in `dtype` (a ring or a tree that reduces
-    into a `dtype` window at every hop): `tolerance` plus (n-1)·2⁻ᵐ·Σ|wᵢ·xᵢ|.  For f16
-    and bf16 only (f32 partial sums are what the tolerance already allows)."""
-    if dtype not in (DType.F16, DType.BF16) or len(terms) < 3:
-        return False
-    want = decode(combine(ReduceOp.SUM, terms, weights, dtype), dtype).astype(np.float64)
-    got = decode(actual, dtype).astype(np.float64)
-    scale = np.zeros(want.shape, dtype=np.float64)
-    for i, t in enumerate(terms):
-        w = abs(float(weights[i])) if weights else 1.0
-        scale += w * np.abs(decode(t, dtype).astype(np.float64))
-    hops = (len(terms) - 1) * 2.0 ** -dtype.mantissa_bits * scale
-    return bool(np.all(np.abs(got - want) <= tolerance(terms, weights, dtype, want) + hops))
 
 
 def compare(actual: np.ndarray, op: ReduceOp, terms: Sequence[np.ndarray],

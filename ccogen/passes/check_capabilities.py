@@ -120,6 +120,15 @@ def _features(instance: Instance, caps: Capabilities, findings: Findings) -> Non
     if peer_reads and not caps.supports(Feature.PEER_READS).available:
         _unsupported(caps, Feature.PEER_READS, "a `reduce` that reads a peer's window "
                      "(`x@p` in `srcs`)", None, peer_reads, findings)
+    converting = [op for op in ops if op.kind.traits.reduces and
+                  any(instance.dtype(s.window) is not op.dtype for s in op.srcs)]
+    if converting and not caps.supports(Feature.CONVERTING_REDUCE).available:
+        _unsupported(caps, Feature.CONVERTING_REDUCE, "a `reduce` that converts between "
+                     "element types (a source's type is not `dst`'s)", None, converting,
+                     findings)
+    if instance.period > 1 and not caps.supports(Feature.LAUNCH_ROTATION).available:
+        _unsupported(caps, Feature.LAUNCH_ROTATION, "`launch % K` (regions that depend on the "
+                     "launch)", None, _rotating(instance), findings)
     credits = [op for op in ops if op.kind is OpKind.SIGNAL]
     if credits and not caps.supports(Feature.CREDITS).available:
         _unsupported(caps, Feature.CREDITS, "`signal`", None, credits, findings)
@@ -130,6 +139,15 @@ def _features(instance: Instance, caps: Capabilities, findings: Findings) -> Non
     if buffers and not caps.supports(Feature.LOCAL_BUFFERS).available:
         _unsupported(caps, Feature.LOCAL_BUFFERS, f"local buffers (`buffer {buffers[0].name}`)",
                      buffers[0].span, [], findings)
+
+
+def _rotating(instance: Instance) -> list[OpInst]:
+    """The ops whose regions differ between launches (`launch % K`), by rank in order."""
+    later = [op for other in instance.rotation for ops in other.ranks for op in ops]
+    by_key = {(op.rank, op.index): op for op in later}
+    return [op for ops in instance.ranks for op in ops
+            if (o := by_key.get((op.rank, op.index))) is not None
+            and (o.dst, o.src, o.srcs) != (op.dst, op.src, op.srcs)]
 
 
 def _unsupported(caps: Capabilities, feature: Feature, what: str, span: Span | None,
@@ -171,6 +189,12 @@ def _alternative(feature: Feature) -> str:
     if feature is Feature.LOCAL_BUFFERS:
         return ("; or declare it a `window` (the caller copies its tensor in before the "
                 "launch)")
+    if feature is Feature.LAUNCH_ROTATION:
+        return ("; or give the landing slots a `barrier()` or credits instead of rotating "
+                "them by launch (`alltoall.cco` beside `alltoall_rotating.cco`)")
+    if feature is Feature.CONVERTING_REDUCE:
+        return ("; or keep every region of a `reduce` in one element type (f32 windows for "
+                "f32 sums)")
     if feature is Feature.CREDITS:
         return ('; or send the credit with data: a signalled put of a small region on the '
                 'same queue (`put(p, dst=credit[me : me + 1], src=..., queue=Q, '

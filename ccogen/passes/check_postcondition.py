@@ -28,6 +28,7 @@ from typing import ClassVar
 from ccogen.analysis import Analysis, gc_paused
 from ccogen.analysis.hb_graph import HBGraph
 from ccogen.analysis.symbolic import Memory, Mismatch, Piece, evaluate, execute
+from ccogen.ir import rounding
 from ccogen.ir.instance import Instance
 from ccogen.passes._report import Findings, name, ranks_note
 from ccogen.passes.base import Pass, PassContext, analysis_of
@@ -127,6 +128,9 @@ def _report(ms: list[Mismatch], out: Findings, instance: Instance) -> None:
     nranks = instance.nranks
     m = ms[0]
     left = m.check.left
+    if m.rounded is not None:
+        _report_rounded(ms, out, instance)
+        return
     if m.missing or m.extra:
         _report_combination(ms, out, instance)
         return
@@ -181,6 +185,45 @@ def _report_combination(ms: list[Mismatch], out: Findings, instance: Instance) -
               secondary=secondary, notes=[*notes, f"fails {ranks_note(ranks, instance.nranks)}"],
               help="every element must receive each contribution exactly once: check the "
                    "`srcs` of the `reduce` that wrote them and what it waits for")
+
+
+def _report_rounded(ms: list[Mismatch], out: Findings, instance: Instance) -> None:
+    """A float sum whose contributions are right but that was rounded to f16/bf16 more
+    often than `ensure` allows (`ccogen.ir.rounding`)."""
+    m = ms[0]
+    r = m.rounded
+    assert r is not None and m.check.reduction is not None
+    dtype = m.check.reduction.dtype
+    left = m.check.left
+    width = instance.dtype(left.window).size
+    first, last = m.start // width, (m.stop - 1) // width
+    to = " and ".join(rounding.type_names(r.types))
+    times = "once" if r.count == 1 else f"{r.count} times"
+    allows = f"one rounding to {dtype}" if rounding.type_bit(dtype) else \
+        "no rounding to f16 or bf16"
+    label = (f"elements {first}..{last} of `{left.window}` on rank {left.rank} are rounded "
+             f"to {to} {times}")
+    by_line: dict[Span | None, list[int]] = {}  # the reduces that rounded, per line
+    for op in r.chain:
+        by_line.setdefault(op.span, []).append(op.rank)
+    secondary = [(span, f"this `reduce` stores a sum in {r.chain[0].dtype}: "
+                        f"{len(ranks)} of the {r.count} roundings ("
+                        f"{ranks_note(sorted(set(ranks)), instance.nranks)})")
+                 for span, ranks in list(by_line.items())[:3]]
+    notes = [f"every `reduce` into an f16/bf16 region rounds, and a partial sum stored "
+             "there and summed again (a ring or a tree, one `reduce` per hop) is rounded "
+             f"again: `ensure` allows {allows} of the result (the sum accumulated in f32, "
+             "rounded once when stored), and the error of each further rounding grows with "
+             "the partial sum, beyond what the comparison tolerates",
+             "counted symbolically along the chain of reduces, copies and transfers that "
+             "computed the elements; `ccogen simulate` counts the same roundings",
+             f"fails {ranks_note(sorted({x.check.rank for x in ms}), instance.nranks)}"]
+    out.error("E033", "postcondition does not hold: the sum is rounded "
+              f"{times}", m.check.span, label, secondary=secondary, notes=notes,
+              help="keep the running sums in f32: `reduce` into an f32 window or buffer (its "
+                   f"sources may be {dtype}: widened exactly), send the f32 partial sums, "
+                   f"and round once at the end with `reduce(dst=<{dtype} region>, "
+                   "srcs=[<f32 region>])`")
 
 
 __all__ = ["CheckPostcondition", "decidable", "origin", "symbolic_memory"]

@@ -38,6 +38,7 @@ from ccogen.sim.ops import IMPLS
 from ccogen.sim.plan import OpKey, Plan, QueueKey
 from ccogen.sim.race import HB, Access, RaceLog, Who
 from ccogen.sim.record import RecordKind, StepRecord
+from ccogen.sim.rounding import Rounds, counted
 from ccogen.sim.state import Memory, State, WindowKey
 
 
@@ -76,6 +77,11 @@ class Machine:
         self.init_snap: dict[int, dict[WindowKey, np.ndarray]] = {}
         if memory is not None:
             self.init_snap[0] = memory.snapshot(plan.init_windows)
+        # roundings to f16/bf16 per byte, where the instance can round (`sim.rounding`)
+        self.rounds = Rounds.zeros(memory) if memory is not None and counted(plan.instance) \
+            else None
+        self.staged_rounds: dict[int, list[np.ndarray]] = {}
+        self.output_rounds: dict[tuple[int, int], np.ndarray] = {}  # (launch, check)
         self.outputs: dict[tuple[int, int, int], np.ndarray] = {}  # (launch, check, side)
         # (launch, check) -> it held; (launch, -1): every check of the launch evaluated
         self.evaluated: dict[tuple[int, int], bool] = {}
@@ -109,6 +115,11 @@ class Machine:
             m.init_snap = {e: dict(snap) for e, snap in self.init_snap.items()}
             m.outputs = dict(self.outputs)
             m.evaluated = dict(self.evaluated)
+        if self.rounds is not None:
+            m.rounds = self.rounds.copy()
+            m.staged_rounds = {q: [c.copy() for c in codes]
+                               for q, codes in self.staged_rounds.items()}
+            m.output_rounds = dict(self.output_rounds)
         return m
 
     # ------------------------------------------------------------------ scheduling
@@ -268,6 +279,8 @@ class Machine:
         self.access(op.dst, Who("copy-w", op.rank, op.index, epoch, op.dst), p)
         if self.memory is not None:
             self.memory.view(op.dst)[:] = self.memory.view(op.src)
+        if self.rounds is not None:
+            self.rounds.view(op.dst)[:] = self.rounds.view(op.src)
 
     def reduce(self, p: int, op: OpInst) -> None:
         """`reduce`: load every source (a peer's over the link), combine, store `dst`."""
@@ -278,8 +291,11 @@ class Machine:
         self.access(op.dst, Who("copy-w", op.rank, op.index, epoch, op.dst), p)
         if self.memory is not None:
             terms = [self.memory.view(src) for src in op.srcs]
-            result = values.combine(op.reduce_op, terms, op.weights, op.dtype)
+            src_dtypes = [self.plan.instance.dtype(src.window) for src in op.srcs]
+            result = values.combine(op.reduce_op, terms, op.weights, op.dtype, src_dtypes)
             self.memory.view(op.dst)[:] = result
+        if self.rounds is not None:
+            self.rounds.reduce(op, self.plan.instance)
 
     def read_loads(self, p: int, op: OpInst) -> None:
         """The `load`s `op`'s issuer runs just before it, read from simulated memory now: a

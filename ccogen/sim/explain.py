@@ -16,8 +16,10 @@ import numpy as np
 
 from ccogen.diag import Diagnostic, error
 from ccogen.ir import values
+from ccogen.ir.dtype import DType
 from ccogen.ir.instance import CheckInst, LoadInst, OpInst, RegionInst
 from ccogen.ir.opkind import OpKind
+from ccogen.sim import rounding
 from ccogen.sim.plan import Plan, TransferSpec, Wait
 from ccogen.sim.race import Access, Who
 from ccogen.sim.state import Xfer
@@ -331,15 +333,18 @@ def stale_ensure_load(check: CheckInst, load: LoadInst, read: int | float, epoch
 
 def reduction_postcondition(check: CheckInst, index: int, left: np.ndarray,
                             expected: np.ndarray, ok: np.ndarray, epoch: int,
-                            epochs: int, terms: Sequence[np.ndarray] = ()) -> Finding:
-    """A `region == sum(...)` (or max/min) that the values do not satisfy.  With `terms`,
-    a f16/bf16 sum off by no more than rounding every partial sum says so: `ccogen lint`
-    passes such a protocol (it proves the contributions, not the roundings)."""
+                            epochs: int, terms: Sequence[np.ndarray] = (),
+                            codes: np.ndarray | None = None) -> Finding:
+    """A `region == sum(...)` (or max/min) that the values do not satisfy.  With `codes`
+    (per element of the left side, `sim.rounding`), a float sum whose values were
+    rounded to f16/bf16 more often than `ensure` allows says how often, and why."""
     r = check.reduction
     assert r is not None
     width = r.dtype.size
     bad = np.flatnonzero(~ok)
     lt = _side(check.left, check.left_init)
+    help = "fix the protocol, or the postcondition if it states the wrong thing"
+    notes: list[str] = []
     if check.op == "==" and bad.size:
         first = int(bad[0])
         last = first
@@ -349,29 +354,55 @@ def reduction_postcondition(check: CheckInst, index: int, left: np.ndarray,
         want = values.show(expected[first * width:(first + 1) * width], r.dtype)
         exact = "bit-exact" if not r.dtype.is_float or r.op.value != "sum" else \
             "within the tolerance of a float sum"
-        note = (f"elements {first}..{last} of `{lt}` ({r.dtype}) are not the {r.op.value} of "
-                f"its {len(r.terms)} terms ({bad.size} of {ok.size} elements wrong): element "
-                f"{first} holds {got} where {want} was expected ({exact})")
+        over = None if codes is None else np.flatnonzero(~rounding.allowed(codes, r.dtype))
+        if over is not None and over.size:
+            at = int(over[0])
+            count, types = int(codes[at]) >> 2, int(codes[at]) & 3  # type: ignore[index]
+            close = values.compare(left, r.op, terms, r.weights, r.dtype)
+            beyond = np.flatnonzero(~close)
+            if beyond.size:
+                j = int(beyond[0])
+                value = (f"{beyond.size} of them are beyond the tolerance of one rounding on "
+                         f"this draw: element {j} holds "
+                         f"{values.show(left[j * width:], r.dtype)} where "
+                         f"{values.show(expected[j * width:], r.dtype)} was expected")
+            else:
+                value = ("all are within the tolerance of one rounding on this draw: the "
+                         "count decides, not the draw, as in `ccogen lint`")
+            notes.append(rounding_note(lt, r.dtype, over.size, ok.size, at, count,
+                                       rounding.type_names(types), value))
+            help = rounding_help(r.dtype)
+        else:
+            notes.append(f"elements {first}..{last} of `{lt}` ({r.dtype}) are not the "
+                         f"{r.op.value} of its {len(r.terms)} terms ({bad.size} of {ok.size} "
+                         f"elements wrong): element {first} holds {got} where {want} was "
+                         f"expected ({exact})")
     else:
-        note = f"`{lt}` equals the {r.op.value} of its {len(r.terms)} terms"
-    notes = [note, f"checked after {launch(epoch, epochs)}"]
-    help = "fix the protocol, or the postcondition if it states the wrong thing"
-    if (check.op == "==" and bad.size and r.op.value == "sum" and terms
-            and values.rounded_per_hop(left, terms, r.weights, r.dtype)):
-        n = len(terms)
-        notes.insert(1, f"every wrong element is within what rounding each of the {n - 1} "
-                        f"partial sums to {r.dtype} gives: a protocol that stores partial sums "
-                        f"in {r.dtype} (a ring or a tree, one `reduce` into a {r.dtype} window "
-                        "per hop) rounds at every hop, while `ensure` allows one rounding of "
-                        "the result.  `ccogen lint` passes it: it proves that each "
-                        "contribution arrives once, exactly, not how often it is rounded")
-        help = (f"keep the partial sums in f32 (f32 windows for the running sums, {r.dtype} "
-                "only where the caller's data is), or check the protocol with `--param "
-                "T=f32`; there is no mixed-precision `reduce` (f32 accumulation over a "
-                f"{r.dtype} wire) yet")
+        notes.append(f"`{lt}` equals the {r.op.value} of its {len(r.terms)} terms")
+    notes.append(f"checked after {launch(epoch, epochs)}")
     d = error("E033", "postcondition does not hold", check.span, f"fails on rank {check.rank}",
               notes=notes, help=help)
     return Finding(("E033", index), d)
+
+
+def rounding_note(region: str, dtype: DType, wrong: int, total: int, at: int, count: int,
+                  types: Sequence[str], value: str) -> str:
+    """Why a float sum rounded too often fails (the simulator's and the checker's words)."""
+    to = " and ".join(types) or "f32"
+    times = "once" if count == 1 else f"{count} times"
+    allowed = f"one rounding to {dtype}" if dtype.is_float and dtype.size == 2 else \
+        "no rounding to f16 or bf16"
+    return (f"{wrong} of {total} elements of `{region}` ({dtype}) were rounded to {to} "
+            f"{times} on their way (element {at}): every `reduce` into an f16/bf16 region "
+            "rounds, and a partial sum stored there and summed again (a ring or a tree, one "
+            f"`reduce` per hop) is rounded again; `ensure` allows {allowed} of the result; "
+            f"{value}")
+
+
+def rounding_help(dtype: DType) -> str:
+    return ("keep the running sums in f32: `reduce` into an f32 window or buffer (its sources "
+            f"may be {dtype}: widened exactly), send the f32 partial sums, and round once at "
+            f"the end with `reduce(dst=<{dtype} region>, srcs=[<f32 region>])`")
 
 
 def rank_bits(a: CheckInst, b: CheckInst, bits_a: np.ndarray, bits_b: np.ndarray,

@@ -20,8 +20,9 @@ import numpy as np
 
 from ccogen.ir import values
 from ccogen.ir.instance import CheckInst, LoadInst, RegionInst
+from ccogen.ir.nodes import ReduceOp
 from ccogen.ir.postcondition import check_regions
-from ccogen.sim import explain, queues
+from ccogen.sim import explain, queues, rounding
 from ccogen.sim.race import Who
 from ccogen.sim.record import RecordKind, StepRecord
 from ccogen.sim.state import Image, fill, sub
@@ -93,6 +94,10 @@ def _next_launch(m: Machine, rank: int, proc: int) -> None:
     if m.memory is not None:
         mine = frozenset(k for k in plan.init_windows if k[0] == rank)
         m.init_snap.setdefault(epoch, {}).update(m.memory.snapshot(mine))
+    if m.rounds is not None:  # this launch's inputs, as `init(...)` names them: unrounded
+        for key in plan.init_windows | {(rank, name) for name in plan.buffers}:
+            if key[0] == rank:
+                m.rounds.clear(key)
 
 
 def _refill_buffers(m: Machine, rank: int, proc: int) -> None:
@@ -154,6 +159,8 @@ def _read_outputs(m: Machine, rank: int, epoch: int, proc: int) -> None:
             m.access(region, Who("ensure", rank, -1, epoch, region, check=index), proc)
             if m.memory is not None:
                 m.outputs[(epoch, index, side)] = m.memory.view(region).copy()
+            if m.rounds is not None and side == 0:
+                m.output_rounds[(epoch, index)] = m.rounds.view(region).copy()
         if check.rank == rank:  # the elements it reads as run-time values (`got[p]`)
             for x in check.loads:
                 if not x.init:
@@ -233,11 +240,15 @@ def _evaluate_reduction(m: Machine, index: int, epoch: int, left: np.ndarray,
     r = check.reduction
     assert r is not None
     ok = values.compare(left, r.op, terms, r.weights, r.dtype)
+    codes = m.output_rounds.get((epoch, index))
+    if codes is not None and r.dtype.is_float and r.op is ReduceOp.SUM and check.op == "==":
+        codes = rounding.per_element(codes, r.dtype.size)
+        ok = ok & rounding.allowed(codes, r.dtype)
     if bool(ok.all()) == (check.op == "=="):
         return True
     expected = values.combine(r.op, terms, r.weights, r.dtype)
     m.report(explain.reduction_postcondition(check, index, left, expected, ok, epoch,
-                                             m.epochs, terms))
+                                             m.epochs, terms, codes))
     return False
 
 

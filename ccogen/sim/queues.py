@@ -260,6 +260,11 @@ def _read_piece(m: Machine, qi: int, x: Xfer, piece: int, proc: int) -> None:
         # a window nothing writes cannot change between the read and the write
         staged.append(view.copy() if (region.rank, region.window) in m.memory.written
                       else view)
+    if m.rounds is not None:  # the roundings travel with the bytes (`sim.rounding`)
+        codes = m.staged_rounds.setdefault(qi, [])
+        if piece == 0:
+            codes.clear()
+        codes.append(m.rounds.view(region).copy())
     if piece == len(x.pieces) - 1:
         m.hb.consumed[qi] = HB.merge(m.hb.consumed.get(qi), m.hb.vc[proc])
         m.touch_rank(spec.queue[0])
@@ -272,6 +277,8 @@ def _write_piece(m: Machine, qi: int, x: Xfer, piece: int, proc: int) -> None:
     m.access(region, Who("dst", spec.op.rank, spec.op.index, x.epoch, spec.dst, x.id), proc)
     if m.memory is not None:
         m.memory.view(region)[:] = m.staged[qi][piece]
+    if m.rounds is not None:
+        m.rounds.view(region)[:] = m.staged_rounds[qi][piece]
     if piece == len(x.pieces) - 1:
         m.hb.land[x.id] = m.hb.vc[proc]
         if x.id in m.fence_targets:  # transfers fenced behind it may write now

@@ -72,6 +72,9 @@ class Feature(str, Enum):
     CREDITS = "signal"  # the data-less `signal(peer, queue=)`
     LOCAL_BUFFERS = "local buffers"  # `buffer NAME: T[n]`: the caller's tensors as parameters
     COUNTER_RESET = "reset_count"  # setting a counted-write counter back to zero
+    # a `reduce` whose sources' float types differ from `dst`'s (f32 accumulate, bf16 wire)
+    CONVERTING_REDUCE = "converting reduce"
+    LAUNCH_ROTATION = "launch % K"  # regions that depend on the launch's index (`launch % K`)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -221,6 +224,11 @@ class Capabilities:
     # `buffer` declarations: kernel parameters the caller's tensors are passed in
     local_buffers: Support = Support.NATIVE
     counter_reset: Support = Support.NATIVE  # `reset_count` (where counted writes exist)
+    # a `reduce` converting between f16, bf16 and f32 (sources widened, rounded once)
+    converting_reduce: Support = Support.NATIVE
+    converting_reduce_lowering: str = "compute units: each source widened to f32, rounded once"
+    # `launch % K` (rotating landing slots): the kernels count their launches on the device
+    launch_rotation: Support = Support.NATIVE
 
     def supports(self, feature: Feature) -> Support:
         """How this target provides `feature` (`Support.NONE`: E042)."""
@@ -238,6 +246,10 @@ class Capabilities:
             return self.local_buffers
         if feature is Feature.COUNTER_RESET:
             return self.counter_reset
+        if feature is Feature.CONVERTING_REDUCE:
+            return self.converting_reduce
+        if feature is Feature.LAUNCH_ROTATION:
+            return self.launch_rotation
         return self.get
 
     def reason(self, feature: Feature) -> str | None:

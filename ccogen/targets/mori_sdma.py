@@ -98,6 +98,9 @@ CAPABILITIES = Capabilities(
                      "whose zero-byte form the API does not document)",
     local_buffers=Support.NONE,
     counter_reset=Support.NONE,
+    converting_reduce=Support.NONE,
+    launch_rotation=Support.NONE,
+    converting_reduce_lowering="none: the HIP kernels' `reduce` combines one element type",
     unsupported=(
         (Feature.TEAM_WORLD, "the SDMA copy engines reach only peers on the same node "
                              "(cross-node traffic goes through `ccoGda`, not a v1 target)"),
@@ -113,6 +116,12 @@ CAPABILITIES = Capabilities(
         (Feature.PEER_READS, "the SDMA engines only copy, and `ccoSdma` gives the compute "
                              "units no pointer into a peer's window: a `reduce` can only read "
                              "local memory"),
+        (Feature.LAUNCH_ROTATION, "ccogen's HIP code generator has no program per launch "
+                                  "index yet: `launch % K` is generated for `nccl-lsa` and "
+                                  "`nvshmem` only"),
+        (Feature.CONVERTING_REDUCE, "the HIP kernels' `reduce` is generated for one element "
+                                    "type (its `dst`'s): ccogen has no converting variant for "
+                                    "the compute units of this target yet"),
     ),
 )
 

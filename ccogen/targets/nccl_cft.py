@@ -69,7 +69,11 @@ CAPABILITIES = Capabilities(
     credits=Support.EMULATED,
     credits_lowering="the fenced flag update of a signalled put, without data: cft.flush, "
                      "ncclMemFence(release, Fabric -> Generic), a 16-byte cft.red on the slot",
+    launch_rotation=Support.NONE,
     unsupported=(
+        (Feature.LAUNCH_ROTATION, "ccogen's CFT code generator has no program per launch "
+                                  "index yet: `launch % K` is generated for `nccl-lsa` and "
+                                  "`nvshmem` only"),
         (Feature.PEER_READS, "CFT reaches a peer's window only through the fabric engine "
                              "(`cft.put`/`cft.get`): the SMs cannot load from it, and ccogen "
                              "does not stage a peer's source through `cft.get` for a `reduce`"),

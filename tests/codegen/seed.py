@@ -45,7 +45,9 @@ REFUSED = {
     MORI: {"allreduce_oneshot": "E042", "allreduce_twoshot": "E042",
            "broadcast_pipelined": "E042", "reduce_scatter_ring": "E042", **RT,
            # `launch % K` is generated for nccl-lsa and nvshmem only
-           "alltoall_rotating": "E042", "allreduce_oneshot_rotating": "E042"},
+           "alltoall_rotating": "E042", "allreduce_oneshot_rotating": "E042",
+           # local buffers, converting reduces and credits (#32)
+           "allreduce_ring_bf16": "E042"},
     # nccl-cft generates run-time values, but the count exchanges put 4 bytes (E040), and
     # moe_combine loads a peer's routing table (E042)
     CFT: {"pingpong": "E040", "allreduce_oneshot": "E042", "allreduce_twoshot": "E042",

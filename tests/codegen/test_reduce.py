@@ -118,3 +118,56 @@ def test_peer_loads_in_a_world_team_are_refused_on_nvshmem() -> None:
         compile_protocol(parse_ir(source, "r.cco"), "nvshmem", source="r.cco", ranks=2)
     (d,) = info.value.diagnostics
     assert d.code == "E042" and "needs `team lsa`" in d.message
+
+
+CONVERTING = """
+protocol widen(n: int = 1000):
+    team lsa(2)
+    between_launches: host_sync
+    window x: bf16[n]
+    window acc: f32[n]
+    window out: bf16[n]
+
+    kernel k(threads=256):
+        reduce(dst=acc, srcs=[acc, x], op="sum", weights=[1, 0.5])
+        reduce(dst=out, srcs=[acc], op="sum")
+"""
+
+
+@pytest.mark.parametrize("target", ["nccl-lsa", "nvshmem", "nccl-cft"])
+def test_a_converting_reduce_is_generated_element_by_element(target: str) -> None:
+    """Sources of another float type than `dst` (#32): each source's kind and element
+    width, f32 accumulation, `ccogen_reducex_*` over the element count."""
+    from ccogen.codegen.backends import Options, get_backend
+    from ccogen.codegen.ctasplit import _ranges
+
+    protocol = parse_ir(CONVERTING, "w.cco")
+    instance, diags = instantiate(protocol, 2, {})
+    assert instance is not None, diags
+    model, _ = get_backend("nccl-lsa").model(instance, "w.cco", Options())  # type: ignore[attr-defined]
+    steps = [s for k in model.kernels for p in k.programs for seg in p.segments
+             for s in seg.steps if s.kind == "reduce"]
+    widen, narrow = steps[0].reduction, steps[1].reduction
+    assert widen is not None and narrow is not None
+    assert widen.kinds == ("CCOGEN_F32", "CCOGEN_BF16") and widen.widths == (4, 2)
+    assert widen.acc == "float" and widen.weights == ("1.0f", "0.5f")
+    assert narrow.kinds == ("CCOGEN_F32",) and narrow.ctype == "__nv_bfloat16"
+    assert widen.elements == narrow.elements == 1000
+    assert not steps[0].vec and not steps[1].vec
+    # the sources' byte ranges, for the cross-CTA conflict analysis: n elements of each
+    (_, dst_start, dst_end, _), *srcs = _ranges(steps[0])
+    assert dst_end - dst_start == 4000
+    assert [end - start for _, start, end, _ in srcs] == [4000, 2000]
+    text = compile_protocol(protocol, target, source="w.cco", ranks=2).files["kernels.cu"]
+    assert "ccogen_reducex_group<float, CCOGEN_SUM, 2, true>" in text
+    assert "const int k[] = { CCOGEN_F32, CCOGEN_BF16 };" in text
+    assert "ccogen_reducex_group<__nv_bfloat16, CCOGEN_SUM, 1, false>" in text
+    assert "1000ULL" in text
+
+
+def test_a_converting_reduce_is_refused_on_mori_sdma() -> None:
+    from ccogen.errors import DiagnosticError
+
+    with pytest.raises(DiagnosticError) as err:
+        compile_protocol(parse_ir(CONVERTING, "w.cco"), "mori-sdma", source="w.cco", ranks=2)
+    assert "E042" in {d.code for d in err.value.diagnostics}

@@ -170,10 +170,6 @@ KNOWN_GAPS = {
     # a remote `load` on nccl-cft (no SM pointer into a peer's window): the capability
     # table has no row for peer loads yet (codegen/backends/nccl_cft_runtime.py refuses)
     ("E032-remote-load-before-publish-ok", "nccl-cft"),
-    # `launch % K` is generated on nccl-lsa and nvshmem only; the capability table has no
-    # row for it yet (the code generators refuse it)
-    ("E032-rotated-landing-slot-ok", "nccl-cft"),
-    ("E032-rotated-landing-slot-ok", "mori-sdma"),
     # `mode="independent"` lanes: nccl-cft's generator refuses the thread modes that lint
     # accepts there (no capability row)
     ("E015-independent-lanes-shared-queue", "nccl-cft"),

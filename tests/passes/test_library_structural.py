@@ -45,6 +45,8 @@ KNOWN: dict[tuple[str, str | None], set[str]] = {
     # nor through CFT's fabric engine (the SMs have no pointer into a peer's window)
     ("allreduce_oneshot", "nccl-cft"): {"E042"},
     ("alltoall_rotating", "mori-sdma"): {"E042"},  # local buffers (the capability table)
+    # `launch % K` is generated on nccl-lsa and nvshmem only (the capability table, #32)
+    ("alltoall_rotating", "nccl-cft"): {"E042"},
     ("allreduce_oneshot_rotating", "mori-sdma"): {"E042"},
     ("allreduce_oneshot_rotating", "nccl-cft"): {"E042"},
     ("allreduce_twoshot", "nccl-cft"): {"E042"},
@@ -53,6 +55,8 @@ KNOWN: dict[tuple[str, str | None], set[str]] = {
     ("broadcast_pipelined", "mori-sdma"): {"E042"},
     ("moe_dispatch", "mori-sdma"): {"E042"},
     ("moe_combine", "mori-sdma"): {"E042"},
+    # local buffers, a converting `reduce` and `signal` (#32)
+    ("allreduce_ring_bf16", "mori-sdma"): {"E042"},
     # the HIP kernels take no buffer parameters: its `send` and `counts` are local buffers
     # (compile refused them before lint did, #32)
     ("alltoallv", "mori-sdma"): {"E042"},

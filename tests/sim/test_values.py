@@ -79,11 +79,24 @@ def test_the_gpu_runner_checks_reductions_on_values() -> None:
     assert len(failures) == 3 and "f32 elements are not the sum" in failures[0].detail
 
 
-def test_the_simulator_explains_a_bf16_ring_that_lint_passes() -> None:
+def test_a_converting_reduce_widens_exactly_and_rounds_once() -> None:
+    """bf16 sources widened to f32 exactly, summed in f32, rounded once to `dst`'s type."""
+    one = values.encode(np.array([1.0], dtype=np.float32), DType.BF16)
+    tiny = values.encode(np.array([2.0**-8], dtype=np.float32), DType.BF16)
+    f32 = values.combine(ReduceOp.SUM, [one, tiny], [], DType.F32, [DType.BF16, DType.BF16])
+    assert values.decode(f32, DType.F32)[0] == np.float32(1 + 2.0**-8)  # exact in f32
+    back = values.combine(ReduceOp.SUM, [f32, tiny], [], DType.BF16, [DType.F32, DType.BF16])
+    assert values.decode(back, DType.BF16)[0] == np.float32(1 + 2.0**-7)  # one rounding
+    hop = values.combine(ReduceOp.SUM, [values.combine(ReduceOp.SUM, [one, tiny], [],
+                                                       DType.BF16), tiny], [], DType.BF16)
+    assert values.decode(hop, DType.BF16)[0] == np.float32(1.0)  # rounded at each hop
+
+
+def test_the_simulator_counts_the_roundings_of_a_bf16_ring_as_lint_does() -> None:
     from tests.helpers import REPO_ROOT
 
     text = (REPO_ROOT / "protocols" / "reduce_scatter_ring.cco").read_text()
     report = simulate(text, ranks=[4], params={"T": "bf16", "chunk": 256}, seeds=1)
     e033 = [d for d in report.diagnostics if d.code == "E033"]
-    assert e033 and any("rounds at every hop" in n for n in e033[0].notes)
+    assert e033 and any("rounded to bf16 3 times" in n for n in e033[0].notes)
     assert e033[0].help is not None and "f32" in e033[0].help

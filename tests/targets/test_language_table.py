@@ -1,5 +1,6 @@
 """The language reference's target table (§14, "Targets") says what the capability
-table says: a `reduce` loading a peer's window and `signal`, per target."""
+table says: a `reduce` loading a peer's window, `signal` and a converting `reduce`, per
+target."""
 
 from __future__ import annotations
 
@@ -30,8 +31,9 @@ def test_every_target_has_a_row_that_says_what_it_lowers() -> None:
     assert set(rows) == set(TARGETS)
     for name, target in TARGETS.items():
         caps = target.capabilities
-        _, peer_reads, signal = rows[name]
-        for feature, cell in ((Feature.PEER_READS, peer_reads), (Feature.CREDITS, signal)):
+        _, peer_reads, signal, converting = rows[name]
+        for feature, cell in ((Feature.PEER_READS, peer_reads), (Feature.CREDITS, signal),
+                              (Feature.CONVERTING_REDUCE, converting)):
             how: Support = caps.supports(feature)
             assert cell.split(":")[0] == how.value, (name, feature, cell)
             assert (how is Support.NONE) == ("E042" in cell), (name, feature, cell)

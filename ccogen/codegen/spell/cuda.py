@@ -141,10 +141,18 @@ def _reduce(s: Step, scope: str, ind: str) -> list[str]:
     lines = [f"{ind}{{", f"{ind}  const ccogen_addr s[] = {{{srcs}}};"]
     if red.weights:
         lines.append(f"{ind}  const {red.acc} w[] = {{ {', '.join(red.weights)} }};")
-    lines.append(
-        f"{ind}  ccogen_reduce_{scope}<{red.ctype}, {red.acc}, CCOGEN_{red.op.upper()}, "
-        f"{len(red.srcs)}, {_bool(red.weights)}>(c, {s.dst_peer}, {s.c_dst_off}, s, "
-        f"{'w' if red.weights else 'nullptr'}, {s.c_nbytes}, {_bool(s.vec)}, {s.line});")
+    weights = "w" if red.weights else "nullptr"
+    if red.kinds:  # a converting `reduce`: each source widened by its own type
+        lines.append(f"{ind}  const int k[] = {{ {', '.join(red.kinds)} }};")
+        lines.append(
+            f"{ind}  ccogen_reducex_{scope}<{red.ctype}, CCOGEN_{red.op.upper()}, "
+            f"{len(red.srcs)}, {_bool(red.weights)}>(c, {s.dst_peer}, {s.c_dst_off}, s, k, "
+            f"{weights}, {red.elements}ULL, {s.line});")
+    else:
+        lines.append(
+            f"{ind}  ccogen_reduce_{scope}<{red.ctype}, {red.acc}, CCOGEN_{red.op.upper()}, "
+            f"{len(red.srcs)}, {_bool(red.weights)}>(c, {s.dst_peer}, {s.c_dst_off}, s, "
+            f"{weights}, {s.c_nbytes}, {_bool(s.vec)}, {s.line});")
     return [*lines, f"{ind}}}"]
 
 

@@ -407,6 +407,61 @@ __device__ __forceinline__ void ccogen_reduce_thread(const ccogen_ctx& c, int dp
   ccogen_reduce_at<T, A, OP, N, W>(c, dp, doff, s, w, 0, n, vec, line, 0, 1);
 }
 
+// A converting `reduce` (language v2, #32): source k holds elements of type kinds[k]; each is
+// widened to float exactly, the terms are combined in list order in float (each weighted
+// term rounded before it is added, as the simulator does), and the result is rounded once
+// to TD when stored (round to nearest even).  Element by element; `lo`, `hi`, `n` count
+// elements.
+enum { CCOGEN_F32 = 0, CCOGEN_F16 = 1, CCOGEN_BF16 = 2 };
+__device__ __forceinline__ float ccogen_load_float(const char* p, int kind, uint64_t i) {
+  if (kind == CCOGEN_F16) return __half2float(reinterpret_cast<const __half*>(p)[i]);
+  if (kind == CCOGEN_BF16) return __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(p)[i]);
+  return reinterpret_cast<const float*>(p)[i];
+}
+__device__ __forceinline__ uint64_t ccogen_kind_bytes(int kind) { return kind == CCOGEN_F32 ? 4 : 2; }
+template <typename TD, int OP, int N, bool W>
+__device__ __forceinline__ void ccogen_reducex_at(const ccogen_ctx& c, int dp, uint64_t doff,
+                                                  const ccogen_addr (&s)[N], const int (&kinds)[N],
+                                                  const float* w, uint64_t lo, uint64_t hi, int line,
+                                                  uint64_t t, uint64_t nt) {
+  if (hi <= lo) return;
+  const char* src[N];
+#pragma unroll
+  for (int k = 0; k < N; ++k) src[k] = ccogen_ptr(c, s[k].off + lo * ccogen_kind_bytes(kinds[k]), s[k].peer, line);
+  TD* d = reinterpret_cast<TD*>(ccogen_ptr(c, doff + lo * sizeof(TD), dp, line));
+  for (uint64_t i = t; i < hi - lo; i += nt) {
+    float acc = ccogen_load_float(src[0], kinds[0], i);
+    if (W) acc = __fmul_rn(acc, w[0]);  // never fused into an add: the simulator's bits
+#pragma unroll
+    for (int k = 1; k < N; ++k) {
+      const float v = ccogen_load_float(src[k], kinds[k], i);
+      acc = ccogen_combine<OP, float>(acc, W ? __fmul_rn(v, w[k]) : v);
+    }
+    d[i] = ccogen_from_acc<TD, float>(acc);
+  }
+}
+template <typename TD, int OP, int N, bool W>
+__device__ __forceinline__ void ccogen_reducex_group(const ccogen_ctx& c, int dp, uint64_t doff,
+                                                     const ccogen_addr (&s)[N], const int (&kinds)[N],
+                                                     const float* w, uint64_t n, int line) {
+  uint64_t lo, hi;
+  ccogen_cta_slice(c, n, &lo, &hi);
+  ccogen_reducex_at<TD, OP, N, W>(c, dp, doff, s, kinds, w, lo, hi, line, threadIdx.x, blockDim.x);
+}
+template <typename TD, int OP, int N, bool W>
+__device__ __forceinline__ void ccogen_reducex_warp(const ccogen_ctx& c, int dp, uint64_t doff,
+                                                    const ccogen_addr (&s)[N], const int (&kinds)[N],
+                                                    const float* w, uint64_t n, int line) {
+  ccogen_reducex_at<TD, OP, N, W>(c, dp, doff, s, kinds, w, 0, n, line, threadIdx.x % 32, 32);
+  __syncwarp();
+}
+template <typename TD, int OP, int N, bool W>
+__device__ __forceinline__ void ccogen_reducex_thread(const ccogen_ctx& c, int dp, uint64_t doff,
+                                                      const ccogen_addr (&s)[N], const int (&kinds)[N],
+                                                      const float* w, uint64_t n, int line) {
+  ccogen_reducex_at<TD, OP, N, W>(c, dp, doff, s, kinds, w, 0, n, line, 0, 1);
+}
+
 // Options.epoch_from_heap: the epoch is this launch's index, counted on the device so that a
 // CUDA graph replaying captured launches advances it.  Thread 0 of every CTA takes a ticket
 // from the kernel's launch counter (zeroed with the heap); launches on one stream are
