@@ -77,3 +77,50 @@ def test_an_empty_region_of_static_bounds_stays_e003() -> None:
     _inst, diags = instantiate(parse_ir(text, "p.cco"), 1, {})
     empty = [d for d in diags if d.code == "E003"]
     assert [d.message for d in empty] == ["region `w[4:4]` is empty"]
+
+
+def test_require_loops_bound_every_element_as_families_and_deferred_sums() -> None:
+    """`for i in range(tokens * k): 0 <= topk[i] < nranks` is one family of bounds, and
+    `counts[p] == sum(...)` is evaluated when asked for: the bounds are those of every
+    element evaluated one by one (topk in [0, nranks - 1], counts in [0, tokens])."""
+    from ccogen.instantiate import preconditions
+    from ccogen.syntax import parse_ir
+
+    text = (
+        "protocol routed(tokens: int = 6, k: int = 2):\n"
+        "    team lsa\n"
+        "    buffer topk: i32[tokens * k]\n"
+        "    buffer counts: i32[nranks]\n"
+        "    window out: u8[64]\n"
+        "    require:\n"
+        "        for i in range(tokens * k):\n"
+        "            0 <= topk[i] < nranks\n"
+        "        for p in ranks():\n"
+        "            counts[p] == sum(max(topk[t * k + j] == p for j in range(k)) "
+        "for t in range(tokens))\n"
+        "    kernel go(threads=32):\n"
+        "        barrier()\n")
+    bounds, _, _ = preconditions(parse_ir(text, "routed.cco"), 3)
+    assert {c: b for c, b in bounds.items() if c[0] == "topk"} == {
+        ("topk", r, i): (0, 2) for r in range(3) for i in range(12)}
+    assert {c: b for c, b in bounds.items() if c[0] == "counts"} == {
+        ("counts", r, p): (0, 6) for r in range(3) for p in range(3)}
+
+
+def test_a_deferred_require_bound_that_fails_is_reported_at_its_line() -> None:
+    from ccogen.driver import check_text
+
+    text = (
+        "protocol broken(n: int = 4):\n"
+        "    team lsa(2)\n"
+        "    buffer counts: i32[2]\n"
+        "    window out: u8[64]\n"
+        "    require:\n"
+        "        for p in ranks():\n"
+        "            counts[p] == sum(t // (t - t) for t in range(n))\n"
+        "    kernel go(threads=32):\n"
+        "        m = load(counts[0])\n"
+        "        copy(dst=out[0:m], src=out[8:8 + m])\n")
+    found = {(d.code, d.span.line) for d in check_text(text, "broken.cco").diagnostics
+             if d.span is not None}
+    assert ("E004", 7) in found, found

@@ -34,7 +34,7 @@ import numpy as np
 from ccogen.diag import error
 from ccogen.instantiate.declarations import Memory
 from ccogen.instantiate.evaluating import Evaluating, forget_assigned
-from ccogen.instantiate.findings import Findings
+from ccogen.instantiate.findings import Findings, from_eval
 from ccogen.ir import nodes as ir
 from ccogen.ir.dtype import DType
 from ccogen.ir.evaluate import Compiler, Env, EvalError
@@ -332,6 +332,7 @@ class Preconditions(Evaluating):
         self.bounds: Bounds = (loader.bounds if isinstance(loader, SymbolicLoader)  # type: ignore[assignment]
                                else Bounds())
         self.conditions: list[Precondition] = []
+        self._deferrable: dict[int, bool] = {}  # per comparison (`_deferrable`)
         self.derive = False  # concrete: `x[i] == EXPR` sets the element (drawing contents)
 
     def run(self, stmts: Sequence[ir.Stmt]) -> None:
@@ -408,9 +409,12 @@ class Preconditions(Evaluating):
                 seq[i] - seq[i - 1] != seq[1] - seq[0] for i in range(2, len(seq))):
             return False
         at: list[list[object]] = []
-        for value in seq[:2]:
-            self.env.vars[loop.var] = value
-            at.append([self.compiler.value(o)(self.env) for c in shape for o in c.operands])
+        try:
+            for value in seq[:2]:
+                self.env.vars[loop.var] = value
+                at.append([self.compiler.value(o)(self.env) for c in shape for o in c.operands])
+        except EvalError:  # element by element, which reports it at its place
+            return False
         cells = [[_cell(v) for v in row] for row in at]
         families = []
         k = 0
@@ -457,16 +461,26 @@ class Preconditions(Evaluating):
             self.conditions.append(Precondition(self.rank, ir.Require(cond=cond,
                                                                       span=cond.span), None))
             return
-        if _deferrable(cond):  # `counts[p] == sum(...)`: when `counts[p]`'s bound is asked
+        deferrable = self._deferrable.get(id(cond))
+        if deferrable is None:
+            deferrable = self._deferrable[id(cond)] = _deferrable(cond)
+        if deferrable:  # `counts[p] == sum(...)`: when `counts[p]`'s bound is asked
             element = next(o for o in cond.operands if isinstance(o, ir.Load))
             cell = _cell(self.compiler.value(element)(self.env))
             if cell is not None:
                 env = Env(self.nranks, self.rank, self.params)
                 env.vars, env.loader = dict(self.env.vars), self.env.loader
                 env.launch, env.moduli = self.env.launch, self.env.moduli
-                self.bounds.defer(cell, lambda: self._bound_in(cond, env))
+                self.bounds.defer(cell, lambda: self._bound_later(cond, env))
                 return
         self._bound_in(cond, self.env)
+
+    def _bound_later(self, cond: ir.Compare, env: Env) -> None:
+        """A deferred `_bound_in`: what fails is reported then, at the `require` line."""
+        try:
+            self._bound_in(cond, env)
+        except EvalError as exc:
+            self.findings.add(from_eval(exc, env, cond.span), env.me)
 
     def _bound_in(self, cond: ir.Compare, env: Env) -> None:
         values = [self.compiler.value(o)(env) for o in cond.operands]
@@ -520,19 +534,11 @@ def _cell(value: object) -> Cell | None:
     return atom.cell if k == 1 else None
 
 
-_DEFERRABLE: dict[int, bool] = {}
-
-
 def _deferrable(cond: ir.Compare) -> bool:
     """`x[i] OP EXPR` where EXPR sums or takes the extreme over a range (its cost grows
     with the range): the narrowing of `x[i]` waits until its bound is asked for."""
-    key = id(cond)
-    got = _DEFERRABLE.get(key)
-    if got is None:
-        got = len(cond.operands) == 2 and any(isinstance(o, ir.Load) for o in cond.operands) \
-            and any(not isinstance(o, ir.Load) and _has_gen(o) for o in cond.operands)
-        _DEFERRABLE[key] = got
-    return got
+    return len(cond.operands) == 2 and any(isinstance(o, ir.Load) for o in cond.operands) \
+        and any(not isinstance(o, ir.Load) and _has_gen(o) for o in cond.operands)
 
 
 def _has_gen(e: object) -> bool:
