@@ -351,7 +351,8 @@ class Preconditions(Evaluating):
                 if seq is None:
                     continue
                 saved = self._enter(s, len(seq))
-                if self._concrete() or not self._family(s, seq):
+                if self._concrete() or not isinstance(self.bounds, Bounds) or \
+                        not self._family(s, seq):
                     for value in seq:
                         self.env.vars[s.var] = value
                         self._body(s.body)
@@ -464,7 +465,8 @@ class Preconditions(Evaluating):
         deferrable = self._deferrable.get(id(cond))
         if deferrable is None:
             deferrable = self._deferrable[id(cond)] = _deferrable(cond)
-        if deferrable:  # `counts[p] == sum(...)`: when `counts[p]`'s bound is asked
+        if deferrable and isinstance(self.bounds, Bounds):  # `counts[p] == sum(...)`: when
+            # `counts[p]`'s bound is asked
             element = next(o for o in cond.operands if isinstance(o, ir.Load))
             cell = _cell(self.compiler.value(element)(self.env))
             if cell is not None:

@@ -40,6 +40,8 @@ EXPECTED = {
     "allreduce_twoshot": ({(0, 1): 64 * KIB, (1, 0): 64 * KIB}, True),  # a chunk loaded + put
     "reduce_scatter_ring": ({(0, 1): MIB, (1, 0): MIB}, True),      # one step of 256Ki f32
     "broadcast_pipelined": ({(0, 1): 8 * 128 * KIB}, False),        # 8 chunks of 64Ki bf16
+    # f32 partial sums of 256Ki elements (1 MiB), then the bf16 chunk (512 KiB), each way
+    "allreduce_ring_bf16": ({(0, 1): MIB + 512 * KIB, (1, 0): MIB + 512 * KIB}, True),
 }
 
 

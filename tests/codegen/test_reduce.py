@@ -146,7 +146,7 @@ def test_a_converting_reduce_is_generated_element_by_element(target: str) -> Non
     assert instance is not None, diags
     model, _ = get_backend("nccl-lsa").model(instance, "w.cco", Options())  # type: ignore[attr-defined]
     steps = [s for k in model.kernels for p in k.programs for seg in p.segments
-             for s in seg.steps if s.kind == "reduce"]
+             for s in seg.steps if s.kind is StepKind.REDUCE]
     widen, narrow = steps[0].reduction, steps[1].reduction
     assert widen is not None and narrow is not None
     assert widen.kinds == ("CCOGEN_F32", "CCOGEN_BF16") and widen.widths == (4, 2)
