@@ -215,7 +215,7 @@ def check(cases: Sequence[Case], target: str) -> None:
 
 @dataclass(frozen=True)
 class SessionConfig:
-    """What launch._spawn needs, plus where each rank runs."""
+    """What launch.spawn_ranks needs, plus where each rank runs."""
 
     worker: Any  # ccogen.bench.cases.WorkerConfig
     devices: tuple[int, ...]
@@ -304,7 +304,7 @@ def _session(cases: Sequence[Case], target: str, engine: Path, devices: tuple[in
     """Run the cases in one engine session; whether any case completed on every rank."""
     from ccogen.bench.cases import CaseSpec, RankBench, Timing, WorkerConfig
     from ccogen.manifest import load_manifest
-    from ccogen.rt.launch import _spawn
+    from ccogen.rt.launch import spawn_ranks
 
     n = cases[0].nranks
     manifests = [load_manifest(c.directory) for c in cases]
@@ -319,7 +319,7 @@ def _session(cases: Sequence[Case], target: str, engine: Path, devices: tuple[in
                               init_timeout_s=min(120.0, budget_s / 2))
         config = SessionConfig(worker, devices)
         deadline = min(budget_s - 10, worker.init_timeout_s + 25.0 * len(cases) + 30)
-        ranks = _spawn(config, main=rank_main,
+        ranks = spawn_ranks(config, main=rank_main,
                        failed=lambda rank, text: RankBench(rank, error=text),
                        deadline_s=deadline)
     by_key: dict[str, list[Any]] = {}
