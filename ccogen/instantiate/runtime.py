@@ -544,16 +544,9 @@ def _deferrable(cond: ir.Compare) -> bool:
 
 
 def _has_gen(e: object) -> bool:
-    stack = [e]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, ir.GenExpr):
-            return True
-        if isinstance(n, tuple | list):
-            stack.extend(n)
-        elif hasattr(n, "__dataclass_fields__") and not isinstance(n, type):
-            stack.extend(getattr(n, f) for f in n.__dataclass_fields__ if f != "span")
-    return False
+    from ccogen.instantiate.sampling import nodes_of
+
+    return any(isinstance(n, ir.GenExpr) for n in nodes_of(e))
 
 
 def _defines(cond: ir.Expr) -> bool:

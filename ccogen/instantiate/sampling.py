@@ -221,7 +221,8 @@ def loop_free_degree(var: str, e: ir.Expr) -> str | None:
     return "static" if u.deg(e) == _FREE else None
 
 
-def _walk(node: object) -> Iterable[object]:
+def nodes_of(node: object) -> Iterable[object]:
+    """`node` and every IR node, tuple or list inside it (spans excluded)."""
     stack = [node]
     while stack:
         n = stack.pop()
@@ -237,13 +238,13 @@ def eligible(protocol: ir.Protocol) -> dict[int, str]:
     its variable (the syntactic conditions), else why not."""
     loaded: set[str] = set()
     written: set[str] = set()
-    for n in _walk((protocol.kernels, protocol.ensure)):
+    for n in nodes_of((protocol.kernels, protocol.ensure)):
         if isinstance(n, ir.Load) and not n.init:
             loaded.add(n.window)
         elif isinstance(n, ir.Put | ir.Get | ir.Copy | ir.Reduce):
             written.add(n.dst.window)
     out: dict[int, str] = {}
-    for n in _walk((protocol.kernels, protocol.ensure)):
+    for n in nodes_of((protocol.kernels, protocol.ensure)):
         if isinstance(n, ir.For):
             u = _Uniform(n.var, frozenset(loaded), frozenset(written))
             u.free(n.iter, "its range", n.span)
@@ -289,9 +290,7 @@ class Sampler:
         """The iterations of `loop` (of `n`) to instantiate."""
         if n >= MIN_TRIPS:
             self.trips.setdefault(id(loop), (loop.span, n))
-        if n < MIN_TRIPS or self.reasons.get(id(loop), "?") or id(loop) in self.excluded:
-            return range(n)
-        return samples(n)
+        return samples(n) if self.sampled(loop, n) else range(n)
 
     def sampled(self, loop: ir.For, n: int) -> bool:
         return n >= MIN_TRIPS and not self.reasons.get(id(loop), "?") and \
@@ -503,6 +502,7 @@ def _cross(a: int, xs: int, xe: int, ys: int, ye: int, nx: int, ny: int) -> bool
     return lo <= hi and not (lo == hi == 0)
 
 
-__all__ = ["MIN_TRIPS", "Sampler", "Where", "eligible", "loop_free_degree", "sampled_accesses",
+__all__ = ["MIN_TRIPS", "Sampler", "Where", "eligible", "loop_free_degree", "nodes_of",
+           "sampled_accesses",
            "sampled_loads",
            "samples"]
