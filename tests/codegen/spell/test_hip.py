@@ -3,7 +3,7 @@ tables print as the mori-sdma kernels expect (tests/golden/mori-sdma: whole prog
 
 from __future__ import annotations
 
-from ccogen.codegen.spell.hip import SPELLINGS, stmt
+from ccogen.codegen.spell.hip import SPELLINGS, expected, rt_at, sdma_targs, stmt, transfer_args
 from ccogen.codegen.steps import Stmt, StmtKind
 
 
@@ -34,3 +34,19 @@ def test_a_lane_table() -> None:
         "    case 1: a.on = true; a.peer = 0; break;\n"
         "    default: break;\n  }\n  if (a.on) {\n    sdma.quiet<ccoCoopThread>(a.peer);\n"
         "  }\n}\n")
+
+
+def test_a_comment_is_a_line_comment() -> None:
+    assert stmt(Stmt(StmtKind.COMMENT, text="t.cco:3: put"), "  ") == "  // t.cco:3: put\n"
+
+
+def test_the_pieces_of_a_put() -> None:
+    assert sdma_targs("thread", True, False, True, True, True) == (
+        "ccoCoopThread", "true", "false",
+        "ccoSdmaOptFlagsAggregate | ccoSdmaOptFlagsSignalPerCopy", "ccoSdmaThreadSameQueue")
+    # the thread mode is a thread-scope argument only
+    assert sdma_targs("warp", False, True, False, False, True)[-1] == "ccoSdmaThreadIndependent"
+    assert transfer_args("1", "0ULL", "64ULL", "8ULL", "2") == (
+        "1", "c.win", "0ULL", "c.win", "64ULL", "8ULL", "2")
+    assert rt_at("rt3_n", "16LL", 128) == "ccogen_rt_at(rt3_n, 16LL, 128ULL)"
+    assert expected("2ULL", "2ULL") == "2ULL + c.epoch * 2ULL"
