@@ -9,10 +9,7 @@ import jinja2
 
 from ccogen._resources import templates_dir
 from ccogen.codegen.spell import cuda, hip
-
-
-def _cbool(value: object) -> str:
-    return "true" if value else "false"
+from ccogen.codegen.spell.c import cbool
 
 
 @cache
@@ -25,7 +22,7 @@ def environment() -> jinja2.Environment:
         keep_trailing_newline=True,
         autoescape=False,
     )
-    env.filters["cbool"] = _cbool
+    env.filters["cbool"] = cbool
     env.filters["cuda"] = cuda.step  # a step's CUDA text (codegen/spell/cuda.py)
     env.filters["hip"] = hip.stmt  # a mori-sdma statement's HIP text (codegen/spell/hip.py)
     return env

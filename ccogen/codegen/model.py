@@ -3,13 +3,15 @@
 The steps themselves are the device IR of `codegen.steps` (re-exported here).
 
 Everything a template needs is computed here or in a backend module (offsets, peers,
-expected values, launch sizes); templates only iterate and format.
+expected values, launch sizes); templates only iterate and format.  The model holds
+decisions, not C: what a field prints as is codegen.spell's (`qualifier`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ccogen.codegen.spell.cuda import qualifier
 from ccogen.codegen.steps import BUFFER0, LOCAL, Reduction, Spread, Step, StepKind, buffer_peer
 
 
@@ -67,13 +69,18 @@ class KernelModel:
     rank_scratch: int  # heap offset of the rank-wide barrier word
     cooperative: bool
     epoch_word: int | None = None  # heap offset of the launch counter (Options.epoch_from_heap)
-    # How the programs are declared: `__forceinline__` keeps the context in registers,
-    # `__noinline__` keeps a kernel with very many steps quick to compile (backends.sm).
-    program_qualifier: str = "__noinline__"
+    # Whether the programs are inlined (`__forceinline__`: the context stays in registers)
+    # or out of line (`__noinline__`: a kernel with very many steps compiles quickly;
+    # backends.sm); spelled by codegen.spell.cuda.qualifier
+    inline: bool = False
 
     @property
     def grid(self) -> int:
         return self.blocks * self.ctas_per_block
+
+    @property
+    def program_qualifier(self) -> str:
+        return qualifier(self.inline)
 
     def ranks(self) -> list[int]:
         return sorted({p.rank for p in self.programs})
@@ -100,9 +107,13 @@ class ProtocolModel:
     support_header: str = "ccogen_device.cuh"  # the shared device header kernels.cu includes
     runtime: bool = False  # run-time values: print templates/common/_runtime.j2
     spread: bool = False  # rows spread over the group (codegen.spread): print _spread.j2
-    # How the step primitives are declared (`CCOGEN_STEP_INLINE`): out of line where a
+    # Whether the step primitives are inlined (`CCOGEN_STEP_INLINE`): out of line where a
     # kernel's programs are (backends.sm): inlined at every step, ptxas took minutes
-    step_qualifier: str = "__forceinline__"
+    inline_steps: bool = True
+
+    @property
+    def step_qualifier(self) -> str:
+        return qualifier(self.inline_steps)
 
 
 @dataclass(frozen=True, slots=True)

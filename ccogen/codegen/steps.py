@@ -10,7 +10,7 @@ comparison with a string is always false (tests/house/test_step_kinds.py keeps t
 of codegen altogether); its value is the kind's name in the device primitives
 (`ccogen_<value>_<scope>`, templates/*/kernels.cu.j2).
 
-mori-sdma's lowering (codegen.backends.mori_sdma) produces call-level `Stmt`s instead,
+mori-sdma's lowering pass (codegen.lower.mori) produces call-level `Stmt`s instead,
 typed the same way (`StmtKind`) and spelled by `codegen.spell.hip`.
 """
 
@@ -221,11 +221,11 @@ class Step:
 class StmtKind(Enum):
     """What a mori-sdma statement is (`Stmt`; spelled by `codegen.spell.hip`).
 
-    mori-sdma lowers ops straight to the calls of `ccoSdma` (codegen.backends.mori_sdma),
+    mori-sdma lowers ops straight to the calls of `ccoSdma` (the pass codegen.lower.mori),
     so its statements are call-level: the function, its template arguments and its
-    arguments are decided when it is lowered."""
+    arguments are decided when it is lowered, their text written by codegen.spell.hip."""
 
-    COMMENT = "comment"  # `text`
+    COMMENT = "comment"  # `text`, a line comment
     CALL = "call"  # `func<targs>(args)`, under `guard` when set
     WAIT = "wait"  # `func(args)` then the acquire fence, under `guard`
     SYNC = "sync"  # `text` is the statement

@@ -38,6 +38,11 @@ the op still posts and signals as counted.  Counted writes (§4) are emulated: a
 put is a `remoteSignal` put, and `wait_count` waits for every `(sender, queue)` slot its
 counted puts signal, each for its static number of puts per epoch (docs/targets.md).
 
+The backend is its passes and a spelling module: `codegen.layout.plan_heap` (the heap,
+with a scratch word), the analysis, then the pass `codegen.lower.mori` for every block
+of every rank (ops to statements), spelled by `codegen.spell.hip` through the templates;
+this module refuses what the target lacks, sizes the launches and writes the manifest.
+
 Files: `kernels.hip` (device code; defines `BUILD_CCO_SDMA` itself), `host.cpp` (C ABI
 host entry: `ccoCommCreate`, `ccoMemAlloc`, `ccoWindowRegister`, `ccoDevCommCreate` with
 `reqs.sdmaQueueCount` = the instance's queue count, and a clear error when SDMA has no

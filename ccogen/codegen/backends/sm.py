@@ -32,7 +32,7 @@ struct then stays in registers (as a `__noinline__` callee's reference argument 
 in a 96-byte stack frame that every thread writes at the start; measured on 2 x H200 it
 cost the generated alltoall ~0.6 us against its hand-written reference at 16 KiB-4 MiB,
 docs/performance.md).  Above, `__noinline__` keeps very large instances quick to compile,
-and so do the step primitives out of line (`ProtocolModel.step_qualifier`, printed as
+and so do the step primitives out of line (`ProtocolModel.inline_steps`, printed as
 `CCOGEN_STEP_INLINE`): inlined at each of a few hundred steps, ptxas took minutes (issue
 31: a 4-rank halo exchange over 2 minutes and an FP8 MoE dispatch 112 s on an H200 host,
 17 s and 22 s out of line), and `ccogen run` looked stalled while it built.
@@ -200,8 +200,7 @@ class SmBackend(Backend):
             runtime=bool(instance.runtime),
             spread=any(s.kind is StepKind.SPREAD for k in kernels for p in k.programs
                        for seg in p.segments for s in seg.steps),
-            step_qualifier=("__noinline__" if any(k.program_qualifier == "__noinline__"
-                                                  for k in kernels) else "__forceinline__"))
+            inline_steps=all(k.inline for k in kernels))
         return model, layout
 
     def _ll(self, instance: Instance, oracle: Callable[[OpInst], tuple[int, int]],
@@ -263,7 +262,7 @@ class SmBackend(Backend):
             block_dim=block_dim, ctas_per_block=ctas,
             blocks=blocks, programs=tuple(programs), rank_syncs=2 * barriers,
             group_scratch=word + 8, rank_scratch=word, cooperative=ctas * blocks > 1,
-            program_qualifier="__forceinline__" if inline else "__noinline__")
+            inline=inline)
 
     def spread_plans(self, segments: list[Segment],
                      counters: frozenset[int]) -> dict[int, SpreadPlan]:
@@ -301,7 +300,7 @@ class SmBackend(Backend):
                 for k in model.kernels],
             **self.requirements(model),
             **({"nvcc_flags": [f"-maxrregcount={step_registers(model)}"]}
-               if model.step_qualifier == "__noinline__" else {}),
+               if not model.inline_steps else {}),
         }
 
     def requirements(self, model: ProtocolModel) -> dict[str, object]:

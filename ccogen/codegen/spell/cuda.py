@@ -36,6 +36,11 @@ def lines(s: Step, scope: str, indent: str) -> list[str]:
             f"{indent}}}"]
 
 
+def qualifier(inline: bool) -> str:
+    """How a program or a step primitive is declared: inlined, or out of line."""
+    return "__forceinline__" if inline else "__noinline__"
+
+
 def _u(value: int) -> str:
     return f"{value}ULL"
 
@@ -204,4 +209,4 @@ SPELLINGS: dict[StepKind, Spelling] = {
 """Every step kind's spelling (tests/codegen/spell/test_cuda.py: one for each)."""
 
 
-__all__ = ["SPELLINGS", "lines", "step"]
+__all__ = ["SPELLINGS", "lines", "qualifier", "step"]

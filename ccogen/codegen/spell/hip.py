@@ -19,8 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ccogen.codegen.reduce import CTYPES
-from ccogen.codegen.rtexpr import CExpr
-from ccogen.codegen.spell.c import cbool, i64, u64
+from ccogen.codegen.spell.c import CExpr, cbool, i64, u64
 from ccogen.codegen.steps import Stmt, StmtKind
 from ccogen.ir.dtype import DType
 
