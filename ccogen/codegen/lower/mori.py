@@ -6,7 +6,8 @@
 instance by `mori_facts`) carries what the analysis decided: expected values, per-epoch
 totals, thread modes and the signals counted puts bring.  The pass decides which
 `ccoSdma` call each op is, at which scope, with which peer, queue, offsets and lengths;
-every piece of C text comes from `codegen.spell.hip` (`spell/c.py`: literals).
+every piece of C text comes from `codegen.spell.hip` (`spell/c.py`: literals), but for
+the decimal `int`s of peers, queues and source lines.
 
 Who runs what (wave64 on gfx942/gfx950; the target's docs: codegen.backends.mori_sdma):
 block-level ops run on every thread of the block; `warps w` ops on hardware wave w; the

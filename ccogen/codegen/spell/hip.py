@@ -10,7 +10,8 @@ mori-sdma lowering (`codegen.lower.mori`) puts into its statements: the `ccoSdma
 and template arguments, the helpers' names, who leads and syncs at each scope (`block`,
 `warp`: a 64-thread wave, `thread`), the per-lane table's fields, the element types and
 the loads of run-time values from my own heap (`HeapExpr`).  The lowering decides which
-call, which peer, queue and offsets; it writes no C.
+call, which peer, queue and offsets; it writes no C beyond the decimal `int`s of peers,
+queues and source lines.
 """
 
 from __future__ import annotations
