@@ -258,70 +258,132 @@ def _verify(steps: Sequence[Step], lp: _Loop) -> bool:
 
 
 def _numbers(s: Step) -> list[int]:
-    key = fold_key(s)
-    assert key is not None
     return [int(m[1]) for text in texts(s) for m in _NUMBER.finditer(text)]
 
 
-def _rolls(steps: Sequence[Step], lp: _Loop, peeled: bool, landed: bool) -> bool:
-    """Whether reroll takes the unrolled loop's iterations (all N, or the first N-1 where
-    the last is `peeled`) as exactly one run, so that a `loop` step prints what it prints.
+def _continues(first: Sequence[Step], second: Sequence[Step], at: Sequence[Step],
+               k: int) -> bool:
+    """Whether `at` is repetition k of the run whose repetitions 0 and 1 are `first` and
+    `second`, as reroll judges it: the same keys, every number `v0 + k * (v1 - v0)`."""
+    if len(at) != len(first):
+        return False
+    for a, b, z in zip(first, second, at, strict=True):
+        if fold_key(z) is None or fold_key(z) != fold_key(a):
+            return False
+        na, nb, nz = _numbers(a), _numbers(b), _numbers(z)
+        if len(nz) != len(na) or any(w != u + k * (v - u) for u, v, w
+                                     in zip(na, nb, nz, strict=True)):
+            return False
+    return True
 
-    Reroll's greedy scan reaches the loop's first step: a run of any period <=
-    MAX_PERIOD that crosses into the loop pairs a step within MAX_PERIOD before it with
-    one inside, so none of those may have a key of the loop's -- unless the loop just
-    before was folded and ends here (`landed`: reroll's run stopped there).  From the
-    first step, the run of the body's period stops after the loop (a peeled last
-    iteration differs in a sync's kind; else the next step is not the body's first, or
-    its numbers do not continue the loop's), so does a run of a multiple of the period
-    (it would hold the same next step), and no run of another period can cover the
-    loop: over >= p + q steps, periods p and q imply their gcd (Fine and Wilf), and the
-    body has no shorter period."""
-    body = steps[lp.mid:lp.last]
-    period = len(body)
-    runs = lp.trips - 1 if peeled else lp.trips
-    keys = [fold_key(s) for s in body]
-    if period > MAX_PERIOD or period * runs < 2 * MAX_PERIOD or any(k is None for k in keys) \
-            or all(s.kind is StepKind.COMMENT for s in body):
-        return False
-    if any(period % p == 0 and keys == keys[p:] + keys[:p] for p in range(1, period)):
-        return False
-    before = steps[max(0, lp.start - MAX_PERIOD):lp.start]
-    if not landed and any(fold_key(s) in keys for s in before):
-        return False
-    if peeled or lp.end == len(steps) or fold_key(steps[lp.end]) != keys[0]:
-        return True
-    first, second = steps[lp.start], steps[lp.mid]
-    return _numbers(steps[lp.end]) != [a + lp.trips * (b - a) for a, b in
-                                       zip(_numbers(first), _numbers(second), strict=True)]
+
+@dataclass(frozen=True)
+class _Run:
+    """How reroll folds one sampled loop of the unrolled steps: a run from `begin` (the
+    loop's first step, or up to a period before it: the steps there continue the loop's
+    pattern backwards) of `count` repetitions `first`, `second`, ...; the unrolled steps
+    after it start at `rest` (inside the loop's last block, or at its end)."""
+
+    begin: int
+    count: int
+    first: tuple[Step, ...]
+    second: tuple[Step, ...]
+    rest: int
+
+
+def _periodic(keys: Sequence[object], p: int) -> bool:
+    return all(keys[x] == keys[x + p] for x in range(len(keys) - p))
+
+
+def _run(steps: Sequence[Step], lp: _Loop, peeled: bool, ground: int | None,
+         others: Sequence[_Loop]) -> _Run | None:
+    """The run reroll's greedy scan makes of the unrolled loop `lp`, where it is sure to
+    (None: expand the loop, and let reroll scan the unrolled steps).
+
+    `ground` is a position reroll's scan is known to reach (the sequence's start, or the
+    end of the run of the loop before), None when unknown.  The run begins `r` steps
+    before the loop (r < the period P: the longest stretch before it, not before
+    `ground`, that continues the loop's pattern backwards, as reroll judges patterns),
+    and the scan reaches its beginning: any run that crossed into it would have three
+    repetitions of some period p <= MAX_PERIOD around it whose keys repeat, and none
+    has.  From there the run of period P stops where the unrolled steps stop repeating
+    the pattern (the last iteration's kept group sync, or the step after the loop),
+    which a run of a multiple of P cannot pass either, and no run of another period can
+    cover the loop: over >= p + q steps periods p and q imply their gcd (Fine and Wilf),
+    and the body has no shorter period."""
+    b0 = tuple(steps[lp.start:lp.mid])
+    b1 = tuple(steps[lp.mid:lp.last])
+    period = len(b1)
+    keys = [fold_key(s) for s in b1]
+    if period > MAX_PERIOD or period * lp.trips < 4 * MAX_PERIOD or \
+            any(k is None for k in keys) or all(s.kind is StepKind.COMMENT for s in b1):
+        return None
+    if any(period % p == 0 and _periodic(keys, p) for p in range(1, period)):
+        return None
+    floor = ground if ground is not None else 0
+    taken = [x for o in others if o is not lp for x in range(o.start, o.last)]
+    near = set(taken)
+    if ground is None and any(x in near for x in range(lp.start - 3 * MAX_PERIOD, lp.start)):
+        return None  # the unrolled steps before the loop are not these
+    r = 0
+    while r < period and lp.start - r - 1 >= floor and lp.start - r - 1 not in near:
+        at = lp.start - r - 1
+        j = period - r - 1
+        if not _continues((b1[j],), (b0[j],), (steps[at],), 2):  # b0 - (b1 - b0)
+            break
+        r += 1
+    if r == period:
+        return None  # a whole iteration before the loop: reroll's run starts there
+    begin = lp.start - r
+    pre = tuple(steps[begin:lp.start])
+    first = pre + b0[:period - r]
+    second = b0[period - r:] + b1[:period - r]
+    rotated = keys[period - r:] + keys[:period - r]
+    # no run of the steps before crosses into `begin`
+    before = [fold_key(s) for s in steps[max(floor, begin - 3 * MAX_PERIOD):begin]]
+    inside = rotated * (3 * MAX_PERIOD // period + 1)
+    for p in range(1, MAX_PERIOD + 1):
+        for i in range(max(0, len(before) - 3 * p + 1), len(before)):
+            window = before[i:] + inside[:3 * p - (len(before) - i)]
+            if _periodic(window, p):
+                return None
+    last = tuple(steps[lp.last:lp.end])
+    kept = [j for j, (a, z) in enumerate(zip(b0, last, strict=True)) if _kept(a, z)]
+    if peeled and kept[0] < period - r:  # the kept sync ends the run before the last block
+        if r:
+            return None  # (its unrolled steps would be iteration N-2's: expand)
+        return _Run(begin, lp.trips - 1, first, second, lp.last)
+    following = last[period - r:] + tuple(steps[lp.end:lp.end + (period - r)])
+    if _continues(first, second, following, lp.trips):
+        return None  # the run would go on past the loop
+    return _Run(begin, lp.trips, first, second, lp.last + (period - r))
 
 
 def fold(steps: Sequence[Step], roll: bool) -> tuple[Step, ...]:
     """`steps` with each sampled loop folded into a `loop` step (`roll`, where reroll
-    would fold the unrolled steps the same way) or expanded (module doc)."""
+    would fold the unrolled steps the same way: `_run`) or expanded (module doc)."""
     loops = _loops(steps)
     if not loops:
         return tuple(steps)
     out: list[Step] = []
     pos = 0
-    landed = -1  # the end of the last loop folded whole
+    ground: int | None = 0  # where reroll's greedy scan is known to be
     for lp in loops:
         peeled = _verify(steps, lp)
-        out += steps[pos:lp.start]
         b0, b1 = steps[lp.start:lp.mid], steps[lp.mid:lp.last]
-        if roll and _rolls(steps, lp, peeled, landed == lp.start):
-            trips = lp.trips - 1 if peeled else lp.trips
-            out.append(Step(StepKind.LOOP, value=trips, body=loop_body(b0, b1)))
-            if peeled:
-                out += steps[lp.last:lp.end]
-            else:
-                landed = lp.end
-        else:
-            out += b0
-            out += [_at(a, b, k) for k in range(1, lp.trips - 1)
-                    for a, b in zip(b0, b1, strict=True)]
-            out += steps[lp.last:lp.end]
-        pos = lp.end
+        run = _run(steps, lp, peeled, ground, loops) if roll else None
+        if run is not None and run.begin >= pos:
+            out += steps[pos:run.begin]
+            out.append(Step(StepKind.LOOP, value=run.count,
+                            body=loop_body(run.first, run.second)))
+            pos = ground = run.rest
+            continue
+        out += steps[pos:lp.start]
+        out += b0
+        out += [_at(a, b, k) for k in range(1, lp.trips - 1)
+                for a, b in zip(b0, b1, strict=True)]
+        out += steps[lp.last:lp.end]
+        pos, ground = lp.end, None
     out += steps[pos:]
     return tuple(out)
 

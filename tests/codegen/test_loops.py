@@ -13,6 +13,7 @@ import pytest
 
 from ccogen.codegen.loops import Unfoldable, fold, shift_syncs
 from ccogen.codegen.model import Segment
+from ccogen.codegen.reroll import reroll
 from ccogen.codegen.steps import Step, StepKind
 from ccogen.compiler import compile_protocol
 from ccogen.errors import DiagnosticError
@@ -105,10 +106,52 @@ def _iteration(v: int, n: int, key: tuple[object, ...] = ("loop",)) -> list[Step
 
 
 def test_fold_makes_one_loop_of_every_iteration() -> None:
-    steps = [*_iteration(0, 10), *_iteration(1, 10), *_iteration(9, 10)]
+    steps = [*_iteration(0, 12), *_iteration(1, 12), *_iteration(11, 12)]
     (loop,) = fold(steps, roll=True)
-    assert loop.kind is StepKind.LOOP and loop.value == 10 and len(loop.body) == 3
+    assert loop.kind is StepKind.LOOP and loop.value == 12 and len(loop.body) == 3
     assert "64LL * t" in loop.body[1].c_dst_off
+
+
+def _clear(v: int, n: int, key: object, base: int, seq: int, kept: bool = False) -> list[Step]:
+    """Iteration v of a loop lowered as `comment, copy, ctasync` (codegen.ctasplit), the
+    last one's meet kept as a group sync when `kept`."""
+    trip = ((key,), v, n)
+    last = kept and v == n - 1
+    return [Step(StepKind.COMMENT, text="// x.cco:7: copy", line=7, trip=trip),
+            Step(StepKind.COPY, dst_off=base + 64 * v, src_off=8192, nbytes=64, vec=True,
+                 trip=trip),
+            Step(StepKind.SYNC if last else StepKind.CTASYNC, seq=seq + v, trip=trip)]
+
+
+def _sampled(iterations: list[list[Step]]) -> list[Step]:
+    n = iterations[0][0].trip[2]  # type: ignore[index]
+    return [s for v, it in enumerate(iterations) if v in (0, 1, n - 1) for s in it]
+
+
+WAIT = [Step(StepKind.COMMENT, text="// x.cco:5: wait_signal", line=5),
+        Step(StepKind.CWAIT, off=64, value=1), Step(StepKind.CTASYNC, seq=9)]
+TAIL = [Step(StepKind.COMMENT, text="// x.cco:9: barrier", line=9), Step(StepKind.BARRIER)]
+
+
+@pytest.mark.parametrize("shape", ["plain", "after-a-wait", "kept-last", "two-loops",
+                                   "two-loops-kept"])
+def test_folding_prints_what_reroll_prints_of_the_unrolled_steps(shape: str) -> None:
+    """reroll(fold(sampled)) == reroll(unrolled), also where reroll's run starts before
+    the loop (the wait's `ctasync` continues the pattern backwards: moe_combine) and
+    where the last iteration keeps a group sync."""
+    n = 20
+    a = [_clear(v, n, "a", 0, 10, kept=shape.endswith("kept") or shape == "kept-last")
+         for v in range(n)]
+    b = [_clear(v, n, "b", 4096, 10 + n, kept=shape == "two-loops-kept") for v in range(n)]
+    head = WAIT if shape != "plain" else []
+    loops = [a, b] if shape.startswith("two") else [a]
+    unrolled = [*head, *(s for lp in loops for it in lp for s in it), *TAIL]
+    sampled = [*head, *(s for lp in loops for s in _sampled(lp)), *TAIL]
+    folded = fold(sampled, roll=True)
+    assert any(s.kind is StepKind.LOOP for s in folded)
+    assert len(folded) < 20  # folded, not expanded
+    assert reroll(folded) == reroll(unrolled)
+    assert fold(sampled, roll=False) == tuple(unrolled)
 
 
 def test_expand_gives_every_iteration() -> None:
