@@ -28,12 +28,12 @@ only neighbours that differ are the loop's own iterations.  A step sequence that
 not have the three blocks in order, or iterations that fail a check, is `Unfoldable`:
 the compiler then generates from the unrolled instance instead (ccogen.compiler).
 
-Folding prints what `reroll` prints for the unrolled steps when reroll would take the
-loop's N iterations as one run: its period is at most `reroll.MAX_PERIOD` steps, not a
-repetition of a shorter one, not all comments, and the steps just before and just after
-the loop are not of the loop's shape (reroll's runs are greedy from the left: a run from
-an earlier step could otherwise reach into the loop, or the loop's run go past it).
-Otherwise the loop is expanded and reroll sees the unrolled steps.
+Folding prints what `reroll` prints for the unrolled steps: `_run` works out the run
+reroll's greedy scan makes of them -- it may begin up to a period before the loop, where
+the steps there continue the loop's pattern backwards, and end inside the last block,
+where the last iteration keeps a group sync -- and proves the scan reaches its start and
+that no other period wins there (the argument is `_run`'s docstring).  Where it cannot,
+the loop is expanded and reroll sees the unrolled steps.
 
 Sync numbers.  Group syncs are numbered in program order (codegen.plan, then
 codegen.ctasplit renumbers the ones it keeps); a sampled loop numbers three iterations'
