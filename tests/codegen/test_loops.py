@@ -94,6 +94,30 @@ def test_mori_sdma_falls_back_to_unrolling_and_says_why() -> None:
         assert "generates from unrolled instances only" in new[2]
 
 
+# Loops the library samples only with run-time values (MoE): static protocols whose loops
+# are sampled too (block-level copies, a `reduce` loop, warps forking over their loops),
+# printed unrolled by both paths, at sizes that fold, expand and change 16-byte vectors.
+DATA = Path(__file__).parent / "data" / "loops"
+STATIC = [(name, (DATA / f"{name}.cco").read_text(encoding="utf-8"), params)
+          for name in ("looped", "forked")
+          for params in ((), ("pieces=4",), ("pieces=40", "piece=24"), ("piece=8",))]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize(("name", "text", "params"), STATIC,
+                         ids=[f"{n}-{'-'.join(p) or 'defaults'}" for n, _, p in STATIC])
+def test_static_kernels_are_the_unrolled_ones(name: str, text: str, params: tuple[str, ...],
+                                              target: str) -> None:
+    new, old = _both(text, f"{name}.cco", target, 2, params)
+    if isinstance(old, list):
+        assert new == old
+        return
+    assert isinstance(new, tuple) and isinstance(old, tuple)
+    assert new[0] == old[0]
+    if target != "mori-sdma":  # the sampled path was taken
+        assert any(note.sampled for note in new[1]) and new[2] == ""
+
+
 # ----------------------------------------------------------------------------- the pass
 
 
