@@ -215,3 +215,18 @@ def test_sync_numbers_after_a_loop_are_the_unrolled_ones() -> None:
     segments, syncs = shift_syncs([Segment(steps=(*steps, after))], 4)
     seqs = [s.seq for s in segments[0].steps if s.kind is StepKind.SYNC]
     assert seqs == [1, 2, 10, 11] and syncs == 11
+
+
+@pytest.mark.parametrize("options", [{"debug": True}, {"epoch_from_heap": True},
+                                     {"max_ctas": 4}],
+                         ids=["debug", "epoch-from-heap", "max-ctas-4"])
+@pytest.mark.parametrize("name", ["moe_dispatch", "moe_combine"])
+def test_moe_kernels_under_every_option_are_the_unrolled_ones(name: str,
+                                                              options: dict[str, object]) -> None:
+    path = ROOT / "protocols" / f"{name}.cco"
+    protocol = parse_ir(path.read_text(encoding="utf-8"), f"protocols/{name}.cco")
+    given = parse_params(["tokens=64", *SMALL], protocol)
+    new, old = (compile_protocol(protocol, "nvshmem", source=f"protocols/{name}.cco", ranks=4,
+                                 params=given, loops=loops, **options)  # type: ignore[arg-type]
+                for loops in (True, False))
+    assert new.unrolled == "" and new.files == old.files
