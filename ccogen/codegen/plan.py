@@ -24,10 +24,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ccogen.codegen.layout import HeapLayout
 from ccogen.codegen.ll import NONE, LLEntry, LLPlan
+from ccogen.codegen.loops import Unfoldable
 from ccogen.codegen.model import Branch, Segment
 from ccogen.codegen.reduce import VECTOR, reduction, with_runtime_weights
 from ccogen.codegen.rtexpr import CExpr
@@ -71,7 +72,20 @@ class _Builder:
 
     # ------------------------------------------------------------------ one phase
     def phase(self, ops: Sequence[OpInst]) -> None:
-        """Ops that may run together: all of one kind class, one per lane (or one)."""
+        """Ops that may run together: all of one kind class, one per lane (or one).
+
+        The steps of a phase whose ops are all of one iteration of a loop the checker
+        sampled carry that iteration (`Step.trip`, for codegen.loops)."""
+        first = len(self.steps)
+        self._phase(ops)
+        trip = ops[0].trip
+        if any(o.trip != trip for o in ops):
+            raise Unfoldable("lanes run different iterations of a loop checked on three "
+                             "iterations in one phase", ops[0].span)
+        if trip is not None:
+            self.steps[first:] = [replace(s, trip=trip) for s in self.steps[first:]]
+
+    def _phase(self, ops: Sequence[OpInst]) -> None:
         for op in ops:
             self.steps.append(op_comment(op, self.source))
         kind = ops[0].kind

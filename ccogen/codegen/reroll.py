@@ -151,6 +151,22 @@ def _body(first: Sequence[Step], second: Sequence[Step]) -> tuple[Step, ...]:
     return tuple(out)
 
 
+def texts(s: Step) -> list[str]:
+    """Every printed text of `s` whose numbers may change between repetitions."""
+    return _texts(s)
+
+
+def fold_key(s: Step) -> tuple[Step, tuple[str, ...]] | None:
+    """What must be equal between two repetitions of `s` for a run to fold (None: `s`
+    never folds); codegen.loops asks it of a sampled loop's neighbours."""
+    return _key(s)
+
+
+def loop_body(first: Sequence[Step], second: Sequence[Step]) -> tuple[Step, ...]:
+    """The body of a `loop` whose first two repetitions are `first` and `second`."""
+    return _body(first, second)
+
+
 def reroll(steps: Sequence[Step]) -> tuple[Step, ...]:
     """`steps` with repeated runs folded into `loop` steps (module doc)."""
     out: list[Step] = []
@@ -188,4 +204,5 @@ def reroll_segments(segments: Sequence[Segment]) -> list[Segment]:
             for seg in merged]
 
 
-__all__ = ["MIN_COUNT", "reroll", "reroll_segments"]
+__all__ = ["MAX_PERIOD", "MIN_COUNT", "fold_key", "loop_body", "reroll",
+           "reroll_segments", "texts"]

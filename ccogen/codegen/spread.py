@@ -45,6 +45,7 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from ccogen.codegen.loops import fold
 from ccogen.codegen.model import Segment
 from ccogen.codegen.reroll import reroll
 from ccogen.codegen.steps import Spread, Step, StepKind
@@ -120,15 +121,18 @@ def plan_fork(seg: Segment, counters: frozenset[int]) -> SpreadPlan | None:
         if parsed is None:
             return None
         items, rest = parsed
+        # a loop the checker sampled: its three iterations stand for all (codegen.loops)
+        rows = sum(item[-1].trip[2] - 2 if item[-1].trip is not None and item[-1].trip[1] == 1
+                   else 1 for item in items)
         if count is None:
-            count = len(items)
-        if len(items) != count or not items:
+            count = rows
+        if rows != count or not items:
             return None
         copies += [s for item in items for s in item if s.kind is StepKind.COPY]
-        if len(items) == 1:
+        if rows == 1:
             body: tuple[Step, ...] = tuple(items[0])
         else:
-            rolled = reroll([s for item in items for s in item])
+            rolled = reroll(fold([s for item in items for s in item], roll=True))
             if len(rolled) != 1 or rolled[0].kind is not StepKind.LOOP or rolled[0].value != count:
                 return None
             body = rolled[0].body

@@ -16,7 +16,7 @@ typed the same way (`StmtKind`) and spelled by `codegen.spell.hip`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 LOCAL = -1  # `peer` of an address on the executing rank
@@ -62,7 +62,9 @@ class StepKind(Enum):
     CSIGNAL = "csignal"  # thread 0 of every CTA adds `value` on `peer`
     CWAIT = "cwait"  # thread 0 of every CTA spins
     CPUTSIG = "cputsig"  # every CTA puts its slice and adds `value`
-    LOOP = "loop"  # `body` run `value` times, `t` counting from 0 (codegen.reroll)
+    # `body` run `value` times (`c_trips`), `var` counting from 0 (codegen.reroll and
+    # codegen.loops, which folds a loop the checker sampled)
+    LOOP = "loop"
     SPREAD = "spread"  # the persistent loop over a fork's rows (codegen.spread)
     CHUNK = "chunk"  # one copy of a spread row: its `chunk`-th `value` bytes
 
@@ -79,6 +81,10 @@ SPIN_WAITS = frozenset({StepKind.WAIT, StepKind.CWAIT})  # compare with count x 
 RUNTIME_WAITS = frozenset({StepKind.RTWAIT, StepKind.RTWAITCOUNTED})  # the leader's alone
 # every wait on a heap word (codegen.fences adds the acquires after them)
 WAITS = SPIN_WAITS | RUNTIME_WAITS | {StepKind.WAITCOUNTED}
+
+
+# (the loop's execution on its rank, iteration, trips): `OpInst.trip`
+Trip = tuple[tuple[object, ...], int, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,11 +175,16 @@ class Step:
     # footprint (what the op may touch), for the passes that reason over addresses
     rt: tuple[tuple[str, str], ...] = ()
     let: tuple[tuple[str, str], ...] = ()  # (name, C expression) the `rt` texts use
-    # `loop` (codegen.reroll): `body` run `value` times, `t` counting from 0
+    # `loop` (codegen.reroll, codegen.loops): `body` run `value` times (a run-time trip
+    # count would be `rt` "trips": `c_trips`), `var` counting from 0
     body: tuple[Step, ...] = ()
+    var: str = "t"
     # `spread` (codegen.spread): the persistent loop over a fork's rows; `chunk`: one of
     # its copies, the `chunk`-th `value` bytes of the row
     spread: Spread | None = None
+    # lowered from an op of a loop instantiated on three iterations (`OpInst.trip`): the
+    # loop's execution, the iteration and the trips; codegen.loops folds or expands them
+    trip: Trip | None = field(default=None, compare=False)
 
     def _c(self, name: str, static: str) -> str:
         for key, text in self.rt:
@@ -196,6 +207,11 @@ class Step:
     @property
     def c_value(self) -> str:
         return self._c("value", f"{self.value}ULL")
+
+    @property
+    def c_trips(self) -> str:
+        """A `loop`'s trip count as C (`rt` "trips" where it is a run-time value)."""
+        return self._c("trips", str(self.value))
 
     @property
     def c_seq(self) -> str:
@@ -255,4 +271,4 @@ class Stmt:
 
 __all__ = ["BUFFER0", "GROUP_SIGNALS", "LOCAL", "MOVES_DATA", "PER_CTA_SIGNALS",
            "RUNTIME_WAITS", "SPIN_WAITS", "WAITS", "Reduction", "Spread", "Step", "StepKind",
-           "Stmt", "StmtKind", "buffer_peer"]
+           "Stmt", "StmtKind", "Trip", "buffer_peer"]

@@ -102,6 +102,7 @@ def _repeats(p: Pending) -> dict[str, Any]:
     the last (`OpInst.repeat`), each one stride further (`sampling.Sampler.strides`)."""
     w = p.where
     assert w is not None
+    trip = ((w.loop, w.site[1], w.site[4]), w.v, w.trips)  # loop, kernel, enclosing iterations
     if w.v != 1 or w.trips <= 3:
-        return {}
-    return {"repeat": w.trips - 2, "stride": w.strides}
+        return {"trip": trip}
+    return {"repeat": w.trips - 2, "stride": w.strides, "trip": trip}

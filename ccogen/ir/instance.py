@@ -169,6 +169,10 @@ class OpInst:
     # count ops (W100, W101) count them all (`expanded`)
     repeat: int = field(default=1, compare=False)
     stride: tuple[int, int] = field(default=(0, 0), compare=False)
+    # in such a loop: (the loop's execution on this rank, iteration, trips) -- the
+    # execution is (id of the `For`, kernel, iterations of the enclosing loops): code
+    # generation folds the three iterations into one device loop (codegen.loops)
+    trip: tuple[tuple[object, ...], int, int] | None = field(default=None, compare=False)
 
     def expanded(self) -> tuple[OpInst, ...]:
         """This op, and the iterations it stands for (`repeat`), regions shifted."""

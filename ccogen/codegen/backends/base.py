@@ -140,6 +140,9 @@ def check_budget(blocks: int, max_ctas: int, kernel: str, span: Span | None) -> 
 class Backend(ABC):
     name: ClassVar[str]
     language: ClassVar[str]  # "cuda" or "hip"
+    # generates from an instance whose uniform loops were sampled (codegen.loops); else
+    # the compiler hands it the unrolled instance
+    folds_loops: ClassVar[bool] = False
 
     @abstractmethod
     def generate(self, instance: Instance, source: str, options: Options) -> GeneratedFiles:

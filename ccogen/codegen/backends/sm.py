@@ -64,6 +64,8 @@ from ccogen.codegen.files import GeneratedFiles, banner, options_hash, support_b
 from ccogen.codegen.jinja import render
 from ccogen.codegen.layout import HeapLayout, plan_heap
 from ccogen.codegen.ll import NONE, LLPlan, plan_ll
+from ccogen.codegen.loops import fold_segments, sampled, shift_syncs
+from ccogen.codegen.loops import step_count as loop_steps
 from ccogen.codegen.model import (
     BlockProgram,
     DeviceSupport,
@@ -126,6 +128,7 @@ class SmBackend(Backend):
     copy_block_dim: ClassVar[int] = COPY_BLOCK_DIM
     ll_path: ClassVar[bool] = False  # small puts with their signal folded in (codegen.ll)
     rotates: ClassVar[bool] = True  # `launch % K` regions (codegen.rotate)
+    folds_loops: ClassVar[bool] = True  # sampled loops: codegen.loops
 
     add_primitives: ClassVar[bool] = False  # defines ccogen_add / ccogen_llput_thread
     peer_loads: ClassVar[bool] = True  # kernels can load a peer's element (codegen.require)
@@ -141,6 +144,11 @@ class SmBackend(Backend):
             models = [model] + [self.model(instance.at_launch(e), source, options)[0]
                                 for e in range(1, instance.period)]
             model = merge(models, instance.period)  # type: ignore[assignment]
+        # loops the checker sampled: folded into device loops, or expanded (codegen.loops)
+        model = replace(model, kernels=tuple(
+            replace(k, programs=tuple(replace(p, segments=tuple(fold_segments(
+                p.segments, bool(instance.runtime)))) if sampled(p.segments) else p
+                for p in k.programs)) for k in model.kernels))
         if instance.runtime:  # run-time protocols: per-token runs become loops, last
             model = replace(model, kernels=tuple(
                 replace(k, programs=tuple(replace(p, segments=tuple(reroll_segments(
@@ -233,6 +241,8 @@ class SmBackend(Backend):
             for block, bops in sorted(block_ops(instance, index, rank).items()):
                 segments, syncs = lower_block(bops, layout, oracle, source, ll,  # type: ignore[arg-type]
                                               instance)
+                if sampled(segments):  # the unrolled instance's sync numbers (codegen.loops)
+                    segments, syncs = shift_syncs(segments, syncs)
                 checks = self._require.get(rank) if index == 0 and block == 0 else None
                 if checks:
                     segments.insert(0, Segment(steps=tuple(checks)))
@@ -250,13 +260,15 @@ class SmBackend(Backend):
         for rank, block, segments, syncs, plans in lowered:
             if self.splits_ctas() and ctas > 1:
                 segments, syncs = split_segments(segments, counters)
+                if sampled(segments):  # the numbers of the syncs it kept
+                    segments, syncs = shift_syncs(segments, syncs, branches=False)
             segments = spread_apply(segments, plans)
             self.refining_rank = rank  # the rank whose program `refine` rewrites
             segments = self.refine(segments, ctas)
             programs.append(BlockProgram(rank, block, tuple(segments), syncs,
                                          rank * blocks + block))
         symbol = c_identifier(instance.protocol.name, k.name)
-        inline = sum(p.step_count for p in programs) <= INLINE_STEPS
+        inline = sum(loop_steps(p) for p in programs) <= INLINE_STEPS
         return KernelModel(
             name=k.name, symbol=symbol, line=k.span.line if k.span else 0, threads=k.threads,
             block_dim=block_dim, ctas_per_block=ctas,

@@ -98,7 +98,7 @@ def _body(steps: tuple[Step, ...], scope: str, ind: str) -> list[str]:
 
 
 def _loop(s: Step, scope: str, ind: str) -> list[str]:
-    return [f"{ind}for (int64_t t = 0; t < {s.value}; ++t) {{",
+    return [f"{ind}for (int64_t {s.var} = 0; {s.var} < {s.c_trips}; ++{s.var}) {{",
             *_body(s.body, scope, ind + INDENT),
             f"{ind}}}"]
 
