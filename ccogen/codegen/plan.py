@@ -31,6 +31,7 @@ from ccogen.codegen.ll import NONE, LLEntry, LLPlan
 from ccogen.codegen.model import Branch, Segment
 from ccogen.codegen.reduce import VECTOR, reduction, with_runtime_weights
 from ccogen.codegen.rtexpr import CExpr
+from ccogen.codegen.rtpeer import RT_PEER
 from ccogen.codegen.steps import LOCAL, Step, StepKind
 from ccogen.codegen.unsupported import Unsupported
 from ccogen.errors import InternalError
@@ -157,6 +158,14 @@ class _Builder:
         src_peer, src = self.layout.address(o.src, o.rank)
         vec = dst % 16 == 0 and src % 16 == 0 and o.dst.size % 16 == 0
         rt, let = self.runtime_copy(o)
+        if o.rt_peer is not None and o.kind is not OpKind.COPY:  # codegen.rtpeer
+            rt += (("dst_peer" if o.kind is OpKind.PUT else "src_peer",
+                    "static_cast<int>(rt_peer)"),)
+            let += (("rt_peer", self.cexpr(o).value(o.rt_peer.value)),)
+            if o.kind is OpKind.PUT:  # no pass may take it for a copy to one known peer
+                dst_peer = RT_PEER
+            else:
+                src_peer = RT_PEER
         return Step(StepKind.COPY, dst_peer=dst_peer, dst_off=dst, src_peer=src_peer, src_off=src,
                     nbytes=o.dst.size, vec=vec, peer=o.peer if o.peer is not None else LOCAL,
                     rt=rt, let=let)

@@ -182,6 +182,14 @@ class Step:
         return static
 
     @property
+    def c_dst_peer(self) -> str:
+        return self._c("dst_peer", str(self.dst_peer))
+
+    @property
+    def c_src_peer(self) -> str:
+        return self._c("src_peer", str(self.src_peer))
+
+    @property
     def c_dst_off(self) -> str:
         return self._c("dst_off", f"{self.dst_off}ULL")
 

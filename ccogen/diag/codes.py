@@ -148,6 +148,11 @@ _RULES: tuple[Rule, ...] = tuple(
             "two writes with run-time bounds that the checker cannot prove disjoint",
         ),
         (
+            "E037",
+            "runtime-peer-synchronisation",
+            "a signal, count, commit, `quiet(p)` or wait toward a run-time peer",
+        ),
+        (
             "E040",
             "cft-misaligned",
             "CFT operand not 16-byte aligned, length not a multiple of 16,"
