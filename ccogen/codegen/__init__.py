@@ -18,8 +18,7 @@ def generate(instance: Instance, target: str, *, source: str = "<protocol>",
              options: Options | None = None) -> GeneratedFiles:
     """Generate the code of one instance for one target (the instance must be clean);
     `options` None: the defaults.  The manifest is sealed (`codegen.files.seal`)."""
-    if target not in rtpeer.SM_TARGETS:
-        rtpeer.refuse(instance, target)
+    rtpeer.refuse(instance, target)
     instance = rtpeer.collapse(instance)
     files = get_backend(target).generate(instance, source, options or Options())
     return GeneratedFiles(seal(files.files))  # the hashes the runtime checks (ccogen.manifest)

@@ -28,7 +28,13 @@ def has_rt_peers(instance: Instance) -> bool:
 
 
 def refuse(instance: Instance, target: str) -> None:
-    """Unsupported (E042) at the first run-time peer, on a target that cannot take one."""
+    """Unsupported (E042) at the first run-time peer, on a target that cannot take one
+    (`lint --target` says so first: passes.check_capabilities)."""
+    from ccogen.targets import get_target
+    from ccogen.targets.base import Feature
+
+    if get_target(target).capabilities.supports(Feature.RUNTIME_PEERS).available:
+        return
     for ops in instance.ranks:
         for o in ops:
             if o.rt_peer is not None:

@@ -1,0 +1,95 @@
+"""Run-time peers at instantiation (ccogen/instantiate/unroll.py, language reference §14,
+"Run-time peers"): one op instance per candidate peer that `require` allows, each moving
+its bytes only when the peer read is that candidate; code generation keeps one."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ccogen.codegen import Unsupported, generate
+from ccogen.codegen.rtpeer import collapse
+from ccogen.compiler import compile_protocol
+from ccogen.errors import DiagnosticError
+from ccogen.instantiate import instantiate
+from ccogen.ir.opkind import OpKind
+from ccogen.ir.runtime import Rt
+from ccogen.sim.runtime import contents_with
+from ccogen.syntax import parse_ir
+
+SOURCE = """\
+protocol route(n: int = 16):
+    team lsa(4)
+    queues 1
+    between_launches: host_sync
+    window out: u8[4 * n]
+    buffer data: u8[n]
+    buffer dest: i32[1]
+
+    require:
+        1 <= dest[0] <= 2
+
+    kernel k(threads=32):
+        put(load(dest[0]), dst=out[me * n : me * n + n], src=data[0:n], queue=0)
+        lanes p in peers():
+            signal(p, queue=0)
+        lanes p in peers():
+            wait_signal(p, queue=0)
+"""
+PROTOCOL = parse_ir(SOURCE, "route.cco")
+
+
+def _transfers(ops: tuple[object, ...]) -> list[object]:
+    return [o for o in ops if o.kind in (OpKind.PUT, OpKind.COPY)]  # type: ignore[attr-defined]
+
+
+def test_one_candidate_per_rank_the_bound_allows() -> None:
+    inst, diags = instantiate(PROTOCOL, 4, {})
+    assert inst is not None and not [d for d in diags if d.is_error]
+    r0 = _transfers(inst.ranks[0])
+    assert [(o.kind, o.peer) for o in r0] == [(OpKind.PUT, 1), (OpKind.PUT, 2)]  # type: ignore[attr-defined]
+    assert [o.rt_peer.first for o in r0] == [True, False]  # type: ignore[attr-defined]
+    start, stop = r0[0].dst.runtime  # type: ignore[attr-defined]
+    assert start == 0 and isinstance(stop, Rt) and stop.lo == 0 and stop.hi == 16
+    assert (r0[0].dst.start, r0[0].dst.stop) == (0, 16)  # type: ignore[attr-defined]
+    # on rank 1 the candidate 1 is me: a local copy, then the put to 2
+    r1 = _transfers(inst.ranks[1])
+    assert [(o.kind, o.peer) for o in r1] == [(OpKind.COPY, None), (OpKind.PUT, 2)]  # type: ignore[attr-defined]
+    assert r1[1].rt_peer.first  # type: ignore[attr-defined]
+
+
+def test_a_concrete_instance_moves_bytes_to_the_drawn_peer_only() -> None:
+    dest = [np.array([v], dtype=np.int32) for v in (2, 1, 1, 2)]
+    contents = contents_with(PROTOCOL, 4, {}, {"dest": dest})
+    inst, _ = instantiate(PROTOCOL, 4, {}, contents=contents)
+    assert inst is not None
+    for rank, want in enumerate((2, 1, 1, 2)):
+        moved = [(o.peer if o.kind is OpKind.PUT else rank, o.dst.size)  # type: ignore[attr-defined]
+                 for o in _transfers(inst.ranks[rank])]
+        assert len(moved) == 4  # every rank a candidate: the same ops at every draw
+        assert [p for p, size in moved if size] == [want]
+
+
+def test_code_generation_keeps_one_put_to_the_peer_read_on_the_device() -> None:
+    inst, _ = instantiate(PROTOCOL, 4, {})
+    assert inst is not None
+    one = collapse(inst)
+    puts = _transfers(one.ranks[0])
+    assert len(puts) == 1 and puts[0].rt_peer is not None  # type: ignore[attr-defined]
+    assert (puts[0].dst.start, puts[0].dst.stop, puts[0].dst.runtime) == (0, 16, None)  # type: ignore[attr-defined]
+    assert all(p < len(one.ranks[0]) for o in one.ranks[0] for p in o.preds)
+    text = generate(inst, "nvshmem", source="route.cco").files["kernels.cu"]
+    assert "ccogen_copy_group(c, static_cast<int>(rt_peer), 0ULL" in text
+    assert text.count("const uint64_t rt_peer = ") == 4  # one put per rank
+
+
+def test_targets_with_a_static_peer_refuse_it() -> None:
+    with pytest.raises(DiagnosticError) as exc:  # the checker of `--target` says it first
+        compile_protocol(PROTOCOL, "nccl-cft", source="route.cco", ranks=4, params={})
+    [d] = exc.value.diagnostics
+    assert d.code == "E042" and "run-time peer" in d.message
+    assert d.span is not None and (d.span.line, d.span.column) == (13, 9)
+    inst, _ = instantiate(PROTOCOL, 4, {})
+    assert inst is not None
+    with pytest.raises(Unsupported, match="run-time peer"):  # and code generation too
+        generate(inst, "nccl-cft", source="route.cco")
