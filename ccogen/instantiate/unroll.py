@@ -311,11 +311,12 @@ class Unroller(Evaluating):
         ops = self._rank_ops
         fan = self._fan.pop(id(pending), None)
         for one in fan or (pending,):  # a run-time peer: its candidates, in program order
-            if fan is not None:
-                if one.group is not None:
-                    one.group = (*one.group, one.peer)
-                if one.where is not None:
-                    one.where = replace(one.where, site=(*one.where.site, one.peer))
+            if fan is not None:  # each its own posting group and sampled site
+                one.loads = pending.loads
+                if pending.group is not None:
+                    one.group = (*pending.group, one.peer)
+                if pending.where is not None:
+                    one.where = replace(pending.where, site=(*pending.where.site, one.peer))
             one.preds = frontier
             ops.append(one)
             self._count(op)

@@ -44,7 +44,8 @@ class CheckCapabilities(Pass):
     more threads than a block can have (never clamped: the warps past it would not
     run, and whatever waits for them would hang).  E042 for a feature the target lacks
     (`team world`, counted writes, `get`, a `reduce` reading a peer's window,
-    `signal`, local buffers, `reset_count`, a run-time peer), naming the targets that have it and the alternative.
+    `signal`, local buffers, `reset_count`, a run-time peer), naming the targets that
+    have it and the alternative.
     """
 
     name: ClassVar[str] = "check-capabilities"

@@ -43,10 +43,10 @@ def test_a_put_lands_on_the_rank_the_routing_table_names() -> None:
         recv = [decode(np.frombuffer(result.memory[(r, "recv")], dtype=np.uint8), BF16)
                 .reshape(n * tokens * k, hidden) for r in range(n)]
         for src in range(n):
-            for i, dest in enumerate(tables[src]):  # slot i = t * k + j of token t
-                row = src * tokens * k + i
-                assert np.array_equal(recv[int(dest)][row], xs[src][i // k * hidden:
-                                                                     (i // k + 1) * hidden])
+            for i, dest in enumerate(tables[src]):  # slot j of token t: i = t * k + j
+                t, j = divmod(i, k)
+                row = (src * k + j) * tokens + t
+                assert np.array_equal(recv[int(dest)][row], xs[src][t * hidden:(t + 1) * hidden])
 
 
 def test_a_put_to_the_wrong_rank_is_caught() -> None:

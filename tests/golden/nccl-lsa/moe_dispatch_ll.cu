@@ -183,14 +183,14 @@ __device__ __forceinline__ void ccogen_moe_dispatch_ll_dispatch_r0_b0(const ccog
         // protocols/moe_dispatch_ll.cco:26: put
         {
           const uint64_t rt_peer = static_cast<uint64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, static_cast<uint64_t>(0LL + 8LL * t))));
-          ccogen_copy_chunk_warp(c, static_cast<int>(rt_peer), static_cast<uint64_t>(0LL + 32LL * t), -2, static_cast<uint64_t>(0LL + 16LL * t), 16ULL, chunk, 8192ULL);
+          ccogen_copy_chunk_warp(c, static_cast<int>(rt_peer), static_cast<uint64_t>(0LL + 16LL * t), -2, static_cast<uint64_t>(0LL + 16LL * t), 16ULL, chunk, 8192ULL);
         }
       } break;
       case 1: {
         // protocols/moe_dispatch_ll.cco:26: put
         {
           const uint64_t rt_peer = static_cast<uint64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, static_cast<uint64_t>(4LL + 8LL * t))));
-          ccogen_copy_chunk_warp(c, static_cast<int>(rt_peer), static_cast<uint64_t>(16LL + 32LL * t), -2, static_cast<uint64_t>(0LL + 16LL * t), 16ULL, chunk, 8192ULL);
+          ccogen_copy_chunk_warp(c, static_cast<int>(rt_peer), static_cast<uint64_t>(128LL + 16LL * t), -2, static_cast<uint64_t>(0LL + 16LL * t), 16ULL, chunk, 8192ULL);
         }
       } break;
       default: break;
@@ -227,14 +227,14 @@ __device__ __forceinline__ void ccogen_moe_dispatch_ll_dispatch_r1_b0(const ccog
         // protocols/moe_dispatch_ll.cco:26: put
         {
           const uint64_t rt_peer = static_cast<uint64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, static_cast<uint64_t>(0LL + 8LL * t))));
-          ccogen_copy_chunk_warp(c, static_cast<int>(rt_peer), static_cast<uint64_t>(256LL + 32LL * t), -2, static_cast<uint64_t>(0LL + 16LL * t), 16ULL, chunk, 8192ULL);
+          ccogen_copy_chunk_warp(c, static_cast<int>(rt_peer), static_cast<uint64_t>(256LL + 16LL * t), -2, static_cast<uint64_t>(0LL + 16LL * t), 16ULL, chunk, 8192ULL);
         }
       } break;
       case 1: {
         // protocols/moe_dispatch_ll.cco:26: put
         {
           const uint64_t rt_peer = static_cast<uint64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, static_cast<uint64_t>(4LL + 8LL * t))));
-          ccogen_copy_chunk_warp(c, static_cast<int>(rt_peer), static_cast<uint64_t>(272LL + 32LL * t), -2, static_cast<uint64_t>(0LL + 16LL * t), 16ULL, chunk, 8192ULL);
+          ccogen_copy_chunk_warp(c, static_cast<int>(rt_peer), static_cast<uint64_t>(384LL + 16LL * t), -2, static_cast<uint64_t>(0LL + 16LL * t), 16ULL, chunk, 8192ULL);
         }
       } break;
       default: break;
