@@ -1,16 +1,11 @@
 """Run-time peers at instantiation (ccogen/instantiate/unroll.py, language reference §14,
 "Run-time peers"): one op instance per candidate peer that `require` allows, each moving
-its bytes only when the peer read is that candidate; code generation keeps one."""
+its bytes only when the peer read is that candidate (code generation:
+tests/codegen/test_rtpeer.py)."""
 
 from __future__ import annotations
 
 import numpy as np
-import pytest
-
-from ccogen.codegen import Unsupported, generate
-from ccogen.codegen.rtpeer import collapse
-from ccogen.compiler import compile_protocol
-from ccogen.errors import DiagnosticError
 from ccogen.instantiate import instantiate
 from ccogen.ir.opkind import OpKind
 from ccogen.ir.runtime import Rt
@@ -68,28 +63,3 @@ def test_a_concrete_instance_moves_bytes_to_the_drawn_peer_only() -> None:
                  for o in _transfers(inst.ranks[rank])]
         assert len(moved) == 4  # every rank a candidate: the same ops at every draw
         assert [p for p, size in moved if size] == [want]
-
-
-def test_code_generation_keeps_one_put_to_the_peer_read_on_the_device() -> None:
-    inst, _ = instantiate(PROTOCOL, 4, {})
-    assert inst is not None
-    one = collapse(inst)
-    puts = _transfers(one.ranks[0])
-    assert len(puts) == 1 and puts[0].rt_peer is not None  # type: ignore[attr-defined]
-    assert (puts[0].dst.start, puts[0].dst.stop, puts[0].dst.runtime) == (0, 16, None)  # type: ignore[attr-defined]
-    assert all(p < len(one.ranks[0]) for o in one.ranks[0] for p in o.preds)
-    text = generate(inst, "nvshmem", source="route.cco").files["kernels.cu"]
-    assert "ccogen_copy_group(c, static_cast<int>(rt_peer), 0ULL" in text
-    assert text.count("const uint64_t rt_peer = ") == 4  # one put per rank
-
-
-def test_targets_with_a_static_peer_refuse_it() -> None:
-    with pytest.raises(DiagnosticError) as exc:  # the checker of `--target` says it first
-        compile_protocol(PROTOCOL, "nccl-cft", source="route.cco", ranks=4, params={})
-    [d] = exc.value.diagnostics
-    assert d.code == "E042" and "run-time peer" in d.message
-    assert d.span is not None and (d.span.line, d.span.column) == (13, 9)
-    inst, _ = instantiate(PROTOCOL, 4, {})
-    assert inst is not None
-    with pytest.raises(Unsupported, match="run-time peer"):  # and code generation too
-        generate(inst, "nccl-cft", source="route.cco")

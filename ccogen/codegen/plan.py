@@ -31,8 +31,7 @@ from ccogen.codegen.ll import NONE, LLEntry, LLPlan
 from ccogen.codegen.model import Branch, Segment
 from ccogen.codegen.reduce import VECTOR, reduction, with_runtime_weights
 from ccogen.codegen.rtexpr import CExpr
-from ccogen.codegen.rtpeer import RT_PEER
-from ccogen.codegen.steps import LOCAL, Step, StepKind
+from ccogen.codegen.steps import LOCAL, RT_PEER, Step, StepKind
 from ccogen.codegen.unsupported import Unsupported
 from ccogen.errors import InternalError
 from ccogen.ir.instance import Instance, IssuerLevel, OpInst

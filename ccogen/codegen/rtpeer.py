@@ -13,14 +13,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ccogen.codegen.steps import RT_PEER
 from ccogen.codegen.unsupported import Unsupported
 from ccogen.ir.instance import Instance, OpInst
 
 SM_TARGETS = ("nccl-lsa", "nvshmem")  # the targets that take the peer at run time
-# the static `dst_peer`/`src_peer` of a step whose peer is a run-time value (its C text
-# is in `Step.rt`): a remote rank (>= 0) equal to no rank of a team (at most 1,024), so
-# that no pass fuses it with a signal or counter of a known peer
-RT_PEER = 1 << 20
+__all__ = ["RT_PEER", "SM_TARGETS", "collapse", "has_rt_peers", "refuse"]
 
 
 def has_rt_peers(instance: Instance) -> bool:

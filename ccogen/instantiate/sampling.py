@@ -9,9 +9,9 @@ this module checks the conditions, in two parts:
 * *syntactic* (`eligible`, once per protocol): the body holds only assignments, data
   ops without synchronisation (`put`/`get` without `signal=`, `count=`, aggregation;
   `copy`, `reduce`), `ensure` comparisons and `if`s; `v` reaches region bounds and
-  load indices only affinely, and no peer, queue, `if` condition, weight or inner loop
-  bound; it holds no inner `for` or issuer block; no window it loads is written by an
-  op, and no window it writes is loaded;
+  load indices only affinely, and no peer (but a run-time one, through its load index),
+  queue, `if` condition, weight or inner loop bound; it holds no inner `for` or issuer
+  block; no window it loads is written by an op, and no window it writes is loaded;
 * *on the instance* (`Sampler.rejects`, after the sampled instantiation): every op and
   check of the body exists at the three iterations with the same shape, each region's
   footprint moves by one stride per iteration (start and end alike), two accesses of
