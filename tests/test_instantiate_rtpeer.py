@@ -38,19 +38,22 @@ def _transfers(ops: tuple[object, ...]) -> list[object]:
     return [o for o in ops if o.kind in (OpKind.PUT, OpKind.COPY)]  # type: ignore[attr-defined]
 
 
-def test_one_candidate_per_rank_the_bound_allows() -> None:
+def test_every_rank_is_a_candidate_and_those_the_bound_excludes_move_nothing() -> None:
     inst, diags = instantiate(PROTOCOL, 4, {})
     assert inst is not None and not [d for d in diags if d.is_error]
-    r0 = _transfers(inst.ranks[0])
-    assert [(o.kind, o.peer) for o in r0] == [(OpKind.PUT, 1), (OpKind.PUT, 2)]  # type: ignore[attr-defined]
-    assert [o.rt_peer.first for o in r0] == [True, False]  # type: ignore[attr-defined]
-    start, stop = r0[0].dst.runtime  # type: ignore[attr-defined]
+    r0 = _transfers(inst.ranks[0])  # rank 0: a copy to itself, then puts to 1, 2 and 3
+    assert [(o.kind, o.peer) for o in r0] == [(OpKind.COPY, None), (OpKind.PUT, 1),  # type: ignore[attr-defined]
+                                              (OpKind.PUT, 2), (OpKind.PUT, 3)]
+    assert [o.rt_peer.first for o in r0] == [False, True, False, False]  # type: ignore[attr-defined]
+    # `1 <= dest[0] <= 2`: ranks 0 and 3 get a static empty region, 1 and 2 the row
+    assert [(o.dst.start, o.dst.stop, o.dst.runtime is None) for o in r0] == [  # type: ignore[attr-defined]
+        (0, 0, True), (0, 16, False), (0, 16, False), (0, 0, True)]
+    start, stop = r0[1].dst.runtime  # type: ignore[attr-defined]
     assert start == 0 and isinstance(stop, Rt) and stop.lo == 0 and stop.hi == 16
-    assert (r0[0].dst.start, r0[0].dst.stop) == (0, 16)  # type: ignore[attr-defined]
-    # on rank 1 the candidate 1 is me: a local copy, then the put to 2
+    # on rank 1 the candidate 1 is me (a local copy); the first remote one in the bound, 2
     r1 = _transfers(inst.ranks[1])
-    assert [(o.kind, o.peer) for o in r1] == [(OpKind.COPY, None), (OpKind.PUT, 2)]  # type: ignore[attr-defined]
-    assert r1[1].rt_peer.first  # type: ignore[attr-defined]
+    assert [o.rt_peer.first for o in r1] == [False, False, True, False]  # type: ignore[attr-defined]
+    assert r1[1].kind is OpKind.COPY and r1[1].dst.runtime is not None  # type: ignore[attr-defined]
 
 
 def test_a_concrete_instance_moves_bytes_to_the_drawn_peer_only() -> None:

@@ -377,7 +377,9 @@ class Unroller(Evaluating):
 
     def _transfer_peer(self, op: ir.Put | ir.Get) -> int | tuple[object, range] | None:
         """The peer of a put/get: a static rank, or (run-time value, candidates) when it
-        is read on the device (language reference §14, "Run-time peers")."""
+        is read on the device (language reference §14, "Run-time peers").  Every rank is
+        a candidate, in the checker's instance as in a concrete one (the same ops at every
+        draw); those the `require` bound excludes move nothing (`value == c` is False)."""
         if not self._reads_runtime(op.peer):
             return self._peer(op.peer, op)
         span = op.peer.span or op.span
@@ -395,7 +397,7 @@ class Unroller(Evaluating):
                             f"outside the team of {n} ranks", span, f"ranks are 0 to {n - 1}",
                             help="bound it in `require:`, e.g. `0 <= ELEMENT < nranks`")
                 return None
-            return value, range(n)  # every rank a candidate: the same ops at every draw
+            return value, range(n)
         if not value.bounded:
             self._unbounded(value, span, "a peer", "< nranks")
             return None
@@ -407,7 +409,7 @@ class Unroller(Evaluating):
                         help="bound it in `require:` to the team, e.g. "
                              "`0 <= ELEMENT < nranks`")
             return None
-        return value, range(value.lo, value.hi + 1)
+        return value, range(n)  # outside the bound: of static length 0
 
     def _runtime_sync(self, op: ir.Op, peer: ir.Expr) -> None:
         """E037: a signal, count, aggregation or completion toward a run-time peer."""
@@ -427,10 +429,10 @@ class Unroller(Evaluating):
         if p.dst is None or p.src is None:
             return
         fan = []
-        remote = [c for c in candidates if c != self.rank]
+        hits = [(c, value == c) for c in candidates]
+        remote = [c for c, hit in hits if c != self.rank and hit is not False]
         first = remote[0] if remote else self.rank
-        for c in candidates:
-            hit = value == c
+        for c, hit in hits:
             dst = replace(p.dst, rank=c) if remote_dst else p.dst
             src = p.src if remote_dst else replace(p.src, rank=c)
             marker = RtPeer(value, c == first, dst, src)
