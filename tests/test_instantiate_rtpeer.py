@@ -6,6 +6,7 @@ tests/codegen/test_rtpeer.py)."""
 from __future__ import annotations
 
 import numpy as np
+
 from ccogen.instantiate import instantiate
 from ccogen.ir.opkind import OpKind
 from ccogen.ir.runtime import Rt
