@@ -157,14 +157,10 @@ class _Builder:
         src_peer, src = self.layout.address(o.src, o.rank)
         vec = dst % 16 == 0 and src % 16 == 0 and o.dst.size % 16 == 0
         rt, let = self.runtime_copy(o)
-        if o.rt_peer is not None and o.kind is not OpKind.COPY:  # codegen.rtpeer
-            rt += (("dst_peer" if o.kind is OpKind.PUT else "src_peer",
-                    "static_cast<int>(rt_peer)"),)
+        if o.rt_peer is not None and o.kind is OpKind.PUT:  # codegen.rtpeer
+            rt += (("dst_peer", "static_cast<int>(rt_peer)"),)
             let += (("rt_peer", self.cexpr(o).value(o.rt_peer.value)),)
-            if o.kind is OpKind.PUT:  # no pass may take it for a copy to one known peer
-                dst_peer = RT_PEER
-            else:
-                src_peer = RT_PEER
+            dst_peer = RT_PEER  # no pass may take it for a copy to one known peer
         return Step(StepKind.COPY, dst_peer=dst_peer, dst_off=dst, src_peer=src_peer, src_off=src,
                     nbytes=o.dst.size, vec=vec, peer=o.peer if o.peer is not None else LOCAL,
                     rt=rt, let=let)

@@ -1,6 +1,6 @@
 """Run-time peers in code generation (language reference §14, "Run-time peers").
 
-A `put`/`get` whose peer is read on the device is instantiated as one op instance per
+A `put` whose peer is read on the device is instantiated as one op instance per
 candidate peer, each moving its regions only when the value is that candidate
 (`ir.instance.RtPeer`): what the checker and the simulator need.  The generated code
 moves them once, to the peer the kernel reads: `collapse` keeps the first candidate of
@@ -42,8 +42,8 @@ def refuse(instance: Instance, target: str) -> None:
 
 
 def collapse(instance: Instance) -> Instance:
-    """The instance with each run-time-peer op once (its first candidate, kind `put` or
-    `get` toward the run-time peer, its unguarded regions)."""
+    """The instance with each run-time-peer op once (its first candidate: a `put` toward
+    the run-time peer, its unguarded regions)."""
     if not has_rt_peers(instance):
         return instance
     return replace(instance, ranks=tuple(_collapse_rank(ops) for ops in instance.ranks))

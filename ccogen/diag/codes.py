@@ -150,7 +150,8 @@ _RULES: tuple[Rule, ...] = tuple(
         (
             "E037",
             "runtime-peer-synchronisation",
-            "a signal, count, commit, `quiet(p)` or wait toward a run-time peer",
+            "a run-time peer where only a plain `put` takes one (a `get`, signal, count, "
+            "commit, `quiet(p)` or wait)",
         ),
         (
             "E040",

@@ -360,23 +360,18 @@ class Unroller(Evaluating):
         self._local_only(op.dst, op, "the destination of a `put` (the peer's memory)")
         self._auto_queue(op.queue, scope, p, op)
         if not isinstance(value, int):
-            self._fan_out(p, value[0], value[1], remote_dst=True)
+            self._fan_out(p, value[0], value[1])
 
     def _get(self, op: ir.Get, scope: _Scope, p: Pending) -> None:
-        value = self._transfer_peer(op)
-        if value is None:
-            return
-        p.peer = value if isinstance(value, int) else self.rank
+        p.peer = self._peer(op.peer, op)  # a run-time one: E037 (`_runtime_sync`)
         self._transfer(op, p, self.rank, p.peer)
         self._local_only(op.src, op, "the source of a `get` (the peer's memory)")
         self._auto_queue(op.queue, scope, p, op)
-        if not isinstance(value, int):
-            self._fan_out(p, value[0], value[1], remote_dst=False)
 
     # ------------------------------------------------------------------ run-time peers
 
-    def _transfer_peer(self, op: ir.Put | ir.Get) -> int | tuple[object, range] | None:
-        """The peer of a put/get: a static rank, or (run-time value, candidates) when it
+    def _transfer_peer(self, op: ir.Put) -> int | tuple[object, range] | None:
+        """The peer of a put: a static rank, or (run-time value, candidates) when it
         is read on the device (language reference §14, "Run-time peers").  Every rank is
         a candidate, in the checker's instance as in a concrete one (the same ops at every
         draw); those the `require` bound excludes move nothing (`value == c` is False)."""
@@ -386,8 +381,8 @@ class Unroller(Evaluating):
         value = self._int(op.peer, "the peer", span, runtime=True)
         if value is None:
             return None
-        if op.signal is not ir.SignalKind.NONE or op.aggregate or (
-                isinstance(op, ir.Put) and (op.count is not None or op.signal_per_copy)):
+        if op.signal is not ir.SignalKind.NONE or op.aggregate or op.count is not None \
+                or op.signal_per_copy:
             self._runtime_sync(op, op.peer)
             return None
         n = self.nranks
@@ -412,18 +407,23 @@ class Unroller(Evaluating):
         return value, range(n)  # outside the bound: of static length 0
 
     def _runtime_sync(self, op: ir.Op, peer: ir.Expr) -> None:
-        """E037: a signal, count, aggregation or completion toward a run-time peer."""
-        self._error("E037", "a run-time peer cannot be signalled, counted to, committed, "
-                    "quieted or waited for", peer.span or op.span,
-                    f"`{expr_text(peer)}` is read on the device",
-                    help="a receiver must know at instantiation how many credits or bytes to "
-                         "wait for: send the data with plain `put`s to the run-time peer, "
-                         "then credit every candidate peer on the same queue (`lanes p in "
-                         "peers(): signal(p, queue=Q)`: each credit lands after the puts "
-                         "before it on that queue)")
+        """E037: a `get` from, or a signal, count, aggregation or completion toward, a
+        run-time peer."""
+        if isinstance(op, ir.Get):
+            message = "a `get` cannot read from a run-time peer"
+            hint = ("a `get` is waited for by its local signal, which each candidate peer "
+                    "would raise here: have the rank that holds the data `put` it instead")
+        else:
+            message = ("a run-time peer cannot be signalled, counted to, committed, quieted "
+                       "or waited for")
+            hint = ("a receiver must know at instantiation how many credits or bytes to wait "
+                    "for: send the data with plain `put`s to the run-time peer, then credit "
+                    "every candidate peer on the same queue (`lanes p in peers(): signal(p, "
+                    "queue=Q)`: each credit lands after the puts before it on that queue)")
+        self._error("E037", message, peer.span or op.span,
+                    f"`{expr_text(peer)}` is read on the device", help=hint)
 
-    def _fan_out(self, p: Pending, value: object, candidates: range, *,
-                 remote_dst: bool) -> None:
+    def _fan_out(self, p: Pending, value: object, candidates: range) -> None:
         """One pending op per candidate peer, each moving its regions only when the
         run-time peer is that candidate (a run-time length `len * (value == c)`)."""
         if p.dst is None or p.src is None:
@@ -433,10 +433,9 @@ class Unroller(Evaluating):
         remote = [c for c, hit in hits if c != self.rank and hit is not False]
         first = remote[0] if remote else self.rank
         for c, hit in hits:
-            dst = replace(p.dst, rank=c) if remote_dst else p.dst
-            src = p.src if remote_dst else replace(p.src, rank=c)
-            marker = RtPeer(value, c == first, dst, src)
-            one = p.candidate(c, marker, _guarded(dst, hit), _guarded(src, hit))
+            dst = replace(p.dst, rank=c)
+            marker = RtPeer(value, c == first, dst, p.src)
+            one = p.candidate(c, marker, _guarded(dst, hit), _guarded(p.src, hit))
             if c == self.rank:  # my own memory: a local copy, done when issued
                 one.kind, one.peer, one.queue, one.slot = OpKind.COPY, None, None, None
             fan.append(one)

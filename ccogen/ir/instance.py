@@ -119,7 +119,7 @@ class LoadInst:
 
 @dataclass(frozen=True, slots=True)
 class RtPeer:
-    """A `put`/`get` whose peer is a run-time value (language reference §14, "Run-time
+    """A `put` whose peer is a run-time value (language reference §14, "Run-time
     peers"): instantiated as one op instance per candidate peer the `require` bound allows
     (its `OpInst.peer`), each moving `dst`/`src` only when the value is that candidate
     (its run-time length is `len * (value == candidate)`).  `value` is the peer (an `Rt`,
@@ -184,7 +184,7 @@ class OpInst:
     # count ops (W100, W101) count them all (`expanded`)
     repeat: int = field(default=1, compare=False)
     stride: tuple[int, int] = field(default=(0, 0), compare=False)
-    # a candidate of a `put`/`get` to a run-time peer (`RtPeer`); None for a static peer
+    # a candidate of a `put` to a run-time peer (`RtPeer`); None for a static peer
     rt_peer: RtPeer | None = field(default=None, compare=False)
 
     def expanded(self) -> tuple[OpInst, ...]:

@@ -138,7 +138,7 @@ def _features(instance: Instance, caps: Capabilities, findings: Findings) -> Non
         _unsupported(caps, Feature.COUNTER_RESET, "`reset_count`", None, resets, findings)
     rt_peers = [op for op in ops if op.rt_peer is not None and op.rt_peer.first]
     if rt_peers and not caps.supports(Feature.RUNTIME_PEERS).available:
-        _unsupported(caps, Feature.RUNTIME_PEERS, "a `put`/`get` to a run-time peer (one "
+        _unsupported(caps, Feature.RUNTIME_PEERS, "a `put` to a run-time peer (one "
                      "read on the device)", None, rt_peers, findings)
     buffers = instance.protocol.buffers
     if buffers and not caps.supports(Feature.LOCAL_BUFFERS).available:

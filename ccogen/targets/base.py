@@ -230,7 +230,7 @@ class Capabilities:
     converting_reduce_lowering: str = "compute units: each source widened to f32, rounded once"
     # `launch % K` (rotating landing slots): the kernels count their launches on the device
     launch_rotation: Support = Support.NATIVE
-    # a `put`/`get` whose peer is read on the device (`put(load(table[i]), ...)`)
+    # a `put` whose peer is read on the device (`put(load(table[i]), ...)`)
     runtime_peers: Support = Support.NATIVE
 
     def supports(self, feature: Feature) -> Support:
