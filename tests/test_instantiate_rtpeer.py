@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ccogen.driver import check_text
 from ccogen.instantiate import instantiate
 from ccogen.ir.opkind import OpKind
 from ccogen.ir.runtime import Rt
@@ -67,3 +68,37 @@ def test_a_concrete_instance_moves_bytes_to_the_drawn_peer_only() -> None:
                  for o in _transfers(inst.ranks[rank])]
         assert len(moved) == 4  # every rank a candidate: the same ops at every draw
         assert [p for p, size in moved if size] == [want]
+
+
+NARROW = """\
+protocol narrow(n: int = 16):
+    team lsa(3)
+    queues 1
+    between_launches: host_sync
+    window out: u8[n]
+    buffer data: u8[n]
+    buffer dest: i32[1]
+
+    require:
+        dest[0] == 1
+
+    kernel k(threads=32):
+        if me == 0:
+            put(load(dest[0]), dst=out[0:n], src=data[0:n], queue=0)
+            lanes p in peers():
+                signal(p, queue=0)
+        elif me == 1:
+            put(2, dst=out[0:n], src=data[0:n], queue=0, signal="remote")
+        if me != 0:
+            wait_signal(0, queue=0)
+        if me == 2:
+            wait_signal(1, queue=0)
+"""
+
+
+def test_a_rank_the_bound_excludes_is_never_written() -> None:
+    # rank 1 writes rank 2's `out` too; `require` keeps rank 0's put off rank 2: no race
+    result = check_text(NARROW, "narrow.cco")
+    assert [d.code for d in result.diagnostics if d.is_error] == []
+    widened = check_text(NARROW.replace("dest[0] == 1", "1 <= dest[0] <= 2"), "narrow.cco")
+    assert "E036" in {d.code for d in widened.diagnostics}

@@ -543,10 +543,7 @@ class Unroller(Evaluating):
 def _guarded(r: RegionInst, hit: object) -> RegionInst:
     """`r` moved only when `hit` (a run-time 0/1, or a concrete bool): its run-time
     length is `len * hit`, its footprint `r`'s."""
-    start, stop = r.runtime if r.runtime is not None else (r.start, r.stop)
     if isinstance(hit, bool):  # concrete, or decided by the bound
-        if hit:
-            return r
-        return replace(r, stop=r.start, runtime=None) if r.runtime is None else \
-            replace(r, runtime=(start, start))
+        return r if hit else replace(r, stop=r.start, runtime=None)  # nothing, anywhere
+    start, stop = r.runtime if r.runtime is not None else (r.start, r.stop)
     return replace(r, runtime=(start, start + hit * (stop - start)))  # type: ignore[operator]
