@@ -5,7 +5,7 @@
 #   1. setup: the native extension, MPS;
 #   2. tests: every gpu-marked test under tests/ that one GPU can run (the others skip
 #      with their reason), PYTEST_BUDGET seconds at most (default 260);
-#   3. run-time: alltoallv, moe_dispatch and moe_combine at 2, 4 and 8 ranks, 100 epochs
+#   3. run-time: alltoallv, moe_dispatch, moe_combine and moe_dispatch_ll at 2, 4 and 8 ranks, 100 epochs
 #      of freshly drawn contents (scripts/v2_runtime_mps_run.py), RUNTIME_BUDGET s (120);
 #   4. matrix: every other protocol of protocols/ at MATRIX_RANKS (default 2,4,8), 100
 #      back-to-back launches each (scripts/mps_matrix.py matrix), in the time left.
@@ -36,7 +36,7 @@ if [ "$b" -gt 40 ]; then
   echo "== run-time matrix exit $? after $SECONDS s" >> "$OUT/runtime.log"
 fi
 STATIC=$(ls protocols/*.cco | xargs -n1 basename | sed 's/\.cco$//' \
-  | grep -v -E '^(alltoallv|moe_dispatch|moe_combine)$' | paste -sd,)
+  | grep -v -E '^(alltoallv|moe_dispatch|moe_combine|moe_dispatch_ll)$' | paste -sd,)
 b=$(( $(left) - 15 ))
 if [ "$b" -gt 60 ]; then
   timeout -k 10 "$b" $PY scripts/mps_matrix.py --out "$OUT/mps-matrix.md" \

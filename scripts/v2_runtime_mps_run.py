@@ -6,7 +6,7 @@ and the native extension built (scripts/gpu_setup.sh, `build_extension`):
 
     python scripts/v2_runtime_mps_run.py            # table on stdout and in v2-runtime-mps.md
 
-For alltoallv, moe_dispatch and moe_combine at 2, 4 and 8 ranks: generate
+For alltoallv, moe_dispatch, moe_combine and moe_dispatch_ll at 2, 4 and 8 ranks: generate
 (`ccogen.rt.api.compile_for_run`) and build every case first, in parallel; then
 `ccogen run --target nvshmem --ranks N --iters 100` one case at a time, with
 CUDA_VISIBLE_DEVICES=0 so that every rank shares GPU 0.  Each epoch's contents are
@@ -43,6 +43,7 @@ SHAPES: dict[str, dict[str, int]] = {
     "alltoallv": {"cap": 1024},
     "moe_dispatch": {"tokens": 16, "hidden": 128, "k": 4},
     "moe_combine": {"tokens": 16, "hidden": 128, "k": 4},
+    "moe_dispatch_ll": {"tokens": 16, "hidden": 128, "k": 4},  # run-time peers
 }
 
 

@@ -97,6 +97,7 @@ def generated_kernels(text_or_name: str, target: str = "nccl-lsa", nranks: int =
 LIBRARY_TEST_PARAMS: dict[str, dict[str, int]] = {
     "moe_dispatch": {"tokens": 8, "hidden": 8, "k": 2},
     "moe_combine": {"tokens": 8, "hidden": 8, "k": 2},
+    "moe_dispatch_ll": {"tokens": 8, "hidden": 8, "k": 2},
     # 4 KiB chunks: at its default (512 KiB) the 20 seeds of 4 team sizes took 9 min on the
     # loaded 2-core machine (bf16 windows, f32 partial sums, the rounding counts)
     "allreduce_ring_bf16": {"chunk": 4096},
@@ -109,7 +110,7 @@ def library_params(path: Path | str) -> dict[str, int]:
 
 # Library protocols with run-time values (language v2 §3, §4): their amounts are drawn
 # per epoch (no static traffic to count); generated for nccl-lsa and nvshmem.
-RUNTIME_PROTOCOLS = frozenset({"alltoallv", "moe_dispatch", "moe_combine"})
+RUNTIME_PROTOCOLS = frozenset({"alltoallv", "moe_dispatch", "moe_combine", "moe_dispatch_ll"})
 
 
 BLOCKED_WINDOW_S = 60.0

@@ -7,6 +7,7 @@ the target's `Target.codegen` (ccogen.targets).
 
 from __future__ import annotations
 
+from ccogen.codegen import rtpeer
 from ccogen.codegen.backends import Options, get_backend
 from ccogen.codegen.files import GeneratedFiles, seal
 from ccogen.codegen.plan import Unsupported
@@ -17,6 +18,8 @@ def generate(instance: Instance, target: str, *, source: str = "<protocol>",
              options: Options | None = None) -> GeneratedFiles:
     """Generate the code of one instance for one target (the instance must be clean);
     `options` None: the defaults.  The manifest is sealed (`codegen.files.seal`)."""
+    rtpeer.refuse(instance, target)
+    instance = rtpeer.collapse(instance)
     files = get_backend(target).generate(instance, source, options or Options())
     return GeneratedFiles(seal(files.files))  # the hashes the runtime checks (ccogen.manifest)
 

@@ -44,6 +44,7 @@ from ccogen.codegen.steps import (
     LOCAL,
     MOVES_DATA,
     PER_CTA_SIGNALS,
+    RT_PEER,
     RUNTIME_WAITS,
     SPIN_WAITS,
     Step,
@@ -193,8 +194,15 @@ class Footprint:
             ends[first:last] = [hi]
 
     def _meets(self, p: int, lo: int, hi: int, w: bool) -> bool:
+        """Whether [lo, hi) of rank `p` meets a member; a run-time peer (`RT_PEER`,
+        codegen.rtpeer) may be any rank: it meets the members of every rank."""
         if lo > hi or self._reversed:
-            return any(q == p and (wq or w) and a < hi and lo < b for q, a, b, wq in self._raw)
+            return any((q == p or RT_PEER in (p, q)) and (wq or w) and a < hi and lo < b
+                       for q, a, b, wq in self._raw)
+        ranks = {q for q, _ in (*self._spans, *self._points)} if p == RT_PEER else {p, RT_PEER}
+        return any(self._meets_at(q, lo, hi, w) for q in ranks)
+
+    def _meets_at(self, p: int, lo: int, hi: int, w: bool) -> bool:
         for written in ((True, False) if w else (True,)):
             key = (p, written)
             if lo < hi:

@@ -97,6 +97,9 @@ def plan_ll(instance: Instance, expected: Expected, base: int,
     senders: dict[StreamKey, list[OpInst]] = defaultdict(list)
     others: set[StreamKey] = set()
     for o in ops:
+        if o.rt_peer is not None and o.queue is not None:  # it may go to any rank on its
+            others.update((o.rank, d, o.queue) for d in range(instance.nranks))  # queue
+            continue
         if o.kind.traits.rings and o.peer is not None and o.queue is not None:
             key = (o.rank, o.peer, o.queue)
             static = o.dst is not None and o.dst.runtime is None  # run-time: no LL

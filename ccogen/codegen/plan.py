@@ -32,7 +32,7 @@ from ccogen.codegen.loops import Unfoldable
 from ccogen.codegen.model import Branch, Segment
 from ccogen.codegen.reduce import VECTOR, reduction, with_runtime_weights
 from ccogen.codegen.rtexpr import CExpr
-from ccogen.codegen.steps import LOCAL, Step, StepKind
+from ccogen.codegen.steps import LOCAL, RT_PEER, Step, StepKind
 from ccogen.codegen.unsupported import Unsupported
 from ccogen.errors import InternalError
 from ccogen.ir.instance import Instance, IssuerLevel, OpInst
@@ -171,6 +171,10 @@ class _Builder:
         src_peer, src = self.layout.address(o.src, o.rank)
         vec = dst % 16 == 0 and src % 16 == 0 and o.dst.size % 16 == 0
         rt, let = self.runtime_copy(o)
+        if o.rt_peer is not None and o.kind is OpKind.PUT:  # codegen.rtpeer
+            rt += (("dst_peer", "static_cast<int>(rt_peer)"),)
+            let += (("rt_peer", self.cexpr(o).value(o.rt_peer.value)),)
+            dst_peer = RT_PEER  # no pass may take it for a copy to one known peer
         return Step(StepKind.COPY, dst_peer=dst_peer, dst_off=dst, src_peer=src_peer, src_off=src,
                     nbytes=o.dst.size, vec=vec, peer=o.peer if o.peer is not None else LOCAL,
                     rt=rt, let=let)

@@ -34,6 +34,7 @@ REROLLED = frozenset({StepKind.COMMENT, StepKind.COPY, StepKind.PUTSIG, StepKind
                       StepKind.SIGNAL, StepKind.CSIGNAL, StepKind.SYNC, StepKind.CTASYNC,
                       StepKind.REDUCE})
 _SLOTS = ("dst_off", "src_off", "nbytes", "value", "vec", "seq")
+_PEERS = ("dst_peer", "src_peer")  # `rt` entries that stay as they are (their `let` moves)
 _NUMBER = re.compile(r"(?<![\w.])(-?\d+)(ULL|LL)?(?![\w.])")
 
 Shape = tuple[object, ...]
@@ -147,6 +148,7 @@ def _body(first: Sequence[Step], second: Sequence[Step]) -> tuple[Step, ...]:
             red = replace(red, weights=tuple(_NUMBER.sub(sub, w) for w in red.weights))
         rt = tuple((slot, text) for (slot, text), (_, before) in zip(slots, static, strict=True)
                    if text != before or slot in dict(a.rt))
+        rt += tuple(kv for kv in a.rt if kv[0] in _PEERS)  # a run-time peer: codegen.rtpeer
         out.append(replace(a, rt=rt, let=let, reduction=red))
     return tuple(out)
 

@@ -48,7 +48,7 @@ from dataclasses import dataclass, replace
 from ccogen.codegen.loops import fold
 from ccogen.codegen.model import Segment
 from ccogen.codegen.reroll import reroll
-from ccogen.codegen.steps import Spread, Step, StepKind
+from ccogen.codegen.steps import LOCAL, RT_PEER, Spread, Step, StepKind
 
 CHUNK_BYTES = 8 << 10  # an item's bytes: two rounds of a warp's 8 x 16-byte loads per lane
 TAIL = frozenset({StepKind.COMMENT, StepKind.SYNC, StepKind.SIGNAL})
@@ -93,7 +93,12 @@ def _items(steps: Sequence[Step], counters: frozenset[int]) -> tuple[list[list[S
 
 
 def _disjoint(copies: Sequence[Step]) -> bool:
-    """No two destinations overlap, and no source overlaps a destination (footprints)."""
+    """No two destinations overlap, and no source overlaps a destination (footprints;
+    a run-time peer, `RT_PEER`, may be any rank: then every rank is compared as one)."""
+    blind = any(RT_PEER in (s.dst_peer, s.src_peer) for s in copies)
+    if blind:
+        copies = [replace(s, dst_peer=0 if s.dst_peer >= LOCAL else s.dst_peer,
+                          src_peer=0 if s.src_peer >= LOCAL else s.src_peer) for s in copies]
     dsts = sorted((s.dst_peer, s.dst_off, s.dst_off + s.nbytes) for s in copies if s.nbytes)
     for (pa, _, hi), (pb, lo, _) in itertools.pairwise(dsts):
         if pa == pb and lo < hi:

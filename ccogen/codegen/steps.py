@@ -20,6 +20,11 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 LOCAL = -1  # `peer` of an address on the executing rank
+# the static `dst_peer`/`src_peer` of a copy whose peer is a run-time value (its C text is
+# in `Step.rt`; codegen.rtpeer): a remote rank (>= 0) equal to no rank of a team (at most
+# 1,024), so that no pass fuses it with a signal or counter of a known peer; the passes
+# that compare footprints take it as any rank (ctasplit.Footprint, spread)
+RT_PEER = 1 << 20
 # `peer` of an address in local buffer i (language v2 `buffer`, a kernel parameter):
 # BUFFER0 - i.  Such an address is an offset into the caller's tensor, not the heap.
 BUFFER0 = -2
@@ -193,6 +198,14 @@ class Step:
         return static
 
     @property
+    def c_dst_peer(self) -> str:
+        return self._c("dst_peer", str(self.dst_peer))
+
+    @property
+    def c_src_peer(self) -> str:
+        return self._c("src_peer", str(self.src_peer))
+
+    @property
     def c_dst_off(self) -> str:
         return self._c("dst_off", f"{self.dst_off}ULL")
 
@@ -269,6 +282,6 @@ class Stmt:
     reduction: Reduction | None = None
 
 
-__all__ = ["BUFFER0", "GROUP_SIGNALS", "LOCAL", "MOVES_DATA", "PER_CTA_SIGNALS",
+__all__ = ["BUFFER0", "GROUP_SIGNALS", "LOCAL", "MOVES_DATA", "PER_CTA_SIGNALS", "RT_PEER",
            "RUNTIME_WAITS", "SPIN_WAITS", "WAITS", "Reduction", "Spread", "Step", "StepKind",
            "Stmt", "StmtKind", "Trip", "buffer_peer"]

@@ -148,6 +148,12 @@ _RULES: tuple[Rule, ...] = tuple(
             "two writes with run-time bounds that the checker cannot prove disjoint",
         ),
         (
+            "E037",
+            "runtime-peer-synchronisation",
+            "a run-time peer where only a plain `put` takes one (a `get`, signal, count, "
+            "commit, `quiet(p)` or wait)",
+        ),
+        (
             "E040",
             "cft-misaligned",
             "CFT operand not 16-byte aligned, length not a multiple of 16,"

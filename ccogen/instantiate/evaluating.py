@@ -287,18 +287,20 @@ class Evaluating:
         return RegionInst(region.window, lo * width, max(lo, hi) * width, rank,
                           runtime=(start * width, stop * width))
 
-    def _unbounded(self, value: Rt, span: Span | None) -> None:
+    def _unbounded(self, value: Rt, span: Span | None, role: str = "a region bound",
+                   bound: str = "<= LIMIT") -> None:
+        """E004: `value` used as `role` with no `require` bound (`bound`: the hint's)."""
         atoms = value.unbounded_atoms()
         cells = [a for a in atoms if a.cell is not None]
         what = ", ".join(f"`{a.text}`" for a in atoms[:3])
         if cells:
             window, _, index = cells[0].cell  # type: ignore[misc]
             hint = (f"bound it in `require:` (over the caller's initial contents), e.g.\n"
-                    f"    require:\n        0 <= {window}[{index}] <= LIMIT")
+                    f"    require:\n        0 <= {window}[{index}] {bound}")
         else:
             hint = ("load elements that the caller fills, or that exactly one `put`/`copy` "
                     "writes from them, and bound those in `require:`")
-        self._error("E004", f"a run-time value with no bound is used as a region bound "
+        self._error("E004", f"a run-time value with no bound is used as {role} "
                     f"(`{value.text()}`)", span, f"{what} is not bounded", help=hint)
 
     def _dtype(self, name: str) -> DType:

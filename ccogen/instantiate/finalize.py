@@ -93,7 +93,7 @@ def _op_inst(index: int, rank: int, p: Pending, preds: tuple[int, ...], queue: i
                   signal_per_copy=per_copy, mode=mode, counter=counter, expected=p.expected,
                   lanes_in_group=sizes[group], srcs=p.srcs, reduce_op=p.reduce_op,
                   weights=p.weights, dtype=p.dtype, expected_rt=p.expected_rt,
-                  weights_rt=p.weights_rt, loads=p.loads,
+                  weights_rt=p.weights_rt, loads=p.loads, rt_peer=p.rt_peer,
                   **({} if p.where is None else _repeats(p)))
 
 

@@ -9,9 +9,9 @@ this module checks the conditions, in two parts:
 * *syntactic* (`eligible`, once per protocol): the body holds only assignments, data
   ops without synchronisation (`put`/`get` without `signal=`, `count=`, aggregation;
   `copy`, `reduce`), `ensure` comparisons and `if`s; `v` reaches region bounds and
-  load indices only affinely, and no peer, queue, `if` condition, weight or inner loop
-  bound; it holds no inner `for` or issuer block; no window it loads is written by an
-  op, and no window it writes is loaded;
+  load indices only affinely, and no peer (but a run-time one, through its load index),
+  queue, `if` condition, weight or inner loop bound; it holds no inner `for` or issuer
+  block; no window it loads is written by an op, and no window it writes is loaded;
 * *on the instance* (`Sampler.rejects`, after the sampled instantiation): every op and
   check of the body exists at the three iterations with the same shape, each region's
   footprint moves by one stride per iteration (start and end alike), two accesses of
@@ -198,7 +198,10 @@ class _Uniform:
                 self.region(r, span)
 
     def _transfer(self, s: ir.Put | ir.Get) -> None:
-        self.free(s.peer, "the peer", s.span)
+        # a run-time peer read at an index affine in `v` is free of `v`: it instantiates
+        # as the same candidate peers at every iteration, guarded by run-time lengths
+        if self.deg(s.peer)[0]:
+            self.fail("the peer depends on the loop variable", s.span)
         self.free(s.queue, "the queue", s.span)
         if s.signal is not ir.SignalKind.NONE or s.aggregate or (
                 isinstance(s, ir.Put) and (s.count is not None or s.signal_per_copy)):

@@ -18,8 +18,8 @@ from ccogen.instantiate.limits import WARP_SIZE
 from ccogen.instantiate.sampling import Where
 from ccogen.ir import nodes as ir
 from ccogen.ir.dtype import DType
-from ccogen.ir.evaluate import Compiler
-from ccogen.ir.instance import Issuer, LoadInst, RegionInst
+from ccogen.ir.evaluate import Compiler, expr_text
+from ccogen.ir.instance import Issuer, LoadInst, RegionInst, RtPeer
 from ccogen.ir.opkind import OpKind
 from ccogen.ir.runtime import Rt
 
@@ -28,8 +28,8 @@ class Pending:
     """An op instance before queues `auto` and groups are resolved."""
 
     __slots__ = ("dst", "dtype", "expected", "expected_rt", "group", "issuer", "kernel", "kind",
-                 "loads", "op", "peer", "preds", "queue", "reduce_op", "slot", "src", "srcs",
-                 "wait_default", "weights", "weights_rt", "where")
+                 "loads", "op", "peer", "preds", "queue", "reduce_op", "rt_peer", "slot", "src",
+                 "srcs", "wait_default", "weights", "weights_rt", "where")
 
     def __init__(self, kind: OpKind, op: ir.Op, kernel: int, issuer: Issuer) -> None:
         self.kind = kind
@@ -53,6 +53,16 @@ class Pending:
         self.weights_rt: tuple[object, ...] = ()  # run-time weights (`Rt`s and numbers)
         self.loads: tuple[LoadInst, ...] = ()  # run by its issuer just before it
         self.where: Where | None = None  # in a loop checked on three iterations
+        self.rt_peer: RtPeer | None = None  # one candidate of a run-time peer
+
+    def candidate(self, peer: int, rt_peer: RtPeer, dst: RegionInst | None,
+                  src: RegionInst | None) -> Pending:
+        """A copy of this pending op toward candidate `peer` of its run-time peer."""
+        out = Pending(self.kind, self.op, self.kernel, self.issuer)
+        for name in Pending.__slots__:
+            setattr(out, name, getattr(self, name))
+        out.peer, out.rt_peer, out.dst, out.src = peer, rt_peer, dst, src
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +121,7 @@ class Unroller(Evaluating):
         self._path: list[int] = []
         # loads an issuer ran that wait for its next op (their read event is its issue)
         self._held: dict[Issuer, list[LoadInst]] = {}
+        self._fan: dict[int, list[Pending]] = {}  # a run-time peer's candidates, per op
         self._stmts: dict[type, Callable[[Any, _Scope, tuple[int, ...]], tuple[int, ...]]] = {
             ir.For: self._for, ir.If: self._if, ir.IssuerBlock: self._issuers,
             ir.Check: self._misplaced_check, ir.Assign: self._assign_stmt,
@@ -297,13 +308,25 @@ class Unroller(Evaluating):
             pending.where = Where(loop, v, trips,
                                   (self.rank, self._kernel, id(op), scope.issuer,
                                    tuple(self._path[:-1])))
-        pending.preds = frontier
         ops = self._rank_ops
-        ops.append(pending)
-        self._count(op)
-        return (len(ops) - 1,)
+        fan = self._fan.pop(id(pending), None)
+        for one in fan or (pending,):  # a run-time peer: its candidates, in program order
+            if fan is not None:  # each its own posting group and sampled site
+                one.loads = pending.loads
+                if pending.group is not None:
+                    one.group = (*pending.group, one.peer)
+                if pending.where is not None:
+                    one.where = replace(pending.where, site=(*pending.where.site, one.peer))
+            one.preds = frontier
+            ops.append(one)
+            self._count(op)
+            frontier = (len(ops) - 1,)
+        return frontier
 
     def _peer(self, expr: ir.Expr, op: ir.Op) -> int | None:
+        if self._reads_runtime(expr):
+            self._runtime_sync(op, expr)
+            return None
         return self._team_rank(expr, "peer", op.span, allow_me=False)
 
     def _on(self, region: ir.Region, rank: int | None, op: ir.Op) -> RegionInst | None:
@@ -329,16 +352,98 @@ class Unroller(Evaluating):
             p.queue = self._int(expr, "the queue", op.span)
 
     def _put(self, op: ir.Put, scope: _Scope, p: Pending) -> None:
-        p.peer = self._peer(op.peer, op)
+        value = self._transfer_peer(op)
+        if value is None:
+            return
+        p.peer = value if isinstance(value, int) else self.rank
         self._transfer(op, p, p.peer, self.rank)
         self._local_only(op.dst, op, "the destination of a `put` (the peer's memory)")
         self._auto_queue(op.queue, scope, p, op)
+        if not isinstance(value, int):
+            self._fan_out(p, value[0], value[1])
 
     def _get(self, op: ir.Get, scope: _Scope, p: Pending) -> None:
-        p.peer = self._peer(op.peer, op)
+        p.peer = self._peer(op.peer, op)  # a run-time one: E037 (`_runtime_sync`)
         self._transfer(op, p, self.rank, p.peer)
         self._local_only(op.src, op, "the source of a `get` (the peer's memory)")
         self._auto_queue(op.queue, scope, p, op)
+
+    # ------------------------------------------------------------------ run-time peers
+
+    def _transfer_peer(self, op: ir.Put) -> int | tuple[object, range] | None:
+        """The peer of a put: a static rank, or (run-time value, candidates) when it
+        is read on the device (language reference §14, "Run-time peers").  Every rank is
+        a candidate, in the checker's instance as in a concrete one (the same ops at every
+        draw); those the `require` bound excludes move nothing (`value == c` is False)."""
+        if not self._reads_runtime(op.peer):
+            return self._peer(op.peer, op)
+        span = op.peer.span or op.span
+        value = self._int(op.peer, "the peer", span, runtime=True)
+        if value is None:
+            return None
+        if op.signal is not ir.SignalKind.NONE or op.aggregate or op.count is not None \
+                or op.signal_per_copy:
+            self._runtime_sync(op, op.peer)
+            return None
+        n = self.nranks
+        if not isinstance(value, Rt):  # a concrete instance: the value this draw read
+            if not 0 <= value < n:
+                self._error("E010", f"the run-time peer `{expr_text(op.peer)}` is {value}, "
+                            f"outside the team of {n} ranks", span, f"ranks are 0 to {n - 1}",
+                            help="bound it in `require:`, e.g. `0 <= ELEMENT < nranks`")
+                return None
+            return value, range(n)
+        if not value.bounded:
+            self._unbounded(value, span, "a peer", "< nranks")
+            return None
+        assert value.lo is not None and value.hi is not None
+        if value.lo < 0 or value.hi >= n:
+            self._error("E010", f"`require` lets the run-time peer `{expr_text(op.peer)}` be "
+                        f"{value.lo} to {value.hi}, outside the team of {n} ranks", span,
+                        f"ranks are 0 to {n - 1}",
+                        help="bound it in `require:` to the team, e.g. "
+                             "`0 <= ELEMENT < nranks`")
+            return None
+        return value, range(n)  # outside the bound: of static length 0
+
+    def _runtime_sync(self, op: ir.Op, peer: ir.Expr) -> None:
+        """E037: a `get` from, or a signal, count, aggregation or completion toward, a
+        run-time peer."""
+        if isinstance(op, ir.Get):
+            message = "a `get` cannot read from a run-time peer"
+            hint = ("a `get` is waited for by its local signal, which each candidate peer "
+                    "would raise here: have the rank that holds the data `put` it instead")
+        else:
+            message = ("a run-time peer cannot be signalled, counted to, committed, quieted "
+                       "or waited for")
+            hint = ("a receiver must know at instantiation how many credits or bytes to wait "
+                    "for: send the data with plain `put`s to the run-time peer, then credit "
+                    "every candidate peer on the same queue (`lanes p in peers(): signal(p, "
+                    "queue=Q)`: each credit lands after the puts before it on that queue)")
+        self._error("E037", message, peer.span or op.span,
+                    f"`{expr_text(peer)}` is read on the device", help=hint)
+
+    def _fan_out(self, p: Pending, value: object, candidates: range) -> None:
+        """One pending op per candidate peer, each moving its regions only when the
+        run-time peer is that candidate (a run-time length `len * (value == c)`)."""
+        if p.dst is None or p.src is None:
+            return
+        fan = []
+        hits = [(c, value == c) for c in candidates]
+        remote = [c for c, hit in hits if c != self.rank and hit is not False]
+        first = remote[0] if remote else self.rank
+        for c, hit in hits:
+            dst = replace(p.dst, rank=c)
+            marker = RtPeer(value, c == first, dst, p.src)
+            one = p.candidate(c, marker, _guarded(dst, hit), _guarded(p.src, hit))
+            if c == self.rank:  # my own memory: a local copy, done when issued
+                one.kind, one.peer, one.queue, one.slot = OpKind.COPY, None, None, None
+            fan.append(one)
+        self._fan[id(p)] = fan
+
+    def _reads_runtime(self, expr: ir.Expr) -> bool:
+        loads, names = self._reads_of(expr, expr)  # type: ignore[arg-type]
+        return loads or not names.isdisjoint(self.runtime_names)
 
     def _reduce(self, op: ir.Reduce, scope: _Scope, p: Pending) -> None:
         p.dst = self._on(op.dst, self.rank, op)
@@ -409,6 +514,9 @@ class Unroller(Evaluating):
             p.queue = self._int(op.queue, "the queue", op.span)
 
     def _wait_signal(self, op: ir.WaitSignal, scope: _Scope, p: Pending) -> None:
+        if self._reads_runtime(op.src):
+            self._runtime_sync(op, op.src)
+            return
         p.peer = self._team_rank(op.src, "source rank", op.span, allow_me=True)
         if op.queue is None:
             p.wait_default = True
@@ -430,3 +538,12 @@ class Unroller(Evaluating):
 
     def _plain(self, op: ir.Op, scope: _Scope, p: Pending) -> None:
         return None
+
+
+def _guarded(r: RegionInst, hit: object) -> RegionInst:
+    """`r` moved only when `hit` (a run-time 0/1, or a concrete bool): its run-time
+    length is `len * hit`, its footprint `r`'s."""
+    if isinstance(hit, bool):  # concrete, or decided by the bound
+        return r if hit else replace(r, stop=r.start, runtime=None)  # nothing, anywhere
+    start, stop = r.runtime if r.runtime is not None else (r.start, r.stop)
+    return replace(r, runtime=(start, start + hit * (stop - start)))  # type: ignore[operator]

@@ -118,6 +118,21 @@ class LoadInst:
 
 
 @dataclass(frozen=True, slots=True)
+class RtPeer:
+    """A `put` whose peer is a run-time value (language reference §14, "Run-time
+    peers"): instantiated as one op instance per candidate peer the `require` bound allows
+    (its `OpInst.peer`), each moving `dst`/`src` only when the value is that candidate
+    (its run-time length is `len * (value == candidate)`).  `value` is the peer (an `Rt`,
+    or the int a concrete instance read), `first` marks the candidate that code generation
+    emits as the one op to the run-time peer, `dst`/`src` the regions it moves then."""
+
+    value: object
+    first: bool
+    dst: RegionInst | None
+    src: RegionInst | None
+
+
+@dataclass(frozen=True, slots=True)
 class OpInst:
     """One executed op: `kind` says which (`OpKind.PUT`, ...; ask its `traits`).
 
@@ -173,6 +188,8 @@ class OpInst:
     # execution is (id of the `For`, kernel, iterations of the enclosing loops): code
     # generation folds the three iterations into one device loop (codegen.loops)
     trip: tuple[tuple[object, ...], int, int] | None = field(default=None, compare=False)
+    # a candidate of a `put` to a run-time peer (`RtPeer`); None for a static peer
+    rt_peer: RtPeer | None = field(default=None, compare=False)
 
     def expanded(self) -> tuple[OpInst, ...]:
         """This op, and the iterations it stands for (`repeat`), regions shifted."""

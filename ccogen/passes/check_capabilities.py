@@ -44,7 +44,8 @@ class CheckCapabilities(Pass):
     more threads than a block can have (never clamped: the warps past it would not
     run, and whatever waits for them would hang).  E042 for a feature the target lacks
     (`team world`, counted writes, `get`, a `reduce` reading a peer's window,
-    `signal`, local buffers, `reset_count`), naming the targets that have it and the alternative.
+    `signal`, local buffers, `reset_count`, a run-time peer), naming the targets that
+    have it and the alternative.
     """
 
     name: ClassVar[str] = "check-capabilities"
@@ -135,6 +136,10 @@ def _features(instance: Instance, caps: Capabilities, findings: Findings) -> Non
     resets = [op for op in ops if op.kind is OpKind.RESET_COUNT]
     if resets and not caps.supports(Feature.COUNTER_RESET).available:
         _unsupported(caps, Feature.COUNTER_RESET, "`reset_count`", None, resets, findings)
+    rt_peers = [op for op in ops if op.rt_peer is not None and op.rt_peer.first]
+    if rt_peers and not caps.supports(Feature.RUNTIME_PEERS).available:
+        _unsupported(caps, Feature.RUNTIME_PEERS, "a `put` to a run-time peer (one "
+                     "read on the device)", None, rt_peers, findings)
     buffers = instance.protocol.buffers
     if buffers and not caps.supports(Feature.LOCAL_BUFFERS).available:
         _unsupported(caps, Feature.LOCAL_BUFFERS, f"local buffers (`buffer {buffers[0].name}`)",
@@ -189,6 +194,10 @@ def _alternative(feature: Feature) -> str:
     if feature is Feature.LOCAL_BUFFERS:
         return ("; or declare it a `window` (the caller copies its tensor in before the "
                 "launch)")
+    if feature is Feature.RUNTIME_PEERS:
+        return ("; or name the peer at instantiation: one put per candidate rank whose "
+                "length is 0 unless the value read is that rank (`hit = load(table[i]) == p`, "
+                "`put(p, dst=x[a : a + hit * n], ...)`, as protocols/moe_dispatch.cco does)")
     if feature is Feature.LAUNCH_ROTATION:
         return ("; or give the landing slots a `barrier()` or credits instead of rotating "
                 "them by launch (`alltoall.cco` beside `alltoall_rotating.cco`)")

@@ -75,6 +75,7 @@ class Feature(str, Enum):
     # a `reduce` whose sources' float types differ from `dst`'s (f32 accumulate, bf16 wire)
     CONVERTING_REDUCE = "converting reduce"
     LAUNCH_ROTATION = "launch % K"  # regions that depend on the launch's index (`launch % K`)
+    RUNTIME_PEERS = "run-time peers"  # `put(load(...), ...)`: the peer read on the device
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -229,6 +230,8 @@ class Capabilities:
     converting_reduce_lowering: str = "compute units: each source widened to f32, rounded once"
     # `launch % K` (rotating landing slots): the kernels count their launches on the device
     launch_rotation: Support = Support.NATIVE
+    # a `put` whose peer is read on the device (`put(load(table[i]), ...)`)
+    runtime_peers: Support = Support.NATIVE
 
     def supports(self, feature: Feature) -> Support:
         """How this target provides `feature` (`Support.NONE`: E042)."""
@@ -250,6 +253,8 @@ class Capabilities:
             return self.converting_reduce
         if feature is Feature.LAUNCH_ROTATION:
             return self.launch_rotation
+        if feature is Feature.RUNTIME_PEERS:
+            return self.runtime_peers
         return self.get
 
     def reason(self, feature: Feature) -> str | None:

@@ -100,8 +100,13 @@ CAPABILITIES = Capabilities(
     counter_reset=Support.NONE,
     converting_reduce=Support.NONE,
     launch_rotation=Support.NONE,
+    runtime_peers=Support.NONE,
     converting_reduce_lowering="none: the HIP kernels' `reduce` combines one element type",
     unsupported=(
+        (Feature.RUNTIME_PEERS, "each `ccoSdma` put is lowered onto the SDMA queue of a peer "
+                                "known at instantiation (its ring, doorbell and signal "
+                                "slots): a peer read on the device is generated for "
+                                "`nccl-lsa` and `nvshmem` only"),
         (Feature.TEAM_WORLD, "the SDMA copy engines reach only peers on the same node "
                              "(cross-node traffic goes through `ccoGda`, not a v1 target)"),
         (Feature.CREDITS, "`ccoSdma` has no signal-only operation: a signal travels only with "

@@ -70,7 +70,11 @@ CAPABILITIES = Capabilities(
     credits_lowering="the fenced flag update of a signalled put, without data: cft.flush, "
                      "ncclMemFence(release, Fabric -> Generic), a 16-byte cft.red on the slot",
     launch_rotation=Support.NONE,
+    runtime_peers=Support.NONE,
     unsupported=(
+        (Feature.RUNTIME_PEERS, "ccogen's CFT code generator plans each `cft.put` for a peer "
+                                "known at instantiation: a peer read on the device is "
+                                "generated for `nccl-lsa` and `nvshmem` only"),
         (Feature.LAUNCH_ROTATION, "ccogen's CFT code generator has no program per launch "
                                   "index yet: `launch % K` is generated for `nccl-lsa` and "
                                   "`nvshmem` only"),

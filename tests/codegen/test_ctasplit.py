@@ -7,7 +7,7 @@ import re
 
 from ccogen.codegen.ctasplit import Footprint, _conflict, _ranges, split_segments
 from ccogen.codegen.model import LOCAL, Segment, Step
-from ccogen.codegen.steps import StepKind
+from ccogen.codegen.steps import RT_PEER, StepKind
 from tests.helpers import generated_kernels as kernels
 
 
@@ -141,9 +141,20 @@ def test_a_write_after_read_keeps_the_barrier() -> None:
     assert [s.kind for s in out[0].steps][1] is StepKind.SYNC
 
 
+def test_a_put_to_a_run_time_peer_conflicts_with_every_rank() -> None:
+    put = copy(2000, 0, 128, dst_peer=RT_PEER)  # codegen.rtpeer: the peer is read on the device
+    for other in (copy(2000, 512, 128, dst_peer=1), copy(2064, 512, 16)):
+        assert _conflict([put], [other]) and _conflict([other], [put])
+    assert not _conflict([put], [copy(4000, 512, 128, dst_peer=1)])
+    seg = Segment(steps=(put, Step(StepKind.SYNC, seq=1), copy(2000, 512, 128, dst_peer=1)))
+    out, _ = split_segments([seg], frozenset())
+    assert [s.kind for s in out[0].steps][1] is StepKind.SYNC  # kept: the same bytes of rank 1
+
+
 def _pairwise(before: list[Step], after: list[Step]) -> bool:
-    """The definition `_conflict` implements: the old pairwise scan."""
-    return any(pa == pb and (wa or wb) and lo_a < hi_b and lo_b < hi_a
+    """The definition `_conflict` implements: the old pairwise scan (a run-time peer,
+    `RT_PEER`, is any rank)."""
+    return any((pa == pb or RT_PEER in (pa, pb)) and (wa or wb) and lo_a < hi_b and lo_b < hi_a
                for a in before for b in after
                for pa, lo_a, hi_a, wa in _ranges(a) for pb, lo_b, hi_b, wb in _ranges(b))
 
@@ -153,7 +164,7 @@ def _random_copy(rng: random.Random) -> Step:
     n = rng.choice([0, 0, 1, 2, 4, 8, 16, 32, -3]) if rng.random() < 0.2 else rng.randrange(1, 24)
     kind = rng.choice([StepKind.COPY, StepKind.COPY, StepKind.PUTSIG, StepKind.LLWAIT,
                        StepKind.LLPUT])
-    return Step(kind, dst_peer=rng.choice([LOCAL, 0, 1]), dst_off=lo,
+    return Step(kind, dst_peer=rng.choice([LOCAL, 0, 1, 1, RT_PEER]), dst_off=lo,
                 src_peer=rng.choice([LOCAL, 0, 1]), src_off=rng.randrange(0, 64),
                 off=rng.randrange(0, 64), nbytes=n)
 

@@ -33,7 +33,7 @@ from ccogen.syntax import load_ir
 from tests.helpers import library_params
 
 ROOT = Path(__file__).resolve().parents[2]
-RUNTIME = ("alltoallv", "moe_dispatch", "moe_combine")
+RUNTIME = ("alltoallv", "moe_dispatch", "moe_combine", "moe_dispatch_ll")
 _LD = re.compile(r"ccogen_ld(?:<(\w+)>|_(bf16|f16))\(c, (-?\d+), (\d+)ULL\)")
 _CTYPE = {"int32_t": DType.I32, "float": DType.F32, "uint32_t": DType.U32,
           "int64_t": DType.I64, "uint64_t": DType.U64, "uint8_t": DType.U8,
@@ -111,6 +111,9 @@ def test_copy_expressions_give_the_drawn_regions(name: str, nranks: int, which: 
             if con.dst.size:  # type: ignore[union-attr]
                 assert (let["rt_dst"], let["rt_src"]) == (dst, src)
             assert dict(step.rt)["nbytes"] == "rt_n"
+            if sym.rt_peer is not None and sym.kind is OpKind.PUT:  # a run-time peer
+                assert dict(step.rt)["dst_peer"] == "static_cast<int>(rt_peer)"
+                assert (let["rt_peer"] == con.peer) == bool(con.dst.size)  # type: ignore[union-attr]
             checked += 1
     assert checked
 

@@ -20,7 +20,7 @@ from ccogen.syntax import load_ir
 from tests.helpers import library_params
 
 ROOT = Path(__file__).resolve().parents[2]
-RUNTIME = ("alltoallv", "moe_dispatch", "moe_combine")
+RUNTIME = ("alltoallv", "moe_dispatch", "moe_combine", "moe_dispatch_ll")
 
 
 def _spec(name: str, nranks: int, seed: int = 0) -> DrawSpec:
@@ -100,7 +100,8 @@ def test_the_epoch_checks_hold_on_the_right_memory_and_fail_on_a_wrong_one(name:
 
 
 def _output(name: str) -> str:
-    return {"alltoallv": "got", "moe_dispatch": "got", "moe_combine": "y"}[name]
+    return {"alltoallv": "got", "moe_dispatch": "got", "moe_combine": "y",
+            "moe_dispatch_ll": "recv"}[name]
 
 
 def _dtypes(spec: DrawSpec) -> dict[str, str]:

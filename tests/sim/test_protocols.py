@@ -32,9 +32,10 @@ search that reaches it has found far more interleavings than the protocol has.""
 
 
 EXHAUSTIVE_RANKS = {"moe_dispatch": [2, 3], "moe_combine": [2, 3],
-                    "alltoall_rotating": [2, 3, 4]}
+                    "moe_dispatch_ll": [2, 3], "alltoall_rotating": [2, 3, 4]}
 """Team sizes explored exhaustively where the others are far past the promise: the MoE
-protocols at 4 and 8 ranks (hundreds of ops per rank, one per token and rank), the
+protocols at 4 and 8 ranks (hundreds of ops per rank, one per token and rank; one per
+token, slot and candidate peer in moe_dispatch_ll), the
 rotating all-to-all at 8 (56 lanes over three launches, `launch % 2`); the seeded
 schedules cover every size."""
 

@@ -55,17 +55,17 @@ def _comment(s: Step, scope: str, ind: str) -> list[str]:
 
 
 def _copy(s: Step, scope: str, ind: str) -> list[str]:
-    return [f"{ind}ccogen_copy_{scope}(c, {s.dst_peer}, {s.c_dst_off}, {s.src_peer}, "
+    return [f"{ind}ccogen_copy_{scope}(c, {s.c_dst_peer}, {s.c_dst_off}, {s.c_src_peer}, "
             f"{s.c_src_off}, {s.c_nbytes}, {s.c_vec});"]
 
 
 def _putsig(s: Step, scope: str, ind: str) -> list[str]:
-    return [f"{ind}ccogen_{s.kind.value}_{scope}(c, {s.dst_peer}, {s.c_dst_off}, "
+    return [f"{ind}ccogen_{s.kind.value}_{scope}(c, {s.c_dst_peer}, {s.c_dst_off}, "
             f"{s.c_src_off}, {s.c_nbytes}, {_u(s.off)}, {s.c_value});"]
 
 
 def _putcounted(s: Step, scope: str, ind: str) -> list[str]:
-    return [f"{ind}ccogen_putcounted_{scope}(c, {s.dst_peer}, {s.c_dst_off}, {s.c_src_off}, "
+    return [f"{ind}ccogen_putcounted_{scope}(c, {s.c_dst_peer}, {s.c_dst_off}, {s.c_src_off}, "
             f"{s.c_nbytes}, {_u(s.off)});"]
 
 
@@ -121,12 +121,12 @@ def _spread(s: Step, scope: str, ind: str) -> list[str]:
 
 
 def _chunk(s: Step, scope: str, ind: str) -> list[str]:
-    return [f"{ind}ccogen_copy_chunk_warp(c, {s.dst_peer}, {s.c_dst_off}, {s.src_peer}, "
+    return [f"{ind}ccogen_copy_chunk_warp(c, {s.c_dst_peer}, {s.c_dst_off}, {s.c_src_peer}, "
             f"{s.c_src_off}, {s.c_nbytes}, chunk, {_u(s.value)});"]
 
 
 def _llput(s: Step, scope: str, ind: str) -> list[str]:
-    return [f"{ind}ccogen_llput_{scope}(c, {s.dst_peer}, {_u(s.off)}, {s.c_src_off}, "
+    return [f"{ind}ccogen_llput_{scope}(c, {s.c_dst_peer}, {_u(s.off)}, {s.c_src_off}, "
             f"{_u(s.nbytes)}, {_u(s.value)}, {_u(s.per_epoch)});"]
 
 
@@ -151,12 +151,12 @@ def _reduce(s: Step, scope: str, ind: str) -> list[str]:
         lines.append(f"{ind}  const int k[] = {{ {', '.join(red.kinds)} }};")
         lines.append(
             f"{ind}  ccogen_reducex_{scope}<{red.ctype}, CCOGEN_{red.op.upper()}, "
-            f"{len(red.srcs)}, {_bool(red.weights)}>(c, {s.dst_peer}, {s.c_dst_off}, s, k, "
+            f"{len(red.srcs)}, {_bool(red.weights)}>(c, {s.c_dst_peer}, {s.c_dst_off}, s, k, "
             f"{weights}, {red.elements}ULL, {s.line});")
     else:
         lines.append(
             f"{ind}  ccogen_reduce_{scope}<{red.ctype}, {red.acc}, CCOGEN_{red.op.upper()}, "
-            f"{len(red.srcs)}, {_bool(red.weights)}>(c, {s.dst_peer}, {s.c_dst_off}, s, "
+            f"{len(red.srcs)}, {_bool(red.weights)}>(c, {s.c_dst_peer}, {s.c_dst_off}, s, "
             f"{weights}, {s.c_nbytes}, {_bool(s.vec)}, {s.line});")
     return [*lines, f"{ind}}}"]
 
