@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 from functools import cache
-from importlib import resources
 
 from lark import (
     Lark,
@@ -23,6 +22,7 @@ from ccogen.errors import DiagnosticError
 from ccogen.limits import MAX_DEPTH
 from ccogen.source import SourceFile, Span
 from ccogen.syntax import ast as A
+from ccogen.syntax import tables
 from ccogen.syntax.to_ast import ToAst
 
 
@@ -37,9 +37,9 @@ class _Layout(Indenter):
 
 @cache
 def _parser() -> Lark:
-    grammar = resources.files("ccogen.syntax").joinpath("grammar.lark").read_text()
-    return Lark(grammar, parser="lalr", postlex=_Layout(), propagate_positions=True,
-                maybe_placeholders=True, strict=False)
+    """The LALR parser: from the tables shipped in the package when they are this
+    grammar's (`ccogen.syntax.tables`), else built from `grammar.lark`."""
+    return tables.build(tables.grammar_text(), _Layout())
 
 
 # How expected terminals are shown to a person.
