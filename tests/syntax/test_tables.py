@@ -11,12 +11,14 @@ from pathlib import Path
 
 import lark
 import pytest
+from hypothesis import HealthCheck, given, settings
 from lark import Lark, Token, Tree
 
 from ccogen.errors import DiagnosticError
 from ccogen.source import SourceFile
 from ccogen.syntax import _grammar_tables, parser, tables
 from tests.helpers import REPO_ROOT
+from tests.syntax.test_fuzz import mutated
 
 SOURCES = sorted(p for d in ("protocols", "tests", "examples", "docs")
                  for p in (REPO_ROOT / d).rglob("*.cco"))
@@ -115,3 +117,16 @@ def test_syntax_diagnostics_name_the_same_terminals(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(parser, "_terminal_names",
                         lambda: frozenset(t.name for t in built.terminals))
     assert messages() == shipped
+
+
+_BUILT: list[Lark] = []
+
+
+@pytest.mark.skipif(not SAME_LARK, reason="no shipped tables for this lark version")
+@settings(max_examples=300, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(mutated())
+def test_both_parsers_agree_on_mutated_protocols(text: str) -> None:
+    if not _BUILT:
+        _BUILT.append(_built())
+    assert _outcome(parser._parser(), text) == _outcome(_BUILT[0], text)
