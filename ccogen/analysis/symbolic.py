@@ -201,8 +201,8 @@ def execute(graph: HBGraph) -> Memory:
     for e in graph.order:
         kind = kinds[e]
         if kind is ISSUE:  # (most events: the issue of an op that moves nothing then)
-            r, i = ranks[e], indices[e]
-            op = ops[r][i] if r >= 0 and i >= 0 else None
+            at, i = ranks[e], indices[e]
+            op = ops[at][i] if at >= 0 and i >= 0 else None
             if op is None or op.kind not in at_issue:
                 continue
             if op.kind is OpKind.REDUCE:
@@ -211,8 +211,8 @@ def execute(graph: HBGraph) -> Memory:
                 mem.write(op.dst, mem.read(op.src), op)
             continue
         if kind is READ or kind is LAND:
-            r, i = ranks[e], indices[e]
-            op = ops[r][i] if r >= 0 and i >= 0 else None
+            at, i = ranks[e], indices[e]
+            op = ops[at][i] if at >= 0 and i >= 0 else None
             if op is None or op.src is None or op.dst is None:
                 continue
             if kind is READ:
