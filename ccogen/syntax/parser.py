@@ -15,7 +15,7 @@ from lark import (
     UnexpectedToken,
 )
 from lark.exceptions import VisitError
-from lark.indenter import DedentError, Indenter
+from lark.indenter import DedentError
 
 from ccogen.diag import Diagnostic, error
 from ccogen.errors import DiagnosticError
@@ -26,20 +26,11 @@ from ccogen.syntax import tables
 from ccogen.syntax.to_ast import ToAst
 
 
-class _Layout(Indenter):
-    NL_type = "_NL"
-    OPEN_PAREN_types = ["LPAR", "LSQB"]  # noqa: RUF012 - lark's Indenter reads these names
-    CLOSE_PAREN_types = ["RPAR", "RSQB"]  # noqa: RUF012
-    INDENT_type = "_INDENT"
-    DEDENT_type = "_DEDENT"
-    tab_len = 8
-
-
 @cache
 def _parser() -> Lark:
     """The LALR parser: from the tables shipped in the package when they are this
     grammar's (`ccogen.syntax.tables`), else built from `grammar.lark`."""
-    return tables.build(tables.grammar_text(), _Layout())
+    return tables.build(tables.grammar_text(), tables.Layout())
 
 
 # How expected terminals are shown to a person.

@@ -31,12 +31,24 @@ from typing import Any
 
 import lark
 from lark import Lark
+from lark.indenter import Indenter
 
 MODULE = "_grammar_tables"
 OPTIONS: dict[str, Any] = {"parser": "lalr", "propagate_positions": True,
                            "maybe_placeholders": True, "strict": False}
 # set at load time (`Lark._load_from_dict` takes them), not serialized: objects, not data
 _RUNTIME_OPTIONS = ("postlex", "lexer_callbacks", "tree_class", "_plugins", "transformer")
+
+
+class Layout(Indenter):
+    """The post-lexer of `grammar.lark`: indentation to `_INDENT`/`_DEDENT` tokens."""
+
+    NL_type = "_NL"
+    OPEN_PAREN_types = ["LPAR", "LSQB"]  # noqa: RUF012 - lark's Indenter reads these names
+    CLOSE_PAREN_types = ["RPAR", "RSQB"]  # noqa: RUF012
+    INDENT_type = "_INDENT"
+    DEDENT_type = "_DEDENT"
+    tab_len = 8
 
 
 def grammar_text() -> str:
@@ -121,10 +133,8 @@ def _canonical(table: dict[str, Any]) -> dict[str, Any]:
 
 def main() -> int:
     """Write `_grammar_tables.py` next to this module."""
-    from ccogen.syntax.parser import _Layout
-
     path = Path(__file__).with_name(MODULE + ".py")
-    path.write_text(source(grammar_text(), _Layout()), encoding="utf-8")
+    path.write_text(source(grammar_text(), Layout()), encoding="utf-8")
     print(f"wrote {path}", file=sys.stderr)
     return 0
 

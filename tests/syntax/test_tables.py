@@ -26,7 +26,7 @@ SAME_LARK = lark.__version__ == _grammar_tables.LARK_VERSION
 
 
 def _built() -> Lark:
-    return Lark(tables.grammar_text(), postlex=parser._Layout(), **tables.OPTIONS)
+    return Lark(tables.grammar_text(), postlex=tables.Layout(), **tables.OPTIONS)
 
 
 def test_the_shipped_tables_are_this_grammars() -> None:
@@ -40,8 +40,8 @@ def test_the_shipped_module_is_what_the_generator_writes() -> None:
     # in a new interpreter, under another hash seed: the text does not depend on set order
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     out = subprocess.run(
-        [sys.executable, "-c", "from ccogen.syntax import tables, parser; print(tables.source("
-         "tables.grammar_text(), parser._Layout()), end='')"],
+        [sys.executable, "-c", "from ccogen.syntax import tables; print(tables.source("
+         "tables.grammar_text(), tables.Layout()), end='')"],
         capture_output=True, text=True, check=True, env=env, cwd=REPO_ROOT).stdout
     shipped = Path(_grammar_tables.__file__).read_text(encoding="utf-8")
     assert out == shipped, "run `python -m ccogen.syntax.tables`"
@@ -54,9 +54,9 @@ def test_the_cli_parser_comes_from_the_tables() -> None:
 
 def test_another_grammar_or_lark_builds_from_the_grammar(monkeypatch: pytest.MonkeyPatch) -> None:
     edited = tables.grammar_text() + "\n// an edit\n"
-    assert tables.build(edited, parser._Layout()).source_path != "<deserialized>"
+    assert tables.build(edited, tables.Layout()).source_path != "<deserialized>"
     monkeypatch.setattr(_grammar_tables, "LARK_VERSION", "0.0.0")
-    assert tables.build(tables.grammar_text(), parser._Layout()).source_path != "<deserialized>"
+    assert tables.build(tables.grammar_text(), tables.Layout()).source_path != "<deserialized>"
 
 
 def _shape(node: Tree | Token) -> object:
