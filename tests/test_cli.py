@@ -145,6 +145,31 @@ def test_python_dash_m_and_console_script() -> None:
     assert proc.returncode == 0 and proc.stdout.startswith("W100")
 
 
+def test_the_program_leaves_at_once_with_all_its_output(capsys: pytest.CaptureFixture[str],
+                                                        tmp_path: Path) -> None:
+    """As the program, `lint` ends the process without teardown (`main._exit_at_once`):
+    the exit status and every byte of its output (into a file: buffered) are what the
+    in-process call gives, and an atexit handler no longer runs, which shows it left."""
+    files = [str(BAD), str(GOOD), *map(str, sorted((ROOT / "tests" / "lint").glob("E0*.cco")))]
+    code, out, _ = run(capsys, "lint", "--format", "concise", *files)
+    probe = ("import atexit, sys; atexit.register(lambda: sys.stderr.write('teardown')); "
+             "from ccogen.cli import main; sys.argv[1:] = sys.argv[2:]; raise SystemExit(main())")
+    target = tmp_path / "out.txt"
+    with target.open("w") as sink:
+        proc = subprocess.run([sys.executable, "-c", probe, "x", "lint", "--format", "concise",
+                               *files], stdout=sink, stderr=subprocess.PIPE, text=True,
+                              check=False, cwd=ROOT)
+    assert code == 1 and len(out) > 8192  # over one buffer
+    assert proc.returncode == code
+    assert target.read_text() == out
+    assert "teardown" not in proc.stderr
+    # in-process calls (with argv) return; other commands keep the normal exit
+    assert cli.main(["lint", str(GOOD)]) == 0
+    other = subprocess.run([sys.executable, "-c", probe, "x", "bench", "--help"],
+                             capture_output=True, text=True, check=False, cwd=ROOT)
+    assert other.returncode == 0 and "teardown" in other.stderr
+
+
 def _bullets(text: str) -> list[str]:
     """The `- ...` items of a Markdown list, continuation lines joined."""
     items: list[str] = []

@@ -155,6 +155,12 @@ class HBGraph:
         """The kind of every event, by id (`kind` is one lookup)."""
         return self._sk.kinds
 
+    @property
+    def event_places(self) -> tuple[list[int], list[int]]:
+        """The rank and the op index of every event, by id (`op` per event, for loops
+        over every event: negative for the events of no op)."""
+        return self._sk.ranks, self._sk.opidx
+
     def __len__(self) -> int:
         return len(self._sk)
 

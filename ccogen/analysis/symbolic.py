@@ -193,13 +193,16 @@ def execute(graph: HBGraph) -> Memory:
     outputs = _outputs(inst)
     inputs = input_windows(inst)
     kinds = graph.kinds
+    ranks, indices = graph.event_places  # `graph.op(e)`, inlined: one lookup per event
+    ops = inst.ranks
     seen = mem.seen
     ISSUE, READ, LAND = EventKind.ISSUE, EventKind.READ, EventKind.LAND
     at_issue = (OpKind.REDUCE, OpKind.COPY)
     for e in graph.order:
         kind = kinds[e]
         if kind is ISSUE:  # (most events: the issue of an op that moves nothing then)
-            op = graph.op(e)
+            at, i = ranks[e], indices[e]
+            op = ops[at][i] if at >= 0 and i >= 0 else None
             if op is None or op.kind not in at_issue:
                 continue
             if op.kind is OpKind.REDUCE:
@@ -208,7 +211,8 @@ def execute(graph: HBGraph) -> Memory:
                 mem.write(op.dst, mem.read(op.src), op)
             continue
         if kind is READ or kind is LAND:
-            op = graph.op(e)
+            at, i = ranks[e], indices[e]
+            op = ops[at][i] if at >= 0 and i >= 0 else None
             if op is None or op.src is None or op.dst is None:
                 continue
             if kind is READ:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 from functools import cache
-from importlib import resources
 
 from lark import (
     Lark,
@@ -16,30 +15,22 @@ from lark import (
     UnexpectedToken,
 )
 from lark.exceptions import VisitError
-from lark.indenter import DedentError, Indenter
+from lark.indenter import DedentError
 
 from ccogen.diag import Diagnostic, error
 from ccogen.errors import DiagnosticError
 from ccogen.limits import MAX_DEPTH
 from ccogen.source import SourceFile, Span
 from ccogen.syntax import ast as A
+from ccogen.syntax import tables
 from ccogen.syntax.to_ast import ToAst
-
-
-class _Layout(Indenter):
-    NL_type = "_NL"
-    OPEN_PAREN_types = ["LPAR", "LSQB"]  # noqa: RUF012 - lark's Indenter reads these names
-    CLOSE_PAREN_types = ["RPAR", "RSQB"]  # noqa: RUF012
-    INDENT_type = "_INDENT"
-    DEDENT_type = "_DEDENT"
-    tab_len = 8
 
 
 @cache
 def _parser() -> Lark:
-    grammar = resources.files("ccogen.syntax").joinpath("grammar.lark").read_text()
-    return Lark(grammar, parser="lalr", postlex=_Layout(), propagate_positions=True,
-                maybe_placeholders=True, strict=False)
+    """The LALR parser: from the tables shipped in the package when they are this
+    grammar's (`ccogen.syntax.tables`), else built from `grammar.lark`."""
+    return tables.build(tables.grammar_text(), tables.Layout())
 
 
 # How expected terminals are shown to a person.
