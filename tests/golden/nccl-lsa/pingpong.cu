@@ -80,71 +80,91 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 }
 // ---- end of the nccl-lsa primitives ----
 
-// ======== kernel `bounce` (protocols/pingpong.cco:9): 1 logical block(s) x 1 CTA(s) x 32 threads
+// ======== kernel `bounce` (protocols/pingpong.cco:8): 1 logical block(s) x 1 CTA(s) x 32 threads
 
 // rank 0, logical block 0 of kernel `bounce`
 __device__ __forceinline__ void ccogen_pingpong_bounce_r0_b0(const ccogen_ctx& c) {
-  [[maybe_unused]] constexpr uint64_t kSyncs = 4;
-  // protocols/pingpong.cco:12: put
-  ccogen_llput_group(c, 1, 784ULL, 0ULL, 8ULL, 1ULL, 4ULL);
-  // protocols/pingpong.cco:13: wait_signal
-  ccogen_llwait_group(c, 848ULL, 1ULL, 4ULL, 256ULL, 8ULL, 13, 1, 0);
+  [[maybe_unused]] constexpr uint64_t kSyncs = 8;
+  // protocols/pingpong.cco:13: barrier
+  ccogen_barrier_group(c, 1ULL);
+  // protocols/pingpong.cco:16: put
+  ccogen_copy_group(c, 1, 0ULL, -1, 0ULL, 8ULL, false);
   ccogen_sync_group(c, 1ULL, kSyncs);
-  // protocols/pingpong.cco:14: quiet
-  ccogen_quiet_group(c);
-  // protocols/pingpong.cco:12: put
-  ccogen_llput_group(c, 1, 800ULL, 0ULL, 8ULL, 2ULL, 4ULL);
-  // protocols/pingpong.cco:13: wait_signal
-  ccogen_llwait_group(c, 864ULL, 2ULL, 4ULL, 256ULL, 8ULL, 13, 1, 0);
+  ccogen_signal_group(c, 1, 512ULL, 1ULL);
+  // protocols/pingpong.cco:17: wait_signal
+  ccogen_wait_group(c, 520ULL, 1ULL, 4ULL, 17, 1, 0, 1, 1ULL);
   ccogen_sync_group(c, 2ULL, kSyncs);
-  // protocols/pingpong.cco:14: quiet
+  // protocols/pingpong.cco:18: quiet
   ccogen_quiet_group(c);
-  // protocols/pingpong.cco:12: put
-  ccogen_llput_group(c, 1, 816ULL, 0ULL, 8ULL, 3ULL, 4ULL);
-  // protocols/pingpong.cco:13: wait_signal
-  ccogen_llwait_group(c, 880ULL, 3ULL, 4ULL, 256ULL, 8ULL, 13, 1, 0);
+  // protocols/pingpong.cco:16: put
+  ccogen_copy_group(c, 1, 0ULL, -1, 0ULL, 8ULL, false);
   ccogen_sync_group(c, 3ULL, kSyncs);
-  // protocols/pingpong.cco:14: quiet
-  ccogen_quiet_group(c);
-  // protocols/pingpong.cco:12: put
-  ccogen_llput_group(c, 1, 832ULL, 0ULL, 8ULL, 4ULL, 4ULL);
-  // protocols/pingpong.cco:13: wait_signal
-  ccogen_llwait_group(c, 896ULL, 4ULL, 4ULL, 256ULL, 8ULL, 13, 1, 0);
+  ccogen_signal_group(c, 1, 512ULL, 1ULL);
+  // protocols/pingpong.cco:17: wait_signal
+  ccogen_wait_group(c, 520ULL, 2ULL, 4ULL, 17, 1, 0, 1, 1ULL);
   ccogen_sync_group(c, 4ULL, kSyncs);
-  // protocols/pingpong.cco:14: quiet
+  // protocols/pingpong.cco:18: quiet
+  ccogen_quiet_group(c);
+  // protocols/pingpong.cco:16: put
+  ccogen_copy_group(c, 1, 0ULL, -1, 0ULL, 8ULL, false);
+  ccogen_sync_group(c, 5ULL, kSyncs);
+  ccogen_signal_group(c, 1, 512ULL, 1ULL);
+  // protocols/pingpong.cco:17: wait_signal
+  ccogen_wait_group(c, 520ULL, 3ULL, 4ULL, 17, 1, 0, 1, 1ULL);
+  ccogen_sync_group(c, 6ULL, kSyncs);
+  // protocols/pingpong.cco:18: quiet
+  ccogen_quiet_group(c);
+  // protocols/pingpong.cco:16: put
+  ccogen_copy_group(c, 1, 0ULL, -1, 0ULL, 8ULL, false);
+  ccogen_sync_group(c, 7ULL, kSyncs);
+  ccogen_signal_group(c, 1, 512ULL, 1ULL);
+  // protocols/pingpong.cco:17: wait_signal
+  ccogen_wait_group(c, 520ULL, 4ULL, 4ULL, 17, 1, 0, 1, 1ULL);
+  ccogen_sync_group(c, 8ULL, kSyncs);
+  // protocols/pingpong.cco:18: quiet
   ccogen_quiet_group(c);
 }
 
 // rank 1, logical block 0 of kernel `bounce`
 __device__ __forceinline__ void ccogen_pingpong_bounce_r1_b0(const ccogen_ctx& c) {
-  [[maybe_unused]] constexpr uint64_t kSyncs = 4;
-  // protocols/pingpong.cco:16: wait_signal
-  ccogen_llwait_group(c, 784ULL, 1ULL, 4ULL, 0ULL, 8ULL, 16, 0, 0);
+  [[maybe_unused]] constexpr uint64_t kSyncs = 8;
+  // protocols/pingpong.cco:13: barrier
+  ccogen_barrier_group(c, 1ULL);
+  // protocols/pingpong.cco:20: wait_signal
+  ccogen_wait_group(c, 512ULL, 1ULL, 4ULL, 20, 0, 0, 1, 1ULL);
   ccogen_sync_group(c, 1ULL, kSyncs);
-  // protocols/pingpong.cco:17: put
-  ccogen_llput_group(c, 0, 848ULL, 0ULL, 8ULL, 1ULL, 4ULL);
-  // protocols/pingpong.cco:18: quiet
-  ccogen_quiet_group(c);
-  // protocols/pingpong.cco:16: wait_signal
-  ccogen_llwait_group(c, 800ULL, 2ULL, 4ULL, 0ULL, 8ULL, 16, 0, 0);
+  // protocols/pingpong.cco:21: put
+  ccogen_copy_group(c, 0, 256ULL, -1, 0ULL, 8ULL, false);
   ccogen_sync_group(c, 2ULL, kSyncs);
-  // protocols/pingpong.cco:17: put
-  ccogen_llput_group(c, 0, 864ULL, 0ULL, 8ULL, 2ULL, 4ULL);
-  // protocols/pingpong.cco:18: quiet
+  ccogen_signal_group(c, 0, 520ULL, 1ULL);
+  // protocols/pingpong.cco:22: quiet
   ccogen_quiet_group(c);
-  // protocols/pingpong.cco:16: wait_signal
-  ccogen_llwait_group(c, 816ULL, 3ULL, 4ULL, 0ULL, 8ULL, 16, 0, 0);
+  // protocols/pingpong.cco:20: wait_signal
+  ccogen_wait_group(c, 512ULL, 2ULL, 4ULL, 20, 0, 0, 1, 1ULL);
   ccogen_sync_group(c, 3ULL, kSyncs);
-  // protocols/pingpong.cco:17: put
-  ccogen_llput_group(c, 0, 880ULL, 0ULL, 8ULL, 3ULL, 4ULL);
-  // protocols/pingpong.cco:18: quiet
-  ccogen_quiet_group(c);
-  // protocols/pingpong.cco:16: wait_signal
-  ccogen_llwait_group(c, 832ULL, 4ULL, 4ULL, 0ULL, 8ULL, 16, 0, 0);
+  // protocols/pingpong.cco:21: put
+  ccogen_copy_group(c, 0, 256ULL, -1, 0ULL, 8ULL, false);
   ccogen_sync_group(c, 4ULL, kSyncs);
-  // protocols/pingpong.cco:17: put
-  ccogen_llput_group(c, 0, 896ULL, 0ULL, 8ULL, 4ULL, 4ULL);
-  // protocols/pingpong.cco:18: quiet
+  ccogen_signal_group(c, 0, 520ULL, 1ULL);
+  // protocols/pingpong.cco:22: quiet
+  ccogen_quiet_group(c);
+  // protocols/pingpong.cco:20: wait_signal
+  ccogen_wait_group(c, 512ULL, 3ULL, 4ULL, 20, 0, 0, 1, 1ULL);
+  ccogen_sync_group(c, 5ULL, kSyncs);
+  // protocols/pingpong.cco:21: put
+  ccogen_copy_group(c, 0, 256ULL, -1, 0ULL, 8ULL, false);
+  ccogen_sync_group(c, 6ULL, kSyncs);
+  ccogen_signal_group(c, 0, 520ULL, 1ULL);
+  // protocols/pingpong.cco:22: quiet
+  ccogen_quiet_group(c);
+  // protocols/pingpong.cco:20: wait_signal
+  ccogen_wait_group(c, 512ULL, 4ULL, 4ULL, 20, 0, 0, 1, 1ULL);
+  ccogen_sync_group(c, 7ULL, kSyncs);
+  // protocols/pingpong.cco:21: put
+  ccogen_copy_group(c, 0, 256ULL, -1, 0ULL, 8ULL, false);
+  ccogen_sync_group(c, 8ULL, kSyncs);
+  ccogen_signal_group(c, 0, 520ULL, 1ULL);
+  // protocols/pingpong.cco:22: quiet
   ccogen_quiet_group(c);
 }
 
@@ -155,7 +175,7 @@ ccogen_pingpong_bounce(const __grid_constant__ ncclDevComm dc, ncclWindow_t win,
   c.dc = &dc;
   c.win = win;
   ccogen_fill_ctx(c, static_cast<char*>(ncclGetLocalPointer(win, 0)), epoch, dbg, dc.lsaRank,
-                  1, 776ULL, 768ULL, 0ULL);
+                  1, 776ULL, 768ULL, 2ULL);
   switch (c.rank * 1 + c.group) {
     case 0: ccogen_pingpong_bounce_r0_b0(c); break;
     case 1: ccogen_pingpong_bounce_r1_b0(c); break;
