@@ -85,86 +85,86 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 // rank 0, logical block 0 of kernel `bounce`
 __device__ __forceinline__ void ccogen_pingpong_bounce_r0_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 8;
-  // protocols/pingpong.cco:13: barrier
+  // protocols/pingpong.cco:14: barrier
   ccogen_barrier_group(c, 1ULL);
-  // protocols/pingpong.cco:16: put
+  // protocols/pingpong.cco:17: put
   ccogen_copy_group(c, 1, 0ULL, -1, 0ULL, 8ULL, false);
   ccogen_sync_group(c, 1ULL, kSyncs);
   ccogen_signal_group(c, 1, 512ULL, 1ULL);
-  // protocols/pingpong.cco:17: wait_signal
-  ccogen_wait_group(c, 520ULL, 1ULL, 4ULL, 17, 1, 0, 1, 1ULL);
+  // protocols/pingpong.cco:18: wait_signal
+  ccogen_wait_group(c, 520ULL, 1ULL, 4ULL, 18, 1, 0, 1, 1ULL);
   ccogen_sync_group(c, 2ULL, kSyncs);
-  // protocols/pingpong.cco:18: quiet
+  // protocols/pingpong.cco:19: quiet
   ccogen_quiet_group(c);
-  // protocols/pingpong.cco:16: put
+  // protocols/pingpong.cco:17: put
   ccogen_copy_group(c, 1, 0ULL, -1, 0ULL, 8ULL, false);
   ccogen_sync_group(c, 3ULL, kSyncs);
   ccogen_signal_group(c, 1, 512ULL, 1ULL);
-  // protocols/pingpong.cco:17: wait_signal
-  ccogen_wait_group(c, 520ULL, 2ULL, 4ULL, 17, 1, 0, 1, 1ULL);
+  // protocols/pingpong.cco:18: wait_signal
+  ccogen_wait_group(c, 520ULL, 2ULL, 4ULL, 18, 1, 0, 1, 1ULL);
   ccogen_sync_group(c, 4ULL, kSyncs);
-  // protocols/pingpong.cco:18: quiet
+  // protocols/pingpong.cco:19: quiet
   ccogen_quiet_group(c);
-  // protocols/pingpong.cco:16: put
+  // protocols/pingpong.cco:17: put
   ccogen_copy_group(c, 1, 0ULL, -1, 0ULL, 8ULL, false);
   ccogen_sync_group(c, 5ULL, kSyncs);
   ccogen_signal_group(c, 1, 512ULL, 1ULL);
-  // protocols/pingpong.cco:17: wait_signal
-  ccogen_wait_group(c, 520ULL, 3ULL, 4ULL, 17, 1, 0, 1, 1ULL);
+  // protocols/pingpong.cco:18: wait_signal
+  ccogen_wait_group(c, 520ULL, 3ULL, 4ULL, 18, 1, 0, 1, 1ULL);
   ccogen_sync_group(c, 6ULL, kSyncs);
-  // protocols/pingpong.cco:18: quiet
+  // protocols/pingpong.cco:19: quiet
   ccogen_quiet_group(c);
-  // protocols/pingpong.cco:16: put
+  // protocols/pingpong.cco:17: put
   ccogen_copy_group(c, 1, 0ULL, -1, 0ULL, 8ULL, false);
   ccogen_sync_group(c, 7ULL, kSyncs);
   ccogen_signal_group(c, 1, 512ULL, 1ULL);
-  // protocols/pingpong.cco:17: wait_signal
-  ccogen_wait_group(c, 520ULL, 4ULL, 4ULL, 17, 1, 0, 1, 1ULL);
+  // protocols/pingpong.cco:18: wait_signal
+  ccogen_wait_group(c, 520ULL, 4ULL, 4ULL, 18, 1, 0, 1, 1ULL);
   ccogen_sync_group(c, 8ULL, kSyncs);
-  // protocols/pingpong.cco:18: quiet
+  // protocols/pingpong.cco:19: quiet
   ccogen_quiet_group(c);
 }
 
 // rank 1, logical block 0 of kernel `bounce`
 __device__ __forceinline__ void ccogen_pingpong_bounce_r1_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 8;
-  // protocols/pingpong.cco:13: barrier
+  // protocols/pingpong.cco:14: barrier
   ccogen_barrier_group(c, 1ULL);
-  // protocols/pingpong.cco:20: wait_signal
-  ccogen_wait_group(c, 512ULL, 1ULL, 4ULL, 20, 0, 0, 1, 1ULL);
+  // protocols/pingpong.cco:21: wait_signal
+  ccogen_wait_group(c, 512ULL, 1ULL, 4ULL, 21, 0, 0, 1, 1ULL);
   ccogen_sync_group(c, 1ULL, kSyncs);
-  // protocols/pingpong.cco:21: put
+  // protocols/pingpong.cco:22: put
   ccogen_copy_group(c, 0, 256ULL, -1, 0ULL, 8ULL, false);
   ccogen_sync_group(c, 2ULL, kSyncs);
   ccogen_signal_group(c, 0, 520ULL, 1ULL);
-  // protocols/pingpong.cco:22: quiet
+  // protocols/pingpong.cco:23: quiet
   ccogen_quiet_group(c);
-  // protocols/pingpong.cco:20: wait_signal
-  ccogen_wait_group(c, 512ULL, 2ULL, 4ULL, 20, 0, 0, 1, 1ULL);
+  // protocols/pingpong.cco:21: wait_signal
+  ccogen_wait_group(c, 512ULL, 2ULL, 4ULL, 21, 0, 0, 1, 1ULL);
   ccogen_sync_group(c, 3ULL, kSyncs);
-  // protocols/pingpong.cco:21: put
+  // protocols/pingpong.cco:22: put
   ccogen_copy_group(c, 0, 256ULL, -1, 0ULL, 8ULL, false);
   ccogen_sync_group(c, 4ULL, kSyncs);
   ccogen_signal_group(c, 0, 520ULL, 1ULL);
-  // protocols/pingpong.cco:22: quiet
+  // protocols/pingpong.cco:23: quiet
   ccogen_quiet_group(c);
-  // protocols/pingpong.cco:20: wait_signal
-  ccogen_wait_group(c, 512ULL, 3ULL, 4ULL, 20, 0, 0, 1, 1ULL);
+  // protocols/pingpong.cco:21: wait_signal
+  ccogen_wait_group(c, 512ULL, 3ULL, 4ULL, 21, 0, 0, 1, 1ULL);
   ccogen_sync_group(c, 5ULL, kSyncs);
-  // protocols/pingpong.cco:21: put
+  // protocols/pingpong.cco:22: put
   ccogen_copy_group(c, 0, 256ULL, -1, 0ULL, 8ULL, false);
   ccogen_sync_group(c, 6ULL, kSyncs);
   ccogen_signal_group(c, 0, 520ULL, 1ULL);
-  // protocols/pingpong.cco:22: quiet
+  // protocols/pingpong.cco:23: quiet
   ccogen_quiet_group(c);
-  // protocols/pingpong.cco:20: wait_signal
-  ccogen_wait_group(c, 512ULL, 4ULL, 4ULL, 20, 0, 0, 1, 1ULL);
+  // protocols/pingpong.cco:21: wait_signal
+  ccogen_wait_group(c, 512ULL, 4ULL, 4ULL, 21, 0, 0, 1, 1ULL);
   ccogen_sync_group(c, 7ULL, kSyncs);
-  // protocols/pingpong.cco:21: put
+  // protocols/pingpong.cco:22: put
   ccogen_copy_group(c, 0, 256ULL, -1, 0ULL, 8ULL, false);
   ccogen_sync_group(c, 8ULL, kSyncs);
   ccogen_signal_group(c, 0, 520ULL, 1ULL);
-  // protocols/pingpong.cco:22: quiet
+  // protocols/pingpong.cco:23: quiet
   ccogen_quiet_group(c);
 }
 
