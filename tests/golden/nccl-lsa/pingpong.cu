@@ -80,91 +80,80 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 }
 // ---- end of the nccl-lsa primitives ----
 
-// ======== kernel `bounce` (protocols/pingpong.cco:8): 1 logical block(s) x 1 CTA(s) x 32 threads
+// ======== kernel `bounce` (protocols/pingpong.cco:10): 1 logical block(s) x 1 CTA(s) x 32 threads
 
 // rank 0, logical block 0 of kernel `bounce`
 __device__ __forceinline__ void ccogen_pingpong_bounce_r0_b0(const ccogen_ctx& c) {
-  [[maybe_unused]] constexpr uint64_t kSyncs = 8;
-  // protocols/pingpong.cco:14: barrier
-  ccogen_barrier_group(c, 1ULL);
-  // protocols/pingpong.cco:17: put
-  ccogen_copy_group(c, 1, 0ULL, -1, 0ULL, 8ULL, false);
+  [[maybe_unused]] constexpr uint64_t kSyncs = 5;
+  // protocols/pingpong.cco:20: wait_signal
+  ccogen_wait_group(c, 792ULL, 1ULL, 1ULL, 20, 1, 1, 1, 1ULL);
   ccogen_sync_group(c, 1ULL, kSyncs);
-  ccogen_signal_group(c, 1, 512ULL, 1ULL);
-  // protocols/pingpong.cco:18: wait_signal
-  ccogen_wait_group(c, 520ULL, 1ULL, 4ULL, 18, 1, 0, 1, 1ULL);
+  // protocols/pingpong.cco:23: put
+  ccogen_llput_group(c, 1, 1040ULL, 0ULL, 8ULL, 1ULL, 4ULL);
+  // protocols/pingpong.cco:24: wait_signal
+  ccogen_llwait_group(c, 1104ULL, 1ULL, 4ULL, 256ULL, 8ULL, 24, 1, 0);
   ccogen_sync_group(c, 2ULL, kSyncs);
-  // protocols/pingpong.cco:19: quiet
+  // protocols/pingpong.cco:25: quiet
   ccogen_quiet_group(c);
-  // protocols/pingpong.cco:17: put
-  ccogen_copy_group(c, 1, 0ULL, -1, 0ULL, 8ULL, false);
+  // protocols/pingpong.cco:23: put
+  ccogen_llput_group(c, 1, 1056ULL, 0ULL, 8ULL, 2ULL, 4ULL);
+  // protocols/pingpong.cco:24: wait_signal
+  ccogen_llwait_group(c, 1120ULL, 2ULL, 4ULL, 256ULL, 8ULL, 24, 1, 0);
   ccogen_sync_group(c, 3ULL, kSyncs);
-  ccogen_signal_group(c, 1, 512ULL, 1ULL);
-  // protocols/pingpong.cco:18: wait_signal
-  ccogen_wait_group(c, 520ULL, 2ULL, 4ULL, 18, 1, 0, 1, 1ULL);
+  // protocols/pingpong.cco:25: quiet
+  ccogen_quiet_group(c);
+  // protocols/pingpong.cco:23: put
+  ccogen_llput_group(c, 1, 1072ULL, 0ULL, 8ULL, 3ULL, 4ULL);
+  // protocols/pingpong.cco:24: wait_signal
+  ccogen_llwait_group(c, 1136ULL, 3ULL, 4ULL, 256ULL, 8ULL, 24, 1, 0);
   ccogen_sync_group(c, 4ULL, kSyncs);
-  // protocols/pingpong.cco:19: quiet
+  // protocols/pingpong.cco:25: quiet
   ccogen_quiet_group(c);
-  // protocols/pingpong.cco:17: put
-  ccogen_copy_group(c, 1, 0ULL, -1, 0ULL, 8ULL, false);
+  // protocols/pingpong.cco:23: put
+  ccogen_llput_group(c, 1, 1088ULL, 0ULL, 8ULL, 4ULL, 4ULL);
+  // protocols/pingpong.cco:24: wait_signal
+  ccogen_llwait_group(c, 1152ULL, 4ULL, 4ULL, 256ULL, 8ULL, 24, 1, 0);
   ccogen_sync_group(c, 5ULL, kSyncs);
-  ccogen_signal_group(c, 1, 512ULL, 1ULL);
-  // protocols/pingpong.cco:18: wait_signal
-  ccogen_wait_group(c, 520ULL, 3ULL, 4ULL, 18, 1, 0, 1, 1ULL);
-  ccogen_sync_group(c, 6ULL, kSyncs);
-  // protocols/pingpong.cco:19: quiet
-  ccogen_quiet_group(c);
-  // protocols/pingpong.cco:17: put
-  ccogen_copy_group(c, 1, 0ULL, -1, 0ULL, 8ULL, false);
-  ccogen_sync_group(c, 7ULL, kSyncs);
-  ccogen_signal_group(c, 1, 512ULL, 1ULL);
-  // protocols/pingpong.cco:18: wait_signal
-  ccogen_wait_group(c, 520ULL, 4ULL, 4ULL, 18, 1, 0, 1, 1ULL);
-  ccogen_sync_group(c, 8ULL, kSyncs);
-  // protocols/pingpong.cco:19: quiet
+  // protocols/pingpong.cco:25: quiet
   ccogen_quiet_group(c);
 }
 
 // rank 1, logical block 0 of kernel `bounce`
 __device__ __forceinline__ void ccogen_pingpong_bounce_r1_b0(const ccogen_ctx& c) {
-  [[maybe_unused]] constexpr uint64_t kSyncs = 8;
-  // protocols/pingpong.cco:14: barrier
-  ccogen_barrier_group(c, 1ULL);
-  // protocols/pingpong.cco:21: wait_signal
-  ccogen_wait_group(c, 512ULL, 1ULL, 4ULL, 21, 0, 0, 1, 1ULL);
+  [[maybe_unused]] constexpr uint64_t kSyncs = 5;
+  // protocols/pingpong.cco:18: put
+  ccogen_copy_group(c, 0, 512ULL, -1, 512ULL, 16ULL, true);
   ccogen_sync_group(c, 1ULL, kSyncs);
-  // protocols/pingpong.cco:22: put
-  ccogen_copy_group(c, 0, 256ULL, -1, 0ULL, 8ULL, false);
+  ccogen_signal_group(c, 0, 792ULL, 1ULL);
+  // protocols/pingpong.cco:27: wait_signal
+  ccogen_llwait_group(c, 1040ULL, 1ULL, 4ULL, 0ULL, 8ULL, 27, 0, 0);
   ccogen_sync_group(c, 2ULL, kSyncs);
-  ccogen_signal_group(c, 0, 520ULL, 1ULL);
-  // protocols/pingpong.cco:23: quiet
+  // protocols/pingpong.cco:28: put
+  ccogen_llput_group(c, 0, 1104ULL, 0ULL, 8ULL, 1ULL, 4ULL);
+  // protocols/pingpong.cco:29: quiet
   ccogen_quiet_group(c);
-  // protocols/pingpong.cco:21: wait_signal
-  ccogen_wait_group(c, 512ULL, 2ULL, 4ULL, 21, 0, 0, 1, 1ULL);
+  // protocols/pingpong.cco:27: wait_signal
+  ccogen_llwait_group(c, 1056ULL, 2ULL, 4ULL, 0ULL, 8ULL, 27, 0, 0);
   ccogen_sync_group(c, 3ULL, kSyncs);
-  // protocols/pingpong.cco:22: put
-  ccogen_copy_group(c, 0, 256ULL, -1, 0ULL, 8ULL, false);
+  // protocols/pingpong.cco:28: put
+  ccogen_llput_group(c, 0, 1120ULL, 0ULL, 8ULL, 2ULL, 4ULL);
+  // protocols/pingpong.cco:29: quiet
+  ccogen_quiet_group(c);
+  // protocols/pingpong.cco:27: wait_signal
+  ccogen_llwait_group(c, 1072ULL, 3ULL, 4ULL, 0ULL, 8ULL, 27, 0, 0);
   ccogen_sync_group(c, 4ULL, kSyncs);
-  ccogen_signal_group(c, 0, 520ULL, 1ULL);
-  // protocols/pingpong.cco:23: quiet
+  // protocols/pingpong.cco:28: put
+  ccogen_llput_group(c, 0, 1136ULL, 0ULL, 8ULL, 3ULL, 4ULL);
+  // protocols/pingpong.cco:29: quiet
   ccogen_quiet_group(c);
-  // protocols/pingpong.cco:21: wait_signal
-  ccogen_wait_group(c, 512ULL, 3ULL, 4ULL, 21, 0, 0, 1, 1ULL);
+  // protocols/pingpong.cco:27: wait_signal
+  ccogen_llwait_group(c, 1088ULL, 4ULL, 4ULL, 0ULL, 8ULL, 27, 0, 0);
   ccogen_sync_group(c, 5ULL, kSyncs);
-  // protocols/pingpong.cco:22: put
-  ccogen_copy_group(c, 0, 256ULL, -1, 0ULL, 8ULL, false);
-  ccogen_sync_group(c, 6ULL, kSyncs);
-  ccogen_signal_group(c, 0, 520ULL, 1ULL);
-  // protocols/pingpong.cco:23: quiet
+  // protocols/pingpong.cco:28: put
+  ccogen_llput_group(c, 0, 1152ULL, 0ULL, 8ULL, 4ULL, 4ULL);
+  // protocols/pingpong.cco:29: quiet
   ccogen_quiet_group(c);
-  // protocols/pingpong.cco:21: wait_signal
-  ccogen_wait_group(c, 512ULL, 4ULL, 4ULL, 21, 0, 0, 1, 1ULL);
-  ccogen_sync_group(c, 7ULL, kSyncs);
-  // protocols/pingpong.cco:22: put
-  ccogen_copy_group(c, 0, 256ULL, -1, 0ULL, 8ULL, false);
-  ccogen_sync_group(c, 8ULL, kSyncs);
-  ccogen_signal_group(c, 0, 520ULL, 1ULL);
-  // protocols/pingpong.cco:23: quiet
+  // protocols/pingpong.cco:31: quiet
   ccogen_quiet_group(c);
 }
 
@@ -175,7 +164,7 @@ ccogen_pingpong_bounce(const __grid_constant__ ncclDevComm dc, ncclWindow_t win,
   c.dc = &dc;
   c.win = win;
   ccogen_fill_ctx(c, static_cast<char*>(ncclGetLocalPointer(win, 0)), epoch, dbg, dc.lsaRank,
-                  1, 776ULL, 768ULL, 2ULL);
+                  1, 1032ULL, 1024ULL, 0ULL);
   switch (c.rank * 1 + c.group) {
     case 0: ccogen_pingpong_bounce_r0_b0(c); break;
     case 1: ccogen_pingpong_bounce_r1_b0(c); break;
