@@ -1,26 +1,28 @@
 #!/usr/bin/env bash
 # Issue #30 on ONE GPU shared by NVSHMEM ranks under CUDA MPS (the device tool's
-# nvidia-h200), in one time-bounded command (B2B_TOTAL seconds, default 560).  From the
+# nvidia-h200), in one time-bounded command (B2B_TOTAL seconds, default 470).  From the
 # repository root:
 #   1. setup: the extension (unless it imports already or SKIP_BUILD=1), MPS (started unless
 #      it runs; stopped at the end if started here), benchmarks/b2b/prebuild.py (every
 #      instance the runs load, built in parallel);
-#   2. torchrun benchmarks/b2b/b2b_graph.py at 2 and 4 ranks: 100 back-to-back calls of
-#      alltoall_rotating and allreduce_oneshot_rotating in one CUDA graph (every call's
-#      `ensure` checked, first and last named), then per call of a 100-call graph, old
-#      protocol (host_sync / barriers + the binding's barrier kernel) against the new one:
-#      alltoall 8 B / 4 KiB / 64 KiB per peer, allreduce_oneshot 8 B .. 64 KiB (f32);
-#   3. the 100-call check at 8 ranks (B2B_CHECK_RANKS).
+#   2. torchrun benchmarks/b2b/b2b_graph.py --time at 2 and 4 ranks (B2B_RANKS): per call
+#      of a 100-call CUDA graph, the old protocol (alltoall: host_sync + the binding's
+#      barrier kernel; allreduce_oneshot: its barriers) and the library's leading-barrier
+#      alltoall against the rotating one: alltoall 8 B / 4 KiB / 64 KiB per peer,
+#      allreduce_oneshot 8 B .. 64 KiB (f32), with the launches per call;
+#   3. torchrun benchmarks/b2b/graph_check.py at 2, 4 and 8 ranks (B2B_GRAPH_RANKS): every
+#      static library protocol, 100 back-to-back calls in one CUDA graph, `ensure` checked
+#      on the first and the last call.
 # Every stage runs under `timeout`, never past the total.  Logs in $OUT (default b2b-logs):
-# setup.log, run-<n>.log, b2b-<n>.json (rank 0's report), summary.txt.  Exit 0 when every
-# stage passed.
+# setup.log, time-<n>.log, graph-<n>.log, b2b-<n>.json and graph-<n>.json (rank 0's
+# reports), summary.txt.  Exit 0 when every stage passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-b2b-logs}; mkdir -p "$OUT"
 source scripts/gpu_setup.sh
-TOTAL=${B2B_TOTAL:-560}
+TOTAL=${B2B_TOTAL:-470}
 TIMED=${B2B_RANKS:-2,4}
-CHECKED=${B2B_CHECK_RANKS:-8}
+GRAPHED=${B2B_GRAPH_RANKS:-2,4,8}
 SUMMARY="$OUT/summary.txt"
 source scripts/gpu_stages.sh
 stage_table 40
@@ -37,10 +39,10 @@ STARTED_MPS=
   fi
   echo "MPS started here: ${STARTED_MPS:-no}"
 } > "$OUT/setup.log" 2>&1
-b=$(budget_for 200 20)
+b=$(budget_for 170 20)
 t0=$SECONDS
 if [ "$b" -gt 0 ]; then
-  timeout -k 5 "$b" $PY benchmarks/b2b/prebuild.py --ranks "$TIMED" --check-ranks "$CHECKED" \
+  timeout -k 5 "$b" $PY benchmarks/b2b/prebuild.py --ranks "$TIMED" --check-ranks "$GRAPHED" \
     >> "$OUT/setup.log" 2>&1
   rc=$?
 else
@@ -49,21 +51,25 @@ fi
 record "setup + prebuild" "$(verdict $rc)" $(( SECONDS - t0 )) "$(tail -n 1 "$OUT/setup.log")"
 
 PORT=29661
-run() {  # run NRANKS FLAGS CAP
-  local n=$1 flags=$2 cap=$3 b t0 rc
+run() {  # run SCRIPT NRANKS LOG CAP FLAGS...
+  local script=$1 n=$2 log=$3 cap=$4 b t0 rc
+  shift 4
   b=$(budget_for "$cap" 30)
   t0=$SECONDS
-  if [ "$b" -le 0 ]; then record "b2b x$n $flags" SKIPPED 0 "no time left"; return; fi
+  if [ "$b" -le 0 ]; then record "$log" SKIPPED 0 "no time left"; return; fi
   timeout -k 5 "$b" $PY -m torch.distributed.run --nproc-per-node "$n" --master-port $((PORT++)) \
-    benchmarks/b2b/b2b_graph.py --out "$OUT" $flags > "$OUT/run-$n.log" 2>&1
+    "benchmarks/b2b/$script" --out "$OUT" "$@" > "$OUT/$log.log" 2>&1
   rc=$?
-  record "b2b x$n $flags" "$(verdict $rc)" $(( SECONDS - t0 )) \
-    "$(grep -c ' ok,\| ratio ' "$OUT/run-$n.log") lines; $(grep -m1 -i 'error\|FAILED' "$OUT/run-$n.log")"
+  record "$log" "$(verdict $rc)" $(( SECONDS - t0 )) \
+    "$(grep -c ' ok,\| ratio ' "$OUT/$log.log") lines; $(grep -m1 -i 'error\|FAILED' "$OUT/$log.log")"
 }
-for n in ${TIMED//,/ }; do run "$n" "" 150; done
-for n in ${CHECKED//,/ }; do run "$n" "--check" 100; done
+# the first timed size, every graph check, then the other timed sizes
+first=${TIMED%%,*}
+run b2b_graph.py "$first" "time-$first" 110 --time
+for n in ${GRAPHED//,/ }; do run graph_check.py "$n" "graph-$n" 80; done
+for n in ${TIMED//,/ }; do [ "$n" != "$first" ] && run b2b_graph.py "$n" "time-$n" 110 --time; done
 
 [ -n "$STARTED_MPS" ] && echo quit | nvidia-cuda-mps-control
-grep -h "\[" "$OUT"/run-*.log | grep " ranks\]" >> "$SUMMARY" || true
+grep -h "\[" "$OUT"/time-*.log "$OUT"/graph-*.log | grep " ranks\]" >> "$SUMMARY" || true
 cat "$SUMMARY"
 exit $STATUS

@@ -1,6 +1,8 @@
 """Back-to-back launches in a CUDA graph through ccogen.torch (issue #30): the rotating
-protocols against today's (host_sync, or barriers, plus the binding's launch-barrier
-kernel), at the ranks torchrun starts (NVSHMEM ranks sharing one GPU under MPS).
+protocols against the old ones (host_sync plus the binding's launch-barrier kernel, or
+barriers) and against the library's leading-barrier `alltoall`, at the ranks torchrun
+starts (NVSHMEM ranks sharing one GPU under MPS).  Every library protocol's 100-call
+graph check is benchmarks/b2b/graph_check.py.
 
     torchrun --nproc-per-node 4 benchmarks/b2b/b2b_graph.py --out b2b-logs
 
@@ -11,8 +13,9 @@ Two parts, each printed as it goes and written to OUT/b2b-<nranks>.json by rank 
   so no communication is needed to check), one replay, then call 1 and call 100 (and
   every call between) compared with what `ensure` says, bit for bit;
 * `--time`: per call of a 100-call CUDA graph (the same tensors every call), the median
-  of `--samples` replays timed with CUDA events, for every size, old and new; with the
-  launches each call issues (the binding's launch-barrier kernel + the protocol's kernels).
+  of `--samples` replays timed with CUDA events, for every size, old (and barrier) and
+  new, each with its ratio to new; with the launches each call issues (the binding's
+  launch-barrier kernel + the protocol's kernels).
 
 Sizes: alltoall 8 B, 4 KiB and 64 KiB per peer; allreduce_oneshot 8 B to 64 KiB (f32,
 integer-valued inputs, so every order of summation gives the same bits).
@@ -34,9 +37,8 @@ import torch.distributed as dist
 
 import ccogen.torch as cct
 
-CALLS = 100
-A2A_SIZES = (8, 4096, 65536)
-AR_SIZES = (8, 64, 512, 4096, 32768, 65536)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from b2b_cases import A2A_SIZES, AR_SIZES, CALLS, PROTOCOLS
 
 
 def a2a_send(rank: int, nranks: int, block: int, call: int, dev: torch.device) -> torch.Tensor:
@@ -65,18 +67,18 @@ def ar_expected(nranks: int, n: int, call: int, dev: torch.device) -> torch.Tens
 class Case:
     """One (protocol, size) as a user calls it."""
 
-    def __init__(self, comm: Any, family: str, rotating: bool, size: int) -> None:
-        self.family, self.rotating, self.size = family, rotating, size
+    def __init__(self, comm: Any, family: str, variant: str, size: int) -> None:
+        self.family, self.variant, self.size = family, variant, size
+        self.rotating = variant == "new"
         self.comm, self.dev, self.nranks, self.rank = comm, comm.device, comm.nranks, comm.rank
+        name = PROTOCOLS[family][variant]
         if family == "alltoall":
-            name = "alltoall_rotating.cco" if rotating else "alltoall.cco"
             self.op = comm.load(name, block=size)
             self.len = self.nranks * size
         else:
-            name = "allreduce_oneshot_rotating.cco" if rotating else "allreduce_oneshot.cco"
             self.n = max(1, size // 4)
             self.op = comm.load(name, n=self.n, T="f32")
-        self.name = name[:-4]
+        self.name = Path(name).stem
         # the binding's launch-barrier kernel (host_sync protocols) + the protocol's kernels
         self.launches = len(self.op._before) + len(self.op.placed.launches)
 
@@ -183,7 +185,7 @@ def main() -> int:
     t0 = time.monotonic()
     if args.check:
         for family, size in (("alltoall", 4096), ("allreduce", 4096)):
-            r = check(Case(comm, family, True, size))
+            r = check(Case(comm, family, "new", size))
             ok &= r["first_ok"] and r["last_ok"] and not r["bad_calls"]
             report["check"].append(r)
             if rank == 0:
@@ -195,17 +197,19 @@ def main() -> int:
     if args.time:
         for family, sizes in (("alltoall", A2A_SIZES), ("allreduce", AR_SIZES)):
             for size in sizes:
-                row = [timing(Case(comm, family, rot, size), args.samples)
-                       for rot in (False, True)]
-                report["time"] += row
+                row = {v: timing(Case(comm, family, v, size), args.samples)
+                       for v in PROTOCOLS[family]}
+                report["time"] += list(row.values())
                 if rank == 0:
-                    old, new = row
-                    print(f"[{nranks} ranks] {family:9s} {size:6d} B  old {old['protocol']}: "
-                          f"{old['us_per_call']:7.2f} us ({old['launches_per_call']} launches)  "
-                          f"new {new['protocol']}: {new['us_per_call']:7.2f} us "
-                          f"({new['launches_per_call']} launch)  ratio "
-                          f"{old['us_per_call'] / new['us_per_call']:.2f}x "
-                          f"({time.monotonic() - t0:.0f} s)", flush=True)
+                    new = row["new"]
+                    cells = "  ".join(
+                        f"{v} {r['protocol']}: {r['us_per_call']:7.2f} us "
+                        f"({r['launches_per_call']} launch(es)), ratio "
+                        f"{r['us_per_call'] / new['us_per_call']:.2f}x"
+                        for v, r in row.items() if v != "new")
+                    print(f"[{nranks} ranks] {family:9s} {size:6d} B  new {new['protocol']}: "
+                          f"{new['us_per_call']:7.2f} us ({new['launches_per_call']} launch)  "
+                          f"{cells} ({time.monotonic() - t0:.0f} s)", flush=True)
     flags = [None] * nranks
     dist.all_gather_object(flags, ok)
     if rank == 0:

@@ -19,7 +19,8 @@ from ccogen.torch.device import device_arch
 from ccogen.torch.loader import LAUNCH_BARRIER, generate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from b2b_graph import A2A_SIZES, AR_SIZES
+from b2b_cases import A2A_SIZES, AR_SIZES, PROTOCOLS
+from graph_check import plans
 
 Job = tuple[Any, int, dict[str, Any]]
 
@@ -30,10 +31,11 @@ def jobs(timed: list[int], checked: list[int]) -> list[Job]:
         out.append((LAUNCH_BARRIER, n, {}))
         a2a = A2A_SIZES if n in timed else (4096,)
         ar = AR_SIZES if n in timed else (4096,)
-        names = ("", "_rotating") if n in timed else ("_rotating",)
-        out += [(f"alltoall{s}.cco", n, {"block": b}) for s in names for b in a2a]
-        out += [(f"allreduce_oneshot{s}.cco", n, {"n": max(1, b // 4), "T": "f32"})
-                for s in names for b in ar]
+        variants = ("old", "barrier", "new") if n in timed else ("new",)
+        out += [(PROTOCOLS["alltoall"][v], n, {"block": b}) for v in variants for b in a2a]
+        out += [(PROTOCOLS["allreduce"][v], n, {"n": max(1, b // 4), "T": "f32"})
+                for v in variants if v in PROTOCOLS["allreduce"] for b in ar]
+        out += [(plan.path, n, {}) for plan in plans(n)[0]]  # graph_check.py's
     return out
 
 
@@ -42,12 +44,20 @@ def main() -> None:
     ap.add_argument("--target", default="nvshmem")
     ap.add_argument("--ranks", default="2,4", help="team sizes timed (old and new)")
     ap.add_argument("--check-ranks", default="8", help="team sizes only checked (new)")
+    ap.add_argument("--generate-only", action="store_true",
+                    help="generate the code (the checker and codegen: no GPU), build nothing")
     args = ap.parse_args()
     timed = [int(r) for r in args.ranks.split(",") if r]
     checked = timed + [int(r) for r in args.check_ranks.split(",") if r]
-    arch = device_arch(0)
     todo = jobs(timed, checked)
     t0 = time.monotonic()
+    if args.generate_only:
+        for protocol, n, params in todo:
+            g = generate(protocol, args.target, n, params)
+            print(f"generated {g.manifest.protocol} x{n} {params} "
+                  f"({g.manifest.between_launches})", flush=True)
+        return
+    arch = device_arch(0)
 
     def one(job: Job) -> str:
         protocol, n, params = job

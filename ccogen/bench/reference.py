@@ -25,8 +25,10 @@ layout to the kernel as macros (`nvcc_flags`):
 Typed windows (language v2): a parameter that counts elements is turned into bytes for
 the launch rule by `elements_of`, the window or buffer whose element size multiplies it
 (`"param": "n", "elements_of": "x"` for `window x: T[n]`).  The generated manifest's
-`buffers` and `between_launches` pass through unchanged, and a reference kernel takes
-each buffer as a `buffer:NAME` parameter, listed in its own manifest.
+`buffers` and `between_launches` pass through unchanged (but `"host_sync": true` in the
+rule: a kernel that orders nothing between its launches says `host_sync` whatever the
+protocol says), and a reference kernel takes each buffer as a `buffer:NAME` parameter,
+listed in its own manifest.
 
 Launch shape: `units` is the number of independent streams of work (`peers`: nranks - 1,
 one per peer; `one`: 1); each unit gets 1 CTA of `small_threads` threads when the
@@ -73,6 +75,10 @@ class LaunchRule:
     scratch: int = 64 << 10
     timer: bool = False
     elements_of: str = ""  # the window/buffer whose element size turns `param` into bytes
+    # The hand-written kernel orders nothing between its launches (it predates the
+    # protocol's own back-to-back ordering, a leading barrier say): its manifest says
+    # `between_launches: host_sync` whatever the protocol's says.
+    host_sync: bool = False
 
 
 @dataclass(frozen=True)
@@ -183,7 +189,8 @@ def derive_manifest(spec: ReferenceSpec, generated: dict[str, Any]) -> dict[str,
         "signals": generated.get("signals", {"offset": 0, "count": 0}),
         "counters": generated.get("counters", []),
         **({"buffers": generated["buffers"]} if generated.get("buffers") else {}),
-        **({"between_launches": generated["between_launches"]}
+        **({"between_launches": "host_sync"} if spec.rule.host_sync else
+           {"between_launches": generated["between_launches"]}
            if "between_launches" in generated else {}),
         # the reference reads the same run-time values (`ccogen run` refuses random bytes)
         **({"runtime_values": True} if generated.get("runtime_values") else {}),
@@ -205,6 +212,8 @@ def _rule_data(rule: LaunchRule) -> dict[str, Any]:
     data = asdict(rule)
     if not data["elements_of"]:
         del data["elements_of"]
+    if not data["host_sync"]:
+        del data["host_sync"]
     return data
 
 

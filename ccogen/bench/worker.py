@@ -46,6 +46,12 @@ from ccogen.rt.report import RankResult
 from ccogen.rt.session import RankSession, Stop, abandon, dump_stack_on_signal, failure_text
 from ccogen.toolchains.libraries import engine_spec
 
+# The timed epochs run back to back, as a loop or a CUDA graph calls a protocol; a manifest
+# that says `host_sync` (a hand-written reference, a protocol that declares it) was not
+# proven safe that way, and its row says so.
+HOST_SYNC_NOTE = ("timed back to back, without the host barrier between launches that its "
+                  "manifest asks for (`between_launches: host_sync`)")
+
 
 def worker_main(config: WorkerConfig, rank: int, results_queue: Any) -> None:
     """Entry point of a spawned rank (its device from the placement, else its rank): run,
@@ -197,6 +203,9 @@ class BenchRank:
                 f"not timed: {case.untimed}"
         elif self._agree(index, "verified", times.verified is True):
             epoch = self._time(case, manifest, functions, epoch, times, checker.buffers)
+            if manifest.between_launches == "host_sync":  # timed as a loop calls it anyway
+                times.note = (times.note + "; " if times.note else "") + \
+                    HOST_SYNC_NOTE
             if case.verify_after:
                 epoch = self._verify(checker, case, functions, epoch, times,
                                      "after timing")

@@ -20,6 +20,7 @@ from ccogen.ir.opkind import OpKind
 from ccogen.ir.postcondition import input_windows
 from ccogen.passes.base import PassContext
 from ccogen.source import Span
+from ccogen.targets.base import Capabilities, Feature
 
 
 def _key(d: Diagnostic) -> tuple[object, ...]:
@@ -143,27 +144,40 @@ LAUNCHES_NOTE = ("launches run back to back: a rank may start its next launch wh
                  "`between_launches: host_sync`")
 
 
-def back_to_back_fix(instance: Instance, writer: OpInst, reader: int, window: str) -> str:
+def back_to_back_fix(instance: Instance, writer: OpInst, reader: int, window: str,
+                     caps: Capabilities | None = None) -> str:
     """The cheapest fix for rank `writer.rank`'s next launch writing `window` on rank
     `reader` before that rank is done with the previous launch's bytes there.
 
     Cheapest first: rotate the landing slot by launch (`launch % 2`: no synchronisation
     at all) where the writer already waits, in every launch, for a signal the reader sends
     once it is done with the previous launch; else a credit the reader returns after its
-    read; a leading `barrier()` always works and costs a team round trip."""
+    read; a leading `barrier()` always works and costs a team round trip.  With the
+    target's capabilities `caps` (`lint --target`), a fix the target cannot generate is
+    left out or said the way it can: no rotation where `launch % K` is refused, and a
+    credit as a small signalled put where a bare `signal` is."""
+    rotation = caps is None or caps.supports(Feature.LAUNCH_ROTATION).available
+    bare_signal = caps is None or caps.supports(Feature.CREDITS).available
+    target = caps.name if caps is not None else ""
     slot = (f"rotate the landing slot by launch: make `{window}` two slots and write and "
             f"read `{window}[slot + ...]` with `slot = launch % 2 * SIZE` (rank "
             f"{writer.rank}'s launch N+2 then waits for rank {reader}'s launch N+1)")
-    credit = (f"return a credit: rank {reader} signals rank {writer.rank} at the start of "
-              f"each launch (`signal({writer.rank}, queue=Q)`: its caller is done with the "
-              f"previous launch's `{window}` then), and rank {writer.rank} waits for it "
+    send = (f"rank {reader} signals rank {writer.rank} at the start of each launch "
+            f"(`signal({writer.rank}, queue=Q)`" if bare_signal else
+            f"at the start of each launch rank {reader} sends rank {writer.rank} a signalled "
+            f"put of a few bytes (`put({writer.rank}, dst=credit[0 : 16], "
+            f"src=credit[16 : 32], queue=Q, signal=\"remote\")` with a `window credit: 32`, "
+            f"`{target}` lowers no bare `signal`")
+    sep = ":" if bare_signal else ";"
+    credit = (f"return a credit: {send}{sep} its caller is done with the previous launch's "
+              f"`{window}` then), and rank {writer.rank} waits for it "
               f"(`wait_signal({reader}, queue=Q)`) before it writes")
     barrier = "a `barrier()` at the start of the kernel"
     rotatable = window not in {w for r, w in input_windows(instance) if r == reader} and \
         not instance.is_buffer(window)
     waits = any(op.kind is OpKind.WAIT_SIGNAL and op.peer == reader
                 for op in instance.ranks[writer.rank])
-    if rotatable and waits and instance.period == 1:
+    if rotation and rotatable and waits and instance.period == 1:
         return f"{slot}; or return a credit, or put {barrier}"
     if rotatable and instance.period > 1:
         return f"{credit}, then the rotating slots suffice; or put {barrier}"

@@ -30,7 +30,7 @@ from typing import ClassVar
 
 from ccogen.analysis import Analysis, ConflictKind
 from ccogen.analysis.races import Access, Conflict
-from ccogen.ir.instance import Instance, OpInst, RegionInst
+from ccogen.ir.instance import OpInst, RegionInst
 from ccogen.ir.opkind import OpKind
 from ccogen.ir.runtime import Rt, lift
 from ccogen.passes._report import (
@@ -44,6 +44,7 @@ from ccogen.passes._report import (
     region,
     where,
 )
+from ccogen.passes._shared import target_caps
 from ccogen.passes.base import Pass, PassContext, analysis_of
 from ccogen.source import Span
 
@@ -100,7 +101,7 @@ def _remote_load(c: Conflict, out: Findings) -> None:
               notes=[f"nothing orders rank {peer}'s {name(writer)} with rank {reader.rank}'s "
                      "load of this element: the load may read the old value or the new one",
                      *launches_note(c.first, c.second)],
-              help=_launch_hint(out.ctx.instance, c.first, c.second) or
+              help=_launch_hint(out.ctx, c.first, c.second) or
                    f"order them: rank {peer} signals after its {name(writer)} and rank "
                    f"{reader.rank} waits for it before the load (or a `barrier()` between)")
 
@@ -138,7 +139,7 @@ def _race(c: Conflict, out: Findings) -> None:
               label, rank=where,
               secondary=[(x.span, f"{_what(x, where)} also writes {region(c.overlap)}")],
               notes=[_missing_order(x, y), *launches_note(c.first, c.second)],
-              help=_launch_hint(out.ctx.instance, *sorted((c.first, c.second),
+              help=_launch_hint(out.ctx, *sorted((c.first, c.second),
                                                         key=lambda a: a.launch))
               or _race_help(x, y))
 
@@ -279,7 +280,7 @@ def _early_read(a: Analysis, c: Conflict, out: Findings) -> None:
     out.error("E032", "read before arrival: nothing orders the write of these bytes before "
               "this read", _span(reader), label, rank=rank,
               secondary=[(put.span, f"{_what(put, c.overlap.rank)} writes them")],
-              notes=notes, help=(_launch_hint(out.ctx.instance, reader, writer)
+              notes=notes, help=(_launch_hint(out.ctx, reader, writer)
                                  or _credit_hint(a, reader, writer) or _wait_hint(put, rank)))
 
 
@@ -300,7 +301,7 @@ def _early_load(c: Conflict, out: Findings) -> None:
               notes=[f"a run-time value read too early is a stale one: the value rank {rank} "
                      "uses (a length, a count, an `expected=`) may be another launch's",
                      *launches_note(reader, writer)],
-              help=_launch_hint(out.ctx.instance, reader, writer)
+              help=_launch_hint(out.ctx, reader, writer)
               or _load_hint(put, rank))
 
 
@@ -339,14 +340,15 @@ def _read_across_caller(c: Conflict, out: Findings) -> None:
                    "leading `barrier()`)")
 
 
-def _launch_hint(instance: Instance, reader: Access, writer: Access) -> str | None:
+def _launch_hint(ctx: PassContext, reader: Access, writer: Access) -> str | None:
     """The fix when the write comes from a later launch than the read: the cheapest that
-    applies (`back_to_back_fix`)."""
+    applies on the target, if one is chosen (`back_to_back_fix`)."""
     if writer.launch <= reader.launch:
         return None
     w = writer.op
     assert w is not None
-    return back_to_back_fix(instance, w, reader.region.rank, writer.region.window)
+    return back_to_back_fix(ctx.instance, w, reader.region.rank, writer.region.window,
+                            target_caps(ctx))
 
 
 def _early_credit(a: Analysis, reader: Access, writer: Access) -> OpInst | None:

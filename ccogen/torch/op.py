@@ -13,8 +13,9 @@ output windows, so the compiler sees no aliasing of the heap and orders the laun
 data flow.  Pass window contents as arguments there and use the returned tensors: a write
 into `op.windows[...]` inside a compiled region is not ordered with the launch.
 
-Protocols whose manifest says `between_launches: host_sync` (every v1 protocol: their
-back-to-back safety is not proven) are preceded by a device-side barrier of all ranks on
+Protocols whose manifest says `between_launches: host_sync` (they declare it, or their
+manifest predates the field: their back-to-back safety is not proven; no library protocol
+since issue 30) are preceded by a device-side barrier of all ranks on
 the same stream, so a rank starts launch N+1 only once every rank's stream is done with
 launch N and with what its caller did after it; a CUDA-graph capture records it too.
 """

@@ -366,3 +366,17 @@ def test_alltoallv_reference_sizes_its_grid_from_the_capacity(tmp_path: Path) ->
     assert "-DREF_P_CAP=1048576ULL" in m["nvcc_flags"] and m["nccl"] == {"lsa_barrier_count": 0}
     small = derived(tmp_path / "s", "alltoallv", "nvshmem", 2, cap=64)
     assert small["kernels"][0]["grid"] == 1 and small["kernels"][0]["block"] == 32
+
+
+def test_a_reference_that_orders_nothing_between_launches_keeps_host_sync(
+        tmp_path: Path) -> None:
+    # protocols/alltoall.cco opens each launch with a barrier (back to back: `free`); the
+    # hand-written kernel does not, so its rule says `host_sync` and its manifest keeps it
+    m = derived(tmp_path, "alltoall", "nvshmem", 2, block=8)
+    gen = json.loads((tmp_path / "gen" / "manifest.json").read_text())
+    assert gen["between_launches"] == "free"
+    assert m["between_launches"] == "host_sync" and m["reference"]["host_sync"] is True
+    spec = ref.find_reference("allreduce_oneshot", "nvshmem")  # its kernel barriers itself
+    assert spec is not None and not spec.rule.host_sync
+    data = json.loads((spec.directory / "manifest.json").read_text())
+    assert "host_sync" not in data["reference"]

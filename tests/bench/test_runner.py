@@ -65,7 +65,8 @@ def test_plan_generates_each_instance_and_its_reference(tmp_path: Path) -> None:
     a2a = p.points[1]
     assert a2a.compare == "alltoall" and a2a.traffic.per_peer == MIB
     assert a2a.window_bytes == 4 * MIB  # send + recv of 2 * block
-    assert p.points[3].compare is None and p.points[4].traffic.per_direction == 32
+    # 4 rounds of 8 B, and rank 1's 16-byte credit at the start of the launch (issue 30)
+    assert p.points[3].compare is None and p.points[4].traffic.per_direction == 32 + 16
 
 
 def test_timing_and_cases(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ CHECK:       #define BUILD_CCO_SDMA 1
 CHECK:       #include "mori/cco/cco.hpp"
 CHECK-LABEL: void ccogen_lane_ship_ship_r0_b0(
 CHECK:       if (ccogen_wave() == 0) {
-CHECK:       lane_ship.cco:14: put (8 lanes)
+CHECK:       lane_ship.cco:18: put (8 lanes)
 CHECK:       switch (threadIdx.x) {
 CHECK-COUNT-8: a.on = true; a.peer = 1; a.queue = 0;
 CHECK:       sdma.put<ccoCoopThread, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadSameQueue>(a.peer, c.win, a.dst, c.win, a.src, a.bytes, a.queue);

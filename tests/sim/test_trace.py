@@ -56,7 +56,8 @@ def test_one_process_per_rank_with_named_threads(trace: dict[str, Any]) -> None:
     assert names == {0: "rank 0", 1: "rank 1", 2: "rank 2", 3: "rank 3", 4: "host"}
     threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in _events(trace, "M")
                if e["name"] == "thread_name"}
-    assert threads[(0, 1)] == "block 0 lane 0"
+    assert threads[(0, 1)] == "block 0"  # the issuer of alltoall's leading barrier
+    assert "block 0 lane 0" in {name for (pid, _), name in threads.items() if pid == 0}
     assert threads[(0, 1000)] == "queue → rank 1 q0"
     used = {(e["pid"], e["tid"]) for e in trace["traceEvents"] if e["ph"] != "M"}
     assert used <= set(threads)  # every track has a name
@@ -67,8 +68,9 @@ def test_ops_and_transfers_are_slices(trace: dict[str, Any]) -> None:
     kinds = defaultdict(int)
     for e in slices:
         kinds[e["cat"]] += 1
-    # 4 ranks x 3 lanes x 3 ops, 12 transfers each with a signal, 2 launches of 4 ranks
-    assert kinds == {"op": 72, "transfer": 24, "signal": 24, "launch": 8}
+    # 4 ranks x (3 lanes x 3 ops + the leading barrier), 12 transfers each with a signal,
+    # 2 launches of 4 ranks
+    assert kinds == {"op": 80, "transfer": 24, "signal": 24, "launch": 8}
 
 
 def test_slices_on_one_track_nest(trace: dict[str, Any]) -> None:

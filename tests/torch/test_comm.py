@@ -73,12 +73,46 @@ def test_window_contents_as_arguments_any_dtype_of_the_size() -> None:
         ops[0](send=torch.zeros(127, dtype=torch.float16))
 
 
-def test_v1_protocols_launch_behind_a_barrier_on_the_current_stream() -> None:
+# The library's `alltoall` before issue 30 (benchmarks/b2b/alltoall_host_sync.cco): a host
+# barrier between launches, declared.
+HOST_SYNC_ALLTOALL = """\
+protocol alltoall_host_sync(block: bytes = 1 MiB):
+    team lsa
+    between_launches: host_sync
+    window send: nranks * block
+    window recv: nranks * block
+
+    kernel exchange(threads=64):
+        lanes p in peers():
+            put(p, dst=recv[me*block : (me+1)*block], src=send[p*block : (p+1)*block],
+                queue=0, signal="remote")
+            quiet(p)
+            wait_signal(p, queue=0)
+
+    ensure:
+        for p in peers():
+            recv[p*block : (p+1)*block] == init(send@p)[me*block : (me+1)*block]
+"""
+
+
+def test_host_sync_protocols_launch_behind_a_barrier_on_the_current_stream() -> None:
     world, comms = _pair()
-    ops = _load_all(comms)
+    ops = [c.load(HOST_SYNC_ALLTOALL, block=BLOCK) for c in comms]
     assert ops[0].spec.between_launches == "host_sync"
     ops[0]()
     assert [name for name, _, _ in world.engines[0].calls] == ["meet", "exchange"]
+
+
+def test_every_library_protocol_is_one_launch_per_call() -> None:
+    """Issue 30: no library protocol declares `host_sync` any more; `alltoall` (a leading
+    barrier inside its kernel) is one kernel launch per call, with no launch-barrier
+    kernel before it."""
+    world, comms = _pair()
+    ops = _load_all(comms)
+    assert ops[0].spec.between_launches == "free" and ops[0]._before == ()
+    for _ in range(3):
+        ops[0]()
+    assert [name for name, _, _ in world.engines[0].calls] == ["exchange"] * 3
 
 
 def test_back_to_back_safe_protocols_are_one_launch_per_call() -> None:

@@ -82,12 +82,14 @@ __device__ inline void ccogen_barrier_block(const ccogen_ctx& c) {
   bar.sync(ccoCoopBlock{});
 }
 
-// ======== kernel `exchange` (protocols/alltoall.cco:10): 1 block(s) x 64 threads
+// ======== kernel `exchange` (protocols/alltoall.cco:9): 1 block(s) x 64 threads
 
 // rank 0, block 0 of kernel `exchange`
 __device__ void ccogen_alltoall_exchange_r0_b0(const ccogen_ctx& c, ccoSdma& sdma) {
+  // protocols/alltoall.cco:14: barrier
+  ccogen_barrier_block(c);
   if (ccogen_wave() == 0) {
-    // protocols/alltoall.cco:12: put
+    // protocols/alltoall.cco:16: put
     {
       ccogen_lane a{};
       switch (threadIdx.x) {
@@ -98,7 +100,7 @@ __device__ void ccogen_alltoall_exchange_r0_b0(const ccogen_ctx& c, ccoSdma& sdm
         sdma.put<ccoCoopThread, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadSameQueue>(a.peer, c.win, a.dst, c.win, a.src, a.bytes, a.queue);
       }
     }
-    // protocols/alltoall.cco:14: quiet
+    // protocols/alltoall.cco:18: quiet
     {
       ccogen_lane a{};
       switch (threadIdx.x) {
@@ -109,11 +111,11 @@ __device__ void ccogen_alltoall_exchange_r0_b0(const ccogen_ctx& c, ccoSdma& sdm
         sdma.quiet<ccoCoopThread>(a.peer);
       }
     }
-    // protocols/alltoall.cco:15: wait_signal
+    // protocols/alltoall.cco:19: wait_signal
     {
       ccogen_lane a{};
       switch (threadIdx.x) {
-        case 0: a.on = true; a.sender = 1; a.queue = 0; a.value = 1ULL; a.per_epoch = 1ULL; a.line = 15; break;
+        case 0: a.on = true; a.sender = 1; a.queue = 0; a.value = 1ULL; a.per_epoch = 1ULL; a.line = 19; break;
         default: break;
       }
       if (a.on) {
@@ -127,8 +129,10 @@ __device__ void ccogen_alltoall_exchange_r0_b0(const ccogen_ctx& c, ccoSdma& sdm
 
 // rank 1, block 0 of kernel `exchange`
 __device__ void ccogen_alltoall_exchange_r1_b0(const ccogen_ctx& c, ccoSdma& sdma) {
+  // protocols/alltoall.cco:14: barrier
+  ccogen_barrier_block(c);
   if (ccogen_wave() == 0) {
-    // protocols/alltoall.cco:12: put
+    // protocols/alltoall.cco:16: put
     {
       ccogen_lane a{};
       switch (threadIdx.x) {
@@ -139,7 +143,7 @@ __device__ void ccogen_alltoall_exchange_r1_b0(const ccogen_ctx& c, ccoSdma& sdm
         sdma.put<ccoCoopThread, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadSameQueue>(a.peer, c.win, a.dst, c.win, a.src, a.bytes, a.queue);
       }
     }
-    // protocols/alltoall.cco:14: quiet
+    // protocols/alltoall.cco:18: quiet
     {
       ccogen_lane a{};
       switch (threadIdx.x) {
@@ -150,11 +154,11 @@ __device__ void ccogen_alltoall_exchange_r1_b0(const ccogen_ctx& c, ccoSdma& sdm
         sdma.quiet<ccoCoopThread>(a.peer);
       }
     }
-    // protocols/alltoall.cco:15: wait_signal
+    // protocols/alltoall.cco:19: wait_signal
     {
       ccogen_lane a{};
       switch (threadIdx.x) {
-        case 0: a.on = true; a.sender = 0; a.queue = 0; a.value = 1ULL; a.per_epoch = 1ULL; a.line = 15; break;
+        case 0: a.on = true; a.sender = 0; a.queue = 0; a.value = 1ULL; a.per_epoch = 1ULL; a.line = 19; break;
         default: break;
       }
       if (a.on) {

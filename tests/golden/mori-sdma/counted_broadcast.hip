@@ -82,21 +82,25 @@ __device__ inline void ccogen_barrier_block(const ccogen_ctx& c) {
   bar.sync(ccoCoopBlock{});
 }
 
-// ======== kernel `bcast` (protocols/counted_broadcast.cco:9): 1 block(s) x 64 threads
+// ======== kernel `bcast` (protocols/counted_broadcast.cco:8): 1 block(s) x 64 threads
 
 // rank 0, block 0 of kernel `bcast`
 __device__ void ccogen_counted_broadcast_bcast_r0_b0(const ccogen_ctx& c, ccoSdma& sdma) {
-  // protocols/counted_broadcast.cco:12: put
+  // protocols/counted_broadcast.cco:13: barrier
+  ccogen_barrier_block(c);
+  // protocols/counted_broadcast.cco:16: put
   sdma.put<ccoCoopBlock, false, true, ccoSdmaOptFlagsAggregate, ccoSdmaThreadIndependent>(1, c.win, 0ULL, c.win, 0ULL, 8388608ULL, 0);
-  // protocols/counted_broadcast.cco:14: commit
+  // protocols/counted_broadcast.cco:18: commit
   if (threadIdx.x == 0) sdma.commit<ccoCoopThread>(1, 0);
-  // protocols/counted_broadcast.cco:15: quiet
+  // protocols/counted_broadcast.cco:19: quiet
   sdma.quiet<ccoCoopBlock>(1);
 }
 
 // rank 1, block 0 of kernel `bcast`
 __device__ void ccogen_counted_broadcast_bcast_r1_b0(const ccogen_ctx& c, ccoSdma& sdma) {
-  // protocols/counted_broadcast.cco:17: wait_count
+  // protocols/counted_broadcast.cco:13: barrier
+  ccogen_barrier_block(c);
+  // protocols/counted_broadcast.cco:21: wait_count
   // `landed`: 1 counted put from rank 0 on queue 0
   if (threadIdx.x == 0) {
     sdma.waitSignal(0, 0, 1ULL + c.epoch * 1ULL);

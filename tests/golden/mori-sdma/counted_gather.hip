@@ -82,13 +82,15 @@ __device__ inline void ccogen_barrier_block(const ccogen_ctx& c) {
   bar.sync(ccoCoopBlock{});
 }
 
-// ======== kernel `gather` (protocols/counted_gather.cco:11): 1 block(s) x 64 threads
+// ======== kernel `gather` (protocols/counted_gather.cco:10): 1 block(s) x 64 threads
 
 // rank 0, block 0 of kernel `gather`
 __device__ void ccogen_counted_gather_gather_r0_b0(const ccogen_ctx& c, ccoSdma& sdma) {
-  // protocols/counted_gather.cco:16: copy
+  // protocols/counted_gather.cco:15: barrier
+  ccogen_barrier_block(c);
+  // protocols/counted_gather.cco:20: copy
   ccogen_copy_block(c, 1048576ULL, 0ULL, 1048576ULL, true);
-  // protocols/counted_gather.cco:17: wait_count
+  // protocols/counted_gather.cco:21: wait_count
   // `landed`: 1 counted put from rank 1 on queue 0
   if (threadIdx.x == 0) {
     sdma.waitSignal(1, 0, 1ULL + c.epoch * 1ULL);
@@ -99,9 +101,11 @@ __device__ void ccogen_counted_gather_gather_r0_b0(const ccogen_ctx& c, ccoSdma&
 
 // rank 1, block 0 of kernel `gather`
 __device__ void ccogen_counted_gather_gather_r1_b0(const ccogen_ctx& c, ccoSdma& sdma) {
-  // protocols/counted_gather.cco:13: put
+  // protocols/counted_gather.cco:15: barrier
+  ccogen_barrier_block(c);
+  // protocols/counted_gather.cco:17: put
   sdma.put<ccoCoopBlock, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(0, c.win, 2097152ULL, c.win, 0ULL, 1048576ULL, 0);
-  // protocols/counted_gather.cco:14: quiet
+  // protocols/counted_gather.cco:18: quiet
   sdma.quiet<ccoCoopBlock>(0);
 }
 

@@ -18,7 +18,7 @@ namespace {
 constexpr int kRanks = 2;
 constexpr size_t kHeapBytes = 3149824;
 constexpr int kSdmaQueues = 1;  // the compiler's queue assignment
-constexpr int kLsaBarriers = 0;
+constexpr int kLsaBarriers = 1;
 
 struct State {
   ccoComm* comm = nullptr;

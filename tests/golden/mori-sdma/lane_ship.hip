@@ -82,12 +82,14 @@ __device__ inline void ccogen_barrier_block(const ccogen_ctx& c) {
   bar.sync(ccoCoopBlock{});
 }
 
-// ======== kernel `ship` (protocols/lane_ship.cco:11): 1 block(s) x 64 threads
+// ======== kernel `ship` (protocols/lane_ship.cco:10): 1 block(s) x 64 threads
 
 // rank 0, block 0 of kernel `ship`
 __device__ void ccogen_lane_ship_ship_r0_b0(const ccogen_ctx& c, ccoSdma& sdma) {
+  // protocols/lane_ship.cco:15: barrier
+  ccogen_barrier_block(c);
   if (ccogen_wave() == 0) {
-    // protocols/lane_ship.cco:14: put (8 lanes)
+    // protocols/lane_ship.cco:18: put (8 lanes)
     {
       ccogen_lane a{};
       switch (threadIdx.x) {
@@ -107,13 +109,15 @@ __device__ void ccogen_lane_ship_ship_r0_b0(const ccogen_ctx& c, ccoSdma& sdma) 
     }
   }
   __syncthreads();
-  // protocols/lane_ship.cco:16: quiet
+  // protocols/lane_ship.cco:20: quiet
   sdma.quiet<ccoCoopBlock>(1);
 }
 
 // rank 1, block 0 of kernel `ship`
 __device__ void ccogen_lane_ship_ship_r1_b0(const ccogen_ctx& c, ccoSdma& sdma) {
-  // protocols/lane_ship.cco:19: wait_signal
+  // protocols/lane_ship.cco:15: barrier
+  ccogen_barrier_block(c);
+  // protocols/lane_ship.cco:23: wait_signal
   if (threadIdx.x == 0) {
     sdma.waitSignal(0, 0, 1ULL + c.epoch * 1ULL);
     ccogen_acquire_system();

@@ -82,94 +82,104 @@ __device__ inline void ccogen_barrier_block(const ccogen_ctx& c) {
   bar.sync(ccoCoopBlock{});
 }
 
-// ======== kernel `bounce` (protocols/pingpong.cco:9): 1 block(s) x 64 threads
+// ======== kernel `bounce` (protocols/pingpong.cco:10): 1 block(s) x 64 threads
 
 // rank 0, block 0 of kernel `bounce`
 __device__ void ccogen_pingpong_bounce_r0_b0(const ccogen_ctx& c, ccoSdma& sdma) {
-  // protocols/pingpong.cco:12: put
+  // protocols/pingpong.cco:20: wait_signal
+  if (threadIdx.x == 0) {
+    sdma.waitSignal(1, 1, 1ULL + c.epoch * 1ULL);
+    ccogen_acquire_system();
+  }
+  __syncthreads();
+  // protocols/pingpong.cco:23: put
   sdma.put<ccoCoopBlock, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(1, c.win, 0ULL, c.win, 0ULL, 8ULL, 0);
-  // protocols/pingpong.cco:13: wait_signal
+  // protocols/pingpong.cco:24: wait_signal
   if (threadIdx.x == 0) {
     sdma.waitSignal(1, 0, 1ULL + c.epoch * 4ULL);
     ccogen_acquire_system();
   }
   __syncthreads();
-  // protocols/pingpong.cco:14: quiet
-  sdma.quiet<ccoCoopBlock>(1);
-  // protocols/pingpong.cco:12: put
+  // protocols/pingpong.cco:25: quiet
+  sdma.quietQueue<ccoCoopBlock>(1, 0);
+  // protocols/pingpong.cco:23: put
   sdma.put<ccoCoopBlock, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(1, c.win, 0ULL, c.win, 0ULL, 8ULL, 0);
-  // protocols/pingpong.cco:13: wait_signal
+  // protocols/pingpong.cco:24: wait_signal
   if (threadIdx.x == 0) {
     sdma.waitSignal(1, 0, 2ULL + c.epoch * 4ULL);
     ccogen_acquire_system();
   }
   __syncthreads();
-  // protocols/pingpong.cco:14: quiet
-  sdma.quiet<ccoCoopBlock>(1);
-  // protocols/pingpong.cco:12: put
+  // protocols/pingpong.cco:25: quiet
+  sdma.quietQueue<ccoCoopBlock>(1, 0);
+  // protocols/pingpong.cco:23: put
   sdma.put<ccoCoopBlock, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(1, c.win, 0ULL, c.win, 0ULL, 8ULL, 0);
-  // protocols/pingpong.cco:13: wait_signal
+  // protocols/pingpong.cco:24: wait_signal
   if (threadIdx.x == 0) {
     sdma.waitSignal(1, 0, 3ULL + c.epoch * 4ULL);
     ccogen_acquire_system();
   }
   __syncthreads();
-  // protocols/pingpong.cco:14: quiet
-  sdma.quiet<ccoCoopBlock>(1);
-  // protocols/pingpong.cco:12: put
+  // protocols/pingpong.cco:25: quiet
+  sdma.quietQueue<ccoCoopBlock>(1, 0);
+  // protocols/pingpong.cco:23: put
   sdma.put<ccoCoopBlock, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(1, c.win, 0ULL, c.win, 0ULL, 8ULL, 0);
-  // protocols/pingpong.cco:13: wait_signal
+  // protocols/pingpong.cco:24: wait_signal
   if (threadIdx.x == 0) {
     sdma.waitSignal(1, 0, 4ULL + c.epoch * 4ULL);
     ccogen_acquire_system();
   }
   __syncthreads();
-  // protocols/pingpong.cco:14: quiet
-  sdma.quiet<ccoCoopBlock>(1);
+  // protocols/pingpong.cco:25: quiet
+  sdma.quietQueue<ccoCoopBlock>(1, 0);
 }
 
 // rank 1, block 0 of kernel `bounce`
 __device__ void ccogen_pingpong_bounce_r1_b0(const ccogen_ctx& c, ccoSdma& sdma) {
-  // protocols/pingpong.cco:16: wait_signal
+  // protocols/pingpong.cco:18: put
+  sdma.put<ccoCoopBlock, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(0, c.win, 512ULL, c.win, 512ULL, 16ULL, 1);
+  // protocols/pingpong.cco:27: wait_signal
   if (threadIdx.x == 0) {
     sdma.waitSignal(0, 0, 1ULL + c.epoch * 4ULL);
     ccogen_acquire_system();
   }
   __syncthreads();
-  // protocols/pingpong.cco:17: put
+  // protocols/pingpong.cco:28: put
   sdma.put<ccoCoopBlock, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(0, c.win, 256ULL, c.win, 0ULL, 8ULL, 0);
-  // protocols/pingpong.cco:18: quiet
-  sdma.quiet<ccoCoopBlock>(0);
-  // protocols/pingpong.cco:16: wait_signal
+  // protocols/pingpong.cco:29: quiet
+  sdma.quietQueue<ccoCoopBlock>(0, 0);
+  // protocols/pingpong.cco:27: wait_signal
   if (threadIdx.x == 0) {
     sdma.waitSignal(0, 0, 2ULL + c.epoch * 4ULL);
     ccogen_acquire_system();
   }
   __syncthreads();
-  // protocols/pingpong.cco:17: put
+  // protocols/pingpong.cco:28: put
   sdma.put<ccoCoopBlock, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(0, c.win, 256ULL, c.win, 0ULL, 8ULL, 0);
-  // protocols/pingpong.cco:18: quiet
-  sdma.quiet<ccoCoopBlock>(0);
-  // protocols/pingpong.cco:16: wait_signal
+  // protocols/pingpong.cco:29: quiet
+  sdma.quietQueue<ccoCoopBlock>(0, 0);
+  // protocols/pingpong.cco:27: wait_signal
   if (threadIdx.x == 0) {
     sdma.waitSignal(0, 0, 3ULL + c.epoch * 4ULL);
     ccogen_acquire_system();
   }
   __syncthreads();
-  // protocols/pingpong.cco:17: put
+  // protocols/pingpong.cco:28: put
   sdma.put<ccoCoopBlock, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(0, c.win, 256ULL, c.win, 0ULL, 8ULL, 0);
-  // protocols/pingpong.cco:18: quiet
-  sdma.quiet<ccoCoopBlock>(0);
-  // protocols/pingpong.cco:16: wait_signal
+  // protocols/pingpong.cco:29: quiet
+  sdma.quietQueue<ccoCoopBlock>(0, 0);
+  // protocols/pingpong.cco:27: wait_signal
   if (threadIdx.x == 0) {
     sdma.waitSignal(0, 0, 4ULL + c.epoch * 4ULL);
     ccogen_acquire_system();
   }
   __syncthreads();
-  // protocols/pingpong.cco:17: put
+  // protocols/pingpong.cco:28: put
   sdma.put<ccoCoopBlock, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(0, c.win, 256ULL, c.win, 0ULL, 8ULL, 0);
-  // protocols/pingpong.cco:18: quiet
-  sdma.quiet<ccoCoopBlock>(0);
+  // protocols/pingpong.cco:29: quiet
+  sdma.quietQueue<ccoCoopBlock>(0, 0);
+  // protocols/pingpong.cco:31: quiet
+  sdma.quietQueue<ccoCoopBlock>(0, 1);
 }
 
 extern "C" __global__ void __launch_bounds__(64)

@@ -298,24 +298,28 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 }
 // ---- end of the nccl-cft primitives ----
 
-// ======== kernel `bcast` (protocols/counted_broadcast.cco:9): 1 logical block(s) x 32 CTA(s) x 512 threads
+// ======== kernel `bcast` (protocols/counted_broadcast.cco:8): 1 logical block(s) x 32 CTA(s) x 512 threads
 
 // rank 0, logical block 0 of kernel `bcast`
 __device__ __forceinline__ void ccogen_counted_broadcast_bcast_r0_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 1;
-  // protocols/counted_broadcast.cco:12: put
-  // protocols/counted_broadcast.cco:14: commit
+  // protocols/counted_broadcast.cco:13: barrier
+  ccogen_barrier_group(c, 1ULL);
+  // protocols/counted_broadcast.cco:16: put
+  // protocols/counted_broadcast.cco:18: commit
   ccogen_putcounted_group(c, 1, 0ULL, 0ULL, 8388608ULL, 8388864ULL);
   ccogen_sync_group(c, 1ULL, kSyncs);
-  // protocols/counted_broadcast.cco:15: quiet
+  // protocols/counted_broadcast.cco:19: quiet
   ccogen_quiet_group(c);
 }
 
 // rank 1, logical block 0 of kernel `bcast`
 __device__ __forceinline__ void ccogen_counted_broadcast_bcast_r1_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 1;
-  // protocols/counted_broadcast.cco:17: wait_count
-  ccogen_waitcounted_group(c, 8388864ULL, 8388608ULL, 8388608ULL, 17, -1, -1, 2);
+  // protocols/counted_broadcast.cco:13: barrier
+  ccogen_barrier_group(c, 1ULL);
+  // protocols/counted_broadcast.cco:21: wait_count
+  ccogen_waitcounted_group(c, 8388864ULL, 8388608ULL, 8388608ULL, 21, -1, -1, 2);
   ccogen_sync_group(c, 1ULL, kSyncs);
 }
 
@@ -328,7 +332,7 @@ ccogen_counted_broadcast_bcast(const __grid_constant__ ncclDevComm dc, ncclWindo
   c.team = ncclTeamCft(dc);
   if (c.team.nRanks != 2 || c.team.rank != dc.rank) __trap();  // CFT team = the communicator
   ccogen_fill_ctx(c, static_cast<char*>(ncclGetLocalPointer(win, 0)), epoch, dbg, dc.rank,
-                  32, 8389384ULL, 8389376ULL, 0ULL);
+                  32, 8389384ULL, 8389376ULL, 2ULL);
   switch (c.rank * 1 + c.group) {
     case 0: ccogen_counted_broadcast_bcast_r0_b0(c); break;
     case 1: ccogen_counted_broadcast_bcast_r1_b0(c); break;

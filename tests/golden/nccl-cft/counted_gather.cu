@@ -298,26 +298,30 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 }
 // ---- end of the nccl-cft primitives ----
 
-// ======== kernel `gather` (protocols/counted_gather.cco:11): 1 logical block(s) x 16 CTA(s) x 512 threads
+// ======== kernel `gather` (protocols/counted_gather.cco:10): 1 logical block(s) x 16 CTA(s) x 512 threads
 
 // rank 0, logical block 0 of kernel `gather`
 __device__ __forceinline__ void ccogen_counted_gather_gather_r0_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 2;
-  // protocols/counted_gather.cco:16: copy
+  // protocols/counted_gather.cco:15: barrier
+  ccogen_barrier_group(c, 1ULL);
+  // protocols/counted_gather.cco:20: copy
   ccogen_copy_group(c, -1, 1048576ULL, -1, 0ULL, 1048576ULL, true);
   ccogen_sync_group(c, 1ULL, kSyncs);
-  // protocols/counted_gather.cco:17: wait_count
-  ccogen_waitcounted_group(c, 3145984ULL, 1048576ULL, 1048576ULL, 17, -1, -1, 2);
+  // protocols/counted_gather.cco:21: wait_count
+  ccogen_waitcounted_group(c, 3145984ULL, 1048576ULL, 1048576ULL, 21, -1, -1, 2);
   ccogen_sync_group(c, 2ULL, kSyncs);
 }
 
 // rank 1, logical block 0 of kernel `gather`
 __device__ __forceinline__ void ccogen_counted_gather_gather_r1_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 1;
-  // protocols/counted_gather.cco:13: put
+  // protocols/counted_gather.cco:15: barrier
+  ccogen_barrier_group(c, 1ULL);
+  // protocols/counted_gather.cco:17: put
   ccogen_putcounted_group(c, 0, 2097152ULL, 0ULL, 1048576ULL, 3145984ULL);
   ccogen_sync_group(c, 1ULL, kSyncs);
-  // protocols/counted_gather.cco:14: quiet
+  // protocols/counted_gather.cco:18: quiet
   ccogen_quiet_group(c);
 }
 
@@ -330,7 +334,7 @@ ccogen_counted_gather_gather(const __grid_constant__ ncclDevComm dc, ncclWindow_
   c.team = ncclTeamCft(dc);
   if (c.team.nRanks != 2 || c.team.rank != dc.rank) __trap();  // CFT team = the communicator
   ccogen_fill_ctx(c, static_cast<char*>(ncclGetLocalPointer(win, 0)), epoch, dbg, dc.rank,
-                  16, 3146504ULL, 3146496ULL, 0ULL);
+                  16, 3146504ULL, 3146496ULL, 2ULL);
   switch (c.rank * 1 + c.group) {
     case 0: ccogen_counted_gather_gather_r0_b0(c); break;
     case 1: ccogen_counted_gather_gather_r1_b0(c); break;

@@ -80,71 +80,80 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 }
 // ---- end of the nccl-lsa primitives ----
 
-// ======== kernel `bounce` (protocols/pingpong.cco:9): 1 logical block(s) x 1 CTA(s) x 32 threads
+// ======== kernel `bounce` (protocols/pingpong.cco:10): 1 logical block(s) x 1 CTA(s) x 32 threads
 
 // rank 0, logical block 0 of kernel `bounce`
 __device__ __forceinline__ void ccogen_pingpong_bounce_r0_b0(const ccogen_ctx& c) {
-  [[maybe_unused]] constexpr uint64_t kSyncs = 4;
-  // protocols/pingpong.cco:12: put
-  ccogen_llput_group(c, 1, 784ULL, 0ULL, 8ULL, 1ULL, 4ULL);
-  // protocols/pingpong.cco:13: wait_signal
-  ccogen_llwait_group(c, 848ULL, 1ULL, 4ULL, 256ULL, 8ULL, 13, 1, 0);
+  [[maybe_unused]] constexpr uint64_t kSyncs = 5;
+  // protocols/pingpong.cco:20: wait_signal
+  ccogen_wait_group(c, 792ULL, 1ULL, 1ULL, 20, 1, 1, 1, 1ULL);
   ccogen_sync_group(c, 1ULL, kSyncs);
-  // protocols/pingpong.cco:14: quiet
-  ccogen_quiet_group(c);
-  // protocols/pingpong.cco:12: put
-  ccogen_llput_group(c, 1, 800ULL, 0ULL, 8ULL, 2ULL, 4ULL);
-  // protocols/pingpong.cco:13: wait_signal
-  ccogen_llwait_group(c, 864ULL, 2ULL, 4ULL, 256ULL, 8ULL, 13, 1, 0);
+  // protocols/pingpong.cco:23: put
+  ccogen_llput_group(c, 1, 1040ULL, 0ULL, 8ULL, 1ULL, 4ULL);
+  // protocols/pingpong.cco:24: wait_signal
+  ccogen_llwait_group(c, 1104ULL, 1ULL, 4ULL, 256ULL, 8ULL, 24, 1, 0);
   ccogen_sync_group(c, 2ULL, kSyncs);
-  // protocols/pingpong.cco:14: quiet
+  // protocols/pingpong.cco:25: quiet
   ccogen_quiet_group(c);
-  // protocols/pingpong.cco:12: put
-  ccogen_llput_group(c, 1, 816ULL, 0ULL, 8ULL, 3ULL, 4ULL);
-  // protocols/pingpong.cco:13: wait_signal
-  ccogen_llwait_group(c, 880ULL, 3ULL, 4ULL, 256ULL, 8ULL, 13, 1, 0);
+  // protocols/pingpong.cco:23: put
+  ccogen_llput_group(c, 1, 1056ULL, 0ULL, 8ULL, 2ULL, 4ULL);
+  // protocols/pingpong.cco:24: wait_signal
+  ccogen_llwait_group(c, 1120ULL, 2ULL, 4ULL, 256ULL, 8ULL, 24, 1, 0);
   ccogen_sync_group(c, 3ULL, kSyncs);
-  // protocols/pingpong.cco:14: quiet
+  // protocols/pingpong.cco:25: quiet
   ccogen_quiet_group(c);
-  // protocols/pingpong.cco:12: put
-  ccogen_llput_group(c, 1, 832ULL, 0ULL, 8ULL, 4ULL, 4ULL);
-  // protocols/pingpong.cco:13: wait_signal
-  ccogen_llwait_group(c, 896ULL, 4ULL, 4ULL, 256ULL, 8ULL, 13, 1, 0);
+  // protocols/pingpong.cco:23: put
+  ccogen_llput_group(c, 1, 1072ULL, 0ULL, 8ULL, 3ULL, 4ULL);
+  // protocols/pingpong.cco:24: wait_signal
+  ccogen_llwait_group(c, 1136ULL, 3ULL, 4ULL, 256ULL, 8ULL, 24, 1, 0);
   ccogen_sync_group(c, 4ULL, kSyncs);
-  // protocols/pingpong.cco:14: quiet
+  // protocols/pingpong.cco:25: quiet
+  ccogen_quiet_group(c);
+  // protocols/pingpong.cco:23: put
+  ccogen_llput_group(c, 1, 1088ULL, 0ULL, 8ULL, 4ULL, 4ULL);
+  // protocols/pingpong.cco:24: wait_signal
+  ccogen_llwait_group(c, 1152ULL, 4ULL, 4ULL, 256ULL, 8ULL, 24, 1, 0);
+  ccogen_sync_group(c, 5ULL, kSyncs);
+  // protocols/pingpong.cco:25: quiet
   ccogen_quiet_group(c);
 }
 
 // rank 1, logical block 0 of kernel `bounce`
 __device__ __forceinline__ void ccogen_pingpong_bounce_r1_b0(const ccogen_ctx& c) {
-  [[maybe_unused]] constexpr uint64_t kSyncs = 4;
-  // protocols/pingpong.cco:16: wait_signal
-  ccogen_llwait_group(c, 784ULL, 1ULL, 4ULL, 0ULL, 8ULL, 16, 0, 0);
+  [[maybe_unused]] constexpr uint64_t kSyncs = 5;
+  // protocols/pingpong.cco:18: put
+  ccogen_copy_group(c, 0, 512ULL, -1, 512ULL, 16ULL, true);
   ccogen_sync_group(c, 1ULL, kSyncs);
-  // protocols/pingpong.cco:17: put
-  ccogen_llput_group(c, 0, 848ULL, 0ULL, 8ULL, 1ULL, 4ULL);
-  // protocols/pingpong.cco:18: quiet
-  ccogen_quiet_group(c);
-  // protocols/pingpong.cco:16: wait_signal
-  ccogen_llwait_group(c, 800ULL, 2ULL, 4ULL, 0ULL, 8ULL, 16, 0, 0);
+  ccogen_signal_group(c, 0, 792ULL, 1ULL);
+  // protocols/pingpong.cco:27: wait_signal
+  ccogen_llwait_group(c, 1040ULL, 1ULL, 4ULL, 0ULL, 8ULL, 27, 0, 0);
   ccogen_sync_group(c, 2ULL, kSyncs);
-  // protocols/pingpong.cco:17: put
-  ccogen_llput_group(c, 0, 864ULL, 0ULL, 8ULL, 2ULL, 4ULL);
-  // protocols/pingpong.cco:18: quiet
+  // protocols/pingpong.cco:28: put
+  ccogen_llput_group(c, 0, 1104ULL, 0ULL, 8ULL, 1ULL, 4ULL);
+  // protocols/pingpong.cco:29: quiet
   ccogen_quiet_group(c);
-  // protocols/pingpong.cco:16: wait_signal
-  ccogen_llwait_group(c, 816ULL, 3ULL, 4ULL, 0ULL, 8ULL, 16, 0, 0);
+  // protocols/pingpong.cco:27: wait_signal
+  ccogen_llwait_group(c, 1056ULL, 2ULL, 4ULL, 0ULL, 8ULL, 27, 0, 0);
   ccogen_sync_group(c, 3ULL, kSyncs);
-  // protocols/pingpong.cco:17: put
-  ccogen_llput_group(c, 0, 880ULL, 0ULL, 8ULL, 3ULL, 4ULL);
-  // protocols/pingpong.cco:18: quiet
+  // protocols/pingpong.cco:28: put
+  ccogen_llput_group(c, 0, 1120ULL, 0ULL, 8ULL, 2ULL, 4ULL);
+  // protocols/pingpong.cco:29: quiet
   ccogen_quiet_group(c);
-  // protocols/pingpong.cco:16: wait_signal
-  ccogen_llwait_group(c, 832ULL, 4ULL, 4ULL, 0ULL, 8ULL, 16, 0, 0);
+  // protocols/pingpong.cco:27: wait_signal
+  ccogen_llwait_group(c, 1072ULL, 3ULL, 4ULL, 0ULL, 8ULL, 27, 0, 0);
   ccogen_sync_group(c, 4ULL, kSyncs);
-  // protocols/pingpong.cco:17: put
-  ccogen_llput_group(c, 0, 896ULL, 0ULL, 8ULL, 4ULL, 4ULL);
-  // protocols/pingpong.cco:18: quiet
+  // protocols/pingpong.cco:28: put
+  ccogen_llput_group(c, 0, 1136ULL, 0ULL, 8ULL, 3ULL, 4ULL);
+  // protocols/pingpong.cco:29: quiet
+  ccogen_quiet_group(c);
+  // protocols/pingpong.cco:27: wait_signal
+  ccogen_llwait_group(c, 1088ULL, 4ULL, 4ULL, 0ULL, 8ULL, 27, 0, 0);
+  ccogen_sync_group(c, 5ULL, kSyncs);
+  // protocols/pingpong.cco:28: put
+  ccogen_llput_group(c, 0, 1152ULL, 0ULL, 8ULL, 4ULL, 4ULL);
+  // protocols/pingpong.cco:29: quiet
+  ccogen_quiet_group(c);
+  // protocols/pingpong.cco:31: quiet
   ccogen_quiet_group(c);
 }
 
@@ -155,7 +164,7 @@ ccogen_pingpong_bounce(const __grid_constant__ ncclDevComm dc, ncclWindow_t win,
   c.dc = &dc;
   c.win = win;
   ccogen_fill_ctx(c, static_cast<char*>(ncclGetLocalPointer(win, 0)), epoch, dbg, dc.lsaRank,
-                  1, 776ULL, 768ULL, 0ULL);
+                  1, 1032ULL, 1024ULL, 0ULL);
   switch (c.rank * 1 + c.group) {
     case 0: ccogen_pingpong_bounce_r0_b0(c); break;
     case 1: ccogen_pingpong_bounce_r1_b0(c); break;

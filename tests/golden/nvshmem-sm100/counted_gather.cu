@@ -337,26 +337,30 @@ __device__ __forceinline__ void ccogen_release_smem() {
 }
 // ---- end of the nvshmem primitives ----
 
-// ======== kernel `gather` (protocols/counted_gather.cco:11): 1 logical block(s) x 16 CTA(s) x 256 threads
+// ======== kernel `gather` (protocols/counted_gather.cco:10): 1 logical block(s) x 16 CTA(s) x 256 threads
 
 // rank 0, logical block 0 of kernel `gather`
 __device__ __forceinline__ void ccogen_counted_gather_gather_r0_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 2;
-  // protocols/counted_gather.cco:16: copy
+  // protocols/counted_gather.cco:15: barrier
+  ccogen_barrier_group(c, 1ULL);
+  // protocols/counted_gather.cco:20: copy
   ccogen_copy_group(c, -1, 1048576ULL, -1, 0ULL, 1048576ULL, true);
   ccogen_sync_group(c, 1ULL, kSyncs);
-  // protocols/counted_gather.cco:17: wait_count
-  ccogen_waitcounted_group(c, 3145984ULL, 1048576ULL, 1048576ULL, 17, -1, -1, 2);
+  // protocols/counted_gather.cco:21: wait_count
+  ccogen_waitcounted_group(c, 3145984ULL, 1048576ULL, 1048576ULL, 21, -1, -1, 2);
   ccogen_sync_group(c, 2ULL, kSyncs);
 }
 
 // rank 1, logical block 0 of kernel `gather`
 __device__ __forceinline__ void ccogen_counted_gather_gather_r1_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 1;
-  // protocols/counted_gather.cco:13: put
+  // protocols/counted_gather.cco:15: barrier
+  ccogen_barrier_group(c, 1ULL);
+  // protocols/counted_gather.cco:17: put
   ccogen_putcounted_group(c, 0, 2097152ULL, 0ULL, 1048576ULL, 3145984ULL);
   ccogen_sync_group(c, 1ULL, kSyncs);
-  // protocols/counted_gather.cco:14: quiet
+  // protocols/counted_gather.cco:18: quiet
   ccogen_quiet_group(c);
 }
 
@@ -367,7 +371,7 @@ ccogen_counted_gather_gather(char* heap, uint64_t epoch, ccogen_debug_record* db
   ccogen_nvshmem_lookup(heap, peers, 2);
   __syncthreads();  // publishes peers
   ccogen_fill_ctx(c, heap, epoch, dbg, nvshmem_my_pe(), 16,
-                  3146248ULL, 3146240ULL, 0ULL);
+                  3146248ULL, 3146240ULL, 2ULL);
   ccogen_nvshmem_peers(c, peers, 2);
   ccogen_give_smem();
   switch (c.rank * 1 + c.group) {

@@ -233,29 +233,33 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 }
 // ---- end of the nvshmem primitives ----
 
-// ======== kernel `ring` (protocols/ring_allgather.cco:9): 1 logical block(s) x 4 CTA(s) x 512 threads
+// ======== kernel `ring` (protocols/ring_allgather.cco:8): 1 logical block(s) x 4 CTA(s) x 512 threads
 
 // rank 0, logical block 0 of kernel `ring`
 __device__ __forceinline__ void ccogen_ring_allgather_ring_r0_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 0;
-  // protocols/ring_allgather.cco:11: put
+  // protocols/ring_allgather.cco:12: barrier
+  ccogen_barrier_group(c, 1ULL);
+  // protocols/ring_allgather.cco:14: put
   ccogen_cputsig_group(c, 1, 0ULL, 0ULL, 262144ULL, 524288ULL, 1ULL);
-  // protocols/ring_allgather.cco:14: wait_signal
-  ccogen_cwait_group(c, 524296ULL, 1ULL, 1ULL, 14, 1, 0, 1, 4ULL);
+  // protocols/ring_allgather.cco:17: wait_signal
+  ccogen_cwait_group(c, 524296ULL, 1ULL, 1ULL, 17, 1, 0, 1, 4ULL);
   ccogen_ctasync_group(c);
-  // protocols/ring_allgather.cco:15: quiet
+  // protocols/ring_allgather.cco:18: quiet
   ccogen_quiet_group(c);
 }
 
 // rank 1, logical block 0 of kernel `ring`
 __device__ __forceinline__ void ccogen_ring_allgather_ring_r1_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 0;
-  // protocols/ring_allgather.cco:11: put
+  // protocols/ring_allgather.cco:12: barrier
+  ccogen_barrier_group(c, 1ULL);
+  // protocols/ring_allgather.cco:14: put
   ccogen_cputsig_group(c, 0, 262144ULL, 262144ULL, 262144ULL, 524296ULL, 1ULL);
-  // protocols/ring_allgather.cco:14: wait_signal
-  ccogen_cwait_group(c, 524288ULL, 1ULL, 1ULL, 14, 0, 0, 1, 4ULL);
+  // protocols/ring_allgather.cco:17: wait_signal
+  ccogen_cwait_group(c, 524288ULL, 1ULL, 1ULL, 17, 0, 0, 1, 4ULL);
   ccogen_ctasync_group(c);
-  // protocols/ring_allgather.cco:15: quiet
+  // protocols/ring_allgather.cco:18: quiet
   ccogen_quiet_group(c);
 }
 
@@ -266,7 +270,7 @@ ccogen_ring_allgather_ring(char* heap, uint64_t epoch, ccogen_debug_record* dbg)
   ccogen_nvshmem_lookup(heap, peers, 2);
   __syncthreads();  // publishes peers
   ccogen_fill_ctx(c, heap, epoch, dbg, nvshmem_my_pe(), 4,
-                  524552ULL, 524544ULL, 0ULL);
+                  524552ULL, 524544ULL, 2ULL);
   ccogen_nvshmem_peers(c, peers, 2);
   switch (c.rank * 1 + c.group) {
     case 0: ccogen_ring_allgather_ring_r0_b0(c); break;
