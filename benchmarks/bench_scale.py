@@ -16,7 +16,10 @@ Rows:
    `--tokens` (default 128 .. 4096, x2), and against log(ranks) over `--ranks` (default
    2, 4, 8) at `--rank-tokens` tokens (default 128), for lint and compile.  Targets:
    tokens^0.2 (lint, compile), ranks^1.2 (lint).
-3. The 20k-op ring lint (`RING` below: 2500 puts per rank around a ring of 8, 20,024 op
+3. `simulate --seeds 3` of both MoE protocols at 8 ranks over `--sim-tokens` (default
+   128, 512, 1024) with the fitted tokens exponent; `--simulate-only` measures these rows
+   and the two `simulate` rows of the defaults alone (the simulator's own table).
+4. The 20k-op ring lint (`RING` below: 2500 puts per rank around a ring of 8, 20,024 op
    instances; target <= 2 CPU s; best of 3) and a cold `ccogen lint protocols/alltoall.cco`
    (a new interpreter: imports included; target <= 0.5 s; best of 5).  `--ring-only`
    measures these two rows alone.
@@ -131,6 +134,10 @@ def main() -> None:
     parser.add_argument("--skip-defaults", action="store_true")
     parser.add_argument("--ring-only", action="store_true",
                         help="only the ring lint and the cold lint (no MoE rows)")
+    parser.add_argument("--simulate-only", action="store_true",
+                        help="only the simulate rows (defaults, then --sim-tokens)")
+    parser.add_argument("--sim-tokens", default="128,512,1024",
+                        help="comma list of token counts for the simulate rows")
     args = parser.parse_args()
     limit = args.cpu_limit or (60.0 if args.quick else 600.0)
     tokens = [int(t) for t in args.tokens.split(",")] if args.tokens else (
@@ -140,6 +147,10 @@ def main() -> None:
     work = tempfile.mkdtemp(prefix="ccogen-scale-")
     print(f"CPU s (user+sys) and peak RSS per command; limit {limit:.0f} CPU s; {args.ccogen}")
 
+    if args.simulate_only:
+        simulate_rows(ccogen, [int(t) for t in args.sim_tokens.split(",")], limit, work,
+                      defaults=not args.skip_defaults)
+        return
     if not args.skip_defaults and not args.ring_only:
         print("\n| protocol | command (defaults, 8 ranks) | cost |\n|---|---|---|")
         for p in MOE:
@@ -160,6 +171,10 @@ def main() -> None:
                 ", ".join(f"R={r}: {c.show(limit)}" for r, c in by_r)
             print(f"| {p} | {verb} | {_b(bt)} | {_b(br)} | {shown} |", flush=True)
 
+    if not args.ring_only:
+        simulate_rows(ccogen, [int(t) for t in args.sim_tokens.split(",")], limit, work,
+                      defaults=False)
+
     ring = Path(work) / "ring.cco"
     ring.write_text(RING, encoding="utf-8")
     c = min((measure([*ccogen, "lint", str(ring)], limit) for _ in range(3)),
@@ -168,6 +183,24 @@ def main() -> None:
     cold = min((measure([*ccogen, "lint", str(ROOT / "protocols" / "alltoall.cco")], limit)
                 for _ in range(5)), key=lambda c: c.cpu)
     print(f"cold lint of protocols/alltoall.cco (best of 5): {c_show(cold)}")
+
+
+def simulate_rows(ccogen: list[str], tokens: list[int], limit: float, work: str, *,
+                  defaults: bool) -> None:
+    """`simulate --seeds 3` on 8 ranks: at the defaults (when `defaults`), then over
+    `tokens` with the fitted exponent of CPU s against tokens."""
+    if defaults:
+        print("\n| protocol | simulate --seeds 3 (defaults, 8 ranks) |\n|---|---|")
+        for p in MOE:
+            c = measure(command(ccogen, "simulate", p, 8, None, work), limit)
+            print(f"| {p} | {c.show(limit)} |", flush=True)
+    print("\n| protocol | simulate --seeds 3, 8 ranks | tokens^b |\n|---|---|---|")
+    for p in MOE:
+        by_t = [(t, measure(command(ccogen, "simulate", p, 8, t, work), limit))
+                for t in tokens]
+        b = fit([(t, c.cpu) for t, c in by_t if not c.capped])
+        shown = ", ".join(f"T={t}: {c.show(limit)}" for t, c in by_t)
+        print(f"| {p} | {shown} | {_b(b)} |", flush=True)
 
 
 def c_show(c: Cost) -> str:

@@ -39,7 +39,7 @@ from ccogen.sim.plan import OpKey, Plan, QueueKey
 from ccogen.sim.race import HB, Access, RaceLog, Who
 from ccogen.sim.record import RecordKind, StepRecord
 from ccogen.sim.rounding import Rounds, counted
-from ccogen.sim.state import Memory, State, WindowKey
+from ccogen.sim.state import Memory, State, WindowKey, first_value
 
 
 class StepLimit(Exception):
@@ -68,7 +68,7 @@ class Machine:
         self.epochs = epochs
         self.npieces = pieces
         self.state = State.initial(plan)
-        self.hb = HB(plan.nprocs)
+        self.hb = HB(plan.nprocs, budget.limit if budget is not None else None)
         self.races = RaceLog()
         self.findings: list[Finding] = []
         self.memory = memory
@@ -85,6 +85,7 @@ class Machine:
         self.outputs: dict[tuple[int, int, int], np.ndarray] = {}  # (launch, check, side)
         # (launch, check) -> it held; (launch, -1): every check of the launch evaluated
         self.evaluated: dict[tuple[int, int], bool] = {}
+        self.pending: dict[int, list[int]] = {}  # launch -> its checks not evaluated yet
         self.staged: dict[int, list[np.ndarray]] = {}
         self.enabled: list[int] = []
         self._at: dict[int, int] = {}
@@ -115,6 +116,7 @@ class Machine:
             m.init_snap = {e: dict(snap) for e, snap in self.init_snap.items()}
             m.outputs = dict(self.outputs)
             m.evaluated = dict(self.evaluated)
+            m.pending = {e: list(left) for e, left in self.pending.items()}
         if self.rounds is not None:
             m.rounds = self.rounds.copy()
             m.staged_rounds = {q: [c.copy() for c in codes]
@@ -306,8 +308,7 @@ class Machine:
             self.access(x.region, Who("load", op.rank, op.index, epoch, x.region), p)
             if self.memory is not None and x.value is not None:
                 dtype = self.plan.instance.dtype(x.region.window)
-                got = values.decode(self.memory.view(x.region), dtype)[0]
-                read = float(got) if dtype.is_float else int(got)
+                read = first_value(self.memory.view(x.region), dtype)
                 if read != x.value:
                     self.report(explain.stale_load(op, x, read, epoch, self.epochs))
 

@@ -25,7 +25,7 @@ from ccogen.ir.postcondition import check_regions
 from ccogen.sim import explain, queues, rounding
 from ccogen.sim.race import Who
 from ccogen.sim.record import RecordKind, StepRecord
-from ccogen.sim.state import Image, fill, sub
+from ccogen.sim.state import Image, fill, first_value, sub
 
 if TYPE_CHECKING:
     from ccogen.sim.engine import Machine
@@ -175,8 +175,7 @@ def _stale(m: Machine, check: CheckInst, x: LoadInst, epoch: int) -> None:
     if m.memory is None or x.value is None:
         return
     dtype = m.plan.instance.dtype(x.region.window)
-    got = values.decode(m.memory.view(x.region), dtype)[0]
-    read = float(got) if dtype.is_float else int(got)
+    read = first_value(m.memory.view(x.region), dtype)
     if read != x.value:
         m.report(explain.stale_ensure_load(check, x, read, epoch, m.epochs))
 
@@ -202,13 +201,20 @@ def _evaluate_ready(m: Machine) -> None:
     for epoch in range(min(max(m.state.epochs), m.epochs - 1) + 1):
         if (epoch, -1) in m.evaluated:
             continue
-        for index, check in enumerate(checks):
-            if (epoch, index) in m.evaluated:
-                continue
-            sides = [_side(m, epoch, index, i) for i in range(len(check_regions(check)))]
-            if all(side is not None for side in sides):
+        left: list[int] = []  # the checks of the launch still waiting for a side, in order
+        for index in m.pending.get(epoch, range(len(checks))):
+            sides: list[np.ndarray | None] = []
+            for i in range(len(check_regions(checks[index]))):
+                side = _side(m, epoch, index, i)
+                if side is None:
+                    break
+                sides.append(side)
+            else:
                 m.evaluated[(epoch, index)] = _evaluate(m, index, epoch, sides)
-        if all((epoch, i) in m.evaluated for i in range(len(checks))):
+                continue
+            left.append(index)
+        m.pending[epoch] = left
+        if not left:
             m.evaluated[(epoch, -1)] = True
             failed = {i for i in range(len(checks)) if not m.evaluated[(epoch, i)]}
             _same_bits_across_ranks(m, epoch, failed)

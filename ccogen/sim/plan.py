@@ -203,12 +203,18 @@ class Plan:
     rotated_posts: dict[int, dict[OpKey, tuple[TransferSpec, ...]]] = field(
         default_factory=dict)
 
+    # launch -> its single-launch instance (`at`), filled as launches are asked for
+    _at: dict[int, Instance] = field(default_factory=dict, repr=False, compare=False)
+
     def at(self, epoch: int) -> Instance:
         """The single-launch instance of launch `epoch`: its drawn contents' (`launches`),
-        rotated by `launch % K`."""
-        base = self.launches[min(epoch, len(self.launches) - 1)] if self.launches else \
-            self.instance
-        return base.at_launch(epoch)
+        rotated by `launch % K` (looked up once per launch: every step asks)."""
+        found = self._at.get(epoch)
+        if found is None:
+            base = self.launches[min(epoch, len(self.launches) - 1)] if self.launches else \
+                self.instance
+            found = self._at[epoch] = base.at_launch(epoch)
+        return found
 
     def op_at(self, key: OpKey, epoch: int) -> OpInst:
         """Op `key` as launch `epoch` runs it (its regions, `expected` and loaded values)."""

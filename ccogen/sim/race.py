@@ -77,8 +77,11 @@ class HB:
     __slots__ = ("barrier", "consumed", "counter", "done", "fin_vc", "finish", "host", "land",
                  "post", "ring", "slot", "vc")
 
-    def __init__(self, nprocs: int) -> None:
-        zero = np.zeros(nprocs, dtype=np.int64)
+    def __init__(self, nprocs: int, steps: int | None = None) -> None:
+        # a component counts one process's steps: 32 bits when at most `steps` are taken
+        # (the `sim-steps` budget), which halves the clocks every step and access keeps
+        wide = steps is None or steps >= 2**31 - 1
+        zero = np.zeros(nprocs, dtype=np.int64 if wide else np.int32)
         self.vc: list[Clock] = [zero] * nprocs
         self.post: dict[int, Clock] = {}
         self.ring: dict[int, Clock] = {}
@@ -129,16 +132,19 @@ class _Spans:
 
     Accesses are kept in the order they were made (`records`); the index files each
     one, by its position there, under its length class (`stop - start` of bit length
-    k: shorter than 2**k) in start order, so the accesses that may overlap `[s, e)`
-    are those of each class with a start in `(s - 2**k, e)`: a bisection per class,
-    not a scan of every earlier access (which made a long run quadratic).
+    k: shorter than 2**k) and whether it writes, in start order, so the accesses that
+    may overlap `[s, e)` are those of each class with a start in `(s - 2**k, e)`: a
+    bisection per class, not a scan of every earlier access (which made a long run
+    quadratic).  A read races only with writes: it looks up the writing classes alone
+    (the many loads of a routing table do not look at one another).
     """
 
     __slots__ = ("classes", "records")
 
     def __init__(self, records: list[Access] | None = None) -> None:
         self.records: list[Access] = []
-        self.classes: dict[int, tuple[list[int], list[int]]] = {}  # k -> starts, positions
+        # (k, writes) -> starts, positions
+        self.classes: dict[tuple[int, bool], tuple[list[int], list[int]]] = {}
         for r in records or ():
             self.add(r)
 
@@ -155,7 +161,7 @@ class _Spans:
         return other
 
     def add(self, r: Access) -> None:
-        k = max(r.stop - r.start, 0).bit_length()
+        k = (max(r.stop - r.start, 0).bit_length(), r.who.write)
         found = self.classes.get(k)
         if found is None:
             found = self.classes[k] = ([], [])
@@ -165,10 +171,13 @@ class _Spans:
         positions.insert(i, len(self.records))
         self.records.append(r)
 
-    def overlapping(self, start: int, stop: int) -> list[Access]:
-        """The accesses with `rec.start < stop and start < rec.stop`, in the order made."""
+    def overlapping(self, start: int, stop: int, writes: bool = False) -> list[Access]:
+        """The accesses with `rec.start < stop and start < rec.stop`, in the order made
+        (`writes`: only those that write)."""
         hits: list[int] = []
-        for k, (starts, positions) in self.classes.items():
+        for (k, write), (starts, positions) in self.classes.items():
+            if writes and not write:
+                continue
             lo = bisect.bisect_right(starts, start - (1 << k))
             hi = bisect.bisect_left(starts, stop, lo)
             if lo < hi:
@@ -202,7 +211,7 @@ class RaceLog:
             spans = self.records[new.window] = _Spans()
         write = new.who.write
         adds = new.who.role == "count"
-        for rec in spans.overlapping(new.start, new.stop):
+        for rec in spans.overlapping(new.start, new.stop, writes=not write):
             if ((write or rec.who.write)
                     and not (adds and rec.who.role == "count")  # counted adds commute
                     and rec.clock > new.vc[rec.proc]):

@@ -175,6 +175,9 @@ def run_drawn(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None,
     from ccogen.sim.report import InstanceReport
     from ccogen.sim.schedule import Setup
 
+    early = _declared_too_big(protocol, nranks, params, limits)
+    if early is not None:
+        return [early], []
     inst, diags = symbolic(protocol, nranks, dict(params or {}), limits)
     errors = [d for d in diags if d.is_error]
     if inst is None or errors:
@@ -207,6 +210,28 @@ def run_drawn(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None,
         report.label = f"{first.instance.label()}, contents {label}"
         reports.append(report)
     return reports, setups
+
+
+def _declared_too_big(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None,
+                      limits: Limits) -> Any:
+    """The E006 report of an instance whose windows and buffers alone are over
+    `sim-bytes`, decided on the checker's sampled instance (`instantiate(sample=True)`:
+    loops kept to three iterations, the same declarations, label and diagnostics as the
+    unrolled one; docs/simulator.md, "Cost"), before the unrolled instance is built: at
+    the MoE defaults that instance takes minutes and gigabytes only to be refused here.
+    None when they fit, or when the sampled instance has errors or is not built (the
+    unrolled path then reports, as before)."""
+    from ccogen.instantiate import instantiate as symbolic
+    from ccogen.sim.report import InstanceReport
+
+    inst, diags = symbolic(protocol, nranks, dict(params or {}), limits, sample=True)
+    if inst is None or any(d.is_error for d in diags):
+        return None
+    total = nranks * sum(size for _, size in inst.window_sizes + inst.buffer_sizes)
+    if total <= limits.sim_bytes:
+        return None
+    return InstanceReport(inst.label(), nranks, setup=[
+        too_big(protocol, inst, total, limits.sim_bytes)])
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ccogen.ir import values
+from ccogen.ir.dtype import DType
 from ccogen.ir.instance import Instance, RegionInst
 from ccogen.ir.values import random_values
 from ccogen.sim.plan import CounterKey, Plan, SlotKey, TransferSpec
@@ -245,6 +247,15 @@ class Memory:
 
     def to_bytes(self) -> dict[WindowKey, bytes]:
         return {k: a.tobytes() for k, a in sorted(self.arrays.items())}
+
+
+def first_value(raw: np.ndarray, dtype: DType) -> int | float:
+    """The first element of bytes `raw` as `values.decode` gives it (a `load`'s value),
+    without converting the whole array (a load reads one element: this is every load)."""
+    if dtype is DType.BF16:
+        return float(values.decode(raw[:2], dtype)[0])
+    got = raw[:dtype.size].view(values.storage(dtype))[0]
+    return float(got) if dtype.is_float else int(got)
 
 
 def random_image(plan: Plan, seed: int, dense_max: int = DENSE_MAX) -> Image:
