@@ -66,7 +66,7 @@ run() {  # run SCRIPT NRANKS LOG CAP FLAGS...
 # the first timed size, every graph check, then the other timed sizes
 first=${TIMED%%,*}
 run b2b_graph.py "$first" "time-$first" 110 --time
-for n in ${GRAPHED//,/ }; do run graph_check.py "$n" "graph-$n" 80; done
+for n in ${GRAPHED//,/ }; do run graph_check.py "$n" "graph-$n" "${B2B_GRAPH_CAP:-80}"; done
 for n in ${TIMED//,/ }; do [ "$n" != "$first" ] && run b2b_graph.py "$n" "time-$n" 110 --time; done
 
 [ -n "$STARTED_MPS" ] && echo quit | nvidia-cuda-mps-control
