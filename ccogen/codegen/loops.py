@@ -51,7 +51,7 @@ from dataclasses import dataclass, replace
 
 from ccogen.codegen.model import BlockProgram, Branch, Segment
 from ccogen.codegen.reduce import VECTOR
-from ccogen.codegen.reroll import MAX_PERIOD, fold_key, loop_body, texts
+from ccogen.codegen.reroll import MAX_PERIOD, fold_key, loop_body, map_sequences, texts
 from ccogen.codegen.steps import Step, StepKind
 from ccogen.codegen.unsupported import Unsupported
 
@@ -391,17 +391,8 @@ def fold(steps: Sequence[Step], roll: bool) -> tuple[Step, ...]:
 def fold_segments(segments: Sequence[Segment], roll: bool) -> list[Segment]:
     """A block's segments with every sampled loop folded or expanded; consecutive group
     segments are one sequence first (a block-level loop's ops are segments of their own),
-    as `reroll.reroll_segments` merges them."""
-    merged: list[Segment] = []
-    for seg in segments:
-        if merged and not seg.branches and not merged[-1].branches:
-            merged[-1] = replace(merged[-1], steps=merged[-1].steps + seg.steps)
-        else:
-            merged.append(seg)
-    return [replace(seg, steps=fold(seg.steps, roll),
-                    branches=tuple(Branch(b.scope, b.index, fold(b.steps, roll))
-                                   for b in seg.branches))
-            for seg in merged]
+    as `reroll.reroll_segments` sees them (`reroll.map_sequences`)."""
+    return map_sequences(segments, lambda steps: fold(steps, roll))
 
 
 def sampled(segments: Sequence[Segment]) -> bool:

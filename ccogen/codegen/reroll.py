@@ -22,7 +22,7 @@ did, in the same order (the device executes the same sequence).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from ccogen.codegen.model import Branch, Segment
@@ -191,19 +191,25 @@ def reroll(steps: Sequence[Step]) -> tuple[Step, ...]:
     return tuple(out)
 
 
-def reroll_segments(segments: Sequence[Segment]) -> list[Segment]:
-    """Every segment rerolled; consecutive segments of group steps (one per block-level
-    op) are one sequence first, so that a block-level loop folds too."""
+def map_sequences(segments: Sequence[Segment],
+                  f: Callable[[tuple[Step, ...]], tuple[Step, ...]]) -> list[Segment]:
+    """`f` applied to every step sequence of `segments`; consecutive segments of group
+    steps (one per block-level op) are one sequence first, so that a block-level loop is
+    seen whole."""
     merged: list[Segment] = []
     for seg in segments:
         if merged and not seg.branches and not merged[-1].branches:
             merged[-1] = replace(merged[-1], steps=merged[-1].steps + seg.steps)
         else:
             merged.append(seg)
-    return [replace(seg, steps=reroll(seg.steps),
-                    branches=tuple(Branch(b.scope, b.index, reroll(b.steps))
-                                   for b in seg.branches))
+    return [replace(seg, steps=f(seg.steps),
+                    branches=tuple(Branch(b.scope, b.index, f(b.steps)) for b in seg.branches))
             for seg in merged]
+
+
+def reroll_segments(segments: Sequence[Segment]) -> list[Segment]:
+    """Every segment rerolled (`map_sequences`: a block-level loop folds too)."""
+    return map_sequences(segments, reroll)
 
 
 __all__ = ["MAX_PERIOD", "MIN_COUNT", "fold_key", "loop_body", "reroll",
