@@ -58,7 +58,8 @@ from ccogen.torch.spec import TORCH_DTYPES  # noqa: E402  (no torch import)
 CALLS = 100
 EPOCHS = 3  # call i's inputs are epoch i % 3's
 SEED = 30
-RUNTIME = frozenset({"alltoallv", "moe_dispatch", "moe_combine", "moe_dispatch_ll"})  # need a drawn epoch
+# need a drawn epoch (inputs that satisfy `require`)
+RUNTIME = frozenset({"alltoallv", "moe_dispatch", "moe_combine", "moe_dispatch_ll"})
 PROTOCOLS = ROOT / "protocols"
 
 
