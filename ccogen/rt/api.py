@@ -19,6 +19,7 @@ from ccogen.rt.placement import Placement
 from ccogen.rt.report import RunReport
 
 if TYPE_CHECKING:
+    from ccogen.compiler import Compiled
     from ccogen.ir.instance import Instance
     from ccogen.ir.nodes import Protocol as IrProtocol
 
@@ -70,11 +71,12 @@ def placement_and_budget(target: str, ranks: int,
     return placement, max_ctas
 
 
-def compile_for_run(protocol: IrProtocol, source: str, target: str, ranks: int,
-                    params: Mapping[str, int], out_dir: Path, *, debug: bool,
-                    force: bool = False, epoch_from_heap: bool = False,
-                    max_ctas: int | None = None, inputs: Sequence[str | Path] = ()) -> Instance:
-    """Check the instance (errors raise DiagnosticError), generate its files into out_dir.
+def generate_for_run(protocol: IrProtocol, source: str, target: str, ranks: int,
+                     params: Mapping[str, int], out_dir: Path, *, debug: bool,
+                     force: bool = False, epoch_from_heap: bool = False,
+                     max_ctas: int | None = None, inputs: Sequence[str | Path] = ()) -> Compiled:
+    """Check the instance (errors raise DiagnosticError), generate its files into out_dir;
+    the `Compiled` (its `checked` instance at hand, the unrolled `instance` built on demand).
 
     `epoch_from_heap`: kernels count their own launches (codegen.Options), so captured
     launches can be replayed as a CUDA graph (`ccogen bench`).  `max_ctas`: the SM budget
@@ -89,7 +91,17 @@ def compile_for_run(protocol: IrProtocol, source: str, target: str, ranks: int,
                                 params=dict(params), debug=debug, force=force,
                                 epoch_from_heap=epoch_from_heap, max_ctas=max_ctas)
     write_generated(out_dir, compiled.files, inputs=inputs, force_flag=None)
-    return compiled.instance
+    return compiled
+
+
+def compile_for_run(protocol: IrProtocol, source: str, target: str, ranks: int,
+                    params: Mapping[str, int], out_dir: Path, *, debug: bool,
+                    force: bool = False, epoch_from_heap: bool = False,
+                    max_ctas: int | None = None, inputs: Sequence[str | Path] = ()) -> Instance:
+    """`generate_for_run`, and the instance with every iteration (what a run checks)."""
+    return generate_for_run(protocol, source, target, ranks, params, out_dir, debug=debug,
+                            force=force, epoch_from_heap=epoch_from_heap, max_ctas=max_ctas,
+                            inputs=inputs).instance
 
 
 def run(protocol: Any, target: str = "nccl-lsa", ranks: int = 2,
@@ -120,4 +132,4 @@ def run(protocol: Any, target: str = "nccl-lsa", ranks: int = 2,
                             watchdog_s=watchdog_s, placement=placement)
 
 
-__all__ = ["compile_for_run", "placement_and_budget", "run"]
+__all__ = ["compile_for_run", "generate_for_run", "placement_and_budget", "run"]

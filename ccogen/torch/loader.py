@@ -145,14 +145,16 @@ def _generate_into(tmp: Path, source: Source, target: str, nranks: int,
                    params: dict[str, int | str], debug: bool, force: bool) -> None:
     """Generate into the cache entry (`tmp`'s parent, under the entry's lock); binding.json,
     written into `tmp`, is published last, so a reader never sees a partial entry."""
-    from ccogen.rt.api import compile_for_run
+    from ccogen.rt.api import generate_for_run
     from ccogen.syntax import parse_ir
 
     ir = source.ir if source.ir is not None else parse_ir(source.text, source.name)
     # a dtype parameter passes its name: instantiation binds it (bind_dtype_params)
     ints = cast(dict[str, int], params)
-    instance = compile_for_run(ir, source.name, target, nranks, ints, tmp.parent,
-                               debug=debug, force=force, epoch_from_heap=True)
+    # the windows written are those of the checked instance: a loop checked on three
+    # iterations writes the windows of every iteration (no need to unroll it here)
+    instance = generate_for_run(ir, source.name, target, nranks, ints, tmp.parent,
+                                debug=debug, force=force, epoch_from_heap=True).checked
     written = sorted({op.dst.window for ops in instance.ranks for op in ops
                       if op.dst is not None})
     (tmp / "binding.json").write_text(json.dumps(

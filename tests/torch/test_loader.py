@@ -16,13 +16,13 @@ from ccogen.torch import loader
 @pytest.fixture
 def compiles(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     calls: list[Any] = []
-    real = api.compile_for_run
+    real = api.generate_for_run
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         calls.append((args, kwargs))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(api, "compile_for_run", counting)
+    monkeypatch.setattr(api, "generate_for_run", counting)
     return calls
 
 
@@ -102,3 +102,32 @@ def test_a_dtype_parameter_takes_a_torch_dtype() -> None:
     assert by_dtype.key == by_name.key
     with pytest.raises(ArgumentError, match="integer or an element type"):
         loader.generate("allreduce_oneshot.cco", "nvshmem", 2, {"n": 256, "T": torch.float64})
+
+
+@pytest.mark.parametrize("name", ["moe_dispatch", "moe_combine", "moe_dispatch_ll"])
+def test_the_outputs_of_a_sampled_loop_are_those_of_every_iteration(
+        name: str, monkeypatch: pytest.MonkeyPatch, cache_dir: Path) -> None:
+    """The binding reads its outputs off the checked instance (its token loop on three
+    iterations, never unrolled): the same windows as the instance with every iteration."""
+    from ccogen.instantiate import instantiate
+    from ccogen.syntax import load_ir
+
+    params = {"tokens": 16, "hidden": 8, "k": 2}
+    made: list[Any] = []
+    real = api.generate_for_run
+
+    def watching(*args: Any, **kwargs: Any) -> Any:
+        made.append(real(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(api, "generate_for_run", watching)
+    got = loader.generate(f"{name}.cco", "nvshmem", 4, params)
+    monkeypatch.setenv("CCOGEN_EXACT_LOOPS", "1")
+    every, _ = instantiate(load_ir(protocols_dir() / f"{name}.cco"), 4, params)
+    assert every is not None and not any(note.sampled for note in every.loops)
+    assert got.outputs == tuple(sorted({op.dst.window for ops in every.ranks for op in ops
+                                        if op.dst is not None}))
+    # generated once (a fresh cache) from the sampled loop, and never unrolled (the
+    # unrolled `instance` is a cached_property: computed, it stands in the object's dict)
+    assert len(made) == 1 and any(note.sampled for note in made[0].checked.loops)
+    assert "instance" not in vars(made[0])
