@@ -11,8 +11,10 @@
 #      alltoall against the rotating one: alltoall 8 B / 4 KiB / 64 KiB per peer,
 #      allreduce_oneshot 8 B .. 64 KiB (f32), with the launches per call;
 #   3. torchrun benchmarks/b2b/graph_check.py at 2, 4 and 8 ranks (B2B_GRAPH_RANKS): every
-#      static library protocol, 100 back-to-back calls in one CUDA graph, `ensure` checked
-#      on the first and the last call.
+#      library protocol (the run-time ones at small shapes, inputs drawn to satisfy
+#      `require`), 100 back-to-back calls in one CUDA graph, `ensure` checked on the first
+#      and the last call; B2B_GRAPH_ARGS adds flags (default `--watch 60`: a replay not
+#      done after 60 s prints every rank's progress words and ends the stage).
 # Every stage runs under `timeout`, never past the total.  Logs in $OUT (default b2b-logs):
 # setup.log, time-<n>.log, graph-<n>.log, b2b-<n>.json and graph-<n>.json (rank 0's
 # reports), summary.txt.  Exit 0 when every stage passed.
@@ -66,7 +68,10 @@ run() {  # run SCRIPT NRANKS LOG CAP FLAGS...
 # the first timed size, every graph check, then the other timed sizes
 first=${TIMED%%,*}
 run b2b_graph.py "$first" "time-$first" 110 --time
-for n in ${GRAPHED//,/ }; do run graph_check.py "$n" "graph-$n" "${B2B_GRAPH_CAP:-80}"; done
+# shellcheck disable=SC2086  # B2B_GRAPH_ARGS: several flags
+for n in ${GRAPHED//,/ }; do
+  run graph_check.py "$n" "graph-$n" "${B2B_GRAPH_CAP:-80}" ${B2B_GRAPH_ARGS:---watch 60}
+done
 for n in ${TIMED//,/ }; do [ "$n" != "$first" ] && run b2b_graph.py "$n" "time-$n" 110 --time; done
 
 [ -n "$STARTED_MPS" ] && echo quit | nvidia-cuda-mps-control

@@ -39,6 +39,7 @@ import ccogen.torch as cct
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from b2b_cases import A2A_SIZES, AR_SIZES, CALLS, PROTOCOLS
+from graph_capture import capture, replay
 
 
 def a2a_send(rank: int, nranks: int, block: int, call: int, dev: torch.device) -> torch.Tensor:
@@ -120,21 +121,12 @@ def check(case: Case) -> dict[str, Any]:
     ins = [case.inputs(i) for i in range(CALLS)]
     outs = [case.output() for _ in range(CALLS)]
     keep = [case.output() for _ in range(CALLS)]
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):  # warm up (lazy loads) outside the capture
-        case.call(ins[0], outs[0])
-    torch.cuda.current_stream().wait_stream(stream)
-    torch.cuda.synchronize()
-    dist.barrier()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for i in range(CALLS):
-            res = case.call(ins[i], outs[i])
-            keep[i].copy_(res)  # (the window of the old alltoall is overwritten next call)
-    dist.barrier()
-    g.replay()
-    torch.cuda.synchronize()
+
+    def step(i: int) -> None:
+        # (the window of the old alltoall is overwritten next call: kept aside)
+        keep[i].copy_(case.call(ins[i], outs[i]))
+
+    replay(capture(lambda: case.call(ins[0], outs[0]), step, CALLS))
     mask = case.mask()
     bad = [i for i in range(CALLS) if not torch.equal(keep[i][mask], case.expected(i)[mask])]
     return {"protocol": case.name, "size": case.size, "calls": CALLS,
@@ -144,17 +136,7 @@ def check(case: Case) -> dict[str, Any]:
 
 def timing(case: Case, samples: int) -> dict[str, Any]:
     inp, out = case.inputs(0), case.output()
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        case.call(inp, out)
-    torch.cuda.current_stream().wait_stream(stream)
-    torch.cuda.synchronize()
-    dist.barrier()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(CALLS):
-            case.call(inp, out)
+    g = capture(lambda: case.call(inp, out), lambda _: case.call(inp, out), CALLS)
     per_call = []
     for _ in range(samples):
         dist.barrier()

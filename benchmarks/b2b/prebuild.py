@@ -2,6 +2,10 @@
 machine before torchrun, so that its ranks find them in the cache):
 
     python3 benchmarks/b2b/prebuild.py --ranks 2,4 --check-ranks 8
+
+Each instance is generated for the SM budget ccogen.torch gives its ranks (torchrun on
+this machine: LOCAL_RANK % GPUs, so ceil(n / GPUs) ranks share a GPU;
+ccogen.rt.placement.sharing_budget), else the ranks would miss the cache.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ccogen.rt.engines import build_engine
+from ccogen.rt.placement import sharing_budget
 from ccogen.toolchains.cubin import build_cubin
 from ccogen.torch.device import device_arch
 from ccogen.torch.loader import LAUNCH_BARRIER, generate
@@ -23,6 +28,7 @@ from b2b_cases import A2A_SIZES, AR_SIZES, PROTOCOLS
 from graph_check import plans
 
 Job = tuple[Any, int, dict[str, Any]]
+H200_SMS = 132
 
 
 def jobs(timed: list[int], checked: list[int]) -> list[Job]:
@@ -35,8 +41,21 @@ def jobs(timed: list[int], checked: list[int]) -> list[Job]:
         out += [(PROTOCOLS["alltoall"][v], n, {"block": b}) for v in variants for b in a2a]
         out += [(PROTOCOLS["allreduce"][v], n, {"n": max(1, b // 4), "T": "f32"})
                 for v in variants if v in PROTOCOLS["allreduce"] for b in ar]
-        out += [(plan.path, n, {}) for plan in plans(n)[0]]  # graph_check.py's
+        out += [(plan.path, n, dict(plan.params)) for plan in plans(n)[0]]  # graph_check's
     return out
+
+
+def machine(gpus: int, sms: int, generate_only: bool) -> tuple[int, int]:
+    """The GPU count and SMs per GPU the budgets are for (asked of the machine unless
+    given; one H200 when only generating)."""
+    if generate_only:
+        return gpus or 1, sms or H200_SMS
+    from ccogen.rt import native
+    from ccogen.rt.placement import CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+
+    rt = native.load()
+    return (gpus or int(native.device_count()),
+            sms or int(rt.device_attribute(0, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)))
 
 
 def main() -> None:
@@ -46,14 +65,23 @@ def main() -> None:
     ap.add_argument("--check-ranks", default="8", help="team sizes only checked (new)")
     ap.add_argument("--generate-only", action="store_true",
                     help="generate the code (the checker and codegen: no GPU), build nothing")
+    ap.add_argument("--gpus", type=int, default=0,
+                    help="GPUs the ranks share (0: this machine's; 1 with --generate-only)")
+    ap.add_argument("--sms", type=int, default=0,
+                    help=f"SMs per GPU (0: GPU 0's; {H200_SMS} with --generate-only)")
     args = ap.parse_args()
     timed = [int(r) for r in args.ranks.split(",") if r]
     checked = timed + [int(r) for r in args.check_ranks.split(",") if r]
     todo = jobs(timed, checked)
+    gpus, sms = machine(args.gpus, args.sms, args.generate_only)
+
+    def budget(n: int) -> int | None:
+        return sharing_budget(-(-n // gpus), sms)
+
     t0 = time.monotonic()
     if args.generate_only:
         for protocol, n, params in todo:
-            g = generate(protocol, args.target, n, params)
+            g = generate(protocol, args.target, n, params, max_ctas=budget(n))
             print(f"generated {g.manifest.protocol} x{n} {params} "
                   f"({g.manifest.between_launches})", flush=True)
         return
@@ -61,7 +89,7 @@ def main() -> None:
 
     def one(job: Job) -> str:
         protocol, n, params = job
-        g = generate(protocol, args.target, n, params)
+        g = generate(protocol, args.target, n, params, max_ctas=budget(n))
         build_cubin(g.manifest.directory, args.target, arch, False)
         return f"{g.manifest.protocol} x{n} {params}"
 

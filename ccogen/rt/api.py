@@ -56,9 +56,8 @@ def placement_and_budget(target: str, ranks: int,
     most the default.  (None, max_ctas) under torchrun / mpirun, and when the machine
     cannot run the ranks: the run then says why, after the protocol's own diagnostics.
     """
-    from ccogen.codegen.backends.base import DEFAULT_MAX_CTAS
     from ccogen.rt.launch import _distributed_env
-    from ccogen.rt.placement import place, shared_budget
+    from ccogen.rt.placement import place, sharing_budget
 
     if _distributed_env() is not None:
         return None, max_ctas
@@ -67,7 +66,7 @@ def placement_and_budget(target: str, ranks: int,
     except RunError:
         return None, max_ctas
     if max_ctas is None and placement.shared:
-        max_ctas = min(DEFAULT_MAX_CTAS, shared_budget(placement.sms, placement.per_gpu))
+        max_ctas = sharing_budget(placement.per_gpu, placement.sms)
     return placement, max_ctas
 
 

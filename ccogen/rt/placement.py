@@ -206,6 +206,17 @@ def shared_budget(sms: int, ranks_per_gpu: int) -> int:
     return max(1, sms // max(1, ranks_per_gpu) - ENGINE_CTAS)
 
 
+def sharing_budget(ranks_per_gpu: int, sms: int) -> int | None:
+    """The SM budget (`max_ctas`) for code that `ranks_per_gpu` ranks run on one GPU of
+    `sms` SMs: `shared_budget`, at most the code generator's default; None (the default)
+    for one rank per GPU.  What `ccogen run` and `ccogen.torch` generate for."""
+    from ccogen.codegen.backends.base import DEFAULT_MAX_CTAS
+
+    if ranks_per_gpu <= 1:
+        return None
+    return min(DEFAULT_MAX_CTAS, shared_budget(sms, ranks_per_gpu))
+
+
 @dataclass(frozen=True)
 class Footprint:
     """One kernel of a manifest as the driver sees it on one GPU."""
@@ -298,4 +309,4 @@ def check_residency(manifest: Manifest, cubin: Path, placement: Placement) -> No
 
 __all__ = ["ENGINE_CTAS", "Footprint", "MpsStatus", "Placement", "ResidencyError",
            "check_residency", "detect_mps", "footprint", "footprints", "place",
-           "residency_problem", "shared_budget"]
+           "residency_problem", "shared_budget", "sharing_budget"]

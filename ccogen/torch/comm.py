@@ -10,6 +10,11 @@ The process group gives the rank, the team size and the unique-id exchange (a br
 from rank 0 of the group, any backend: gloo works, and is the one to use when several
 ranks share a GPU under MPS).  The device is `device=`, else `LOCAL_RANK` modulo the
 visible GPUs, else the current CUDA device; it becomes the current device.
+Ranks that share a GPU (found through the group: host and device) get kernels of at most
+`ccogen.rt.placement.shared_budget` CTAs, as `ccogen run` gives them: every rank's kernel
+spins on the others', so all of them must be resident together (8 ranks on one H200:
+15 CTAs each, not the default 32, which left a 512-thread kernel of 74 registers, one CTA
+per SM, waiting for SMs its peers' spinning CTAs held).
 `load` is collective: every rank loads the same protocols in the same order (checked:
 the ranks compare what they load through the group).
 """
@@ -25,6 +30,7 @@ import torch
 
 from ccogen.errors import RunError
 from ccogen.rt.debug import describe_wait
+from ccogen.rt.placement import sharing_budget
 from ccogen.torch import library
 from ccogen.torch.device import DEFAULT_INIT_TIMEOUT_S, DeviceEngine, Placed
 from ccogen.torch.errors import ArgumentError, DeviceError
@@ -70,6 +76,24 @@ def _pick_device(device: Any) -> torch.device:
     return torch.device("cuda", torch.cuda.current_device())
 
 
+def _ranks_sharing(device: torch.device, nranks: int, group: Any) -> tuple[int, int]:
+    """The most ranks of the group on one GPU (same host, same device: every rank gets the
+    same budget, so every rank generates the same instance), and the fewest SMs of their
+    GPUs.  Collective."""
+    import socket
+    from collections import Counter
+
+    import torch.distributed as dist
+
+    props = torch.cuda.get_device_properties(device)
+    mine = (socket.gethostname(), str(getattr(props, "uuid", device.index)),
+            int(props.multi_processor_count))
+    every: list[Any] = [None] * nranks
+    dist.all_gather_object(every, mine, group=group)
+    per_gpu = Counter((host, gpu) for host, gpu, _ in every)
+    return max(per_gpu.values()), min(sms for _, _, sms in every)
+
+
 class Communicator:
     """One rank's engine (NCCL device communicator or NVSHMEM), its symmetric heaps and
     the protocols loaded on it (module docstring)."""
@@ -86,23 +110,29 @@ class Communicator:
         rank, nranks = dist.get_rank(group), dist.get_world_size(group)
         where = _pick_device(device)
         torch.cuda.set_device(where)
+        sharing, sms = _ranks_sharing(where, nranks, group)
         engine = DeviceEngine(target, rank, nranks, where.index or 0, _group_broadcast(group),
                               heap_bytes=heap_bytes, init_timeout_s=init_timeout_s)
-        self._setup(engine, target, rank, nranks, where, group, collective=True)
+        self._setup(engine, target, rank, nranks, where, group, collective=True,
+                    max_ctas=sharing_budget(sharing, sms))
 
     @classmethod
     def with_engine(cls, engine: Any, *, target: str, rank: int, nranks: int,
-                    device: torch.device, group: Any = None) -> Communicator:
-        """A communicator over a given engine (the CPU tests' fake engine)."""
+                    device: torch.device, group: Any = None, ranks_per_gpu: int = 1,
+                    sms: int = 0) -> Communicator:
+        """A communicator over a given engine (the CPU tests' fake engine); `ranks_per_gpu`
+        ranks sharing a GPU of `sms` SMs, as `__init__` finds them."""
         self = cls.__new__(cls)
-        self._setup(engine, target, rank, nranks, device, group, collective=group is not None)
+        self._setup(engine, target, rank, nranks, device, group, collective=group is not None,
+                    max_ctas=sharing_budget(ranks_per_gpu, sms))
         return self
 
     def _setup(self, engine: Any, target: str, rank: int, nranks: int, device: torch.device,
-               group: Any, *, collective: bool) -> None:
+               group: Any, *, collective: bool, max_ctas: int | None = None) -> None:
         self._engine = engine
         self._collective = collective
         self.target, self.rank, self.nranks, self.device = target, rank, nranks, device
+        self.max_ctas = max_ctas  # the SM budget of every kernel loaded (None: the default)
         self.group = group
         self._ops: dict[str, Op] = {}
         self._barrier: Op | None = None
@@ -136,7 +166,7 @@ class Communicator:
                                 f"Communicator(target={target!r})")
         values = {**dict(params or {}), **kwargs}
         generated = generate(protocol, self.target, self.nranks, values, debug=debug,
-                             force=force)
+                             force=force, max_ctas=self.max_ctas)
         self._agree(generated.key, generated.manifest.protocol)
         if generated.key in self._ops:
             return self._ops[generated.key]
@@ -157,7 +187,8 @@ class Communicator:
     def _launch_barrier(self) -> Op:
         """The barrier that orders launches of protocols not proven back-to-back safe."""
         if self._barrier is None:
-            generated = generate(LAUNCH_BARRIER, self.target, self.nranks, {})
+            generated = generate(LAUNCH_BARRIER, self.target, self.nranks, {},
+                                 max_ctas=self.max_ctas)
             spec = OpSpec.from_manifest(generated.manifest, ())
             placed = self._place(generated.manifest, False)
             self._barrier = Op(self, spec, placed, library.new_handle(), ())

@@ -100,20 +100,23 @@ def generator_fingerprint() -> str:
 
 
 def generate(protocol: Any, target: str, nranks: int, params: Mapping[str, int | str], *,
-             debug: bool = False, force: bool = False) -> Generated:
+             debug: bool = False, force: bool = False,
+             max_ctas: int | None = None) -> Generated:
     """The cached generated files of `protocol` for `nranks` ranks (module docstring).
     A protocol the checker refuses raises DiagnosticError (on a cache miss) unless
-    `force` (to see a debug build report the wait that hangs, as `ccogen run --force`)."""
+    `force` (to see a debug build report the wait that hangs, as `ccogen run --force`).
+    `max_ctas`: the SM budget (None: the code generator's default; `Communicator` gives
+    ranks sharing a GPU the budget that keeps them resident together)."""
     source = read_source(protocol)
     items = sorted((str(k), _param_value(v)) for k, v in params.items())
     key = cache_key(GENERATOR_VERSION, generator_fingerprint(), source.name, source.text,
                     target, str(nranks), json.dumps(items), str(bool(debug)),
-                    "force" if force else "")
+                    "force" if force else "", f"max_ctas={max_ctas}")
 
     def build(tmp: Path) -> dict[str, object]:
-        _generate_into(tmp, source, target, nranks, dict(items), debug, force)
+        _generate_into(tmp, source, target, nranks, dict(items), debug, force, max_ctas)
         return {"protocol": source.name, "target": target, "nranks": nranks,
-                "params": dict(items), "debug": debug}
+                "params": dict(items), "debug": debug, "max_ctas": max_ctas}
 
     marker = cached_build("torch-op", key, "binding.json", build)
     directory = marker.parent
@@ -142,7 +145,8 @@ _TORCH_DTYPES = {"torch.uint8": "u8", "torch.int32": "i32", "torch.uint32": "u32
 
 
 def _generate_into(tmp: Path, source: Source, target: str, nranks: int,
-                   params: dict[str, int | str], debug: bool, force: bool) -> None:
+                   params: dict[str, int | str], debug: bool, force: bool,
+                   max_ctas: int | None) -> None:
     """Generate into the cache entry (`tmp`'s parent, under the entry's lock); binding.json,
     written into `tmp`, is published last, so a reader never sees a partial entry."""
     from ccogen.rt.api import generate_for_run
@@ -154,7 +158,8 @@ def _generate_into(tmp: Path, source: Source, target: str, nranks: int,
     # the windows written are those of the checked instance: a loop checked on three
     # iterations writes the windows of every iteration (no need to unroll it here)
     instance = generate_for_run(ir, source.name, target, nranks, ints, tmp.parent,
-                                debug=debug, force=force, epoch_from_heap=True).checked
+                                debug=debug, force=force, epoch_from_heap=True,
+                                max_ctas=max_ctas).checked
     written = sorted({op.dst.window for ops in instance.ranks for op in ops
                       if op.dst is not None})
     (tmp / "binding.json").write_text(json.dumps(

@@ -7,6 +7,7 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from ccogen.syntax import load_ir
 from tests.helpers import RUNTIME_PROTOCOLS
@@ -24,13 +25,12 @@ def module(name: str) -> ModuleType:
     return found
 
 
-def test_the_graph_check_covers_every_static_library_protocol() -> None:
+def test_the_graph_check_covers_every_library_protocol() -> None:
     graph = module("graph_check")
     assert graph.RUNTIME == RUNTIME_PROTOCOLS
     plans, skipped = graph.plans(2)
-    static = {p.stem for p in (ROOT / "protocols").glob("*.cco")} - RUNTIME_PROTOCOLS
-    assert {p.name for p in plans} == static
-    assert len(skipped) == len(RUNTIME_PROTOCOLS)
+    assert {p.name for p in plans} == {p.stem for p in (ROOT / "protocols").glob("*.cco")}
+    assert skipped == []
     for plan in plans:
         # something is checked on the first and on the last call, and some rank's caller
         # writes inputs before each call
@@ -38,8 +38,46 @@ def test_the_graph_check_covers_every_static_library_protocol() -> None:
             assert any(plan.checks(launch, r) for r in range(2)), plan.name
         assert plan.inputs_of(0) or plan.inputs_of(1), plan.name
         assert set(plan.read) <= set(plan.sizes()), plan.name
+        assert bool(plan.draws) == (plan.name in RUNTIME_PROTOCOLS), plan.name
     at8 = {p.name for p in graph.plans(8)[0]}
     assert "alltoall" in at8 and "pingpong" not in at8  # team lsa(2)
+
+
+def _written_windows(instance: Any, rank: int) -> set[str]:
+    return {op.dst.window for op in instance.ranks[rank] if op.dst is not None}
+
+
+def test_run_time_inputs_are_drawn_and_refilled_as_the_checker_models_the_caller() -> None:
+    """Issue 30: the run-time protocols in the graph check.  Between two calls a rank's
+    caller writes exactly what the checker and the simulator let it write at its launch
+    boundary (every buffer, the windows `ensure` reads as `init(...)`): never a window the
+    protocol lands data in, which a peer's next launch may already be writing; each draw
+    satisfies `require` and moves data on the calls that are checked."""
+    from ccogen.sim.runtime import caller_keys
+
+    graph = module("graph_check")
+    plans, _ = graph.plans(4, set(RUNTIME_PROTOCOLS))
+    assert {p.name for p in plans} == RUNTIME_PROTOCOLS
+    for plan in plans:
+        assert set(plan.inputs) == set(caller_keys(plan.instance)), plan.name
+        buffers = {b for b, _ in plan.instance.buffer_sizes}
+        for rank in range(4):
+            landed = _written_windows(plan.instance, rank) - buffers
+            refilled = set(plan.inputs_of(rank)) - buffers
+            assert not landed & refilled, (plan.name, landed & refilled)
+        assert len(plan.draws) == graph.EPOCHS
+        assert not any(d.label.startswith("low") for d in plan.draws), plan.name
+        # the checked calls compare some bytes (a `low` draw would compare none)
+        assert any(r.stop > r.start for c in plan.checks(1, 0) for r in c.regions()
+                   if not r.init), plan.name
+        # every rank's contents of every caller input come from the draw
+        for rank, name in plan.inputs:
+            assert (rank, name) in plan.draws[0].arrays, (plan.name, rank, name)
+    moe = next(p for p in plans if p.name == "moe_combine")
+    # peers load `topk_rank` and `expert_out`: the caller rewrites them (its closing
+    # barrier makes that safe); `back` is where the peers' puts land: never rewritten
+    assert {"topk_rank", "expert_out"} <= set(moe.inputs_of(0))
+    assert "back" not in moe.inputs_of(0)
 
 
 def test_the_old_alltoall_is_the_host_sync_one() -> None:

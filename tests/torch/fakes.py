@@ -96,13 +96,15 @@ class FakeWorld:
         w = placed.manifest.window(name)
         return placed.tensor[w.offset:w.offset + w.size]
 
-    def communicators(self, target: str = "nvshmem") -> list[Communicator]:
+    def communicators(self, target: str = "nvshmem", ranks_per_gpu: int = 1,
+                      sms: int = 0) -> list[Communicator]:
         out = []
         for rank in range(self.nranks):
             engine = FakeEngine(self, rank)
             out.append(Communicator.with_engine(engine, target=target, rank=rank,
                                                 nranks=self.nranks,
-                                                device=torch.device("cpu")))
+                                                device=torch.device("cpu"),
+                                                ranks_per_gpu=ranks_per_gpu, sms=sms))
         return out
 
 

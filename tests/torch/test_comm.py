@@ -3,6 +3,7 @@ launch order, buffers, errors, and torch.compile tracing through the custom op."
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -115,6 +116,37 @@ def test_every_library_protocol_is_one_launch_per_call() -> None:
     assert [name for name, _, _ in world.engines[0].calls] == ["exchange"] * 3
 
 
+H200_SMS = 132
+
+
+@pytest.mark.parametrize("name", ["counted_broadcast.cco", "counted_gather.cco",
+                                  "allreduce_oneshot.cco"])
+def test_ranks_sharing_a_gpu_get_kernels_that_are_resident_together(name: str) -> None:
+    """Issue 30: 8 NVSHMEM ranks on one H200 under MPS.  `counted_broadcast` was generated
+    at the default budget (32 CTAs of 512 threads; 74 registers, so one CTA per SM): 8 x 32
+    CTAs do not fit on 132 SMs, and the ranks' leading barrier waited for CTAs that could
+    not start.  The binding now gives ranks sharing a GPU `ccogen run`'s budget, so the
+    residency rule holds at any occupancy (one CTA per SM)."""
+    from ccogen.rt.placement import Footprint, residency_problem
+
+    world = FakeWorld(8)
+    comms = world.communicators(ranks_per_gpu=8, sms=H200_SMS)
+    assert comms[0].max_ctas == 15
+    op = comms[0].load(name)
+    kernels = [Footprint(k.name, math.prod(k.grid), math.prod(k.block), 0, True, 1)
+               for k in op.placed.manifest.kernels]
+    assert max(k.grid for k in kernels) <= 15
+    assert residency_problem(kernels, H200_SMS, 8) is None
+    assert op.placed.manifest.max_ctas == 15
+
+
+def test_one_rank_a_gpu_keeps_the_default_budget() -> None:
+    world = FakeWorld(8)
+    comms = world.communicators()
+    assert comms[0].max_ctas is None
+    assert comms[0].load("counted_broadcast.cco").placed.manifest.max_ctas == 32
+
+
 def test_back_to_back_safe_protocols_are_one_launch_per_call() -> None:
     """A protocol the checker proved safe back to back (`launch % 2` landing slots, no
     `host_sync`) gets no launch-barrier kernel: each call is its one kernel launch."""
@@ -145,13 +177,13 @@ def test_a_second_communicator_runs_no_compiler(monkeypatch: pytest.MonkeyPatch)
     _, comms = _pair()
     comms[0].load("alltoall.cco", block=3 * BLOCK)
     calls = []
-    real = api.compile_for_run
+    real = api.generate_for_run
 
     def counting(*a: object, **k: object) -> object:
         calls.append(a)
         return real(*a, **k)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(api, "compile_for_run", counting)
+    monkeypatch.setattr(api, "generate_for_run", counting)
     _, again = _pair()
     again[0].load("alltoall.cco", block=3 * BLOCK)
     assert calls == []
