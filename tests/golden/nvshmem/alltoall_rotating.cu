@@ -234,50 +234,40 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 }
 // ---- end of the nvshmem primitives ----
 
-// ======== kernel `exchange` (protocols/alltoall_rotating.cco:15): 1 logical block(s) x 16 CTA(s) x 512 threads
+// ======== kernel `exchange` (protocols/alltoall_rotating.cco:20): 1 logical block(s) x 16 CTA(s) x 512 threads
 
 // rank 0, logical block 0 of kernel `exchange`
 __device__ __forceinline__ void ccogen_alltoall_rotating_exchange_r0_b0(const ccogen_ctx& c) {
-  [[maybe_unused]] constexpr uint64_t kSyncs = 1;
-  if (c.cta_in_group == 0) {
-    if (ccogen_is_thread(c, 0)) {
-      // protocols/alltoall_rotating.cco:18: put
-      ccogen_copy_thread(c, 1, (c.epoch % 2ULL == 1ULL ? 2097152ULL : 0ULL), -2, 1048576ULL, 1048576ULL, true);
-      ccogen_sync_thread(c, 1ULL, kSyncs);
-      ccogen_signal_thread(c, 1, 4194304ULL, 1ULL);
-      // protocols/alltoall_rotating.cco:20: quiet
-      ccogen_quiet_thread(c);
-      // protocols/alltoall_rotating.cco:21: wait_signal
-      ccogen_wait_thread(c, 4194312ULL, 1ULL, 1ULL, 21, 1, 0, 1, 1ULL);
-      ccogen_sync_thread(c, 2ULL, kSyncs);
-      // protocols/alltoall_rotating.cco:22: copy
-      ccogen_copy_thread(c, -3, 1048576ULL, -1, (c.epoch % 2ULL == 1ULL ? 3145728ULL : 1048576ULL), 1048576ULL, true);
-      ccogen_sync_thread(c, 3ULL, kSyncs);
-    }
-  }
-  ccogen_sync_group(c, 1ULL, kSyncs);
+  [[maybe_unused]] constexpr uint64_t kSyncs = 0;
+  // protocols/alltoall_rotating.cco:23: put
+  ccogen_copy_group(c, 1, (c.epoch % 2ULL == 1ULL ? 2097152ULL : 0ULL), -2, 1048576ULL, 1048576ULL, true);
+  ccogen_ctasync_group(c);
+  ccogen_csignal_group(c, 1, 4194304ULL, 1ULL);
+  // protocols/alltoall_rotating.cco:25: quiet
+  ccogen_quiet_group(c);
+  // protocols/alltoall_rotating.cco:26: wait_signal
+  ccogen_cwait_group(c, 4194312ULL, 1ULL, 1ULL, 26, 1, 0, 1, 16ULL);
+  ccogen_ctasync_group(c);
+  // protocols/alltoall_rotating.cco:31: copy
+  ccogen_copy_group(c, -3, 1048576ULL, -1, (c.epoch % 2ULL == 1ULL ? 3145728ULL : 1048576ULL), 1048576ULL, true);
+  ccogen_ctasync_group(c);
 }
 
 // rank 1, logical block 0 of kernel `exchange`
 __device__ __forceinline__ void ccogen_alltoall_rotating_exchange_r1_b0(const ccogen_ctx& c) {
-  [[maybe_unused]] constexpr uint64_t kSyncs = 1;
-  if (c.cta_in_group == 0) {
-    if (ccogen_is_thread(c, 0)) {
-      // protocols/alltoall_rotating.cco:18: put
-      ccogen_copy_thread(c, 0, (c.epoch % 2ULL == 1ULL ? 3145728ULL : 1048576ULL), -2, 0ULL, 1048576ULL, true);
-      ccogen_sync_thread(c, 1ULL, kSyncs);
-      ccogen_signal_thread(c, 0, 4194312ULL, 1ULL);
-      // protocols/alltoall_rotating.cco:20: quiet
-      ccogen_quiet_thread(c);
-      // protocols/alltoall_rotating.cco:21: wait_signal
-      ccogen_wait_thread(c, 4194304ULL, 1ULL, 1ULL, 21, 0, 0, 1, 1ULL);
-      ccogen_sync_thread(c, 2ULL, kSyncs);
-      // protocols/alltoall_rotating.cco:22: copy
-      ccogen_copy_thread(c, -3, 0ULL, -1, (c.epoch % 2ULL == 1ULL ? 2097152ULL : 0ULL), 1048576ULL, true);
-      ccogen_sync_thread(c, 3ULL, kSyncs);
-    }
-  }
-  ccogen_sync_group(c, 1ULL, kSyncs);
+  [[maybe_unused]] constexpr uint64_t kSyncs = 0;
+  // protocols/alltoall_rotating.cco:23: put
+  ccogen_copy_group(c, 0, (c.epoch % 2ULL == 1ULL ? 3145728ULL : 1048576ULL), -2, 0ULL, 1048576ULL, true);
+  ccogen_ctasync_group(c);
+  ccogen_csignal_group(c, 0, 4194312ULL, 1ULL);
+  // protocols/alltoall_rotating.cco:25: quiet
+  ccogen_quiet_group(c);
+  // protocols/alltoall_rotating.cco:26: wait_signal
+  ccogen_cwait_group(c, 4194304ULL, 1ULL, 1ULL, 26, 0, 0, 1, 16ULL);
+  ccogen_ctasync_group(c);
+  // protocols/alltoall_rotating.cco:29: copy
+  ccogen_copy_group(c, -3, 0ULL, -1, (c.epoch % 2ULL == 1ULL ? 2097152ULL : 0ULL), 1048576ULL, true);
+  ccogen_ctasync_group(c);
 }
 
 extern "C" __global__ void __launch_bounds__(512)
