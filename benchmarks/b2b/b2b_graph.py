@@ -1,6 +1,7 @@
 """Back-to-back launches in a CUDA graph through ccogen.torch (issue #30): the rotating
 protocols against the old ones (host_sync plus the binding's launch-barrier kernel, or
-barriers) and against the library's leading-barrier `alltoall`, at the ranks torchrun
+barriers) and against the library's leading-barrier `alltoall` and `alltoall_credit`
+(a credit per pair instead of the barrier), at the ranks torchrun
 starts (NVSHMEM ranks sharing one GPU under MPS).  Every library protocol's 100-call
 graph check is benchmarks/b2b/graph_check.py.
 
@@ -13,7 +14,7 @@ Two parts, each printed as it goes and written to OUT/b2b-<nranks>.json by rank 
   so no communication is needed to check), one replay, then call 1 and call 100 (and
   every call between) compared with what `ensure` says, bit for bit;
 * `--time`: per call of a 100-call CUDA graph (the same tensors every call), the median
-  of `--samples` replays timed with CUDA events, for every size, old (and barrier) and
+  of `--samples` replays timed with CUDA events, for every size, old (and barrier, credit) and
   new, each with its ratio to new; with the launches each call issues (the binding's
   launch-barrier kernel + the protocol's kernels).
 

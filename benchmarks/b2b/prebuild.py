@@ -37,7 +37,7 @@ def jobs(timed: list[int], checked: list[int]) -> list[Job]:
         out.append((LAUNCH_BARRIER, n, {}))
         a2a = A2A_SIZES if n in timed else (4096,)
         ar = AR_SIZES if n in timed else (4096,)
-        variants = ("old", "barrier", "new") if n in timed else ("new",)
+        variants = tuple(PROTOCOLS["alltoall"]) if n in timed else ("new",)
         out += [(PROTOCOLS["alltoall"][v], n, {"block": b}) for v in variants for b in a2a]
         out += [(PROTOCOLS["allreduce"][v], n, {"n": max(1, b // 4), "T": "f32"})
                 for v in variants if v in PROTOCOLS["allreduce"] for b in ar]

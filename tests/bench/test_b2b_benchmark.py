@@ -84,4 +84,4 @@ def test_the_old_alltoall_is_the_host_sync_one() -> None:
     cases = module("b2b_cases")
     old = load_ir(cases.PROTOCOLS["alltoall"]["old"])
     assert old.between_launches.value == "host_sync"
-    assert set(cases.PROTOCOLS["alltoall"]) == {"old", "barrier", "new"}
+    assert set(cases.PROTOCOLS["alltoall"]) == {"old", "barrier", "credit", "new"}

@@ -50,6 +50,29 @@ def test_small_puts_ordered_by_a_credit_keep_the_ll_path() -> None:
     assert calls(body)[2:].count("llput") == 4 and "barrier" not in calls(body)
 
 
+def test_alltoall_by_credits_keeps_the_ll_path_of_its_small_puts() -> None:
+    """Issue 30: `alltoall_credit` (a credit per pair instead of `alltoall`'s leading
+    barrier) puts its 8-byte block as an LL put at 2 ranks, as `alltoall` did while it
+    declared `host_sync`."""
+    body = program(kernels("alltoall_credit", params={"block": 8}), 0)
+    assert "barrier" not in calls(body)
+    # the credit out (a 16-byte copy and its signal), the peer's credit in, then LL
+    assert calls(body)[:4] == ["copy", "sync", "signal", "wait"]
+    assert calls(body).count("llput") == 1 and calls(body).count("llwait") == 1
+
+
+def test_rotating_alltoall_copies_out_of_its_slot_with_the_whole_group() -> None:
+    """Issue 30: `alltoall_rotating`'s copy out of the landing slot ran on one thread per
+    peer (0.05x `alltoall` at 64 KiB per peer); it is now split over the CTA group, at
+    every team size, like its puts."""
+    for nranks in (2, 4, 8):
+        text = kernels("alltoall_rotating", nranks=nranks, params={"block": 65536})
+        assert "ccogen_copy_thread(c, " not in text and "ccogen_copy_warp(c, " not in text
+        body = program(text, 1)
+        # the puts to the peers, then the blocks below and above rank 1 out of the slot
+        assert calls(body).count("copy") == nranks - 1 + (2 if nranks > 2 else 1)
+
+
 def test_packing_keeps_one_barrier_before_the_put_that_reads_it() -> None:
     body = program(kernels("pack_then_send"), 0)
     found = calls(body)
