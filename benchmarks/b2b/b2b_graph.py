@@ -127,7 +127,9 @@ def check(case: Case) -> dict[str, Any]:
         # (the window of the old alltoall is overwritten next call: kept aside)
         keep[i].copy_(case.call(ins[i], outs[i]))
 
-    replay(capture(lambda: case.call(ins[0], outs[0]), step, CALLS))
+    graph = capture(lambda: case.call(ins[0], outs[0]), step, CALLS)
+    assert graph is not None  # (no watch: the warm-up is waited for)
+    replay(graph)
     mask = case.mask()
     bad = [i for i in range(CALLS) if not torch.equal(keep[i][mask], case.expected(i)[mask])]
     return {"protocol": case.name, "size": case.size, "calls": CALLS,
@@ -138,6 +140,7 @@ def check(case: Case) -> dict[str, Any]:
 def timing(case: Case, samples: int) -> dict[str, Any]:
     inp, out = case.inputs(0), case.output()
     g = capture(lambda: case.call(inp, out), lambda _: case.call(inp, out), CALLS)
+    assert g is not None  # (no watch: the warm-up is waited for)
     per_call = []
     for _ in range(samples):
         dist.barrier()

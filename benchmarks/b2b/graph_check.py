@@ -32,14 +32,15 @@ the run-time ones at the small shapes of RUNTIME_PARAMS):
    evaluated on the copies as `ccogen run` evaluates them (ccogen.rt.data.evaluate; a
    final region of another rank comes from that rank's copy, all-gathered).
 
-Diagnosis of a stall (`--watch S`): the replay runs on a side stream and the host polls
-it; after S seconds each rank prints its progress words, read on another stream while
-the graph still spins: the kernel's scratch words (per kernel: one barrier counter per
-logical block, the rank-wide barrier counter, then the launch ticket: launches started
-x grid), its counters (bytes landed) and its nonzero signal words, then the rank exits
-with status 3.  `--calls N` captures N calls instead of 100, `--max-ctas N` overrides the
-SM budget (`--max-ctas 32` at 8 ranks on one GPU is the budget that stalled
-`counted_broadcast` before the binding picked one).
+Diagnosis of a stall (`--watch S`): the warm-up call and the replay run on a side stream
+and the host polls them; after S seconds each rank prints its progress words, read on
+another stream while the kernels still spin: the kernel's scratch words (per kernel: one
+barrier counter per logical block, the rank-wide barrier counter, then the launch
+ticket: launches started x grid, plus one per CTA of a launch still starting), its
+counters (bytes landed) and its nonzero signal words, then the rank exits with status 3.
+`--calls N` captures N calls instead of 100, `--max-ctas N` overrides the SM budget
+(`--max-ctas 32` at 8 ranks on one GPU is the budget that stalled `counted_broadcast`
+before the binding picked one).
 
 `--dry-run` (no GPU, no torch.distributed): instantiate every protocol at `--ranks` and
 print what would run (inputs, outputs, checks per call).  Prints one line per protocol;
@@ -53,6 +54,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -287,16 +289,17 @@ def check(comm: Any, plan: Plan, calls: int = CALLS, watch_s: float = 0.0) -> di
         for name, copy in kept.get(i, {}).items():
             copy.copy_(current(name))
 
-    graph = capture(lambda: call(-1), step, calls)
+    def stalled(when: str) -> Callable[[float], None]:
+        def report(elapsed: float) -> None:
+            manifest = generate(plan.path, comm.target, nranks, params,
+                                max_ctas=comm.max_ctas).manifest
+            print(f"[{plan.name}, {when}] {progress(comm, op, manifest, elapsed)}", flush=True)
+        return report
+
+    graph = capture(lambda: call(-1), step, calls, watch_s, stalled("the warm-up call"))
+    if graph is None or not replay(graph, watch_s, stalled(f"the graph of {calls} calls")):
+        os._exit(3)  # the kernels still spin: no teardown can finish
     launches = len(op._before) + len(op.placed.launches)
-
-    def stalled(elapsed: float) -> None:
-        manifest = generate(plan.path, comm.target, nranks, params,
-                            max_ctas=comm.max_ctas).manifest
-        print(progress(comm, op, manifest, elapsed), flush=True)
-
-    if not replay(graph, watch_s, stalled):
-        os._exit(3)  # the graph still spins: no teardown can finish
     result: dict[str, Any] = {"protocol": plan.name, "calls": calls,
                               "launches_per_call": launches, "max_ctas": comm.max_ctas}
     for i, key in ((0, "first"), (last, "last")):

@@ -85,3 +85,26 @@ def test_the_old_alltoall_is_the_host_sync_one() -> None:
     old = load_ir(cases.PROTOCOLS["alltoall"]["old"])
     assert old.between_launches.value == "host_sync"
     assert set(cases.PROTOCOLS["alltoall"]) == {"old", "barrier", "credit", "new"}
+
+
+class _Event:
+    def __init__(self, fires_after: int | None) -> None:
+        self.polls, self.fires_after = 0, fires_after
+
+    def query(self) -> bool:
+        self.polls += 1
+        return self.fires_after is not None and self.polls > self.fires_after
+
+
+def test_a_watched_wait_reports_a_stall_and_gives_up() -> None:
+    """graph_check.py --watch: a warm-up or replay that does not finish is reported (the
+    ranks print their progress words) instead of hanging until the stage's limit."""
+    import pytest
+
+    pytest.importorskip("torch")
+    capture = module("graph_capture")
+    seen: list[float] = []
+    assert capture._finished(_Event(None), 0.05, seen.append) is False
+    assert len(seen) == 1 and seen[0] >= 0.05
+    assert capture._finished(_Event(3), 5.0, seen.append) is True and len(seen) == 1
+    assert capture._finished(_Event(3), 0.0, seen.append) is True  # no watch: waits
