@@ -145,13 +145,13 @@ def test_a_second_communicator_runs_no_compiler(monkeypatch: pytest.MonkeyPatch)
     _, comms = _pair()
     comms[0].load("alltoall.cco", block=3 * BLOCK)
     calls = []
-    real = api.compile_for_run
+    real = api.generate_for_run
 
     def counting(*a: object, **k: object) -> object:
         calls.append(a)
         return real(*a, **k)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(api, "compile_for_run", counting)
+    monkeypatch.setattr(api, "generate_for_run", counting)
     _, again = _pair()
     again[0].load("alltoall.cco", block=3 * BLOCK)
     assert calls == []
