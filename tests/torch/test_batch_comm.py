@@ -129,3 +129,22 @@ def test_compiled_calls_take_sliced_inputs() -> None:
         recv, got = compiled(_x(0, n)[:n])
         assert got.tolist() == [n]
         assert torch.equal(recv.view(TOKENS, HIDDEN)[:n], 2 * _x(0, n)[:n])
+
+
+def test_compiled_calls_take_the_count_as_a_tensor() -> None:
+    """torch.compile with `ntok=` a tensor and `x` whole: one compiled graph, the count
+    read at each launch."""
+    torch._dynamo.reset()
+    op = _ops(1)[0]
+    ntok = torch.zeros(1, dtype=torch.int32)
+
+    def step(x: Any, count: Any) -> Any:
+        recv, got = op(x=x + 1, ntok=count)
+        return recv + 0, got + 0
+
+    compiled = torch.compile(step, backend="aot_eager", fullgraph=True)
+    for n in (2, 0, TOKENS):
+        ntok.fill_(n)
+        recv, got = compiled(_x(0, n), ntok)
+        assert got.tolist() == [n]
+        assert torch.equal(recv.view(TOKENS, HIDDEN)[:n], _x(0, n)[:n] + 1)
