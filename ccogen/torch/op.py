@@ -80,10 +80,12 @@ class Op:
         self.buffers = tuple(b.name for b in spec.buffers)
         self.batch = spec.batch
         self._counts: torch.Tensor | None = None
+        self._count_rows: tuple[torch.Tensor, ...] = ()
         if spec.batch is not None:  # row n holds n: the count buffer of a call of n rows
             cap = spec.batch.cap
             self._counts = torch.arange(cap + 1, dtype=torch.int32, device=comm.device
                                         ).repeat_interleave(_COUNT_STRIDE).view(cap + 1, -1)
+            self._count_rows = self._counts.unbind(0)  # eager calls: no indexing per call
         self._binder = BufferBinder(spec, comm.device.type, comm.device.index, self._count_row)
         self._flat = [self.windows[w.name].view(-1) for w in spec.windows]
         self._before = tuple(before)
@@ -93,8 +95,9 @@ class Op:
         self._written = tuple(i for i, b in enumerate(spec.buffers) if b.access != "read")
 
     def _count_row(self, n: int) -> torch.Tensor:
+        """The table's row holding `n` (traced: indexed, `n` may be a symbolic size)."""
         assert self._counts is not None
-        return self._counts[n]
+        return self._counts[n] if _is_compiling() else self._count_rows[n]
 
     def __repr__(self) -> str:
         return f"<ccogen.torch.Op {self.spec.label} ({self.spec.target})>"
