@@ -381,3 +381,35 @@ def test_run_with_varying_counts_on_two_ranks(monkeypatch: pytest.MonkeyPatch,
     assert out.startswith(f"{mode}: 5 steps on 2 ranks (f32, 0..16 tokens (4 counts on rank "
                           "0) x 32, top-2"), out
     assert out.rstrip().endswith(": ok")
+
+
+def test_the_graph_body_with_a_count_tensor_in_lockstep(monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    """What --graph captures, without the graph: whole-capacity tensors, the count in a
+    tensor (`ntok=`) rewritten every step, rows beyond it stale; y[:n] matches."""
+    monkeypatch.setattr(ex, "PROTOCOLS", FIXTURES)
+    args = ex.parse_args(["--tokens", "16", "--hidden", "32", "--ffn", "24", "--k", "2"])
+    layers = [ex.MoELayer(c, args) for c in _world(2).communicators()]
+    experts = [ex.make_expert(e, 32, 24, 0) for e in range(2)]
+    statics = [torch.randn(16, 32) for _ in range(2)]   # stale rows beyond every count
+    counts_t = [torch.zeros(1, dtype=torch.int32) for _ in range(2)]
+    for step in range(5):
+        counts = [ex.count_of(r, step, 16, 0) for r in range(2)]
+        xs = [ex.tokens_of(r, step, 16, 32, 0)[:n] for r, n in enumerate(counts)]
+        for x, static, count, n in zip(xs, statics, counts_t, counts, strict=True):
+            static[:n] = x
+            count.fill_(n)
+        routes = [layer.route(x, c) for layer, x, c in zip(layers, statics, counts_t,
+                                                          strict=True)]
+        assert [int(c.sum()) for _, _, c in routes] == [2 * n for n in counts]  # top-2
+        rows = [layer.dispatch(x, t, c, n) for layer, x, (t, _, c), n in
+                zip(layers, statics, routes, counts_t, strict=True)]
+        for layer, r in zip(layers, rows, strict=True):
+            layer.expert(r)
+        ys = [layer.combine(t, w, n) for layer, (t, w, _), n in
+              zip(layers, routes, counts_t, strict=True)]
+        want = ex.reference(xs, layers[0].gate_weights, experts, 2, torch.float32)
+        for r in range(2):
+            assert ys[r].shape == (16, 32)
+            error = ex.relative_error(ys[r][:counts[r]], want[r])
+            assert error <= ex.RTOL["f32"] / 4, (step, r, counts)
