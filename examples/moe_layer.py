@@ -20,10 +20,18 @@ within the dtype's tolerance of it.  Exits non-zero on a mismatch.
     torchrun --nproc-per-node 4 examples/moe_layer.py               # 4 GPUs: nccl-lsa
     torchrun --nproc-per-node 4 examples/moe_layer.py --shared-gpu  # 4 ranks, 1 GPU (MPS)
 
+The number of tokens changes every step, as in inference: each rank draws its count
+for the step (the capacity `--tokens`, 0, a mix of both, then values between, from the
+seed) and passes its first n tokens (`x[:n]`), when the protocols take a run-time count
+(`buffer ntok: i32[1]`, `require: 0 <= ntok[0] <= tokens`: ccogen.torch counts the rows);
+with protocols of a fixed count every step moves `--tokens` tokens.
+
 `--graph` captures the whole layer (gate, dispatch, experts, combine) in a CUDA graph
-once and replays it at every step; `--compile` runs it under torch.compile (fullgraph,
-through the custom op `ccogen::call`).  One expert per rank, so `--k` is at most the rank
-count (the combine's weight for a rank is then the weight of that rank's one expert).
+once, on full-capacity tensors with the count in a device tensor (`ntok=`), and replays
+it at every step after writing the step's count and tokens; `--compile` runs it under
+torch.compile (fullgraph, through the custom op `ccogen::call`).  One expert per rank,
+so `--k` is at most the rank count (the combine's weight for a rank is then the weight of
+that rank's one expert).
 """
 
 from __future__ import annotations
@@ -38,6 +46,8 @@ import torch.distributed as dist
 import ccogen.torch as cct
 
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
+# the dispatch and the combine (ccogen's library; the CPU tests load fixtures of their own)
+PROTOCOLS = ("moe_dispatch.cco", "moe_combine.cco")
 # |y - reference| <= RTOL * max|reference| (see tests/torch/test_moe_example.py: holds with
 # margin on the CPU with an exchange that rounds as the device's does; a wrong exchange
 # breaks it)
@@ -51,7 +61,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--target", default=None, help="nccl-lsa (default) or nvshmem")
     ap.add_argument("--dtype", choices=sorted(DTYPES), default="f32",
                     help="the tokens' and experts' element type (the gate is f32)")
-    ap.add_argument("--tokens", type=int, default=64, help="tokens per rank")
+    ap.add_argument("--tokens", type=int, default=64,
+                    help="tokens per rank: the capacity (a step's count is 0 .. this)")
     ap.add_argument("--hidden", type=int, default=128, help="a token's width")
     ap.add_argument("--ffn", type=int, default=256, help="an expert's inner width")
     ap.add_argument("--k", type=int, default=2, help="experts per token (<= ranks)")
@@ -116,9 +127,20 @@ def make_expert(expert: int, hidden: int, ffn: int, seed: int,
 
 
 def tokens_of(rank: int, step: int, tokens: int, hidden: int, seed: int) -> torch.Tensor:
-    """Rank `rank`'s f32 tokens at `step` (any rank can make any rank's)."""
+    """Rank `rank`'s f32 tokens at `step`, `tokens` (the capacity) of them: a step uses
+    the first `count_of(...)` (any rank can make any rank's)."""
     g = torch.Generator().manual_seed(1_000_003 * seed + 10_007 * step + rank)
     return torch.randn(tokens, hidden, generator=g)
+
+
+def count_of(rank: int, step: int, cap: int, seed: int) -> int:
+    """How many tokens rank `rank` has at `step`: the capacity, 0, 0 on rank 0 and the
+    capacity elsewhere, then drawn from 0 .. cap (any rank can tell any rank's)."""
+    fixed = {0: cap, 1: 0, 2: 0 if rank == 0 else cap}
+    if step in fixed:
+        return fixed[step]
+    g = torch.Generator().manual_seed(3_000_017 * seed + 10_007 * step + rank + 5)
+    return int(torch.randint(0, cap + 1, (1,), generator=g))
 
 
 def gate(x: torch.Tensor, weights: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -129,10 +151,15 @@ def gate(x: torch.Tensor, weights: torch.Tensor, k: int) -> tuple[torch.Tensor, 
     return experts.to(torch.int32), top / top.sum(dim=-1, keepdim=True)
 
 
-def rank_counts(topk_rank: torch.Tensor, nranks: int) -> torch.Tensor:
-    """How many tokens go to each rank (int32 `[nranks]`; a token counts once per rank)."""
+def rank_counts(topk_rank: torch.Tensor, nranks: int, count: torch.Tensor | None = None
+                ) -> torch.Tensor:
+    """How many tokens go to each rank (int32 `[nranks]`; a token counts once per rank);
+    `count` (a one-element device tensor): only the first `count` tokens count."""
     hits = torch.zeros(topk_rank.shape[0], nranks, dtype=torch.int32, device=topk_rank.device)
     hits.scatter_(1, topk_rank.long(), 1)
+    if count is not None:  # on the device: a captured graph serves every count
+        live = torch.arange(topk_rank.shape[0], device=topk_rank.device) < count
+        hits *= live[:, None].to(torch.int32)
     return hits.sum(dim=0, dtype=torch.int32)
 
 
@@ -161,6 +188,10 @@ class MoELayer:
     The phases (`route`, `dispatch`, `expert`, `combine`) are separate so a test can run
     the ranks of a fake job in lockstep; `eager(x)` runs them all.  `functional(x)` is the
     form for torch.compile: window contents passed as arguments, outputs returned.
+
+    `x` is this step's tokens, `[n, hidden]` with n up to `tokens` when the protocols take
+    a run-time count (`batched`), exactly `tokens` otherwise.  `count`, a one-element int32
+    device tensor, is the CUDA-graph form: `x` whole, the count read on the device.
     """
 
     def __init__(self, comm: cct.Communicator, args: argparse.Namespace) -> None:
@@ -172,24 +203,36 @@ class MoELayer:
         self.tokens, self.hidden, self.k = args.tokens, args.hidden, args.k
         self.dtype = DTYPES[args.dtype]
         params = {"tokens": args.tokens, "hidden": args.hidden, "k": args.k, "T": args.dtype}
-        self.dispatch_op = comm.load("moe_dispatch.cco", **params)
-        self.combine_op = comm.load("moe_combine.cco", **params)
+        self.dispatch_op = comm.load(PROTOCOLS[0], **params)
+        self.combine_op = comm.load(PROTOCOLS[1], **params)
         self.gate_weights = make_gate(args.hidden, nranks, args.seed, device)
         self.expert_mlp = make_expert(comm.rank, args.hidden, args.ffn, args.seed, device,
                                       self.dtype)
         self.zeros = torch.zeros(args.hidden, dtype=self.dtype, device=device)
         self.y = torch.zeros(args.tokens * args.hidden, dtype=self.dtype, device=device)
+        # both protocols take the count (ccogen.torch.batch): a step may have fewer tokens
+        self.batched = self.dispatch_op.batch is not None and self.combine_op.batch is not None
 
-    def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(topk_rank int32 `[tokens * k]`, topk_weight f32 `[tokens * k]`, rank counts)."""
+    def _count(self, op: cct.Op, count: torch.Tensor | None) -> dict[str, torch.Tensor]:
+        """The count argument of `op` (its count buffer's name) when one is given."""
+        if count is None:
+            return {}
+        assert op.batch is not None, "a count tensor needs protocols that take one"
+        return {op.batch.count: count}
+
+    def route(self, x: torch.Tensor, count: torch.Tensor | None = None
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(topk_rank int32 `[n * k]`, topk_weight f32 `[n * k]`, rank counts)."""
         chosen, weights = gate(x, self.gate_weights, self.k)  # expert e lives on rank e
-        return chosen.reshape(-1), weights.reshape(-1), rank_counts(chosen, self.nranks)
+        return (chosen.reshape(-1), weights.reshape(-1),
+                rank_counts(chosen, self.nranks, count))
 
-    def dispatch(self, x: torch.Tensor, topk_rank: torch.Tensor, counts: torch.Tensor
-                 ) -> torch.Tensor:
-        """The received rows `[nranks * tokens, hidden]` (a view of the window `recv`)."""
+    def dispatch(self, x: torch.Tensor, topk_rank: torch.Tensor, counts: torch.Tensor,
+                 count: torch.Tensor | None = None) -> torch.Tensor:
+        """The received rows `[nranks * tokens, hidden]` (a view of the window `recv`: the
+        rows of tokens not sent this step are left as they were)."""
         recv, _got = self.dispatch_op(x=x.reshape(-1), topk_rank=topk_rank,
-                                      rank_counts=counts)
+                                      rank_counts=counts, **self._count(self.dispatch_op, count))
         return recv.view(-1, self.hidden)
 
     def expert(self, rows: torch.Tensor) -> torch.Tensor:
@@ -199,42 +242,55 @@ class MoELayer:
             out.view(-1, self.hidden).copy_(self.expert_mlp(rows))
         return out
 
-    def combine(self, topk_rank: torch.Tensor, topk_weight: torch.Tensor) -> torch.Tensor:
-        """`y` `[tokens, hidden]` (this layer's buffer, overwritten by the next call)."""
-        self.combine_op.windows["topk_rank"].copy_(topk_rank)
-        self.combine_op(topk_weight=topk_weight, zeros=self.zeros, y=self.y)
-        return self.y.view(self.tokens, self.hidden)
+    def combine(self, topk_rank: torch.Tensor, topk_weight: torch.Tensor,
+                count: torch.Tensor | None = None) -> torch.Tensor:
+        """`y` `[n, hidden]` (this layer's buffer, overwritten by the next call)."""
+        n = topk_rank.numel() // self.k
+        self.combine_op.windows["topk_rank"][:n * self.k].copy_(topk_rank)
+        self.combine_op(topk_weight=topk_weight, zeros=self.zeros, y=self.y[:n * self.hidden],
+                        **self._count(self.combine_op, count))
+        return self.y[:n * self.hidden].view(n, self.hidden)
 
-    def eager(self, x: torch.Tensor) -> torch.Tensor:
-        topk_rank, topk_weight, counts = self.route(x)
-        rows = self.dispatch(x, topk_rank, counts)
+    def eager(self, x: torch.Tensor, count: torch.Tensor | None = None) -> torch.Tensor:
+        topk_rank, topk_weight, counts = self.route(x, count)
+        rows = self.dispatch(x, topk_rank, counts, count)
         self.expert(rows)
-        return self.combine(topk_rank, topk_weight)
+        return self.combine(topk_rank, topk_weight, count)
 
     def functional(self, x: torch.Tensor) -> torch.Tensor:
+        n = x.shape[0]
         topk_rank, topk_weight, counts = self.route(x)
         recv, _got = self.dispatch_op(x=x.reshape(-1), topk_rank=topk_rank,
                                       rank_counts=counts)
         out = self.expert_mlp(recv.view(-1, self.hidden)).reshape(-1)
-        y = torch.empty(self.tokens * self.hidden, dtype=self.dtype, device=self.device)
-        self.combine_op(expert_out=out, topk_rank=topk_rank, topk_weight=topk_weight,
+        y = torch.empty(n * self.hidden, dtype=self.dtype, device=self.device)
+        # a window's contents are whole: the routing rows beyond n are rank 0 (not read)
+        table = torch.zeros(self.tokens * self.k, dtype=torch.int32, device=self.device)
+        table[:n * self.k] = topk_rank
+        self.combine_op(expert_out=out, topk_rank=table, topk_weight=topk_weight,
                         zeros=self.zeros, y=y)
-        return y.view(self.tokens, self.hidden)
+        return y.view(n, self.hidden)
 
 
 class GraphedLayer:
-    """The layer captured once in a CUDA graph (static input and output) and replayed."""
+    """The layer captured once in a CUDA graph (static input and output) and replayed.
+
+    With protocols that take a count, the graph holds the whole `tokens` rows and the
+    count in a device tensor: a replay after writing a step's tokens into the first n rows
+    of `x` and n into `count` moves n tokens (one graph for every count)."""
 
     def __init__(self, layer: MoELayer) -> None:
         self.layer = layer
         self.x = torch.zeros(layer.tokens, layer.hidden, dtype=layer.dtype, device=layer.device)
         self.y = torch.zeros_like(self.x)
+        self.count = (torch.full((1,), layer.tokens, dtype=torch.int32, device=layer.device)
+                      if layer.batched else None)
         self.graph: torch.cuda.CUDAGraph | None = None
         self.mode = ""
 
     def _body(self) -> None:
         with torch.no_grad():
-            self.y.copy_(self.layer.eager(self.x))
+            self.y.copy_(self.layer.eager(self.x, self.count))
 
     def _capture(self) -> None:
         device = self.layer.device
@@ -259,12 +315,15 @@ class GraphedLayer:
         self.graph = graph
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        self.x.copy_(x)
+        n = x.shape[0]
+        self.x[:n].copy_(x)
+        if self.count is not None:
+            self.count.fill_(n)                        # on the stream: no host synchronisation
         if self.graph is None:
             self._capture()
         assert self.graph is not None
         self.graph.replay()                            # no host synchronisation
-        return self.y
+        return self.y[:n]
 
 
 def make_forward(layer: MoELayer, mode: str) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -277,7 +336,12 @@ def make_forward(layer: MoELayer, mode: str) -> Callable[[torch.Tensor], torch.T
 
 # -- the check ----------------------------------------------------------------------------------
 def relative_error(y: torch.Tensor, want: torch.Tensor) -> float:
-    """max |y - want| relative to max |want|."""
+    """max |y - want| relative to max |want| (0 for a step of no tokens; inf when the
+    shapes differ)."""
+    if y.shape != want.shape:
+        return float("inf")
+    if want.numel() == 0:
+        return 0.0
     scale = float(want.abs().max()) or 1.0
     return float((y.float().cpu() - want.float().cpu()).abs().max()) / scale
 
@@ -290,9 +354,13 @@ def run(comm: cct.Communicator, args: argparse.Namespace, backend: str) -> bool:
     forward = make_forward(layer, mode)
     experts = [make_expert(e, args.hidden, args.ffn, args.seed) for e in range(nranks)]
     gate_weights = make_gate(args.hidden, nranks, args.seed)
-    ok, worst = True, 0.0
+    ok, worst, seen = True, 0.0, set()
     for step in range(args.steps):
-        xs = [tokens_of(r, step, args.tokens, args.hidden, args.seed) for r in range(nranks)]
+        counts = [count_of(r, step, args.tokens, args.seed) if layer.batched else args.tokens
+                  for r in range(nranks)]
+        seen.add(counts[rank])
+        xs = [tokens_of(r, step, args.tokens, args.hidden, args.seed)[:n]
+              for r, n in enumerate(counts)]
         with torch.no_grad():
             y = forward(xs[rank].to(device=device, dtype=layer.dtype))
         # a hang is a DeviceError, not a hang (the first step waits for every rank's
@@ -303,14 +371,16 @@ def run(comm: cct.Communicator, args: argparse.Namespace, backend: str) -> bool:
         worst = max(worst, error)
         if error > RTOL[args.dtype]:
             print(f"rank {rank}: step {step}: MISMATCH: y differs from the communication-free "
-                  f"layer by {error:.3g} (relative; tolerance {RTOL[args.dtype]:g})",
-                  flush=True)
+                  f"layer by {error:.3g} (relative; tolerance {RTOL[args.dtype]:g}; "
+                  f"{counts[rank]} tokens)", flush=True)
             ok = False
     if rank == 0:
         how = (f", {forward.mode} capture, {args.steps} replays"
                if isinstance(forward, GraphedLayer) else "")
+        tokens = (f"0..{args.tokens} tokens ({len(seen)} counts on rank 0)" if layer.batched
+                  else f"{args.tokens} tokens")
         print(f"{mode}{how}: {args.steps} steps on {nranks} ranks ({args.dtype}, "
-              f"{args.tokens} tokens x {args.hidden}, top-{args.k}, {comm.target}, {backend}): "
+              f"{tokens} x {args.hidden}, top-{args.k}, {comm.target}, {backend}): "
               f"worst error {worst:.2g} (tolerance {RTOL[args.dtype]:g}): "
               f"{'ok' if ok else 'FAILED'}", flush=True)
     return ok

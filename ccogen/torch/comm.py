@@ -170,7 +170,7 @@ class Communicator:
         self._agree(generated.key, generated.manifest.protocol)
         if generated.key in self._ops:
             return self._ops[generated.key]
-        spec = OpSpec.from_manifest(generated.manifest, generated.outputs)
+        spec = OpSpec.from_manifest(generated.manifest, generated.outputs, generated.batch)
         before: tuple[Any, ...] = ()
         if spec.between_launches == "host_sync" or force:  # (`force`: nothing is proven)
             before = tuple(self._launch_barrier().placed.launches)

@@ -7,9 +7,11 @@ every rank of a torchrun job may ask at once) holds the files and `binding.json`
 windows the protocol writes).  The key hashes the protocol's text, the target, the team
 size, the parameters, the debug flag and a fingerprint of ccogen's own sources and
 templates, so a cache hit runs neither the checker nor the code generator, and a changed
-ccogen never serves stale code.  The kernels are always generated with
-`epoch_from_heap` (the epoch counted on the device: launches can be captured in a CUDA
-graph and replayed).  The cubin is built by ccogen.toolchains.cubin, cached the same way.
+ccogen never serves stale code.  binding.json also names the protocol's per-call count and
+its row-batched buffers (ccogen.torch.batch), read off the protocol's declarations.  The
+kernels are always generated with `epoch_from_heap` (the epoch counted on the device:
+launches can be captured in a CUDA graph and replayed).  The cubin is built by
+ccogen.toolchains.cubin, cached the same way.
 
 `protocol` is a path to a `.cco` file (a bare name not found in the working directory is
 looked up in ccogen's protocol library), `.cco` text, or a Protocol (builder or IR).
@@ -27,8 +29,9 @@ from typing import Any, cast
 from ccogen.errors import RunError
 from ccogen.manifest import Manifest, load_manifest
 from ccogen.toolchains.cache import cache_key, cached_build
+from ccogen.torch.batch import BatchShape, batch_shape
 
-GENERATOR_VERSION = "torch-op-v1"
+GENERATOR_VERSION = "torch-op-v2"  # v2: binding.json says the count (ccogen.torch.batch)
 
 # Orders the launches of protocols not proven back-to-back safe (ccogen.torch.op).
 LAUNCH_BARRIER = '''\
@@ -53,6 +56,7 @@ class Generated:
     manifest: Manifest
     outputs: tuple[str, ...]  # windows the protocol writes
     key: str
+    batch: BatchShape | None = None  # its per-call count and row-batched buffers
 
 
 @dataclass(frozen=True)
@@ -120,8 +124,10 @@ def generate(protocol: Any, target: str, nranks: int, params: Mapping[str, int |
 
     marker = cached_build("torch-op", key, "binding.json", build)
     directory = marker.parent
-    outputs = tuple(json.loads(marker.read_text(encoding="utf-8"))["outputs"])
-    return Generated(directory, load_manifest(directory), outputs, key)
+    binding = json.loads(marker.read_text(encoding="utf-8"))
+    batch = binding.get("batch")
+    return Generated(directory, load_manifest(directory), tuple(binding["outputs"]), key,
+                     None if batch is None else BatchShape.from_json(batch))
 
 
 def _param_value(value: Any) -> int | str:
@@ -162,8 +168,10 @@ def _generate_into(tmp: Path, source: Source, target: str, nranks: int,
                                 max_ctas=max_ctas).checked
     written = sorted({op.dst.window for ops in instance.ranks for op in ops
                       if op.dst is not None})
+    batch = batch_shape(ir)
     (tmp / "binding.json").write_text(json.dumps(
-        {"outputs": written or [name for name, _ in instance.window_sizes]}, indent=2) + "\n",
+        {"outputs": written or [name for name, _ in instance.window_sizes],
+         "batch": None if batch is None else batch.to_json()}, indent=2) + "\n",
         encoding="utf-8")
 
 

@@ -13,6 +13,14 @@ output windows, so the compiler sees no aliasing of the heap and orders the laun
 data flow.  Pass window contents as arguments there and use the returned tensors: a write
 into `op.windows[...]` inside a compiled region is not ordered with the launch.
 
+A protocol with a per-call count (`buffer ntok: i32[1]` bounded in `require` by a
+parameter, the capacity: ccogen.torch.batch) takes its row-batched buffers sliced,
+`op(x=x[:n], ...)`: the count is their rows, passed to the kernels as a pointer into a
+table of counts the op keeps on the device (row n holds n), so a call writes nothing and
+synchronises nothing.  `op(x=x_full, ..., ntok=count)`, with a one-element int32 device
+tensor, passes the caller's count instead (the tensors whole): a CUDA graph captured so
+moves, at each replay, the rows the count tensor says then.
+
 Protocols whose manifest says `between_launches: host_sync` (they declare it, or their
 manifest predates the field: their back-to-back safety is not proven; no library protocol
 since issue 30) are preceded by a device-side barrier of all ranks on
@@ -35,6 +43,10 @@ if TYPE_CHECKING:
     from ccogen.torch.device import Placed
     from ccogen.torch.spec import OpSpec
 
+# a row of the table of counts: 16 bytes, so that every row starts where a buffer may
+# (targets.base.BUFFER_ALIGN)
+_COUNT_STRIDE = 4
+
 _is_compiling: Callable[[], bool] = getattr(getattr(torch, "compiler", None), "is_compiling",
                                             lambda: False)
 
@@ -45,7 +57,8 @@ class Op:
     `windows`: name -> tensor view of this rank's symmetric heap (dtype and shape of the
     window); `outputs`: the names of the windows the protocol writes, which a call returns
     (the tensor itself when there is one, else a tuple in declaration order);
-    `buffers`: the names of the buffers a call takes.
+    `buffers`: the names of the buffers a call takes; `batch`: the protocol's per-call
+    count and its row-batched buffers (ccogen.torch.batch), None without one.
     """
 
     def __init__(self, comm: Communicator, spec: OpSpec, placed: Placed, handle: int,
@@ -65,13 +78,26 @@ class Op:
         outs = tuple(self.windows[n] for n in self.outputs)
         self._result: Any = outs[0] if len(outs) == 1 else outs
         self.buffers = tuple(b.name for b in spec.buffers)
-        self._binder = BufferBinder(spec, comm.device.type, comm.device.index)
+        self.batch = spec.batch
+        self._counts: torch.Tensor | None = None
+        self._count_rows: tuple[torch.Tensor, ...] = ()
+        if spec.batch is not None:  # row n holds n: the count buffer of a call of n rows
+            cap = spec.batch.cap
+            self._counts = torch.arange(cap + 1, dtype=torch.int32, device=comm.device
+                                        ).repeat_interleave(_COUNT_STRIDE).view(cap + 1, -1)
+            self._count_rows = self._counts.unbind(0)  # eager calls: no indexing per call
+        self._binder = BufferBinder(spec, comm.device.type, comm.device.index, self._count_row)
         self._flat = [self.windows[w.name].view(-1) for w in spec.windows]
         self._before = tuple(before)
         self._launches = tuple((placed.launches[i], k.buffers)
                                for i, k in enumerate(spec.kernels))
         self._debug = placed.record is not None
         self._written = tuple(i for i, b in enumerate(spec.buffers) if b.access != "read")
+
+    def _count_row(self, n: int) -> torch.Tensor:
+        """The table's row holding `n` (traced: indexed, `n` may be a symbolic size)."""
+        assert self._counts is not None
+        return self._counts[n] if _is_compiling() else self._count_rows[n]
 
     def __repr__(self) -> str:
         return f"<ccogen.torch.Op {self.spec.label} ({self.spec.target})>"

@@ -5,7 +5,8 @@ the windows as typed views of the symmetric heap (dtype and shape from the manif
 `u8[size]` for v1 byte windows), which of them the protocol writes (the op's outputs), the
 `buffer`s a call takes (language v2) with their dtype, shape and access, each kernel's
 per-call pointer slots (`buffer:NAME` parameters), and whether launches may follow each
-other without a barrier (`between_launches`, language v2 §6).
+other without a barrier (`between_launches`, language v2 §6), and the per-call count with
+the buffers it batches in rows (ccogen.torch.batch).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from ccogen.manifest import ELEMENT_SIZES, BufferSpec, KernelSpec, Manifest, buffer_name
+from ccogen.torch.batch import Batch, BatchShape
 
 # ccogen element type -> the name of the torch dtype (torch.<name>).
 TORCH_DTYPES = {"u8": "uint8", "i32": "int32", "u32": "uint32", "i64": "int64",
@@ -60,12 +62,13 @@ class OpSpec:
     kernels: tuple[KernelLaunch, ...]
     between_launches: str     # "host_sync": the binding orders launches with a barrier
     counters: tuple[str, ...]
+    batch: Batch | None = None  # the per-call count and its row-batched buffers
 
     @classmethod
-    def from_manifest(cls, manifest: Manifest, outputs: Collection[str] | None = None
-                      ) -> OpSpec:
+    def from_manifest(cls, manifest: Manifest, outputs: Collection[str] | None = None,
+                      batch: BatchShape | None = None) -> OpSpec:
         """The binding's view of `manifest`; `outputs` are the windows the protocol writes
-        (every window when None)."""
+        (every window when None); `batch` its count, as the loader found it."""
         names = [w.name for w in manifest.windows]
         written = set(names if outputs is None else outputs)
         windows = tuple(WindowView(w.name, w.offset, w.size, w.dtype, w.dims, w.name in written)
@@ -78,7 +81,8 @@ class OpSpec:
                                         tuple(index[n] for _, n in named if n is not None)))
         return cls(manifest.protocol, manifest.source, manifest.target, manifest.nranks,
                    manifest.params, manifest.debug, windows, manifest.buffers, tuple(kernels),
-                   manifest.between_launches, tuple(c.name for c in manifest.counters))
+                   manifest.between_launches, tuple(c.name for c in manifest.counters),
+                   None if batch is None else batch.resolve(manifest))
 
     @property
     def outputs(self) -> tuple[WindowView, ...]:

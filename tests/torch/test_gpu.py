@@ -101,3 +101,15 @@ def test_moe_example(mode: str, port: int) -> None:
     assert re.search(line, done.stdout, re.MULTILINE), done.stdout
     if mode == "graph":
         assert "capture, 20 replays" in done.stdout
+
+
+@pytest.mark.gpu
+def test_run_time_batch_sizes() -> None:
+    """The fixture gather_rows.cco: 20 eager calls with `x[:n]` and 20 replays of one CUDA
+    graph with the count in a device tensor, counts drawn per rank and call (0 .. cap),
+    every row checked (tests/torch/gpu_batch.py)."""
+    done = _torchrun(ROOT / "tests" / "torch" / "gpu_batch.py", *_shared(), port=29620)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"RESULT: PASS ({RANKS} ranks, 20 eager calls and 20 graph replays" in done.stdout
+    for rank in range(RANKS):
+        assert f"rank {rank}: eager ok" in done.stdout and f"rank {rank}: graph ok" in done.stdout

@@ -18,6 +18,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="the example's test needs torch "
                             "(pip install 'ccogen[torch]')")
 
+from ccogen.manifest import buffer_name  # noqa: E402
 from ccogen.reference import moe  # noqa: E402
 
 from .fakes import FakeWorld  # noqa: E402
@@ -114,6 +115,8 @@ def test_the_reference_is_dispatch_experts_combine(nranks: int, k: int) -> None:
 # -- the layer on the fake engine ----------------------------------------------------------
 def _view(pointer: int, count: int, dtype: Any) -> Any:
     nbytes = count * torch.empty((), dtype=dtype).element_size()
+    if nbytes == 0:  # a step of no tokens: its tensors may have no storage
+        return torch.empty(0, dtype=dtype)
     return torch.frombuffer((ctypes.c_uint8 * nbytes).from_address(pointer), dtype=dtype)
 
 
@@ -128,45 +131,71 @@ def _sizes(world: FakeWorld, index: int) -> tuple[int, int, int]:
     return params["tokens"], params["hidden"], params["k"]
 
 
+def _named(world: FakeWorld, index: int, slots: list[Any]) -> list[tuple[dict[str, int], int]]:
+    """Each rank's buffer pointers by name, and its count: `ntok[0]` read through its
+    pointer (as the kernels read it) where the protocol has one, else `tokens`."""
+    manifest = world.engines[0].placed[index].manifest
+    names = [n for n in (buffer_name(p) for p in manifest.kernels[0].params) if n is not None]
+    out = []
+    for pointers in slots:
+        at = dict(zip(names, pointers, strict=True))
+        n = (int(_view(at["ntok"], 1, torch.int32)[0]) if "ntok" in at
+             else _sizes(world, index)[0])
+        out.append((at, n))
+    return out
+
+
 def _dispatch(world: FakeWorld, index: int, slots: list[Any], drop: bool = False) -> None:
-    """moe_dispatch: token t of rank s goes to row s * tokens + t of the `recv` of every
-    rank among its top-k; `got[s]` := rank s's count for the receiver.  `drop`: the
-    last token of rank 0 is lost (a wrong exchange)."""
-    n = world.nranks
+    """moe_dispatch: token t < n of rank s goes to row s * tokens + t of the `recv` of
+    every rank among its top-k (the other rows are left as they were); `got[s]` := rank
+    s's count for the receiver.  `drop`: the last token of rank 0 is lost (a wrong
+    exchange)."""
+    n_ranks = world.nranks
     tokens, hidden, k = _sizes(world, index)
     dtype = _window(world, 0, index, "recv").dtype
-    xs = [_view(s[0], tokens * hidden, dtype).view(tokens, hidden).clone() for s in slots]
-    tables = [_view(s[1], tokens * k, torch.int32).view(tokens, k).numpy().copy()
-              for s in slots]
-    counts = [_view(s[2], n, torch.int32).clone() for s in slots]
-    for r in range(n):
-        recv = _window(world, r, index, "recv").view(n, tokens, hidden)
-        for s in range(n):
-            goes = torch.from_numpy(moe.routed(tables[s], n)[:, r])
-            if drop and s == 0:
+    named = _named(world, index, slots)
+    xs = [_view(at["x"], n * hidden, dtype).view(n, hidden).clone() for at, n in named]
+    tables = [_view(at["topk_rank"], n * k, torch.int32).view(n, k).numpy().copy()
+              for at, n in named]
+    counts = [_view(at["rank_counts"], n_ranks, torch.int32).clone() for at, _ in named]
+    for r in range(n_ranks):
+        recv = _window(world, r, index, "recv").view(n_ranks, tokens, hidden)
+        for s in range(n_ranks):
+            goes = torch.from_numpy(moe.routed(tables[s], n_ranks)[:, r])
+            if drop and s == 0 and len(goes):
                 goes[-1] = False
-            recv[s][goes] = xs[s][goes]
+            rows = recv[s][:len(goes)]
+            rows[goes] = xs[s][goes]
             _window(world, r, index, "got")[s] = counts[s][r]
 
 
 def _combine(world: FakeWorld, index: int, slots: list[Any]) -> None:
-    """moe_combine: rank s's `y` := ccogen.reference.moe.combine of every rank's
-    `expert_out`, rounded to the element type."""
-    n = world.nranks
+    """moe_combine: rank s's `y` (its first n rows) := ccogen.reference.moe.combine of
+    every rank's `expert_out`, rounded to the element type."""
+    n_ranks = world.nranks
     tokens, hidden, k = _sizes(world, index)
     dtype = _window(world, 0, index, "expert_out").dtype
-    outs = [_window(world, r, index, "expert_out").view(n, tokens, hidden).float().numpy()
-            for r in range(n)]
-    tables = [_window(world, r, index, "topk_rank").view(tokens, k).numpy() for r in range(n)]
-    weights = [_view(s[0], tokens * k, torch.float32).view(tokens, k).numpy() for s in slots]
+    named = _named(world, index, slots)
+    outs = [_window(world, r, index, "expert_out").view(n_ranks, tokens, hidden).float().numpy()
+            for r in range(n_ranks)]
+    tables = [_window(world, r, index, "topk_rank").view(tokens, k).numpy()
+              for r in range(n_ranks)]
+    weights = [np.zeros((tokens, k), dtype=np.float32) for _ in range(n_ranks)]
+    for w, (at, n) in zip(weights, named, strict=True):
+        w[:n] = _view(at["topk_weight"], n * k, torch.float32).view(n, k).numpy()
     ys = moe.combine(outs, tables, weights)
-    for s in range(n):
-        _view(slots[s][2], tokens * hidden, dtype).copy_(torch.from_numpy(ys[s]).reshape(-1))
+    for s, (at, n) in enumerate(named):
+        _view(at["y"], n * hidden, dtype).copy_(torch.from_numpy(ys[s][:n]).reshape(-1))
+
+
+def _effects(drop: bool = False) -> dict[str, Any]:
+    dispatch = lambda w, i, s: _dispatch(w, i, s, drop)  # noqa: E731
+    return {"moe_dispatch": dispatch, "moe_combine": _combine,
+            "moe_dispatch_ntok": dispatch, "moe_combine_ntok": _combine}
 
 
 def _world(nranks: int, drop: bool = False) -> FakeWorld:
-    return FakeWorld(nranks, {"moe_dispatch": lambda w, i, s: _dispatch(w, i, s, drop),
-                              "moe_combine": _combine})
+    return FakeWorld(nranks, _effects(drop))
 
 
 @pytest.mark.parametrize(("nranks", "k", "dtype"), [(1, 1, "f32"), (2, 1, "f32"), (2, 2, "bf16"),
@@ -236,8 +265,7 @@ class ThreadedWorld(FakeWorld):
 
 def _run_ranks(nranks: int, argv: list[str], drop: bool) -> list[Any]:
     """ex.run on every rank of a threaded fake job; each rank's result (or exception)."""
-    world = ThreadedWorld(nranks, {"moe_dispatch": lambda w, i, s: _dispatch(w, i, s, drop),
-                                   "moe_combine": _combine})
+    world = ThreadedWorld(nranks, _effects(drop))
     comms = world.communicators()
     args = ex.parse_args(["--tokens", "16", "--hidden", "32", "--ffn", "24", *argv])
     results: list[Any] = [None] * nranks
@@ -285,3 +313,103 @@ def test_run_compiled_on_two_ranks(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert results == [True, True], (results, out)
     assert out.startswith("compile: 2 steps on 2 ranks (f32") and out.rstrip().endswith(": ok")
+
+
+# -- a run-time token count: the fixtures moe_dispatch_ntok / moe_combine_ntok ----------------
+FIXTURES = tuple(str(Path(__file__).resolve().parent / "protocols" / name)
+                 for name in ("moe_dispatch_ntok.cco", "moe_combine_ntok.cco"))
+
+
+def test_counts_cover_zero_the_capacity_and_between() -> None:
+    drawn = [[ex.count_of(r, step, 16, 0) for r in range(2)] for step in range(10)]
+    assert drawn[:3] == [[16, 16], [0, 0], [0, 16]]
+    assert all(0 <= n <= 16 for row in drawn for n in row)
+    assert any(0 < n < 16 for row in drawn for n in row)
+    assert drawn == [[ex.count_of(r, step, 16, 0) for r in range(2)] for step in range(10)]
+
+
+def test_rank_counts_on_the_device_count_only_the_first_tokens() -> None:
+    chosen = torch.tensor([[0, 1], [1, 2], [2, 0]], dtype=torch.int32)
+    assert ex.rank_counts(chosen, 3).tolist() == [2, 2, 2]
+    assert ex.rank_counts(chosen, 3, torch.tensor([1], dtype=torch.int32)).tolist() == [1, 1, 0]
+
+
+@pytest.mark.parametrize(("nranks", "k"), [(2, 1), (3, 2)])
+def test_varying_counts_in_lockstep(monkeypatch: pytest.MonkeyPatch, nranks: int, k: int
+                                    ) -> None:
+    """With protocols that take a count, every rank passes its first n tokens, n drawn per
+    rank and step (0 and the capacity included); y matches the communication-free layer."""
+    monkeypatch.setattr(ex, "PROTOCOLS", FIXTURES)
+    args = ex.parse_args(["--tokens", "16", "--hidden", "32", "--ffn", "24", "--k", str(k)])
+    layers = [ex.MoELayer(c, args) for c in _world(nranks).communicators()]
+    assert all(layer.batched for layer in layers)
+    experts = [ex.make_expert(e, 32, 24, 0) for e in range(nranks)]
+    for step in range(6):
+        counts = [ex.count_of(r, step, 16, 0) for r in range(nranks)]
+        xs = [ex.tokens_of(r, step, 16, 32, 0)[:n] for r, n in enumerate(counts)]
+        routes = [layer.route(x) for layer, x in zip(layers, xs, strict=True)]
+        rows = [layer.dispatch(x, t, c) for layer, x, (t, _, c) in
+                zip(layers, xs, routes, strict=True)]
+        for layer, r in zip(layers, rows, strict=True):
+            layer.expert(r)
+        ys = [layer.combine(t, w) for layer, (t, w, _) in zip(layers, routes, strict=True)]
+        want = ex.reference(xs, layers[0].gate_weights, experts, k, torch.float32)
+        for r in range(nranks):
+            assert ys[r].shape == (counts[r], 32)
+            assert ex.relative_error(ys[r], want[r]) <= ex.RTOL["f32"] / 4, (step, r, counts)
+
+
+@pytest.mark.parametrize(("argv", "drop"), [(["--steps", "5"], False),
+                                            (["--steps", "5", "--compile"], False),
+                                            (["--steps", "1"], True)])
+def test_run_with_varying_counts_on_two_ranks(monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str],
+                                              argv: list[str], drop: bool) -> None:
+    """run() with the count drawn every step, eager and compiled (sliced inputs through
+    ccogen::call); a lost token still fails the check (step 0: every rank at the cap)."""
+    monkeypatch.setattr(ex, "PROTOCOLS", FIXTURES)
+    torch._dynamo.reset()
+    results = _run_ranks(2, argv, drop)
+    out = capsys.readouterr().out
+    if drop:
+        assert results == [False, True], (results, out)
+        assert "rank 0: step 0: MISMATCH" in out and "; 16 tokens)" in out
+        return
+    assert results == [True, True], (results, out)
+    mode = "compile" if "--compile" in argv else "eager"
+    # rank 0's counts: 16, 0, 0 (steps 0-2), then two drawn from 0..16
+    assert out.startswith(f"{mode}: 5 steps on 2 ranks (f32, 0..16 tokens (4 counts on rank "
+                          "0) x 32, top-2"), out
+    assert out.rstrip().endswith(": ok")
+
+
+def test_the_graph_body_with_a_count_tensor_in_lockstep(monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    """What --graph captures, without the graph: whole-capacity tensors, the count in a
+    tensor (`ntok=`) rewritten every step, rows beyond it stale; y[:n] matches."""
+    monkeypatch.setattr(ex, "PROTOCOLS", FIXTURES)
+    args = ex.parse_args(["--tokens", "16", "--hidden", "32", "--ffn", "24", "--k", "2"])
+    layers = [ex.MoELayer(c, args) for c in _world(2).communicators()]
+    experts = [ex.make_expert(e, 32, 24, 0) for e in range(2)]
+    statics = [torch.randn(16, 32) for _ in range(2)]   # stale rows beyond every count
+    counts_t = [torch.zeros(1, dtype=torch.int32) for _ in range(2)]
+    for step in range(5):
+        counts = [ex.count_of(r, step, 16, 0) for r in range(2)]
+        xs = [ex.tokens_of(r, step, 16, 32, 0)[:n] for r, n in enumerate(counts)]
+        for x, static, count, n in zip(xs, statics, counts_t, counts, strict=True):
+            static[:n] = x
+            count.fill_(n)
+        routes = [layer.route(x, c) for layer, x, c in zip(layers, statics, counts_t,
+                                                          strict=True)]
+        assert [int(c.sum()) for _, _, c in routes] == [2 * n for n in counts]  # top-2
+        rows = [layer.dispatch(x, t, c, n) for layer, x, (t, _, c), n in
+                zip(layers, statics, routes, counts_t, strict=True)]
+        for layer, r in zip(layers, rows, strict=True):
+            layer.expert(r)
+        ys = [layer.combine(t, w, n) for layer, (t, w, _), n in
+              zip(layers, routes, counts_t, strict=True)]
+        want = ex.reference(xs, layers[0].gate_weights, experts, 2, torch.float32)
+        for r in range(2):
+            assert ys[r].shape == (16, 32)
+            error = ex.relative_error(ys[r][:counts[r]], want[r])
+            assert error <= ex.RTOL["f32"] / 4, (step, r, counts)
