@@ -25,6 +25,7 @@ def traffic(name: str, nranks: int = 2, **params: int) -> Traffic:
 EXPECTED = {
     "alltoall": ({(0, 1): MIB, (1, 0): MIB}, True),                # one block each way
     "alltoall_rotating": ({(0, 1): MIB, (1, 0): MIB}, True),       # the copy-out is local
+    "alltoall_credit": ({(0, 1): MIB + 16, (1, 0): MIB + 16}, True),  # a block, a 16 B credit
     "pingpong": ({(0, 1): 4 * 8, (1, 0): 4 * 8 + 16}, True),  # 4 rounds of 8 B, a 16 B credit
     "ring_allgather": ({(0, 1): 256 * KIB, (1, 0): 256 * KIB}, True),
     "aggregated_batch": ({(0, 1): 8 * 256 * KIB}, False),          # 8 pieces, one commit
