@@ -102,10 +102,8 @@ class BufferBinder:
         for tensor, spec, (dtype, count, row) in zip(tensors, self.buffers, self._expected,
                                                      strict=True):
             try:
-                device = tensor.device
                 numel = tensor.numel()
-                ok = (device.type == self.device_type and device.index == self.device_index
-                      and dtype_name(tensor.dtype) == dtype and tensor.is_contiguous()
+                ok = (self._in_place(tensor) and dtype_name(tensor.dtype) == dtype
                       and (numel == count if row == 0 else numel % row == 0))
             except AttributeError:
                 ok = False
@@ -167,10 +165,8 @@ class BufferBinder:
         batch = self._batch
         assert batch is not None
         try:
-            device = tensor.device
-            ok = (device.type == self.device_type and device.index == self.device_index
-                  and dtype_name(tensor.dtype) == "int32" and tensor.numel() == 1
-                  and tensor.is_contiguous())
+            ok = (self._in_place(tensor) and dtype_name(tensor.dtype) == "int32"
+                  and tensor.numel() == 1)
         except AttributeError:
             ok = False
         if not ok:
@@ -182,12 +178,16 @@ class BufferBinder:
                              f"it on the device), not {what}", "TB005")
         return tensor
 
+    def _in_place(self, tensor: Any) -> bool:
+        """On this op's device and contiguous (AttributeError: not a tensor)."""
+        device = tensor.device
+        return (device.type == self.device_type and device.index == self.device_index
+                and tensor.is_contiguous())
+
     def _window_input(self, name: str, tensor: Any) -> tuple[int, Any]:
         index, w = self._windows[name]
         try:
-            device = tensor.device
-            same_place = (device.type == self.device_type and device.index == self.device_index
-                          and tensor.is_contiguous())
+            same_place = self._in_place(tensor)
             if w.dtype == "u8":  # a byte window takes any dtype of its size
                 fits = tensor.numel() * tensor.element_size() == w.nbytes
             else:
