@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ccogen.rt.engines import build_engine
-from ccogen.rt.placement import sharing_budget
+from ccogen.rt.placement import device_count, fewest_sms, sharing_budget
 from ccogen.toolchains.cubin import build_cubin
 from ccogen.torch.device import device_arch
 from ccogen.torch.loader import LAUNCH_BARRIER, generate
@@ -50,12 +50,8 @@ def machine(gpus: int, sms: int, generate_only: bool) -> tuple[int, int]:
     given; one H200 when only generating)."""
     if generate_only:
         return gpus or 1, sms or H200_SMS
-    from ccogen.rt import native
-    from ccogen.rt.placement import CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
-
-    rt = native.load()
-    return (gpus or int(native.device_count()),
-            sms or int(rt.device_attribute(0, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)))
+    gpus = gpus or device_count()
+    return gpus, sms or fewest_sms(gpus)
 
 
 def main() -> None:
@@ -68,7 +64,8 @@ def main() -> None:
     ap.add_argument("--gpus", type=int, default=0,
                     help="GPUs the ranks share (0: this machine's; 1 with --generate-only)")
     ap.add_argument("--sms", type=int, default=0,
-                    help=f"SMs per GPU (0: GPU 0's; {H200_SMS} with --generate-only)")
+                    help=f"SMs per GPU (0: the fewest of the GPUs'; {H200_SMS} with "
+                         "--generate-only)")
     args = ap.parse_args()
     timed = [int(r) for r in args.ranks.split(",") if r]
     checked = timed + [int(r) for r in args.check_ranks.split(",") if r]

@@ -147,7 +147,7 @@ def place(nranks: int, target: str, *, gpus: int | None = None, sms: int | None 
     when not given."""
     env = os.environ if env is None else env
     if gpus is None:
-        gpus = _device_count()
+        gpus = device_count()
     if gpus >= nranks:
         return Placement(tuple(range(nranks)))
     needs = f"protocol needs {nranks} GPUs, this machine has {gpus}"
@@ -172,10 +172,11 @@ def place(nranks: int, target: str, *, gpus: int | None = None, sms: int | None 
             f"{what} caps them (MPS does not make the caps disjoint, so a rank's kernel could "
             "wait for SMs its peers' spinning kernels hold): unset it, or set it to 100")
     return Placement(tuple(r % gpus for r in range(nranks)),
-                     sms if sms is not None else _sms(gpus), mps)
+                     sms if sms is not None else fewest_sms(gpus), mps)
 
 
-def _device_count() -> int:
+def device_count() -> int:
+    """The GPUs the CUDA driver reports; NoGpuError (with what to check) when none."""
     from ccogen.rt import native
 
     try:
@@ -188,7 +189,8 @@ def _device_count() -> int:
     return count
 
 
-def _sms(gpus: int) -> int:
+def fewest_sms(gpus: int) -> int:
+    """The fewest SMs of GPUs 0 .. gpus - 1 (the budget every rank's kernels fit)."""
     from ccogen.rt import native
 
     rt = native.load()
@@ -308,5 +310,5 @@ def check_residency(manifest: Manifest, cubin: Path, placement: Placement) -> No
 
 
 __all__ = ["ENGINE_CTAS", "Footprint", "MpsStatus", "Placement", "ResidencyError",
-           "check_residency", "detect_mps", "footprint", "footprints", "place",
-           "residency_problem", "shared_budget", "sharing_budget"]
+           "check_residency", "detect_mps", "device_count", "fewest_sms", "footprint",
+           "footprints", "place", "residency_problem", "shared_budget", "sharing_budget"]

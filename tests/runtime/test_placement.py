@@ -173,8 +173,8 @@ def test_manifest_records_the_budget_and_the_header(tmp_path: Path) -> None:
 def test_run_picks_the_shared_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     from ccogen.rt import api, placement
 
-    monkeypatch.setattr(placement, "_device_count", lambda: 1)
-    monkeypatch.setattr(placement, "_sms", lambda gpus: 132)
+    monkeypatch.setattr(placement, "device_count", lambda: 1)
+    monkeypatch.setattr(placement, "fewest_sms", lambda gpus: 132)
     monkeypatch.setattr(placement, "detect_mps", lambda env=None: MPS)
     monkeypatch.delenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", raising=False)
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK"):
