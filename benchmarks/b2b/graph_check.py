@@ -83,8 +83,8 @@ from ccogen.torch.spec import TORCH_DTYPES  # noqa: E402  (no torch import)
 CALLS = 100
 EPOCHS = 3  # call i's inputs are epoch i % 3's (the warm-up, call -1: epoch 2)
 SEED = 30
-# run-time values: their inputs are drawn to satisfy `require`, at these small shapes
-RUNTIME = frozenset({"alltoallv", "moe_dispatch", "moe_combine", "moe_dispatch_ll"})
+# run-time values (`Instance.runtime`): their inputs are drawn to satisfy `require`, at
+# these small shapes
 RUNTIME_PARAMS: dict[str, dict[str, int]] = {
     "alltoallv": {"cap": 64},
     "moe_dispatch": {"tokens": 8, "hidden": 8, "k": 2},
