@@ -3,6 +3,7 @@ headers; no GPU)."""
 
 from __future__ import annotations
 
+import shutil
 import stat
 from pathlib import Path
 
@@ -71,10 +72,12 @@ def test_a_relocatable_cubin_links_to_the_bytes_an_object_does(
     require_toolchain("nvshmem")
     log = _counting_nvcc(tmp_path, monkeypatch)
     built: dict[str, bytes] = {}
+    cache = tmp_path / "cache"  # one directory for both: each builds in the same place
+    monkeypatch.setenv("CCOGEN_CACHE_DIR", str(cache))
     for mode in ("cubin", "object"):
         monkeypatch.setenv("CCOGEN_NVCC_RDC", mode)
-        monkeypatch.setenv("CCOGEN_CACHE_DIR", str(tmp_path / f"cache-{mode}"))
         built[mode] = build_cubin(DATA / TARGETS["nvshmem"], "nvshmem", "sm_90").read_bytes()
+        shutil.rmtree(cache)  # the mode is not in the key: the second must build again
     first, link, second, link_object = [line.split() for line in log.read_text().splitlines()]
     assert "-cubin" in first and "kernels.rdc.cubin" in first and "-c" not in first
     assert "-dlink" in link and "kernels.rdc.cubin" in link
