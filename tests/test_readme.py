@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -40,5 +41,7 @@ def test_the_clean_lint_line_is_what_lint_prints(tmp_path: Path,
 
 
 def test_quick_start_protocol_simulates() -> None:
-    report = simulate(_hello(), exhaustive=True)
+    # bounded by a count of schedules, not by time (a loaded machine must not stop it)
+    report = simulate(_hello(), exhaustive=True, max_schedules=1000, time_limit=math.inf)
     assert report.passed and report.schedules >= 1
+    assert all(i.complete for i in report.instances)

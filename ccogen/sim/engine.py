@@ -26,6 +26,8 @@ nothing can move (`deadlock`).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 from ccogen.ir import values
@@ -86,6 +88,10 @@ class Machine:
         # (launch, check) -> it held; (launch, -1): every check of the launch evaluated
         self.evaluated: dict[tuple[int, int], bool] = {}
         self.pending: dict[int, list[int]] = {}  # launch -> its checks not evaluated yet
+        # id(a launch's instance) -> rank -> its checks (`host._checks_of`; shared by clones)
+        self.checks_by_rank: dict[int, dict[int, tuple[int, ...]]] = {}
+        # `host._join`'s memo: (the clocks, their join) by call site; shared by clones
+        self.join_memo: dict[str, tuple[list[np.ndarray], np.ndarray]] = {}
         self.staged: dict[int, list[np.ndarray]] = {}
         self.enabled: list[int] = []
         self._at: dict[int, int] = {}
@@ -97,8 +103,12 @@ class Machine:
         self.last_posted: dict[int, dict[QueueKey, int]] = {}  # proc -> queue -> last xid
         self.fenced: dict[int, tuple[int, ...]] = {}  # proc -> what its last fence orders
         self.fence_targets: set[int] = set()  # transfers some later transfer lands after
-        for p in range(plan.nprocs):
-            self._recheck(p)
+        # while rechecking after a step (nothing changes meanwhile): whether every rank has
+        # ended launch e, by e, and the lowest launch (`host_sync`; asked of every host and
+        # issuer, each an O(ranks) scan, O(ranks²) per step at 512 ranks otherwise)
+        self._ended: dict[int, bool] | None = None
+        self._lowest: int | None = None
+        self._recheck_all(range(plan.nprocs))
 
     def clone(self) -> Machine:
         """An independent copy (cheap without memory: exploration clones control only)."""
@@ -142,12 +152,59 @@ class Machine:
             return (st.epochs[rank] < self.epochs
                     and st.finished[rank] == len(plan.rank_issuers[rank]))
         e = st.epochs[rank]  # a host barrier: every rank has ended this launch first
-        return e < self.epochs and all(
-            st.epochs[r] > e or st.finished[r] == len(plan.rank_issuers[r])
-            for r in range(plan.instance.nranks))
+        return e < self.epochs and self._all_ended(e)
+
+    def _all_ended(self, e: int) -> bool:
+        """Whether every rank has ended launch `e` (`host_sync`)."""
+        memo = self._ended
+        if memo is not None and e in memo:
+            return memo[e]
+        st, plan = self.state, self.plan
+        ended = all(st.epochs[r] > e or st.finished[r] == len(plan.rank_issuers[r])
+                    for r in range(plan.instance.nranks))
+        if memo is not None:
+            memo[e] = ended
+        return ended
+
+    def _lowest_epoch(self) -> int:
+        if self._ended is None:
+            return min(self.state.epochs)
+        if self._lowest is None:
+            self._lowest = min(self.state.epochs)
+        return self._lowest
+
+    def _recheck_all(self, procs: Iterable[int]) -> None:
+        """`_recheck` every process of `procs`, in order; the state does not change
+        meanwhile, so what every process asks of all ranks is computed once."""
+        plan, st = self.plan, self.state
+        if not plan.host_sync:
+            for q in procs:
+                self._recheck(q)
+            return
+        # `host_sync` touches every host (an issuer ended its launch) or every issuer (a
+        # host stepped): the answers `is_ready` would give, without its calls, where the
+        # barrier alone decides them
+        first_host, nissuers, issuers = plan.host, plan.nissuers, plan.issuers
+        epochs, lowest = st.epochs, min(st.epochs)
+        self._ended, self._lowest = {}, lowest
+        try:
+            for q in procs:
+                if q >= first_host:
+                    e = epochs[q - first_host]
+                    ready = e < self.epochs and self._all_ended(e)
+                elif q < nissuers and epochs[issuers[q].rank] > lowest:
+                    ready = False
+                else:
+                    ready = self.is_ready(q)
+                self._set_ready(q, ready)
+        finally:
+            self._ended, self._lowest = None, None
 
     def _recheck(self, p: int) -> None:
-        ready, at = self.is_ready(p), self._at
+        self._set_ready(p, self.is_ready(p))
+
+    def _set_ready(self, p: int, ready: bool) -> None:
+        at = self._at
         if ready and p not in at:
             at[p] = len(self.enabled)
             self.enabled.append(p)
@@ -170,8 +227,7 @@ class Machine:
             record = host.host_step(self, p - plan.host)
         touched, self.touched = self.touched, set()
         touched.add(p)
-        for q in touched:
-            self._recheck(q)
+        self._recheck_all(touched)
         return record
 
     def touch_rank(self, rank: int) -> None:
@@ -197,7 +253,7 @@ class Machine:
         op = self.current(p)
         if op is None or p in self.spinning or not self.preds_done(op):
             return False
-        if self.plan.host_sync and self.state.epochs[op.rank] > min(self.state.epochs):
+        if self.plan.host_sync and self.state.epochs[op.rank] > self._lowest_epoch():
             return False  # a host barrier: every rank's caller ends the launch first
         members = self.plan.members.get((op.rank, op.index))
         if members is None or (len(members) > 1 and not self._group_ready(op.rank, members)):

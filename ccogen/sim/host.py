@@ -37,10 +37,9 @@ def host_step(m: Machine, rank: int) -> StepRecord:
     """Rank `rank`'s caller between two of its launches (see the module docstring)."""
     st, hb, plan = m.state, m.hb, m.plan
     proc = plan.host_of(rank)
-    joined = hb.vc[proc]
     ranks = range(plan.instance.nranks) if plan.host_sync else (rank,)
-    for p in (p for r in ranks for p in plan.rank_issuers[r]):
-        joined = np.maximum(joined, hb.vc[p])
+    joins = [hb.vc[p] for r in ranks for p in plan.rank_issuers[r]]
+    joined = np.maximum(hb.vc[proc], _join(m, "issuers", joins)) if joins else hb.vc[proc]
     epoch = st.epochs[rank]
     hb.host[(rank, epoch)] = hb.tick(proc, joined)
     queues.report_unrung(m, [x for x in queues.unrung(m) if x.epoch == epoch
@@ -50,7 +49,7 @@ def host_step(m: Machine, rank: int) -> StepRecord:
     if st.epochs[rank] < m.epochs:
         _next_launch(m, rank, proc)
     st.over = all(e >= m.epochs for e in st.epochs)
-    _evaluate_ready(m)
+    _evaluate_ready(m, rank)
     if not st.in_flight() and len(set(st.epochs)) == 1:
         m.races.prune(_hosts_clock(m, st.epochs[0] - 1))
     m.touch_rank(rank)
@@ -73,7 +72,22 @@ def launch_start(m: Machine, rank: int, epoch: int) -> np.ndarray | None:
     if not m.plan.host_sync:
         return m.hb.host.get((rank, epoch - 1))
     clocks = [m.hb.host[(r, epoch - 1)] for r in range(m.plan.instance.nranks)]
-    return np.maximum.reduce(clocks)
+    return _join(m, "hosts", clocks)
+
+
+def _join(m: Machine, what: str, clocks: list[np.ndarray]) -> np.ndarray:
+    """`np.maximum.reduce(clocks)`, remembered for the same clock objects: with
+    `host_sync` every host joins every issuer's clock, and every first op every host's,
+    and no issuer steps between them (O(ranks²) clocks per launch otherwise).  A clock
+    is never changed in place (`HB.tick` and `HB.absorb` make new ones), and the memo
+    holds the clocks it was made of, so an identical list means identical values."""
+    last = m.join_memo.get(what)
+    if last is not None and len(last[0]) == len(clocks) and \
+            all(a is b for a, b in zip(last[0], clocks, strict=True)):
+        return last[1]
+    joined = np.maximum.reduce(clocks)
+    m.join_memo[what] = (clocks, joined)
+    return joined
 
 
 def _next_launch(m: Machine, rank: int, proc: int) -> None:
@@ -152,7 +166,9 @@ def _init_check(m: Machine) -> int:
 
 def _read_outputs(m: Machine, rank: int, epoch: int, proc: int) -> None:
     """The caller reads every region of `rank` a postcondition reads, as it is now."""
-    for index, check in enumerate(m.plan.at(epoch).checks):  # (`launch % K`, drawn contents)
+    checks = m.plan.at(epoch).checks  # (`launch % K`, drawn contents)
+    for index in _checks_of(m, epoch).get(rank, ()):
+        check = checks[index]
         for side, (region, init) in enumerate(check_regions(check)):
             if init or region.rank != rank:
                 continue
@@ -192,9 +208,31 @@ def _side(m: Machine, epoch: int, index: int, side: int) -> np.ndarray | None:
     return m.memory.view_in(snap, region)
 
 
-def _evaluate_ready(m: Machine) -> None:
+def _checks_of(m: Machine, epoch: int) -> dict[int, tuple[int, ...]]:
+    """Rank -> the postconditions of launch `epoch` with a side on it or reading run-time
+    values there (`check.rank`), in order: what its caller reads, and the checks a side
+    of which only its caller's step can make known.  Computed once per launch's instance
+    (shared by clones: it follows from the plan alone)."""
+    instance = m.plan.at(epoch)
+    found = m.checks_by_rank.get(id(instance))
+    if found is None:
+        by_rank: dict[int, list[int]] = {}
+        for index, check in enumerate(instance.checks):
+            ranks = {region.rank for region, _ in check_regions(check)} | {check.rank}
+            for r in sorted(ranks):
+                by_rank.setdefault(r, []).append(index)
+        found = {r: tuple(indices) for r, indices in by_rank.items()}
+        m.checks_by_rank[id(instance)] = found
+    return found
+
+
+def _evaluate_ready(m: Machine, rank: int) -> None:
     """Evaluate every postcondition of a launch once every side of it is known; once all
-    of a launch's are, compare the bits of ranks checking the same float reduction."""
+    of a launch's are, compare the bits of ranks checking the same float reduction.
+
+    Called after rank `rank`'s caller stepped: a side becomes known only by its rank's
+    caller (reading an output, or snapshotting the inputs of the next launch), so of the
+    checks still waiting only those with a side on `rank` are looked at again."""
     if m.memory is None:
         return
     checks = m.plan.instance.checks
@@ -202,7 +240,13 @@ def _evaluate_ready(m: Machine) -> None:
         if (epoch, -1) in m.evaluated:
             continue
         left: list[int] = []  # the checks of the launch still waiting for a side, in order
-        for index in m.pending.get(epoch, range(len(checks))):
+        waiting = m.pending.get(epoch)
+        if waiting is not None:
+            mine = frozenset(_checks_of(m, epoch).get(rank, ()))
+        for index in range(len(checks)) if waiting is None else waiting:
+            if waiting is not None and index not in mine:
+                left.append(index)
+                continue
             sides: list[np.ndarray | None] = []
             for i in range(len(check_regions(checks[index]))):
                 side = _side(m, epoch, index, i)

@@ -8,7 +8,11 @@ For the targets the runtime runs; what differs between them is data of their `Ta
   when the source uses NCCL's reduce/copy helpers; plus the manifest's `nvcc_flags`).
 - A library with a device library (`nvshmem`: `LibrarySpec.device_lib`): relocatable
   device code linked with the device library of the library loaded at run time:
-  `nvcc -rdc=true -c ...` then `nvcc -dlink -cubin k.o $NV/lib/libnvshmem_device.a`.
+  `nvcc -rdc=true -cubin ...` (a relocatable cubin: no host compilation, which was half
+  of an `-rdc=true -c` object's time and which the device link discards) then
+  `nvcc -dlink -cubin kernels.rdc.cubin $NV/lib/libnvshmem_device.a`.  The linked cubin
+  is byte-identical to the one linked from an object (`tests/toolchains/test_rdc.py`);
+  `CCOGEN_NVCC_RDC=object` builds through `nvcc -rdc=true -c` (an object) as before.
 
 Debug builds add `-DCCOGEN_DEBUG=1` (bounded waits that fill the debug record, see
 docs/runtime-abi.md).  Every build adds `-lineinfo` so compute-sanitizer and the debug
@@ -94,6 +98,20 @@ def build_manifest_dir(directory: str | Path, arch: str | None = None,
     return out
 
 
+RDC_MODES = ("cubin", "object")
+
+
+def rdc_mode() -> str:
+    """How relocatable device code is compiled before the device link: `cubin` (the
+    default: `nvcc -rdc=true -cubin`) or `object` (`nvcc -rdc=true -c`), from
+    `$CCOGEN_NVCC_RDC`.  Both link to the same bytes, so the cache key leaves it out."""
+    mode = os.environ.get("CCOGEN_NVCC_RDC", "").strip() or "cubin"
+    if mode not in RDC_MODES:
+        raise ToolchainError(f"CCOGEN_NVCC_RDC must be one of {', '.join(RDC_MODES)}, "
+                             f"not {mode!r}")
+    return mode
+
+
 def _check_arch(arch: str) -> None:
     if not _ARCH.match(arch):
         raise ToolchainError(f"arch must look like sm_90 or sm_90a, not {arch!r}")
@@ -147,9 +165,12 @@ def _build(path: Path, options: BuildOptions) -> Path:
             if not device_lib.is_file():
                 raise ToolchainError(f"{device_lib} is missing: the {library.spec.name} "
                                      f"package is incomplete (reinstall {library.spec.pip})")
+            relocatable = ["-c", "kernels.o"] if rdc_mode() == "object" else \
+                ["-cubin", "kernels.rdc.cubin"]
             commands = [
-                [str(nvcc), "-rdc=true", "-c", *flags, path.name, "-o", "kernels.o"],
-                [str(nvcc), f"-arch={options.arch}", "-dlink", "-cubin", "kernels.o",
+                [str(nvcc), "-rdc=true", relocatable[0], *flags, path.name,
+                 "-o", relocatable[1]],
+                [str(nvcc), f"-arch={options.arch}", "-dlink", "-cubin", relocatable[1],
                  str(device_lib), "-o", "kernels.cubin"],
             ]
         for command in commands:

@@ -3,6 +3,12 @@ and the real NCCL / NVSHMEM headers, without a warning in the generated code.
 
 Toolchain tests: skipped, naming the missing package, when nvcc or the headers are absent
 (`pip install -e '.[toolchain]'` brings the headers; CI installs them).
+
+The builds go through the user's build cache (as `ccogen build` and the other build tests
+do), not a fresh one per test: its key covers the text, the flags (`-Werror` included),
+nvcc and the library, so an entry exists only where this very build once passed, and a
+second run of the suite compiles nothing it compiled before (46 builds, ~250 CPU s).
+Caching itself is tested in `tests/toolchains/test_cubin.py` and `test_cache.py`.
 """
 
 from __future__ import annotations
@@ -24,10 +30,8 @@ PROTOCOLS = sorted((ROOT / "protocols").glob("*.cco"))
 @pytest.mark.toolchain
 @pytest.mark.parametrize("target", ["nccl-lsa", "nvshmem"])
 @pytest.mark.parametrize("path", PROTOCOLS, ids=[p.stem for p in PROTOCOLS])
-def test_library_protocol_builds(path: Path, target: str, tmp_path: Path,
-                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_library_protocol_builds(path: Path, target: str, tmp_path: Path) -> None:
     require_toolchain(target)
-    monkeypatch.setenv("CCOGEN_CACHE_DIR", str(tmp_path / "cache"))
     out = tmp_path / "gen"
     protocol = load_ir(path)
     compile_for_run(protocol, path.name, target, 2, library_params(path), out, debug=False)
@@ -40,11 +44,9 @@ def test_library_protocol_builds(path: Path, target: str, tmp_path: Path,
 @pytest.mark.toolchain
 @pytest.mark.parametrize("target", ["nccl-lsa", "nvshmem"])
 @pytest.mark.parametrize("stem", sorted(RUNTIME_PROTOCOLS))
-def test_runtime_protocol_debug_builds(stem: str, target: str, tmp_path: Path,
-                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_runtime_protocol_debug_builds(stem: str, target: str, tmp_path: Path) -> None:
     """Debug builds of the run-time protocols (their `require` checked on the device)."""
     require_toolchain(target)
-    monkeypatch.setenv("CCOGEN_CACHE_DIR", str(tmp_path / "cache"))
     path = ROOT / "protocols" / f"{stem}.cco"
     out = tmp_path / "gen"
     compile_for_run(load_ir(path), path.name, target, 2, library_params(path), out, debug=True)

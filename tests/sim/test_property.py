@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import math
+
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -21,6 +23,7 @@ from ccogen.syntax import parse_ir
 from tests.sim.brute import brute_outcomes, dpor_outcomes
 from tests.sim.gen import Gen, protocols
 
+SCHEDULES = 1000
 SETTINGS = settings(max_examples=20, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow])
 
@@ -34,8 +37,10 @@ def _lint_clean(g: Gen) -> bool:
 @given(protocols())
 def test_lint_clean_protocols_end_with_one_memory(g: Gen) -> None:
     assume(_lint_clean(g))
+    # bounded by a count of schedules, never by time (a loaded machine must not stop the
+    # search early); 60 drawn protocols needed at most 2 schedules each
     report = simulate(g.text, ranks=g.ranks, exhaustive=True, path=f"{g.shape}.cco",
-                      digests=True)
+                      digests=True, max_schedules=SCHEDULES, time_limit=math.inf)
     assert report.passed, g.text
     for inst in report.instances:
         assert inst.complete, inst.limit

@@ -3,6 +3,7 @@ headers; no GPU)."""
 
 from __future__ import annotations
 
+import shutil
 import stat
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from ccogen.toolchains.cubin import (
     build_manifest_dir,
     compile_flags,
     protocol_origin,
+    rdc_mode,
 )
 from ccogen.toolchains.libraries import Library, find_library, library_spec
 from tests.runtime.conftest import DATA, require_toolchain
@@ -50,7 +52,7 @@ def test_builds_and_caches(target: str, cache_dir: Path, tmp_path: Path,
     cubin = build_cubin(DATA / TARGETS[target], target, "sm_90")
     assert cubin.is_file() and cubin.is_relative_to(cache_dir)
     assert cubin.read_bytes()[:4] == b"\x7fELF"
-    steps = 1 if target == "nccl-lsa" else 2  # nvshmem: -rdc -c, then -dlink -cubin
+    steps = 1 if target == "nccl-lsa" else 2  # nvshmem: -rdc -cubin, then -dlink -cubin
     assert _compiles(log) == steps
     assert build_cubin(DATA / TARGETS[target], target, "sm_90") == cubin
     assert _compiles(log) == steps, "the second build must compile nothing"
@@ -60,6 +62,37 @@ def test_builds_and_caches(target: str, cache_dir: Path, tmp_path: Path,
         assert "-DCCOGEN_DEBUG=1" in log.read_text()
     else:
         assert "libnvshmem_device.a" in log.read_text() and "-rdc=true" in log.read_text()
+
+
+@pytest.mark.toolchain
+def test_a_relocatable_cubin_links_to_the_bytes_an_object_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """nvshmem's relocatable code compiled straight to a cubin (the default, no host
+    compilation) and through an object (`CCOGEN_NVCC_RDC=object`) link to one cubin."""
+    require_toolchain("nvshmem")
+    log = _counting_nvcc(tmp_path, monkeypatch)
+    built: dict[str, bytes] = {}
+    cache = tmp_path / "cache"  # one directory for both: each builds in the same place
+    monkeypatch.setenv("CCOGEN_CACHE_DIR", str(cache))
+    for mode in ("cubin", "object"):
+        monkeypatch.setenv("CCOGEN_NVCC_RDC", mode)
+        built[mode] = build_cubin(DATA / TARGETS["nvshmem"], "nvshmem", "sm_90").read_bytes()
+        shutil.rmtree(cache)  # the mode is not in the key: the second must build again
+    first, link, second, link_object = [line.split() for line in log.read_text().splitlines()]
+    assert "-cubin" in first and "kernels.rdc.cubin" in first and "-c" not in first
+    assert "-dlink" in link and "kernels.rdc.cubin" in link
+    assert "-c" in second and "kernels.o" in second and "-cubin" not in second
+    assert "-dlink" in link_object and "kernels.o" in link_object
+    assert built["cubin"][:4] == b"\x7fELF"
+    assert built["cubin"] == built["object"]
+
+
+def test_an_unknown_rdc_mode_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CCOGEN_NVCC_RDC", "ptx")
+    with pytest.raises(ToolchainError, match="CCOGEN_NVCC_RDC must be one of cubin, object"):
+        rdc_mode()
+    monkeypatch.delenv("CCOGEN_NVCC_RDC")
+    assert rdc_mode() == "cubin"
 
 
 @pytest.mark.toolchain
