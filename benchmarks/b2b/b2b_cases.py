@@ -8,12 +8,14 @@ CALLS = 100
 HERE = Path(__file__).resolve().parent
 # family -> variant -> protocol.  "old": the protocol before issue 30 (alltoall: host_sync,
 # so the binding's launch-barrier kernel before each call; allreduce_oneshot: barriers on
-# each side of its peer loads); "barrier": today's library `alltoall` (a leading barrier,
-# every target); "credit": `alltoall_credit` (a credit per pair instead of the barrier,
-# every target, LL puts at 2 ranks); "new": the rotating one (one launch, no barrier).
+# each side of its peer loads); "barrier": the library `alltoall` between issue 30 and its
+# credit form (a leading barrier, every target; kept here as alltoall_barrier.cco);
+# "credit": today's library `alltoall` (a credit per pair instead of the barrier, every
+# target, LL puts at 2 ranks); "new": the rotating one (one launch, no barrier).
 PROTOCOLS = {
-    "alltoall": {"old": str(HERE / "alltoall_host_sync.cco"), "barrier": "alltoall.cco",
-                 "credit": "alltoall_credit.cco", "new": "alltoall_rotating.cco"},
+    "alltoall": {"old": str(HERE / "alltoall_host_sync.cco"),
+                 "barrier": str(HERE / "alltoall_barrier.cco"),
+                 "credit": "alltoall.cco", "new": "alltoall_rotating.cco"},
     "allreduce": {"old": "allreduce_oneshot.cco", "new": "allreduce_oneshot_rotating.cco"},
 }
 A2A_SIZES = (8, 4096, 65536)

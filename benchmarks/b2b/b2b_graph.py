@@ -1,7 +1,7 @@
 """Back-to-back launches in a CUDA graph through ccogen.torch (issue #30): the rotating
 protocols against the old ones (host_sync plus the binding's launch-barrier kernel, or
-barriers) and against the library's leading-barrier `alltoall` and `alltoall_credit`
-(a credit per pair instead of the barrier), at the ranks torchrun
+barriers), and against the library's `alltoall` (a credit per pair) and the leading-barrier
+form it replaced (benchmarks/b2b/alltoall_barrier.cco), at the ranks torchrun
 starts (NVSHMEM ranks sharing one GPU under MPS).  Every library protocol's 100-call
 graph check is benchmarks/b2b/graph_check.py.
 

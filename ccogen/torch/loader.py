@@ -24,14 +24,19 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from ccogen.errors import RunError
 from ccogen.manifest import Manifest, load_manifest
 from ccogen.toolchains.cache import cache_key, cached_build
 from ccogen.torch.batch import BatchShape, batch_shape
 
-GENERATOR_VERSION = "torch-op-v2"  # v2: binding.json says the count (ccogen.torch.batch)
+if TYPE_CHECKING:
+    from ccogen.ir.instance import Instance
+
+# v2: binding.json says the count (ccogen.torch.batch); v3: its outputs are the results
+# `ensure` reads (`output_windows`), not every window written (a credit window is not one)
+GENERATOR_VERSION = "torch-op-v3"
 
 # Orders the launches of protocols not proven back-to-back safe (ccogen.torch.op).
 LAUNCH_BARRIER = '''\
@@ -54,7 +59,7 @@ class Generated:
 
     directory: Path
     manifest: Manifest
-    outputs: tuple[str, ...]  # windows the protocol writes
+    outputs: tuple[str, ...]  # the windows a call returns (`output_windows`)
     key: str
     batch: BatchShape | None = None  # its per-call count and row-batched buffers
 
@@ -150,6 +155,23 @@ _TORCH_DTYPES = {"torch.uint8": "u8", "torch.int32": "i32", "torch.uint32": "u32
                  "torch.bfloat16": "bf16", "torch.float32": "f32"}
 
 
+def output_windows(instance: Instance) -> list[str]:
+    """The windows a call returns: those the protocol writes that `ensure` reads as results
+    (the caller's outputs, language reference §8), so that a window the protocol writes
+    only for itself (a credit, a landing slot) is not one.  As before this rule: every
+    window written when `ensure` reads none of them (no `ensure`, or results in buffers
+    only), every window when none is written."""
+    from ccogen.ir.postcondition import check_regions
+
+    windows = [name for name, _ in instance.window_sizes]
+    written = {op.dst.window for ops in instance.ranks for op in ops
+               if op.dst is not None} & set(windows)
+    results = {r.window for c in instance.checks for r, init in check_regions(c)
+               if not init} | {x.region.window for c in instance.checks
+                               for x in c.loads if not x.init}
+    return sorted(written & results or written) or windows
+
+
 def _generate_into(tmp: Path, source: Source, target: str, nranks: int,
                    params: dict[str, int | str], debug: bool, force: bool,
                    max_ctas: int | None) -> None:
@@ -166,11 +188,9 @@ def _generate_into(tmp: Path, source: Source, target: str, nranks: int,
     instance = generate_for_run(ir, source.name, target, nranks, ints, tmp.parent,
                                 debug=debug, force=force, epoch_from_heap=True,
                                 max_ctas=max_ctas).checked
-    written = sorted({op.dst.window for ops in instance.ranks for op in ops
-                      if op.dst is not None})
     batch = batch_shape(ir)
     (tmp / "binding.json").write_text(json.dumps(
-        {"outputs": written or [name for name, _ in instance.window_sizes],
+        {"outputs": output_windows(instance),
          "batch": None if batch is None else batch.to_json()}, indent=2) + "\n",
         encoding="utf-8")
 

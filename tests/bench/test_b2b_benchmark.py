@@ -87,6 +87,22 @@ def test_the_old_alltoall_is_the_host_sync_one() -> None:
     assert set(cases.PROTOCOLS["alltoall"]) == {"old", "barrier", "credit", "new"}
 
 
+def test_the_barrier_alltoall_is_timed_against_the_library_credit_one() -> None:
+    """The barrier form left the library (its `alltoall` is the credit form since issue
+    30): b2b_graph.py times it from benchmarks/b2b, the credit form from protocols/."""
+    from ccogen.ir import Barrier
+
+    cases = module("b2b_cases")
+    forms = cases.PROTOCOLS["alltoall"]
+    barrier = load_ir(forms["barrier"])
+    credit = load_ir(ROOT / "protocols" / forms["credit"])
+    assert credit.name == "alltoall" and barrier.name == "alltoall_barrier"
+    assert barrier.between_launches.value == credit.between_launches.value == "back_to_back"
+    assert isinstance(barrier.kernels[0].body[0], Barrier)
+    assert not any(isinstance(op, Barrier) for op in credit.kernels[0].body)
+    assert "credit" in {w.name for w in credit.windows}
+
+
 class _Event:
     def __init__(self, fires_after: int | None) -> None:
         self.polls, self.fires_after = 0, fires_after

@@ -23,9 +23,8 @@ def traffic(name: str, nranks: int = 2, **params: int) -> Traffic:
 
 # protocol -> (links at 2 ranks with default parameters, both directions used)
 EXPECTED = {
-    "alltoall": ({(0, 1): MIB, (1, 0): MIB}, True),                # one block each way
+    "alltoall": ({(0, 1): MIB + 16, (1, 0): MIB + 16}, True),      # a block, a 16 B credit
     "alltoall_rotating": ({(0, 1): MIB, (1, 0): MIB}, True),       # the copy-out is local
-    "alltoall_credit": ({(0, 1): MIB + 16, (1, 0): MIB + 16}, True),  # a block, a 16 B credit
     "pingpong": ({(0, 1): 4 * 8, (1, 0): 4 * 8 + 16}, True),  # 4 rounds of 8 B, a 16 B credit
     "ring_allgather": ({(0, 1): 256 * KIB, (1, 0): 256 * KIB}, True),
     "aggregated_batch": ({(0, 1): 8 * 256 * KIB}, False),          # 8 pieces, one commit
@@ -64,9 +63,10 @@ def test_library_protocol_links(name: str) -> None:
 
 def test_alltoall_at_four_ranks_one_block_per_pair() -> None:
     t = traffic("alltoall", 4, block=64 * KIB)
-    assert len(t.links) == 12 and {b for _, _, b in t.links} == {64 * KIB}
-    assert t.per_direction == 64 * KIB and t.per_peer == 64 * KIB
-    assert all(t.received(r) == 3 * 64 * KIB for r in range(4))
+    # each pair: a block and the receiver's 16-byte credit the other way
+    assert len(t.links) == 12 and {b for _, _, b in t.links} == {64 * KIB + 16}
+    assert t.per_direction == 64 * KIB + 16 and t.per_peer == 64 * KIB + 16
+    assert all(t.received(r) == 3 * (64 * KIB + 16) for r in range(4))
 
 
 def test_ring_allgather_at_four_ranks_forwards_three_chunks_per_link() -> None:
@@ -85,7 +85,7 @@ def test_gather_and_broadcast_at_four_ranks() -> None:
 
 
 def test_sizes_follow_the_parameters() -> None:
-    assert traffic("alltoall", block=8).per_direction == 8
+    assert traffic("alltoall", block=8).per_direction == 8 + 16  # a block, a credit
     # 64 rounds of 16 B each way, and rank 1's 16-byte credit (back to back, issue 30)
     assert traffic("pingpong", size=16, rounds=64).per_direction == 64 * 16 + 16
 

@@ -8,7 +8,10 @@ import re
 from ccogen.codegen.ctasplit import Footprint, _conflict, _ranges, split_segments
 from ccogen.codegen.model import LOCAL, Segment, Step
 from ccogen.codegen.steps import RT_PEER, StepKind
+from tests.helpers import REPO_ROOT
 from tests.helpers import generated_kernels as kernels
+
+BARRIER_FORM = REPO_ROOT / "benchmarks" / "b2b" / "alltoall_barrier.cco"
 
 
 def program(text: str, rank: int) -> str:
@@ -25,12 +28,17 @@ def calls(body: str) -> list[str]:
 def test_alltoall_meets_no_other_cta() -> None:
     text = kernels("alltoall", params={"block": 1 << 20})
     body = program(text, 0)
-    # the leading barrier (back to back since issue 30), then the split put
-    assert calls(body) == ["barrier", "copy", "ctasync", "csignal", "quiet", "cwait", "ctasync"]
+    # the credit out and the peer's credit in (back to back since issue 30, no barrier),
+    # then the split put
+    assert "barrier" not in calls(body)
+    assert calls(body) == ["copy", "ctasync", "csignal", "cwait", "ctasync",
+                           "copy", "ctasync", "csignal", "quiet", "cwait", "ctasync"]
     ctas = int(re.search(r"(\d+) CTA\(s\)", text).group(1))  # type: ignore[union-attr]
     assert ctas > 1
-    # each CTA adds 1, the wait compares with 1 signal x ctas
-    assert re.search(r"ccogen_csignal_group\(c, 1, \d+ULL, 1ULL\)", body)
+    # each CTA adds 1, each wait (the credit's on queue 1, the block's on queue 0)
+    # compares with 1 signal x ctas
+    assert len(re.findall(r"ccogen_csignal_group\(c, 1, \d+ULL, 1ULL\)", body)) == 2
+    assert re.search(rf"cwait_group\(c, \d+ULL, 1ULL, 1ULL, \d+, 1, 1, 1, {ctas}ULL\)", body)
     assert re.search(rf"cwait_group\(c, \d+ULL, 1ULL, 1ULL, \d+, 1, 0, 1, {ctas}ULL\)", body)
     assert "kSyncs = 0" in body
 
@@ -38,10 +46,6 @@ def test_alltoall_meets_no_other_cta() -> None:
 def test_small_alltoall_is_one_narrow_cta() -> None:
     text = kernels("alltoall", params={"block": 8})
     assert "1 logical block(s) x 1 CTA(s) x 64 threads" in text
-    body = program(text, 0)
-    # its leading barrier orders memory, which keeps its 8-byte puts off the LL path
-    # (codegen.ll; they took it while `alltoall` declared `host_sync`)
-    assert calls(body) == ["barrier", "copy", "sync", "signal", "quiet", "wait", "sync"]
 
 
 def test_small_puts_ordered_by_a_credit_keep_the_ll_path() -> None:
@@ -51,14 +55,17 @@ def test_small_puts_ordered_by_a_credit_keep_the_ll_path() -> None:
 
 
 def test_alltoall_by_credits_keeps_the_ll_path_of_its_small_puts() -> None:
-    """Issue 30: `alltoall_credit` (a credit per pair instead of `alltoall`'s leading
-    barrier) puts its 8-byte block as an LL put at 2 ranks, as `alltoall` did while it
-    declared `host_sync`."""
-    body = program(kernels("alltoall_credit", params={"block": 8}), 0)
+    """Issue 30: the library `alltoall` (a credit per pair since issue 30, instead of the
+    leading barrier it had before, benchmarks/b2b/alltoall_barrier.cco) puts its 8-byte
+    block as an LL put at 2 ranks, as it did while it declared `host_sync`; the barrier
+    form's barrier orders memory, which keeps them off the LL path (codegen.ll)."""
+    body = program(kernels("alltoall", params={"block": 8}), 0)
     assert "barrier" not in calls(body)
     # the credit out (a 16-byte copy and its signal), the peer's credit in, then LL
     assert calls(body)[:4] == ["copy", "sync", "signal", "wait"]
     assert calls(body).count("llput") == 1 and calls(body).count("llwait") == 1
+    barrier = program(kernels(BARRIER_FORM.read_text(), params={"block": 8}), 0)
+    assert calls(barrier) == ["barrier", "copy", "sync", "signal", "quiet", "wait", "sync"]
 
 
 def test_rotating_alltoall_copies_out_of_its_slot_with_the_whole_group() -> None:

@@ -35,9 +35,17 @@ CHECK-LABEL: void ccogen_lane_ship_ship_r1_b0(
 CHECK:       sdma.waitSignal(0, 0, 1ULL + c.epoch * 1ULL);
 CHECK-NEXT:  ccogen_acquire_system();
 """),
-    # not provable: one lane per peer at 4 ranks -> Independent
+    # back to back by credits: a 16-byte signalled put to every peer on queue 1 (a bare
+    # `signal` has no SDMA lowering), each peer's credit awaited, no barrier; then the
+    # lanes, not provable: one lane per peer at 4 ranks -> Independent
     ("alltoall", MORI, 4, "kernels.hip", """
 CHECK-LABEL: void ccogen_alltoall_exchange_r0_b0(
+CHECK-NOT:   barrier
+CHECK-COUNT-3: sdma.put<ccoCoopBlock, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>({{[1-3]}}, c.win, {{[0-9]+}}ULL, c.win, {{[0-9]+}}ULL, 16ULL, 1);
+CHECK:       sdma.waitSignal(1, 1, 1ULL + c.epoch * 1ULL);
+CHECK:       sdma.waitSignal(2, 1, 1ULL + c.epoch * 1ULL);
+CHECK:       sdma.waitSignal(3, 1, 1ULL + c.epoch * 1ULL);
+CHECK-NOT:   barrier
 CHECK:       case 0: a.on = true; a.peer = 1;
 CHECK:       case 1: a.on = true; a.peer = 2;
 CHECK:       case 2: a.on = true; a.peer = 3;

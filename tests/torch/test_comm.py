@@ -36,7 +36,7 @@ def test_windows_are_typed_views_of_the_heap() -> None:
     world, comms = _pair()
     ops = _load_all(comms)
     op = ops[0]
-    assert set(op.windows) == {"send", "recv"}
+    assert set(op.windows) == {"send", "recv", "credit"}  # credit: its back-to-back credits
     send = op.windows["send"]
     assert send.dtype == torch.uint8 and tuple(send.shape) == (2 * BLOCK,)
     heap = world.engines[0].placed[-1].tensor

@@ -104,6 +104,23 @@ def test_a_dtype_parameter_takes_a_torch_dtype() -> None:
         loader.generate("allreduce_oneshot.cco", "nvshmem", 2, {"n": 256, "T": torch.float64})
 
 
+@pytest.mark.parametrize(("name", "outputs"), [
+    ("alltoall", ["recv"]),             # not `credit`: the protocol's own (issue 30)
+    ("pingpong", ["ping", "pong"]),     # not `credit`
+    ("reduce_scatter_ring", ["x"]),     # not its landing `slot`
+    ("ring_allgather", ["data"]),       # the one window: input and output
+    ("alltoall_rotating", ["land"]),    # results in buffers only: the windows written
+])
+def test_a_call_returns_the_windows_ensure_reads_that_the_protocol_writes(
+        name: str, outputs: list[str]) -> None:
+    from ccogen.instantiate import instantiate
+    from ccogen.syntax import load_ir
+
+    instance, _ = instantiate(load_ir(protocols_dir() / f"{name}.cco"), 2, {})
+    assert instance is not None
+    assert loader.output_windows(instance) == outputs
+
+
 @pytest.mark.parametrize("name", ["moe_dispatch", "moe_combine", "moe_dispatch_ll"])
 def test_the_outputs_of_a_sampled_loop_are_those_of_every_iteration(
         name: str, monkeypatch: pytest.MonkeyPatch, cache_dir: Path) -> None:
@@ -125,8 +142,9 @@ def test_the_outputs_of_a_sampled_loop_are_those_of_every_iteration(
     monkeypatch.setenv("CCOGEN_EXACT_LOOPS", "1")
     every, _ = instantiate(load_ir(protocols_dir() / f"{name}.cco"), 4, params)
     assert every is not None and not any(note.sampled for note in every.loops)
-    assert got.outputs == tuple(sorted({op.dst.window for ops in every.ranks for op in ops
-                                        if op.dst is not None}))
+    assert got.outputs == tuple(loader.output_windows(every))
+    written = {op.dst.window for ops in every.ranks for op in ops if op.dst is not None}
+    assert set(got.outputs) <= written
     # generated once (a fresh cache) from the sampled loop, and never unrolled (the
     # unrolled `instance` is a cached_property: computed, it stands in the object's dict)
     assert len(made) == 1 and any(note.sampled for note in made[0].checked.loops)

@@ -82,14 +82,20 @@ __device__ inline void ccogen_barrier_block(const ccogen_ctx& c) {
   bar.sync(ccoCoopBlock{});
 }
 
-// ======== kernel `exchange` (protocols/alltoall.cco:9): 1 block(s) x 64 threads
+// ======== kernel `exchange` (protocols/alltoall.cco:11): 1 block(s) x 64 threads
 
 // rank 0, block 0 of kernel `exchange`
 __device__ void ccogen_alltoall_exchange_r0_b0(const ccogen_ctx& c, ccoSdma& sdma) {
-  // protocols/alltoall.cco:14: barrier
-  ccogen_barrier_block(c);
+  // protocols/alltoall.cco:23: put
+  sdma.put<ccoCoopBlock, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(1, c.win, 4194304ULL, c.win, 4194304ULL, 16ULL, 1);
+  // protocols/alltoall.cco:26: wait_signal
+  if (threadIdx.x == 0) {
+    sdma.waitSignal(1, 1, 1ULL + c.epoch * 1ULL);
+    ccogen_acquire_system();
+  }
+  __syncthreads();
   if (ccogen_wave() == 0) {
-    // protocols/alltoall.cco:16: put
+    // protocols/alltoall.cco:28: put
     {
       ccogen_lane a{};
       switch (threadIdx.x) {
@@ -100,7 +106,7 @@ __device__ void ccogen_alltoall_exchange_r0_b0(const ccogen_ctx& c, ccoSdma& sdm
         sdma.put<ccoCoopThread, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadSameQueue>(a.peer, c.win, a.dst, c.win, a.src, a.bytes, a.queue);
       }
     }
-    // protocols/alltoall.cco:18: quiet
+    // protocols/alltoall.cco:30: quiet
     {
       ccogen_lane a{};
       switch (threadIdx.x) {
@@ -111,11 +117,11 @@ __device__ void ccogen_alltoall_exchange_r0_b0(const ccogen_ctx& c, ccoSdma& sdm
         sdma.quiet<ccoCoopThread>(a.peer);
       }
     }
-    // protocols/alltoall.cco:19: wait_signal
+    // protocols/alltoall.cco:31: wait_signal
     {
       ccogen_lane a{};
       switch (threadIdx.x) {
-        case 0: a.on = true; a.sender = 1; a.queue = 0; a.value = 1ULL; a.per_epoch = 1ULL; a.line = 19; break;
+        case 0: a.on = true; a.sender = 1; a.queue = 0; a.value = 1ULL; a.per_epoch = 1ULL; a.line = 31; break;
         default: break;
       }
       if (a.on) {
@@ -129,10 +135,16 @@ __device__ void ccogen_alltoall_exchange_r0_b0(const ccogen_ctx& c, ccoSdma& sdm
 
 // rank 1, block 0 of kernel `exchange`
 __device__ void ccogen_alltoall_exchange_r1_b0(const ccogen_ctx& c, ccoSdma& sdma) {
-  // protocols/alltoall.cco:14: barrier
-  ccogen_barrier_block(c);
+  // protocols/alltoall.cco:23: put
+  sdma.put<ccoCoopBlock, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(0, c.win, 4194320ULL, c.win, 4194320ULL, 16ULL, 1);
+  // protocols/alltoall.cco:26: wait_signal
+  if (threadIdx.x == 0) {
+    sdma.waitSignal(0, 1, 1ULL + c.epoch * 1ULL);
+    ccogen_acquire_system();
+  }
+  __syncthreads();
   if (ccogen_wave() == 0) {
-    // protocols/alltoall.cco:16: put
+    // protocols/alltoall.cco:28: put
     {
       ccogen_lane a{};
       switch (threadIdx.x) {
@@ -143,7 +155,7 @@ __device__ void ccogen_alltoall_exchange_r1_b0(const ccogen_ctx& c, ccoSdma& sdm
         sdma.put<ccoCoopThread, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadSameQueue>(a.peer, c.win, a.dst, c.win, a.src, a.bytes, a.queue);
       }
     }
-    // protocols/alltoall.cco:18: quiet
+    // protocols/alltoall.cco:30: quiet
     {
       ccogen_lane a{};
       switch (threadIdx.x) {
@@ -154,11 +166,11 @@ __device__ void ccogen_alltoall_exchange_r1_b0(const ccogen_ctx& c, ccoSdma& sdm
         sdma.quiet<ccoCoopThread>(a.peer);
       }
     }
-    // protocols/alltoall.cco:19: wait_signal
+    // protocols/alltoall.cco:31: wait_signal
     {
       ccogen_lane a{};
       switch (threadIdx.x) {
-        case 0: a.on = true; a.sender = 0; a.queue = 0; a.value = 1ULL; a.per_epoch = 1ULL; a.line = 19; break;
+        case 0: a.on = true; a.sender = 0; a.queue = 0; a.value = 1ULL; a.per_epoch = 1ULL; a.line = 31; break;
         default: break;
       }
       if (a.on) {

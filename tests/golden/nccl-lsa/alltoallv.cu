@@ -171,20 +171,24 @@ __device__ __forceinline__ void ccogen_copy_chunk_warp(const ccogen_ctx& c, int 
 
 // rank 0, logical block 0 of kernel `exchange`
 __device__ __forceinline__ void ccogen_alltoallv_exchange_r0_b0(const ccogen_ctx& c) {
-  [[maybe_unused]] constexpr uint64_t kSyncs = 6;
-  // protocols/alltoallv.cco:17: barrier
-  ccogen_barrier_group(c, 1ULL);
-  // protocols/alltoallv.cco:19: put
-  ccogen_copy_group(c, 1, 16384ULL, -3, 4ULL, 4ULL, false);
+  [[maybe_unused]] constexpr uint64_t kSyncs = 8;
+  // protocols/alltoallv.cco:24: signal
   ccogen_sync_group(c, 1ULL, kSyncs);
+  ccogen_signal_group(c, 1, 16656ULL, 1ULL);
+  // protocols/alltoallv.cco:26: wait_signal
+  ccogen_wait_group(c, 16680ULL, 1ULL, 1ULL, 26, 1, 2, 1, 1ULL);
+  ccogen_sync_group(c, 2ULL, kSyncs);
+  // protocols/alltoallv.cco:28: put
+  ccogen_copy_group(c, 1, 16384ULL, -3, 4ULL, 4ULL, false);
+  ccogen_sync_group(c, 3ULL, kSyncs);
   ccogen_signal_group(c, 1, 16640ULL, 1ULL);
-  // protocols/alltoallv.cco:22: 1 warps x 1 rows x 1 chunk(s) of 8192 B, spread over every warp of the group (codegen/spread.py)
+  // protocols/alltoallv.cco:31: 1 warps x 1 rows x 1 chunk(s) of 8192 B, spread over every warp of the group (codegen/spread.py)
   for (uint64_t i = ccogen_spread_first(c); i < 1ULL; i += ccogen_spread_stride(c)) {
     [[maybe_unused]] const int64_t t = static_cast<int64_t>(i / 1ULL);
     [[maybe_unused]] const uint64_t chunk = i / 1ULL % 1ULL;
     switch (i % 1ULL) {
       case 0: {
-        // protocols/alltoallv.cco:22: put
+        // protocols/alltoallv.cco:31: put
         {
           const uint64_t rt_dst = static_cast<uint64_t>(0LL);
           const uint64_t rt_src = static_cast<uint64_t>(8192LL);
@@ -197,44 +201,48 @@ __device__ __forceinline__ void ccogen_alltoallv_exchange_r0_b0(const ccogen_ctx
   }
   ccogen_ctasync_group(c);
   ccogen_csignal_group(c, 1, 16648ULL, 1ULL);
-  ccogen_sync_group(c, 2ULL, kSyncs);
-  // protocols/alltoallv.cco:25: copy
+  ccogen_sync_group(c, 4ULL, kSyncs);
+  // protocols/alltoallv.cco:34: copy
   {
     const uint64_t rt_dst = static_cast<uint64_t>(0LL);
     const uint64_t rt_src = static_cast<uint64_t>(0LL);
     const uint64_t rt_n = static_cast<uint64_t>(2LL * static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 0ULL)));
     ccogen_copy_group(c, -1, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
   }
-  ccogen_sync_group(c, 3ULL, kSyncs);
-  // protocols/alltoallv.cco:26: copy
-  ccogen_copy_group(c, -1, 16384ULL, -3, 0ULL, 4ULL, false);
-  ccogen_sync_group(c, 4ULL, kSyncs);
-  // protocols/alltoallv.cco:28: wait_signal
-  ccogen_wait_group(c, 16656ULL, 1ULL, 1ULL, 28, 1, 0, 1, 1ULL);
   ccogen_sync_group(c, 5ULL, kSyncs);
-  // protocols/alltoallv.cco:29: wait_signal
-  ccogen_wait_group(c, 16664ULL, 1ULL, 1ULL, 29, 1, 1, 1, 1ULL);
+  // protocols/alltoallv.cco:35: copy
+  ccogen_copy_group(c, -1, 16384ULL, -3, 0ULL, 4ULL, false);
   ccogen_sync_group(c, 6ULL, kSyncs);
-  // protocols/alltoallv.cco:30: quiet
+  // protocols/alltoallv.cco:37: wait_signal
+  ccogen_wait_group(c, 16664ULL, 1ULL, 1ULL, 37, 1, 0, 1, 1ULL);
+  ccogen_sync_group(c, 7ULL, kSyncs);
+  // protocols/alltoallv.cco:38: wait_signal
+  ccogen_wait_group(c, 16672ULL, 1ULL, 1ULL, 38, 1, 1, 1, 1ULL);
+  ccogen_sync_group(c, 8ULL, kSyncs);
+  // protocols/alltoallv.cco:39: quiet
   ccogen_quiet_group(c);
 }
 
 // rank 1, logical block 0 of kernel `exchange`
 __device__ __forceinline__ void ccogen_alltoallv_exchange_r1_b0(const ccogen_ctx& c) {
-  [[maybe_unused]] constexpr uint64_t kSyncs = 6;
-  // protocols/alltoallv.cco:17: barrier
-  ccogen_barrier_group(c, 1ULL);
-  // protocols/alltoallv.cco:19: put
-  ccogen_copy_group(c, 0, 16388ULL, -3, 0ULL, 4ULL, false);
+  [[maybe_unused]] constexpr uint64_t kSyncs = 8;
+  // protocols/alltoallv.cco:24: signal
   ccogen_sync_group(c, 1ULL, kSyncs);
-  ccogen_signal_group(c, 0, 16656ULL, 1ULL);
-  // protocols/alltoallv.cco:22: 1 warps x 1 rows x 1 chunk(s) of 8192 B, spread over every warp of the group (codegen/spread.py)
+  ccogen_signal_group(c, 0, 16680ULL, 1ULL);
+  // protocols/alltoallv.cco:26: wait_signal
+  ccogen_wait_group(c, 16656ULL, 1ULL, 1ULL, 26, 0, 2, 1, 1ULL);
+  ccogen_sync_group(c, 2ULL, kSyncs);
+  // protocols/alltoallv.cco:28: put
+  ccogen_copy_group(c, 0, 16388ULL, -3, 0ULL, 4ULL, false);
+  ccogen_sync_group(c, 3ULL, kSyncs);
+  ccogen_signal_group(c, 0, 16664ULL, 1ULL);
+  // protocols/alltoallv.cco:31: 1 warps x 1 rows x 1 chunk(s) of 8192 B, spread over every warp of the group (codegen/spread.py)
   for (uint64_t i = ccogen_spread_first(c); i < 1ULL; i += ccogen_spread_stride(c)) {
     [[maybe_unused]] const int64_t t = static_cast<int64_t>(i / 1ULL);
     [[maybe_unused]] const uint64_t chunk = i / 1ULL % 1ULL;
     switch (i % 1ULL) {
       case 0: {
-        // protocols/alltoallv.cco:22: put
+        // protocols/alltoallv.cco:31: put
         {
           const uint64_t rt_dst = static_cast<uint64_t>(8192LL);
           const uint64_t rt_src = static_cast<uint64_t>(0LL);
@@ -246,26 +254,26 @@ __device__ __forceinline__ void ccogen_alltoallv_exchange_r1_b0(const ccogen_ctx
     }
   }
   ccogen_ctasync_group(c);
-  ccogen_csignal_group(c, 0, 16664ULL, 1ULL);
-  ccogen_sync_group(c, 2ULL, kSyncs);
-  // protocols/alltoallv.cco:25: copy
+  ccogen_csignal_group(c, 0, 16672ULL, 1ULL);
+  ccogen_sync_group(c, 4ULL, kSyncs);
+  // protocols/alltoallv.cco:34: copy
   {
     const uint64_t rt_dst = static_cast<uint64_t>(8192LL);
     const uint64_t rt_src = static_cast<uint64_t>(8192LL);
     const uint64_t rt_n = static_cast<uint64_t>(2LL * static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 4ULL)));
     ccogen_copy_group(c, -1, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
   }
-  ccogen_sync_group(c, 3ULL, kSyncs);
-  // protocols/alltoallv.cco:26: copy
-  ccogen_copy_group(c, -1, 16388ULL, -3, 4ULL, 4ULL, false);
-  ccogen_sync_group(c, 4ULL, kSyncs);
-  // protocols/alltoallv.cco:28: wait_signal
-  ccogen_wait_group(c, 16640ULL, 1ULL, 1ULL, 28, 0, 0, 1, 1ULL);
   ccogen_sync_group(c, 5ULL, kSyncs);
-  // protocols/alltoallv.cco:29: wait_signal
-  ccogen_wait_group(c, 16648ULL, 1ULL, 1ULL, 29, 0, 1, 1, 1ULL);
+  // protocols/alltoallv.cco:35: copy
+  ccogen_copy_group(c, -1, 16388ULL, -3, 4ULL, 4ULL, false);
   ccogen_sync_group(c, 6ULL, kSyncs);
-  // protocols/alltoallv.cco:30: quiet
+  // protocols/alltoallv.cco:37: wait_signal
+  ccogen_wait_group(c, 16640ULL, 1ULL, 1ULL, 37, 0, 0, 1, 1ULL);
+  ccogen_sync_group(c, 7ULL, kSyncs);
+  // protocols/alltoallv.cco:38: wait_signal
+  ccogen_wait_group(c, 16648ULL, 1ULL, 1ULL, 38, 0, 1, 1, 1ULL);
+  ccogen_sync_group(c, 8ULL, kSyncs);
+  // protocols/alltoallv.cco:39: quiet
   ccogen_quiet_group(c);
 }
 
@@ -278,7 +286,7 @@ ccogen_alltoallv_exchange(const __grid_constant__ ncclDevComm dc, ncclWindow_t w
   c.buf[0] = buf_send;
   c.buf[1] = buf_counts;
   ccogen_fill_ctx(c, static_cast<char*>(ncclGetLocalPointer(win, 0)), epoch, dbg, dc.lsaRank,
-                  1, 16904ULL, 16896ULL, 2ULL);
+                  1, 16904ULL, 16896ULL, 0ULL);
   switch (c.rank * 1 + c.group) {
     case 0: ccogen_alltoallv_exchange_r0_b0(c); break;
     case 1: ccogen_alltoallv_exchange_r1_b0(c); break;
