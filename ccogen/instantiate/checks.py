@@ -108,4 +108,16 @@ def ensure_checks(protocol: ir.Protocol, nranks: int, params: Mapping[str, Any] 
     return checks, diags
 
 
-__all__ = ["ITERATIONS", "ensure_checks"]
+def memory_bytes(protocol: ir.Protocol, nranks: int, params: Mapping[str, Any]) -> int:
+    """The bytes of one rank's windows and buffers (0 when the declarations fail)."""
+    given = dict(params)
+    findings = Findings(nranks)
+    compiler = Compiler()
+    types = bind_dtype_params(protocol, given, findings) or {}
+    ints = {k: v for k, v in given.items() if not is_dtype_param(protocol, k)}
+    bound = bind_params(protocol, nranks, ints, compiler, findings) or {}
+    decl = declare(protocol, nranks, bound, types, compiler, findings)
+    return sum(m.nbytes for m in decl.memories.values() if m is not None)
+
+
+__all__ = ["ITERATIONS", "ensure_checks", "memory_bytes"]

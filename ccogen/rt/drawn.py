@@ -143,10 +143,9 @@ PRECOMPUTE_MAX_BYTES = 64 << 20  # drawn bytes of one epoch (every rank) kept on
 
 def drawn_bytes(spec: DrawSpec) -> int:
     """The bytes of one epoch's contents, every rank's windows and buffers."""
-    from ccogen.instantiate import preconditions
+    from ccogen.instantiate.checks import memory_bytes
 
-    memories = preconditions(spec.protocol, spec.nranks, dict(spec.params))[1]
-    return spec.nranks * sum(m.nbytes for m in memories.values())
+    return spec.nranks * memory_bytes(spec.protocol, spec.nranks, dict(spec.params))
 
 
 def precompute(spec: DrawSpec, epochs: int, directory: Path) -> bool:

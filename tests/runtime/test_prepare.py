@@ -282,3 +282,39 @@ def test_remote_final_reads_are_found() -> None:
         reads = any(not r.init and r.rank != c.rank for c in check_specs(instance.checks)
                     for r in c.regions())
         assert not reads or remote, name  # a rank reads another's finals: exchanged
+
+
+@pytest.mark.parametrize(("name", "nranks"), [c for c in CASES if c not in RUNTIME_CASES])
+def test_a_run_checks_every_comparison_even_from_a_sampled_instance(
+        name: str, nranks: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What `ccogen run` checks for a protocol without run-time values when it is handed
+    the checked instance (loops sampled on three iterations): every comparison of the
+    unrolled instance (merged), and exactly those under the oracle switch."""
+    from ccogen.rt.launch import _instance_checks
+
+    protocol = load_ir(_path(name))
+    checked, _ = instantiate(protocol, nranks, _params(name), sample=True)
+    assert checked is not None
+    unrolled = _instance(name, nranks)
+    assert _instance_checks(checked) == coalesce(check_specs(unrolled.checks))
+    monkeypatch.setenv(UNROLLED_ENV, "1")
+    assert _instance_checks(unrolled) == check_specs(unrolled.checks)
+
+
+def test_large_draws_are_left_to_the_ranks(tmp_path: Path) -> None:
+    """A draw over PRECOMPUTE_MAX_BYTES per epoch is not written by the launcher (a MoE
+    prefill draw is GiBs: 100 epochs would not fit the disk); a small one is."""
+    from ccogen.rt.drawn import PRECOMPUTE_MAX_BYTES, drawn_bytes, precompute
+
+    small = DrawSpec.of(_instance("alltoallv", 2), 0)
+    assert small is not None
+    assert drawn_bytes(small) == 2 * sum(
+        size for _, size in (*_instance("alltoallv", 2).window_sizes,
+                             *_instance("alltoallv", 2).buffer_sizes))
+    assert precompute(small, 2, tmp_path / "small")
+    assert sorted(p.name for p in (tmp_path / "small").iterdir()) == ["draw-0.pkl", "draw-1.pkl"]
+    protocol = load_ir(ROOT / "protocols" / "moe_dispatch.cco")
+    big = DrawSpec(protocol, 2, (("tokens", 4096), ("hidden", 7168), ("k", 8), ("T", "bf16")), 0)
+    assert drawn_bytes(big) > PRECOMPUTE_MAX_BYTES
+    assert not precompute(big, 2, tmp_path / "big")
+    assert list((tmp_path / "big").iterdir()) == []
