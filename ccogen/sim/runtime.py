@@ -65,9 +65,10 @@ def draw(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None, whic
     # every draw, so that a later launch's contents keep them (`later_launch`)
     fresh = caller_written(protocol, memories)
     data = _unwritten(protocol, nranks, params, seed, memories, fresh)
+    required = _required(protocol)  # what `require` reads or defines: copied, the rest shared
     for _ in range(tries):
         arrays = {(rank, name): _fill(rng, m.count, m.dtype) if name in fresh else
-                  data[(rank, name)].copy()
+                  data[(rank, name)] if name not in required else data[(rank, name)].copy()
                   for rank in range(nranks) for name, m in memories.items()}
         contents = Contents(arrays, dtypes, which)
         picked: dict[tuple[str, int], tuple[list[int], list[int | float]]] = {}
@@ -109,7 +110,9 @@ def _unwritten(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None
                memories: Mapping[str, Any], fresh: frozenset[str]
                ) -> dict[tuple[int, str], np.ndarray]:
     """The contents of the windows the caller does not write: the same in every draw (of
-    `seed`), so kept for the next draw of the same instance (each draw copies them)."""
+    `seed`), so kept for the next draw of the same instance.  Read-only: a draw shares
+    them (copies those `require` names, which it may define elements of); the simulator
+    and `ccogen run` copy what they write into."""
     key = tuple(sorted((k, str(v)) for k, v in (params or {}).items()))
     for p, n, k, s, value in _UNWRITTEN:
         if p is protocol and n == nranks and k == key and s == seed:
@@ -117,8 +120,25 @@ def _unwritten(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None
     shared = np.random.default_rng([seed, nranks])
     data = {(rank, name): _fill(shared, m.count, m.dtype)
             for rank in range(nranks) for name, m in memories.items() if name not in fresh}
+    for array in data.values():  # shared by every draw: nobody writes them
+        array.flags.writeable = False
     _UNWRITTEN[:] = [*_UNWRITTEN[-1:], (protocol, nranks, key, seed, data)]
     return data
+
+
+def _required(protocol: Protocol) -> frozenset[str]:
+    """The windows and buffers `require` names."""
+    names: set[str] = set()
+    stack: list[object] = [protocol.require]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Load):
+            names.add(node.window)
+        if isinstance(node, tuple | list):
+            stack.extend(node)
+        elif hasattr(node, "__dataclass_fields__") and not isinstance(node, type):
+            stack.extend(getattr(node, f) for f in node.__dataclass_fields__ if f != "span")
+    return frozenset(names)
 
 
 def _derive_and_check(protocol: Protocol, nranks: int, bound: Mapping[str, int],
