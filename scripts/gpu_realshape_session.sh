@@ -6,7 +6,8 @@
 #              run-time-count stand-in moe_dispatch_ntok at decode (128 x 7168 bf16 top-8;
 #              2, 4, 8 ranks) and prefill (4096 tokens; 2, 4 ranks), alltoallv (cap 4096;
 #              2, 4, 8), 100 back-to-back launches each, contents drawn afresh and `ensure`
-#              checked every launch (RUNS_CASES picks: decode,alltoallv,prefill);
+#              checked every launch (RUNS_CASES picks: decode,alltoallv,prefill;
+#              RUNS_ITERS, CASE_S: launches and seconds per case, default 100 and 240);
 #   sanitizer  compute-sanitizer memcheck and racecheck of moe_dispatch at decode, 2 ranks;
 #   zero       ccogen bench at 2 ranks of alltoallv, moe_dispatch, moe_combine and both
 #              allreduces beside the hand-written references: generated / reference.
@@ -32,7 +33,8 @@ fi
 for stage in ${STAGES//,/ }; do
   t0=$SECONDS
   extra=()
-  [ "$stage" = runs ] && extra=(--cases "${RUNS_CASES:-decode,alltoallv,prefill}")
+  [ "$stage" = runs ] && extra=(--cases "${RUNS_CASES:-decode,alltoallv,prefill}" \
+    --iters "${RUNS_ITERS:-100}" --case-s "${CASE_S:-240}")
   [ "$stage" = zero ] && extra=(--bench-out "$OUT/bench")
   timeout -k 10 "$STAGE_S" $PY scripts/realshape_mps_run.py "$stage" --out "$OUT/$stage.md" \
     --total-s $(( STAGE_S - 20 )) "${extra[@]}" > "$OUT/$stage.log" 2>&1

@@ -81,11 +81,11 @@ def cases(which: str) -> list[Case]:
                 for p in moe:
                     extra = (("T", "bf16"),) if p == "moe_dispatch_ntok" else ()
                     out.append(Case(p, n, (*DECODE.items(), *extra), "decode"))
-        elif shape == "prefill":
-            for n in (2, 4):
-                for p in moe:
-                    extra = (("T", "bf16"),) if p == "moe_dispatch_ntok" else ()
-                    out.append(Case(p, n, (*PREFILL.items(), *extra), "prefill"))
+        elif shape == "prefill":  # moe_combine last: its host prep is the slowest
+            for p, n in (*((p, n) for p in ("moe_dispatch", "moe_dispatch_ntok")
+                           for n in (2, 4)), ("moe_combine", 2), ("moe_combine", 4)):
+                extra = (("T", "bf16"),) if p == "moe_dispatch_ntok" else ()
+                out.append(Case(p, n, (*PREFILL.items(), *extra), "prefill"))
         elif shape == "alltoallv":
             out += [Case("alltoallv", n, (), "default") for n in (2, 4, 8)]
         else:
