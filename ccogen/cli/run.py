@@ -59,7 +59,7 @@ def check_out(out: str, source: str) -> None:
 def command(args: argparse.Namespace) -> int:
     from ccogen.diag.render import render
     from ccogen.errors import DiagnosticError, RunError
-    from ccogen.rt.api import compile_for_run, placement_and_budget
+    from ccogen.rt.api import placement_and_budget, prepare_for_run
     from ccogen.rt.launch import run as run_manifest
     from ccogen.syntax import parse_ir
 
@@ -74,7 +74,7 @@ def command(args: argparse.Namespace) -> int:
         placement, budget = placement_and_budget(args.target, args.ranks, args.max_ctas)
         with tempfile.TemporaryDirectory(prefix="ccogen-gen-") as tmp:
             out = Path(args.out) if args.out else Path(tmp)
-            instance = compile_for_run(protocol, Path(args.file).name, args.target,
+            instance = prepare_for_run(protocol, Path(args.file).name, args.target,
                                        args.ranks, values, out, debug=args.debug,
                                        force=args.force, max_ctas=budget, inputs=[args.file])
             report = run_manifest(out, instance, iters=args.iters, seed=args.seed,

@@ -118,6 +118,17 @@ class Contents:
         value = decode(raw, dtype)[0]
         return float(value) if dtype.is_float else int(value)
 
+    def set_many(self, window: str, rank: int, indices: Sequence[int],
+                 values: Sequence[int | float]) -> None:
+        """`set` of every (index, value) pair, in order (a later pair of the same index
+        wins), in one store."""
+        from ccogen.ir.values import encode, storage
+
+        dtype = self.dtypes.get(window, DType.U8)
+        raw: np.ndarray = encode(np.array(values, dtype=np.float32 if dtype.is_float
+                                          else np.int64), dtype).view(storage(dtype))
+        self.arrays[(rank, window)].view(storage(dtype))[np.array(indices, dtype=np.int64)] = raw
+
     def set(self, window: str, rank: int, index: int, value: int | float) -> None:
         from ccogen.ir.values import encode
 

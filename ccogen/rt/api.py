@@ -103,6 +103,20 @@ def compile_for_run(protocol: IrProtocol, source: str, target: str, ranks: int,
                             inputs=inputs).instance
 
 
+def prepare_for_run(protocol: IrProtocol, source: str, target: str, ranks: int,
+                    params: Mapping[str, int], out_dir: Path, *, debug: bool,
+                    force: bool = False, max_ctas: int | None = None,
+                    inputs: Sequence[str | Path] = ()) -> Instance:
+    """`generate_for_run`, and the instance a run reads: the checked one (layout, parameters,
+    run-time values; `ensure` is evaluated from the protocol per rank and epoch,
+    ccogen.rt.prepare), or the unrolled one under `CCOGEN_RUN_UNROLLED=1` (the oracle)."""
+    from ccogen.rt.prepare import unrolled
+
+    compiled = generate_for_run(protocol, source, target, ranks, params, out_dir, debug=debug,
+                                force=force, max_ctas=max_ctas, inputs=inputs)
+    return compiled.instance if unrolled() else compiled.checked
+
+
 def run(protocol: Any, target: str = "nccl-lsa", ranks: int = 2,
         params: Mapping[str, int] | None = None, iters: int = 100, *, debug: bool = False,
         seed: int = 0, watchdog_s: float = DEFAULT_WATCHDOG_S,
@@ -124,11 +138,12 @@ def run(protocol: Any, target: str = "nccl-lsa", ranks: int = 2,
     placement, budget = placement_and_budget(target, ranks, max_ctas)
     with tempfile.TemporaryDirectory(prefix="ccogen-gen-") as tmp:
         directory = Path(out_dir) if out_dir is not None else Path(tmp)
-        instance = compile_for_run(ir, Path(source).name, target, ranks, params or {},
+        instance = prepare_for_run(ir, Path(source).name, target, ranks, params or {},
                                    directory, debug=debug, force=force, max_ctas=budget,
                                    inputs=[source] if Path(source).is_file() else [])
         return run_manifest(directory, instance, iters=iters, seed=seed, debug=debug,
                             watchdog_s=watchdog_s, placement=placement)
 
 
-__all__ = ["compile_for_run", "generate_for_run", "placement_and_budget", "run"]
+__all__ = ["compile_for_run", "generate_for_run", "placement_and_budget", "prepare_for_run",
+           "run"]

@@ -74,9 +74,10 @@ def which(epoch: int) -> str:
     return f"mixed-{epoch}" if epoch % 2 == 0 else f"interior-{epoch}"
 
 
-def draw_epoch(spec: DrawSpec, epoch: int) -> EpochDraw:
-    """The contents and checks of `epoch`; RunError when no contents can be drawn or the
-    instance of the drawn contents has errors (a bug: the checker accepted the protocol)."""
+def draw_epoch(spec: DrawSpec, epoch: int, rank: int | None = None) -> EpochDraw:
+    """The contents and checks of `epoch` (the checks of `rank` only when given: a rank
+    that draws its own epochs); RunError when no contents can be drawn or the instance of
+    the drawn contents has errors (a bug: the checker accepted the protocol)."""
     from ccogen.sim.runtime import draw
 
     params = dict(spec.params)
@@ -88,7 +89,20 @@ def draw_epoch(spec: DrawSpec, epoch: int) -> EpochDraw:
 
         raise RunError(f"no contents satisfy `require` of `{spec.protocol.name}` "
                        f"(epoch {epoch}: {label})")
-    return _checked(spec, contents, label, f"epoch {epoch}")[0]
+    from ccogen.rt.prepare import checks_for, reads_remote_finals, unrolled
+
+    if unrolled():  # the oracle: the checks of the unrolled instance of the contents
+        return _checked(spec, contents, label, f"epoch {epoch}")[0]
+    # a rank's own checks, unless some rank reads another's finals (launch: the exchange
+    # is decided over every rank's checks)
+    ranks = None if rank is None or reads_remote_finals(spec.protocol) else [rank]
+    checks = checks_for(spec.protocol, spec.nranks, params, contents, ranks,
+                        f"epoch {epoch}")
+    arrays = contents.arrays
+    if ranks is not None:  # what this rank fills and what its checks read as `init(...)`
+        read = {(r.rank, r.window) for c in checks for r in c.regions() if r.init}
+        arrays = {key: a for key, a in arrays.items() if key[0] == rank or key in read}
+    return EpochDraw(label, arrays, tuple(checks))
 
 
 def draw_named(spec: DrawSpec, name: str) -> tuple[EpochDraw, Instance]:
@@ -124,29 +138,46 @@ def _checked(spec: DrawSpec, contents: Any, label: str, where: str
     return EpochDraw(label, contents.arrays, tuple(check_specs(instance.checks))), instance
 
 
-def precompute(spec: DrawSpec, epochs: int, directory: Path) -> None:
+PRECOMPUTE_MAX_BYTES = 64 << 20  # drawn bytes of one epoch (every rank) kept on disk
+
+
+def drawn_bytes(spec: DrawSpec) -> int:
+    """The bytes of one epoch's contents, every rank's windows and buffers."""
+    from ccogen.instantiate.checks import memory_bytes
+
+    return spec.nranks * memory_bytes(spec.protocol, spec.nranks, dict(spec.params))
+
+
+def precompute(spec: DrawSpec, epochs: int, directory: Path) -> bool:
     """Draw every epoch once, in parallel, into `directory/draw-E.pkl` (what `ccogen run`'s
     launcher does before spawning the ranks: each rank then loads its epoch instead of
-    drawing and instantiating it again, `load_epoch`)."""
+    drawing it again, `load_epoch`).  Not when one epoch's contents exceed
+    `PRECOMPUTE_MAX_BYTES` (a MoE prefill draw is GiBs, 100 epochs would not fit the
+    disk): each rank then draws its epochs itself (False)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    if drawn_bytes(spec) > PRECOMPUTE_MAX_BYTES:
+        return False
     import multiprocessing
     import pickle
     from concurrent.futures import ProcessPoolExecutor
     from itertools import repeat
 
     workers = max(1, min(epochs, os.cpu_count() or 1, 16))
-    directory.mkdir(parents=True, exist_ok=True)
     if workers == 1:
         draws = map(draw_epoch, repeat(spec), range(epochs))
         for epoch, d in enumerate(draws):
             (directory / f"draw-{epoch}.pkl").write_bytes(pickle.dumps(d))
-        return
+        return True
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         for epoch, d in enumerate(pool.map(draw_epoch, repeat(spec), range(epochs))):
             (directory / f"draw-{epoch}.pkl").write_bytes(pickle.dumps(d))
+    return True
 
 
-def load_epoch(spec: DrawSpec, epoch: int, directory: str) -> EpochDraw:
-    """`epoch`'s draw from `precompute`'s directory, or drawn here (torchrun / mpirun)."""
+def load_epoch(spec: DrawSpec, epoch: int, directory: str, rank: int | None = None
+               ) -> EpochDraw:
+    """`epoch`'s draw from `precompute`'s directory, or drawn here (torchrun / mpirun, a
+    draw too large to precompute), with the checks of `rank` only when given."""
     import pickle
 
     path = Path(directory) / f"draw-{epoch}.pkl" if directory else None
@@ -154,7 +185,8 @@ def load_epoch(spec: DrawSpec, epoch: int, directory: str) -> EpochDraw:
         loaded = pickle.loads(path.read_bytes())
         assert isinstance(loaded, EpochDraw)
         return loaded
-    return draw_epoch(spec, epoch)
+    return draw_epoch(spec, epoch, rank)
 
 
-__all__ = ["DrawSpec", "EpochDraw", "draw_epoch", "draw_named", "load_epoch", "precompute", "which"]
+__all__ = ["PRECOMPUTE_MAX_BYTES", "DrawSpec", "EpochDraw", "draw_epoch", "draw_named",
+           "drawn_bytes", "load_epoch", "precompute", "which"]

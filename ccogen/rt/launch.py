@@ -131,7 +131,7 @@ def run(manifest_dir: str | Path, instance: Instance | None = None, *, iters: in
                        "(`ccogen run FILE.cco`, `ccogen.rt.run`), which draws contents that do")
     specs: tuple[CheckSpec, ...] = ()  # run-time values: per epoch, from the drawn contents
     if drawn is None:
-        specs = tuple(checks) if checks is not None else tuple(instance_checks(instance))
+        specs = tuple(checks) if checks is not None else tuple(_instance_checks(instance))
     distributed = _distributed_env()
     if distributed is None:
         placement = placement or place(manifest.nranks, manifest.target)
@@ -156,6 +156,18 @@ def run(manifest_dir: str | Path, instance: Instance | None = None, *, iters: in
         results = spawn_ranks(config)
     return RunReport(manifest.protocol, manifest.target, manifest.nranks, iters, results,
                      library=library, placement=placement.describe())
+
+
+def _instance_checks(instance: Instance | None) -> list[CheckSpec]:
+    """Every `ensure` comparison of a protocol without run-time values: evaluated from the
+    protocol (ccogen.rt.prepare: `instance` may be the checked instance, which holds the
+    comparisons of sampled loops only), or the unrolled instance's (the oracle)."""
+    from ccogen.rt.prepare import checks_for, unrolled
+
+    if instance is None or unrolled():
+        return instance_checks(instance)
+    params = (*instance.params, *((k, v.value) for k, v in instance.dtype_params))
+    return checks_for(instance.protocol, instance.nranks, dict(params))
 
 
 def buffer_layout(manifest: Manifest) -> tuple[dict[str, int], int]:
@@ -548,7 +560,7 @@ class RankRunner:
         if self.config.drawn is None:
             return None
         try:
-            drawn = load_epoch(self.config.drawn, epoch, self.config.drawn_dir)
+            drawn = load_epoch(self.config.drawn, epoch, self.config.drawn_dir, self.rank)
         except RunError as exc:
             self.result.error = f"rank {self.rank}: {exc}"
             raise Stop from None

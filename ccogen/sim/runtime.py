@@ -56,7 +56,7 @@ def draw(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None, whic
          seed: int) -> tuple[Contents | None, str]:
     """Contents of the draw `which` (`low`, `high`, `mixed-N`, `interior-N`: the module
     doc) and a label; None when no such draw satisfies `require` (the label says why)."""
-    bounds, memories, bound = preconditions(protocol, nranks, params)
+    bounds, memories, bound = _preconditions(protocol, nranks, params)
     rng = np.random.default_rng([seed, nranks, _draw_number(which)])
     dtypes = {name: m.dtype for name, m in memories.items()}
     tries = 1 if which in ("low", "high") else RETRIES
@@ -64,23 +64,99 @@ def draw(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None, whic
     # what the caller writes is this draw's; the windows it does not write are the same in
     # every draw, so that a later launch's contents keep them (`later_launch`)
     fresh = caller_written(protocol, memories)
-    shared = np.random.default_rng([seed, nranks])
-    data = {(rank, name): _fill(shared, m.count, m.dtype)
-            for rank in range(nranks) for name, m in memories.items() if name not in fresh}
+    data = _unwritten(protocol, nranks, params, seed, memories, fresh)
+    required = _required(protocol)  # what `require` reads or defines: copied, the rest shared
     for _ in range(tries):
         arrays = {(rank, name): _fill(rng, m.count, m.dtype) if name in fresh else
-                  data[(rank, name)].copy()
+                  data[(rank, name)] if name not in required else data[(rank, name)].copy()
                   for rank in range(nranks) for name, m in memories.items()}
         contents = Contents(arrays, dtypes, which)
+        picked: dict[tuple[str, int], tuple[list[int], list[int | float]]] = {}
         for (window, rank, index), (lo, hi) in sorted(bounds.items()):
             if (rank, window) not in arrays:
                 continue
-            contents.set(window, rank, index, _pick(rng, which, lo, hi, dtypes[window]))
-        derive(protocol, nranks, bound, memories, contents)
-        broken = unsatisfied(protocol, nranks, bound, memories, contents)
+            at = picked.setdefault((window, rank), ([], []))
+            at[0].append(index)
+            at[1].append(_pick(rng, which, lo, hi, dtypes[window]))
+        for (window, rank), (indices, values) in picked.items():
+            contents.set_many(window, rank, indices, values)
+        broken = _derive_and_check(protocol, nranks, bound, memories, contents)
         if not broken:
             return contents, which
     return None, f"{which} (left out: no contents satisfy `require` {', '.join(broken[:2])})"
+
+
+_PRECONDITIONS: list[tuple[Protocol, int, tuple[tuple[str, Any], ...], Any]] = []
+
+
+def _preconditions(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None
+                   ) -> Any:
+    """`preconditions` of the instance, kept for the next draws of the same instance
+    (they depend on the protocol, team size and parameters only; a MoE prefill instance
+    takes seconds: every epoch of `ccogen run` draws anew)."""
+    key = tuple(sorted((k, str(v)) for k, v in (params or {}).items()))
+    for p, n, k, value in _PRECONDITIONS:
+        if p is protocol and n == nranks and k == key:
+            return value
+    value = preconditions(protocol, nranks, params)
+    _PRECONDITIONS[:] = [*_PRECONDITIONS[-3:], (protocol, nranks, key, value)]
+    return value
+
+
+_UNWRITTEN: list[tuple[Protocol, int, tuple[tuple[str, str], ...], int, Any]] = []
+
+
+def _unwritten(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None, seed: int,
+               memories: Mapping[str, Any], fresh: frozenset[str]
+               ) -> dict[tuple[int, str], np.ndarray]:
+    """The contents of the windows the caller does not write: the same in every draw (of
+    `seed`), so kept for the next draw of the same instance.  Read-only: a draw shares
+    them (copies those `require` names, which it may define elements of); the simulator
+    and `ccogen run` copy what they write into."""
+    key = tuple(sorted((k, str(v)) for k, v in (params or {}).items()))
+    for p, n, k, s, value in _UNWRITTEN:
+        if p is protocol and n == nranks and k == key and s == seed:
+            return value  # type: ignore[no-any-return]
+    shared = np.random.default_rng([seed, nranks])
+    data = {(rank, name): _fill(shared, m.count, m.dtype)
+            for rank in range(nranks) for name, m in memories.items() if name not in fresh}
+    for array in data.values():  # shared by every draw: nobody writes them
+        array.flags.writeable = False
+    _UNWRITTEN[:] = [*_UNWRITTEN[-1:], (protocol, nranks, key, seed, data)]
+    return data
+
+
+def _required(protocol: Protocol) -> frozenset[str]:
+    """The windows and buffers `require` names."""
+    names: set[str] = set()
+    stack: list[object] = [protocol.require]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Load):
+            names.add(node.window)
+        if isinstance(node, tuple | list):
+            stack.extend(node)
+        elif hasattr(node, "__dataclass_fields__") and not isinstance(node, type):
+            stack.extend(getattr(node, f) for f in node.__dataclass_fields__ if f != "span")
+    return frozenset(names)
+
+
+def _derive_and_check(protocol: Protocol, nranks: int, bound: Mapping[str, int],
+                      memories: Mapping[str, Any], contents: Contents) -> list[str]:
+    """Set the elements `require` defines and say which `require` the contents violate:
+    vectorised (`ccogen.instantiate.vector`), or interpreted where that does not apply
+    (the same contents and verdicts: tests/runtime/test_prepare.py)."""
+    from ccogen.instantiate.vector import Unsupported, Vector
+
+    vector = Vector(protocol, nranks, bound, contents)
+    try:
+        vector.derive()
+    except Unsupported:
+        derive(protocol, nranks, bound, memories, contents)
+    try:
+        return vector.unsatisfied()
+    except Unsupported:
+        return unsatisfied(protocol, nranks, bound, memories, contents)
 
 
 def caller_written(protocol: Protocol, memories: Mapping[str, Any]) -> frozenset[str]:
