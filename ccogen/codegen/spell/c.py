@@ -143,7 +143,12 @@ class CExpr:
     def tree(self, tree: tuple[object, ...]) -> str:
         head = tree[0]
         if head == "mul":
-            return f"({self.value(tree[1])} * {self.value(tree[2])})"
+            a, b = tree[1], tree[2]
+            if _flag(b) and not _flag(a):
+                a, b = b, a
+            if _flag(a):  # a 0/1 guard (`t < n`): what it multiplies is not read past it
+                return f"({self.value(a)} ? {self.value(b)} : 0LL)"
+            return f"({self.value(a)} * {self.value(b)})"
         if head == "mulf":
             return f"({self.value(tree[1])} * {self.value(tree[2])})"
         if head == "addf":
@@ -164,6 +169,17 @@ class CExpr:
                 out = f"ccogen_rt{head}({out}, {self.value(f)})"
             return out
         raise _unsupported(f"a run-time value this target cannot compute ({head})", self.span)
+
+
+def _flag(v: object) -> bool:
+    """`v` is one comparison (0 or 1): a guard such as a loop's `t < n` (language
+    reference §14, "Loops to a run-time count"), printed as `cond ? x : 0` so that a
+    guarded length does not read its other operand's elements where the guard is 0 (the
+    rows past a run-time count may lie past a caller's tensor)."""
+    if not isinstance(v, Rt) or v.const != 0 or len(v.terms) != 1:
+        return False
+    (atom, k), = v.terms.items()
+    return k == 1 and atom.tree is not None and atom.tree[0] == "cmp"
 
 
 def runtime_bounds(region: RegionInst) -> tuple[object, object] | None:
