@@ -42,7 +42,8 @@ GATHER = '''protocol gather_n(tokens: int = 8, hidden: int = 4, T: dtype = f32):
                 if p == me:
                     copy(dst=recv[row : row + hidden], src=x[t * hidden : (t + 1) * hidden])
                 else:
-                    put(p, dst=recv[row : row + hidden], src=x[t * hidden : (t + 1) * hidden], queue=1)
+                    put(p, dst=recv[row : row + hidden], src=x[t * hidden : (t + 1) * hidden],
+                        queue=1)
             if p != me:
                 signal(p, queue=1)
         copy(dst=got[me : me + 1], src=ntok[0 : 1])
@@ -54,13 +55,15 @@ GATHER = '''protocol gather_n(tokens: int = 8, hidden: int = 4, T: dtype = f32):
     ensure:
         for p in ranks():
             got[p] == init(ntok@p)[0]
-            recv[p * tokens * hidden : p * tokens * hidden + got[p] * hidden] == init(x@p)[0 : got[p] * hidden]
+            base = p * tokens * hidden
+            recv[base : base + got[p] * hidden] == init(x@p)[0 : got[p] * hidden]
 '''
 
 
 def _rows(inst: object, rank: int) -> list[object]:
-    return [op for op in inst.ranks[rank] if op.kind is OpKind.COPY  # type: ignore[attr-defined]
-            and op.dst is not None and op.dst.window == "recv"]
+    ops = inst.ranks[rank]  # type: ignore[attr-defined]
+    return [op for op in ops
+            if op.kind is OpKind.COPY and op.dst is not None and op.dst.window == "recv"]
 
 
 def test_the_symbolic_instance_runs_to_the_bound_with_guarded_lengths() -> None:
@@ -69,7 +72,8 @@ def test_the_symbolic_instance_runs_to_the_bound_with_guarded_lengths() -> None:
     rows = _rows(inst, 0)
     assert len(rows) == 8  # the capacity, whatever the count
     for t, op in enumerate(rows):
-        assert (op.dst.start, op.dst.stop) == (16 * t, 16 * t + 16)  # type: ignore[attr-defined]
+        dst = op.dst  # type: ignore[attr-defined]
+        assert (dst.start, dst.stop) == (16 * t, 16 * t + 16)
         start, stop = op.dst.runtime  # type: ignore[attr-defined]
         assert start == 16 * t and isinstance(stop, Rt) and "ntok@0[0]" in stop.text()
 
@@ -80,8 +84,8 @@ def test_a_concrete_instance_moves_the_rows_before_the_count_only() -> None:
                              {"ntok": [np.array([3]), np.array([8])]})
     inst, diags = instantiate(protocol, 2, {"tokens": 8}, contents=contents)
     assert inst is not None and not [d for d in diags if d.is_error]
-    assert [op.dst.stop - op.dst.start for op in _rows(inst, 0)] == [16] * 3 + [0] * 5  # type: ignore[attr-defined]
-    assert [op.dst.stop - op.dst.start for op in _rows(inst, 1)] == [16] * 8  # type: ignore[attr-defined]
+    sizes = [[op.dst.size for op in _rows(inst, r)] for r in (0, 1)]  # type: ignore[attr-defined]
+    assert sizes == [[16] * 3 + [0] * 5, [16] * 8]
     # the same ops at every count: a launch of another draw has as many
     assert len(inst.ranks[0]) == len(inst.ranks[1])
 
@@ -90,16 +94,18 @@ def test_the_simulator_judges_every_count_and_catches_rows_past_it() -> None:
     report = simulate(GATHER, ranks=[2, 3], seeds=1)
     assert report.passed, [d.message for d in report.diagnostics]
     # claiming every row up to the capacity is wrong for the draws below it (`low`: 0)
-    wrong = GATHER.replace("p * tokens * hidden + got[p] * hidden] == init(x@p)[0 : got[p] * hidden]",
-                           "p * tokens * hidden + tokens * hidden] == init(x@p)[0 : tokens * hidden]")
+    wrong = GATHER.replace(
+        "base + got[p] * hidden] == init(x@p)[0 : got[p] * hidden]",
+        "base + tokens * hidden] == init(x@p)[0 : tokens * hidden]")
     assert wrong != GATHER
     report = simulate(wrong, ranks=[2], seeds=1)
     assert not report.passed and {d.code for d in report.diagnostics} == {"E033"}
 
 
 def test_synchronisation_inside_is_e038() -> None:
-    text = GATHER.replace("queue=1)\n            if p != me:",
-                          "queue=1)\n                    signal(p, queue=1)\n            if p != me:")
+    text = GATHER.replace(
+        "queue=1)\n            if p != me:",
+        "queue=1)\n                    signal(p, queue=1)\n            if p != me:")
     assert text != GATHER
     result = check_text(text, "g.cco", CheckOptions(ranks=(2,)))
     codes = {d.code for d in result.diagnostics if d.is_error}

@@ -18,6 +18,7 @@ from ccogen.instantiate.limits import WARP_SIZE
 from ccogen.instantiate.sampling import Where, nodes_of
 from ccogen.ir import nodes as ir
 from ccogen.ir.dtype import DType
+from ccogen.ir.evalerror import EvalError
 from ccogen.ir.evaluate import Compiler, Env, expr_text
 from ccogen.ir.instance import Issuer, LoadInst, RegionInst, RtPeer
 from ccogen.ir.opkind import OpKind
@@ -128,7 +129,7 @@ class Unroller(Evaluating):
         # concrete instances: the names a loop bound uses, as `Rt`s (their `require` bounds
         # give the loop's capacity, the same in every draw)
         self._bound_names = _range_names(protocol)
-        self._symbolic_vars: dict[str, object] = {}
+        self._symbolic_vars: dict[str, Any] = {}
         self._stmts: dict[type, Callable[[Any, _Scope, tuple[int, ...]], tuple[int, ...]]] = {
             ir.For: self._for, ir.If: self._if, ir.IssuerBlock: self._issuers,
             ir.Check: self._misplaced_check, ir.Assign: self._assign_stmt,
@@ -181,8 +182,9 @@ class Unroller(Evaluating):
             self._symbolic_vars.pop(s.var, None)
             return
         try:
-            self._symbolic_vars[s.var] = self.compiler.value(s.value)(self._symbolic_env(symbolic))
-        except Exception:  # noqa: BLE001 - the concrete evaluation reported what failed
+            env = self._symbolic_env(symbolic)
+            self._symbolic_vars[s.var] = self.compiler.value(s.value)(env)
+        except EvalError:  # the concrete evaluation reported what failed
             self._symbolic_vars.pop(s.var, None)
 
     def _symbolic_env(self, symbolic: Any) -> Env:
@@ -284,7 +286,7 @@ class Unroller(Evaluating):
                 try:
                     bound = self.compiler.integer(arg, "the bound of a `for` loop")(
                         self._symbolic_env(symbolic))
-                except Exception:  # noqa: BLE001 - the symbolic instance reports it
+                except EvalError:  # the symbolic instance reports it
                     bound = count
         if isinstance(bound, Rt):
             if bound.hi is None:
@@ -442,7 +444,7 @@ class Unroller(Evaluating):
     def _guard(self, p: Pending) -> None:
         """Guard the regions of `p` (and of its run-time peer's candidates) by the
         enclosing run-time loops' `t < n`: each moves nothing past the count."""
-        hit: object = True
+        hit: Any = True
         for g in self._guards:
             hit = hit * g if not isinstance(hit, bool) or not isinstance(g, bool) \
                 else hit and g  # type: ignore[operator]
