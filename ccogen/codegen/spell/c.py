@@ -140,14 +140,36 @@ class CExpr:
         wide = "double" if dtype.is_float else "int64_t"
         return f"static_cast<{wide}>(ccogen_ld<{CTYPES[dtype]}>(c, {peer}, {off}ULL))"
 
+    def integral(self, v: object) -> bool:
+        """`v` is computed in integers (no float element, weight or constant in it)."""
+        if isinstance(v, bool | int):
+            return True
+        if not isinstance(v, Rt):
+            return False
+        for atom in v.terms:
+            tree = atom.tree
+            if tree is None:
+                if atom.read is None or self.instance.dtype(atom.read[0]).is_float:
+                    return False
+            elif tree[0] in ("mulf", "addf"):
+                return False
+            elif tree[0] == "mul" and not (self.integral(tree[1]) and self.integral(tree[2])):
+                return False
+            elif tree[0] in ("min", "max") and not all(
+                    self.integral(f) for f in tree[1]):  # type: ignore[attr-defined]
+                return False
+            elif tree[0] in ("div", "mod") and not self.integral(tree[1]):
+                return False
+        return True
+
     def tree(self, tree: tuple[object, ...]) -> str:
         head = tree[0]
         if head == "mul":
             a, b = tree[1], tree[2]
-            if _flag(b) and not _flag(a):
-                a, b = b, a
-            if _flag(a):  # a 0/1 guard (`t < n`): what it multiplies is not read past it
-                return f"({self.value(a)} ? {self.value(b)} : 0LL)"
+            for flag, other in ((a, b), (b, a)):
+                if _flag(flag) and self.integral(other):  # a 0/1 guard (`t < n`): what it
+                    # multiplies is not read past it (integers only: `NaN * 0` stays C's)
+                    return f"({self.value(flag)} ? {self.value(other)} : 0LL)"
             return f"({self.value(a)} * {self.value(b)})"
         if head == "mulf":
             return f"({self.value(tree[1])} * {self.value(tree[2])})"
