@@ -144,23 +144,24 @@ class CExpr:
         """`v` is computed in integers (no float element, weight or constant in it)."""
         if isinstance(v, bool | int):
             return True
-        if not isinstance(v, Rt):
+        return isinstance(v, Rt) and all(self._integral_atom(atom) for atom in v.terms)
+
+    def _integral_atom(self, atom: Atom) -> bool:
+        tree = atom.tree
+        if tree is None:
+            return atom.read is not None and not self.instance.dtype(atom.read[0]).is_float
+        head = tree[0]
+        if head in ("mulf", "addf"):
             return False
-        for atom in v.terms:
-            tree = atom.tree
-            if tree is None:
-                if atom.read is None or self.instance.dtype(atom.read[0]).is_float:
-                    return False
-            elif tree[0] in ("mulf", "addf"):
-                return False
-            elif tree[0] == "mul" and not (self.integral(tree[1]) and self.integral(tree[2])):
-                return False
-            elif tree[0] in ("min", "max") and not all(
-                    self.integral(f) for f in tree[1]):  # type: ignore[attr-defined]
-                return False
-            elif tree[0] in ("div", "mod") and not self.integral(tree[1]):
-                return False
-        return True
+        if head == "mul":
+            return self.integral(tree[1]) and self.integral(tree[2])
+        if head in ("min", "max"):
+            forms = tree[1]
+            assert isinstance(forms, tuple)
+            return all(self.integral(f) for f in forms)
+        if head in ("div", "mod"):
+            return self.integral(tree[1])
+        return True  # a comparison: 0 or 1
 
     def tree(self, tree: tuple[object, ...]) -> str:
         head = tree[0]
