@@ -154,6 +154,12 @@ _RULES: tuple[Rule, ...] = tuple(
             "commit, `quiet(p)` or wait)",
         ),
         (
+            "E038",
+            "runtime-loop-synchronisation",
+            "a signal, wait, barrier, completion or counted transfer inside a loop that runs "
+            "to a run-time count",
+        ),
+        (
             "E040",
             "cft-misaligned",
             "CFT operand not 16-byte aligned, length not a multiple of 16,"

@@ -289,8 +289,8 @@ def _loader(protocol: ir.Protocol, nranks: int, params: dict[str, int], decl: An
     bounds = precondition_bounds(protocol, nranks, params, decl.memories, compiler, findings)
     writes = Writes(widths={n: m.dtype.size for n, m in decl.memories.items() if m is not None})
     if not read_after_write(protocol):  # no load reads what an op writes: nothing to follow
-        return ConcreteLoader(contents, writes) if contents is not None else \
-            SymbolicLoader(bounds, writes)
+        return ConcreteLoader(contents, writes, SymbolicLoader(bounds, writes)) \
+            if contents is not None else SymbolicLoader(bounds, writes)
     first = Unroller(protocol, nranks, params, decl, compiler, Findings(nranks))
     first.loader = SymbolicLoader(bounds, None)
     first.records_loads = False  # only its writes are wanted
@@ -304,7 +304,7 @@ def _loader(protocol: ir.Protocol, nranks: int, params: dict[str, int], decl: An
             elif p.kind is OpKind.REDUCE:
                 writes.add_unknown(p.dst)
     if contents is not None:
-        return ConcreteLoader(contents, writes)
+        return ConcreteLoader(contents, writes, SymbolicLoader(bounds, writes))
     return SymbolicLoader(bounds, writes)
 
 

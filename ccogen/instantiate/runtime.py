@@ -301,9 +301,13 @@ class SymbolicLoader:
 class ConcreteLoader:
     """`load(...)` as the value `contents` hold for the element it reads."""
 
-    def __init__(self, contents: Contents, writes: Writes | None) -> None:
+    def __init__(self, contents: Contents, writes: Writes | None,
+                 symbolic: SymbolicLoader | None = None) -> None:
         self.contents = contents
         self.writes = writes
+        # the same loads as `Rt`s with their `require` bounds: the capacity of a loop that
+        # runs to a run-time count (`Unroller._runtime_range`) is the same in every draw
+        self.symbolic = symbolic
 
     def __call__(self, load: ir.Load, rank: int, index: int) -> int | float:
         cell: Cell | None = (load.window, rank, index)

@@ -83,7 +83,12 @@ class _Uniform:
             a = self.deg(e.operand)
             return a if e.op in ("-", "+") else self._opaque(a)
         if isinstance(e, ir.Compare):
-            return self._opaque(*(self.deg(o) for o in e.operands))
+            degs = [self.deg(o) for o in e.operands]
+            if len(degs) == 2 and sorted(degs) == [(0, True), (1, False)]:
+                # a guard `t < n` (n run-time): a run-time 0/1 at every iteration, as a
+                # loop to a run-time count guards its ops (docs/checker.md)
+                return (0, True)
+            return self._opaque(*degs)
         if isinstance(e, ir.BoolOp):
             return self._opaque(*(self.deg(v) for v in e.values))
         if isinstance(e, ir.IfExp):

@@ -12,13 +12,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ccogen.instantiate.declarations import Decl, KernelHead
-from ccogen.instantiate.evaluating import Evaluating, forget_assigned, unique_loads
+from ccogen.instantiate.evaluating import Evaluating, _reads, forget_assigned, unique_loads
 from ccogen.instantiate.findings import Findings
 from ccogen.instantiate.limits import WARP_SIZE
-from ccogen.instantiate.sampling import Where
+from ccogen.instantiate.sampling import Where, nodes_of
 from ccogen.ir import nodes as ir
 from ccogen.ir.dtype import DType
-from ccogen.ir.evaluate import Compiler, expr_text
+from ccogen.ir.evalerror import EvalError
+from ccogen.ir.evaluate import Compiler, Env, expr_text
 from ccogen.ir.instance import Issuer, LoadInst, RegionInst, RtPeer
 from ccogen.ir.opkind import OpKind
 from ccogen.ir.runtime import Rt
@@ -122,6 +123,13 @@ class Unroller(Evaluating):
         # loads an issuer ran that wait for its next op (their read event is its issue)
         self._held: dict[Issuer, list[LoadInst]] = {}
         self._fan: dict[int, list[Pending]] = {}  # a run-time peer's candidates, per op
+        # loops that run to a run-time count (`_runtime_range`): the guard `t < n` of each
+        # enclosing one's current iteration (an `Rt` 0/1, or a concrete bool)
+        self._guards: list[object] = []
+        # concrete instances: the names a loop bound uses, as `Rt`s (their `require` bounds
+        # give the loop's capacity, the same in every draw)
+        self._bound_names = _range_names(protocol)
+        self._symbolic_vars: dict[str, Any] = {}
         self._stmts: dict[type, Callable[[Any, _Scope, tuple[int, ...]], tuple[int, ...]]] = {
             ir.For: self._for, ir.If: self._if, ir.IssuerBlock: self._issuers,
             ir.Check: self._misplaced_check, ir.Assign: self._assign_stmt,
@@ -162,7 +170,29 @@ class Unroller(Evaluating):
                      frontier: tuple[int, ...]) -> tuple[int, ...]:
         self._assign(s)
         self._hold(scope.issuer)
+        if s.var in self._bound_names:
+            self._shadow(s)
         return frontier
+
+    def _shadow(self, s: ir.Assign) -> None:
+        """In a concrete instance, `s`'s value as the symbolic instance has it (an `Rt`
+        bounded by `require`), for the capacity of a loop whose bound uses it."""
+        symbolic = getattr(self.loader, "symbolic", None)
+        if symbolic is None or s.var not in self.runtime_names:
+            self._symbolic_vars.pop(s.var, None)
+            return
+        try:
+            env = self._symbolic_env(symbolic)
+            self._symbolic_vars[s.var] = self.compiler.value(s.value)(env)
+        except EvalError:  # the concrete evaluation reported what failed
+            self._symbolic_vars.pop(s.var, None)
+
+    def _symbolic_env(self, symbolic: Any) -> Env:
+        env = Env(self.nranks, self.rank, self.params)
+        env.vars = {**self.env.vars, **self._symbolic_vars}
+        env.loader = symbolic
+        env.launch, env.moduli = self.env.launch, self.env.moduli
+        return env
 
     def _hold(self, issuer: Issuer) -> None:
         """The loads just evaluated wait for `issuer`'s next op."""
@@ -184,9 +214,19 @@ class Unroller(Evaluating):
         return self._body(s.body if cond else s.orelse, scope.nested(), frontier)
 
     def _for(self, s: ir.For, scope: _Scope, frontier: tuple[int, ...]) -> tuple[int, ...]:
-        seq = self._seq(s.iter, "`for`", s.span)
+        count: object = None
+        if _runtime_range_arg(s) is not None and self._reads_runtime(s.iter):
+            found = self._runtime_range(s, scope)
+            if found is None:
+                return frontier
+            count, cap = found
+            seq: tuple[int, ...] | None = tuple(range(cap))
+        else:
+            seq = self._seq(s.iter, "`for`", s.span)
         if seq is None:
             return frontier
+        if count is not None:
+            return self._guarded_for(s, scope, frontier, seq, count)
         iterations = self._iterations(s, len(seq))
         sampled = self._in_sample(s, len(seq))
         saved = self._enter(s, len(iterations))
@@ -203,6 +243,60 @@ class Unroller(Evaluating):
         path.pop()
         self._leave(s.var, saved)
         return frontier
+
+    def _guarded_for(self, s: ir.For, scope: _Scope, frontier: tuple[int, ...],
+                     seq: tuple[int, ...], count: object) -> tuple[int, ...]:
+        """`for t in range(n)`, `n` a run-time count of capacity `len(seq)`: every
+        iteration up to the capacity, each op guarded by `t < n` (language reference §14,
+        "Loops to a run-time count"); the same ops at every count."""
+        iterations = self._iterations(s, len(seq))
+        sampled = self._in_sample(s, len(seq))
+        saved = self._enter(s, len(iterations))
+        inner, env_vars, path = scope.nested(), self.env.vars, self._path
+        depth = len(path)
+        path.append(0)
+        self._guards.append(True)
+        for i in iterations:
+            env_vars[s.var] = seq[i]
+            path[depth] = i
+            self._guards[-1] = seq[i] < count  # type: ignore[operator]
+            if sampled:
+                self.where = (id(s), i, len(seq))
+            frontier = self._body(s.body, inner, frontier)
+        self._guards.pop()
+        self.where = None
+        path.pop()
+        self._leave(s.var, saved)
+        return frontier
+
+    def _runtime_range(self, s: ir.For, scope: _Scope) -> tuple[object, int] | None:
+        """(the count, the capacity) of `for t in range(n)` where `n` is read on the
+        device: the capacity is the largest `n` that `require` allows."""
+        arg = _runtime_range_arg(s)
+        assert arg is not None
+        span = arg.span or s.span
+        count = self._int(arg, "the bound of a `for` loop", span, runtime=True)
+        self._hold(scope.issuer)
+        if count is None:
+            return None
+        bound = count
+        if not isinstance(count, Rt):  # a concrete instance: the capacity is symbolic
+            symbolic = getattr(self.loader, "symbolic", None)
+            if symbolic is not None:
+                try:
+                    bound = self.compiler.integer(arg, "the bound of a `for` loop")(
+                        self._symbolic_env(symbolic))
+                except EvalError:  # the symbolic instance reports it
+                    bound = count
+        if isinstance(bound, Rt):
+            if bound.hi is None:
+                self._unbounded(bound, span, "the bound of a `for` loop", "<= CAPACITY")
+                return None
+            cap = bound.hi
+        else:
+            cap = bound  # type: ignore[assignment]
+        assert isinstance(cap, int)
+        return count, max(0, cap)
 
     def _issuers(self, blk: ir.IssuerBlock, scope: _Scope,
                  frontier: tuple[int, ...]) -> tuple[int, ...]:
@@ -293,10 +387,14 @@ class Unroller(Evaluating):
         self.failed = False
         self._hold(scope.issuer)
         pending = Pending(kind, op, self._kernel, scope.issuer)
+        if self._guards and not self._guard_ok(op, kind):
+            return frontier
         self._ops[kind](op, scope, pending)
         self._hold(scope.issuer)  # the op's own loads run before it too
         if self.failed:
             return frontier
+        if self._guards:
+            self._guard(pending)
         held = self._held.pop(scope.issuer, None)
         if held:
             pending.loads = tuple(unique_loads(held))
@@ -322,6 +420,43 @@ class Unroller(Evaluating):
             self._count(op)
             frontier = (len(ops) - 1,)
         return frontier
+
+    def _guard_ok(self, op: ir.Op, kind: OpKind) -> bool:
+        """E038: an op whose count the receiver or the issuer must know at instantiation,
+        inside a loop to a run-time count."""
+        if kind in (OpKind.PUT, OpKind.GET, OpKind.COPY, OpKind.REDUCE):
+            sync = getattr(op, "signal", ir.SignalKind.NONE) is not ir.SignalKind.NONE or \
+                bool(getattr(op, "aggregate", False)) or getattr(op, "count", None) is not None \
+                or bool(getattr(op, "signal_per_copy", False))
+            if not sync:
+                return True
+            what = "a signalled, counted or aggregated transfer"
+        else:
+            what = f"`{kind.value}`"
+        self._error("E038", f"{what} inside a loop that runs to a run-time count",
+                    op.span, "would run a number of times known only on the device",
+                    help="keep only data ops (`put`, `get`, `copy`, `reduce` without "
+                         "`signal=`, `count=` or aggregation) in the loop, and synchronise "
+                         "after it: a `signal(p)` per peer after the loop proves every "
+                         "transfer before it on its queue")
+        return False
+
+    def _guard(self, p: Pending) -> None:
+        """Guard the regions of `p` (and of its run-time peer's candidates) by the
+        enclosing run-time loops' `t < n`: each moves nothing past the count."""
+        hit: Any = True
+        for g in self._guards:
+            hit = hit * g if not isinstance(hit, bool) or not isinstance(g, bool) \
+                else hit and g  # type: ignore[operator]
+        if hit is True:
+            return
+        for one in self._fan.get(id(p)) or (p,):
+            if one.dst is not None:
+                one.dst = _guarded(one.dst, hit)
+            if one.src is not None:
+                one.src = _guarded(one.src, hit)
+            if one.srcs:
+                one.srcs = tuple(_guarded(r, hit) for r in one.srcs)
 
     def _peer(self, expr: ir.Expr, op: ir.Op) -> int | None:
         if self._reads_runtime(expr):
@@ -538,6 +673,23 @@ class Unroller(Evaluating):
 
     def _plain(self, op: ir.Op, scope: _Scope, p: Pending) -> None:
         return None
+
+
+def _runtime_range_arg(s: ir.For) -> ir.Expr | None:
+    """`n` of `for t in range(n)` (one argument): the form a run-time count may take."""
+    it = s.iter
+    if isinstance(it, ir.Call) and it.func == "range" and len(it.args) == 1:
+        return it.args[0]
+    return None
+
+
+def _range_names(protocol: ir.Protocol) -> frozenset[str]:
+    """The names the bounds of the kernels' `for t in range(n)` loops use."""
+    names: set[str] = set()
+    for node in nodes_of(protocol.kernels):
+        if isinstance(node, ir.For) and (arg := _runtime_range_arg(node)) is not None:
+            names |= _reads(arg)[1]
+    return frozenset(names)
 
 
 def _guarded(r: RegionInst, hit: object) -> RegionInst:

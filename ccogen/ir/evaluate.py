@@ -519,9 +519,12 @@ def _range(c: Compiler, e: ir.Call) -> Fn:
             if v.__class__ is not int:
                 raise EvalError("a `range` bound must be a static integer", a.span,
                                 "a run-time value" if isinstance(v, _rt.Rt) else "not an integer",
-                                help="run-time loop bounds are not supported yet: loop to the "
-                                     "`require` bound and size the regions by the run-time "
-                                     "value (a length of 0 is allowed)")
+                                help="a kernel's `for t in range(n)` may run to a run-time "
+                                     "count `n` (one argument, bounded in `require:`, e.g. "
+                                     "`0 <= ntok[0] <= tokens`): it is instantiated to the "
+                                     "bound, each op guarded by `t < n` (language reference "
+                                     "§14); other `range` forms, and comprehensions, need "
+                                     "static bounds")
         if len(values) == 3 and values[2] == 0:
             raise EvalError("`range` step must not be zero", e.args[2].span, "this is 0")
         r = range(*values)

@@ -28,9 +28,11 @@ CATALOGUE = tuple(_CATALOGUE_TEXT.split())
 # E028: docs/checker.md; E034, a run-time total of `wait_count`: docs/reference/language.md
 # §14, language v2 §4; E035, a static wait on such a counter: the same section; E036, writes
 # of run-time bounds not proved disjoint: the same §14; E037, a credit toward a run-time
-# peer: §14 "Run-time peers"; N001, an `ensure` line left to the simulator:
+# peer: §14 "Run-time peers"; E038, synchronisation in a loop to a run-time count: §14
+# "Loops to a run-time count"; N001, an `ensure` line left to the simulator:
 # docs/checker.md; E015 and E029, amd-mori 1.2.4 queue and ring limits: docs/targets.md)
-PROJECT_CODES = ("E006", "E015", "E028", "E029", "E034", "E035", "E036", "E037", "N001")
+PROJECT_CODES = ("E006", "E015", "E028", "E029", "E034", "E035", "E036", "E037", "E038",
+                 "N001")
 SECTIONS = ("## What it catches", "## Why it matters", "## Example", "## Fixed")
 KEBAB = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 

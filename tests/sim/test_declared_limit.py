@@ -98,7 +98,7 @@ def test_the_defaults_of_the_moe_protocols_are_refused_without_unrolling(
 
     monkeypatch.setattr(instantiating, "instantiate", only_sampled)
     monkeypatch.setattr(runtime, "instantiate", only_sampled)
-    for name, total in (("moe_dispatch", "4,228,907,520"), ("moe_combine", "7,988,166,656")):
+    for name, total in (("moe_dispatch", "4,228,907,552"), ("moe_combine", "7,988,166,656")):
         report = simulate(ROOT / "protocols" / f"{name}.cco", ranks=8, seeds=3)
         [d] = report.diagnostics
         assert d.code == "E006" and f"would hold {total} bytes" in d.message, d.message

@@ -54,14 +54,21 @@ def test_draws_derive_the_inputs_require_defines() -> None:
     for r in range(3):
         table = np.array([contents.element("topk_rank", r, i) for i in range(tokens * k)])
         counts = [contents.element("rank_counts", r, p) for p in range(3)]
-        assert counts == list(moe.rank_counts(table.reshape(tokens, k), 3))
+        live = int(contents.element("ntok", r, 0))  # the tokens of this call count
+        assert counts == list(moe.rank_counts(table.reshape(tokens, k)[:live], 3))
 
 
 def test_extreme_draws_send_everything_to_one_rank() -> None:
     low, _ = draw(DISPATCH, 3, SMALL, "low", 0)
-    assert low is not None
+    high, _ = draw(DISPATCH, 3, SMALL, "high", 0)
+    assert low is not None and high is not None
+    # `low`: the count 0 (no token goes anywhere); `high`: every token, all to rank 2
+    assert [low.element("ntok", r, 0) for r in range(3)] == [0] * 3
     counts = [[low.element("rank_counts", r, p) for p in range(3)] for r in range(3)]
-    assert counts == [[SMALL["tokens"], 0, 0]] * 3  # all tokens to rank 0, none to the others
+    assert counts == [[0, 0, 0]] * 3
+    assert [high.element("ntok", r, 0) for r in range(3)] == [SMALL["tokens"]] * 3
+    counts = [[high.element("rank_counts", r, p) for p in range(3)] for r in range(3)]
+    assert counts == [[0, 0, SMALL["tokens"]]] * 3  # all tokens to rank 2, none to the others
 
 
 def test_contents_that_violate_require_are_refused() -> None:
@@ -143,7 +150,8 @@ def test_dispatch_and_combine_match_the_reference(routing: str) -> None:
     tables = [_routing(routing, rng, n, tokens, k) for _ in range(n)]
     x = [decode(encode(rng.uniform(-2, 2, tokens * hidden).astype(np.float32), BF16), BF16)
          .reshape(tokens, hidden) for _ in range(n)]
-    contents = contents_with(DISPATCH, n, SMALL, {"x": x, "topk_rank": tables})
+    full = [np.array([tokens]) for _ in range(n)]  # every token (the reference's)
+    contents = contents_with(DISPATCH, n, SMALL, {"x": x, "topk_rank": tables, "ntok": full})
     report = run_contents(DISPATCH, n, SMALL, contents, seeds=2)
     assert report.passed, report.results[0].failures if report.results else report.setup
     rows, masks, got = moe.dispatch(x, tables)

@@ -70,6 +70,10 @@ def test_the_fixture_and_the_library() -> None:
     # the fixed-count library protocols have no count (until they declare `ntok`)
     for name in ("alltoallv.cco", "moe_combine.cco"):
         assert batch_shape(parse_ir((LIBRARY / name).read_text(), name)) is None
+    # the dispatch reads its count on the device (`for t in range(n)`): x and the routing
+    # table are batched in rows by it
+    dispatch = batch_shape(parse_ir((LIBRARY / "moe_dispatch.cco").read_text(), "moe_dispatch.cco"))
+    assert dispatch == BatchShape("ntok", "tokens", ("x", "topk_rank"))
 
 
 def test_json_round_trip() -> None:

@@ -140,10 +140,38 @@ class CExpr:
         wide = "double" if dtype.is_float else "int64_t"
         return f"static_cast<{wide}>(ccogen_ld<{CTYPES[dtype]}>(c, {peer}, {off}ULL))"
 
+    def integral(self, v: object) -> bool:
+        """`v` is computed in integers (no float element, weight or constant in it)."""
+        if isinstance(v, bool | int):
+            return True
+        return isinstance(v, Rt) and all(self._integral_atom(atom) for atom in v.terms)
+
+    def _integral_atom(self, atom: Atom) -> bool:
+        tree = atom.tree
+        if tree is None:
+            return atom.read is not None and not self.instance.dtype(atom.read[0]).is_float
+        head = tree[0]
+        if head in ("mulf", "addf"):
+            return False
+        if head == "mul":
+            return self.integral(tree[1]) and self.integral(tree[2])
+        if head in ("min", "max"):
+            forms = tree[1]
+            assert isinstance(forms, tuple)
+            return all(self.integral(f) for f in forms)
+        if head in ("div", "mod"):
+            return self.integral(tree[1])
+        return True  # a comparison: 0 or 1
+
     def tree(self, tree: tuple[object, ...]) -> str:
         head = tree[0]
         if head == "mul":
-            return f"({self.value(tree[1])} * {self.value(tree[2])})"
+            a, b = tree[1], tree[2]
+            for flag, other in ((a, b), (b, a)):
+                if _flag(flag) and self.integral(other):  # a 0/1 guard (`t < n`): what it
+                    # multiplies is not read past it (integers only: `NaN * 0` stays C's)
+                    return f"({self.value(flag)} ? {self.value(other)} : 0LL)"
+            return f"({self.value(a)} * {self.value(b)})"
         if head == "mulf":
             return f"({self.value(tree[1])} * {self.value(tree[2])})"
         if head == "addf":
@@ -164,6 +192,17 @@ class CExpr:
                 out = f"ccogen_rt{head}({out}, {self.value(f)})"
             return out
         raise _unsupported(f"a run-time value this target cannot compute ({head})", self.span)
+
+
+def _flag(v: object) -> bool:
+    """`v` is one comparison (0 or 1): a guard such as a loop's `t < n` (language
+    reference §14, "Loops to a run-time count"), printed as `cond ? x : 0` so that a
+    guarded length does not read its other operand's elements where the guard is 0 (the
+    rows past a run-time count may lie past a caller's tensor)."""
+    if not isinstance(v, Rt) or v.const != 0 or len(v.terms) != 1:
+        return False
+    (atom, k), = v.terms.items()
+    return k == 1 and atom.tree is not None and atom.tree[0] == "cmp"
 
 
 def runtime_bounds(region: RegionInst) -> tuple[object, object] | None:
