@@ -235,31 +235,17 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 
 // ======== kernel `exchange` (protocols/alltoall.cco:9): 1 logical block(s) x 16 CTA(s) x 512 threads
 
-// rank 0, logical block 0 of kernel `exchange`
-__device__ __forceinline__ void ccogen_alltoall_exchange_r0_b0(const ccogen_ctx& c) {
+// 2 ranks (from rank 0, `c.rank` at run time), logical block 0 of kernel `exchange`
+__device__ __forceinline__ void ccogen_alltoall_exchange_r0x2_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 0;
   // protocols/alltoall.cco:14: barrier
   ccogen_barrier_group(c, 1ULL);
   // protocols/alltoall.cco:16: put
-  ccogen_cputsig_group(c, 1, 2097152ULL, 1048576ULL, 1048576ULL, 4194304ULL, 1ULL);
+  ccogen_cputsig_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(2097152LL + 1048576LL * c.rank), static_cast<uint64_t>(1048576LL + -1048576LL * c.rank), 1048576ULL, static_cast<uint64_t>(4194304LL + 8LL * c.rank), 1ULL);
   // protocols/alltoall.cco:18: quiet
   ccogen_quiet_group(c);
   // protocols/alltoall.cco:19: wait_signal
-  ccogen_cwait_group(c, 4194312ULL, 1ULL, 1ULL, 19, 1, 0, 1, 16ULL);
-  ccogen_ctasync_group(c);
-}
-
-// rank 1, logical block 0 of kernel `exchange`
-__device__ __forceinline__ void ccogen_alltoall_exchange_r1_b0(const ccogen_ctx& c) {
-  [[maybe_unused]] constexpr uint64_t kSyncs = 0;
-  // protocols/alltoall.cco:14: barrier
-  ccogen_barrier_group(c, 1ULL);
-  // protocols/alltoall.cco:16: put
-  ccogen_cputsig_group(c, 0, 3145728ULL, 0ULL, 1048576ULL, 4194312ULL, 1ULL);
-  // protocols/alltoall.cco:18: quiet
-  ccogen_quiet_group(c);
-  // protocols/alltoall.cco:19: wait_signal
-  ccogen_cwait_group(c, 4194304ULL, 1ULL, 1ULL, 19, 0, 0, 1, 16ULL);
+  ccogen_cwait_group(c, static_cast<uint64_t>(4194312LL + -8LL * c.rank), 1ULL, 1ULL, 19, (1 + -1 * c.rank), 0, 1, 16ULL);
   ccogen_ctasync_group(c);
 }
 
@@ -273,8 +259,7 @@ ccogen_alltoall_exchange(char* heap, uint64_t epoch, ccogen_debug_record* dbg) {
                   4194568ULL, 4194560ULL, 2ULL);
   ccogen_nvshmem_peers(c, peers, 2);
   switch (c.rank * 1 + c.group) {
-    case 0: ccogen_alltoall_exchange_r0_b0(c); break;
-    case 1: ccogen_alltoall_exchange_r1_b0(c); break;
+    case 0: case 1: ccogen_alltoall_exchange_r0x2_b0(c); break;
     default: break;
   }
 }
