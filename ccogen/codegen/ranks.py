@@ -334,13 +334,31 @@ def fold_kernel(k: KernelModel, nranks: int) -> KernelModel:
     return replace(k, programs=tuple(programs))
 
 
-def fold_ranks(k: KernelModel, nranks: int) -> KernelModel:
+def fold_ranks(k: KernelModel, nranks: int, inline_steps: int | None = None) -> KernelModel:
     """`fold_kernel`, then the per-peer runs of the folded programs as device loops
-    (`codegen.reroll` with `peers=True`) and runs of lanes as one branch (`fold_lanes`)."""
+    (`codegen.reroll` with `peers=True`).  With `inline_steps` (backends.sm's bound), the
+    kernel's inline decision is taken again on the steps it now prints (a loop's body
+    once): what ptxas compiles."""
     k = fold_kernel(k, nranks)
-    return replace(k, programs=tuple(
+    k = replace(k, programs=tuple(
         replace(p, segments=tuple(reroll_segments(_once(p.segments), peers=True)))
         if p.folded else p for p in k.programs))
+    if inline_steps is not None and any(p.folded for p in k.programs):
+        k = replace(k, inline=sum(printed_steps(p) for p in k.programs) <= inline_steps)
+    return k
+
+
+def printed_steps(p: BlockProgram) -> int:
+    """The steps `p` prints, nested ones included (a loop's body once)."""
+    n = 0
+
+    def visit(s: Step) -> Step:
+        nonlocal n
+        n += 1
+        return s
+
+    map_program(p.segments, visit)
+    return n
 
 
 def _once(segments: Sequence[Segment]) -> list[Segment]:
@@ -357,5 +375,5 @@ def _once(segments: Sequence[Segment]) -> list[Segment]:
     return map_sequences(segments, dedupe)
 
 
-__all__ = ["SLOTS", "fold_ranks", "at_rank", "fit", "fixed", "fold_kernel", "map_program", "rewrite",
+__all__ = ["COMMENTED", "SLOTS", "comments", "fold_ranks", "printed_steps", "at_rank", "fit", "fixed", "fold_kernel", "map_program", "rewrite",
            "spell", "texts"]

@@ -5,10 +5,15 @@ from __future__ import annotations
 import random
 import re
 
+import pytest
+
 from ccogen.codegen.ctasplit import Footprint, _conflict, _ranges, split_segments
 from ccogen.codegen.model import LOCAL, Segment, Step
 from ccogen.codegen.steps import RT_PEER, StepKind
 from tests.helpers import generated_kernels as kernels
+
+# these read one rank's program in the text: per-rank functions (tests/codegen/conftest.py)
+pytestmark = pytest.mark.usefixtures("per_rank")
 
 
 def program(text: str, rank: int) -> str:

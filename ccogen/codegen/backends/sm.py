@@ -156,8 +156,9 @@ class SmBackend(Backend):
                 replace(k, programs=tuple(replace(p, segments=tuple(reroll_segments(
                     p.segments))) for p in k.programs)) for k in model.kernels))
         if self.folds_ranks:  # programs of `c.rank`, per-peer runs as loops (codegen.ranks)
-            model = replace(model, kernels=tuple(fold_ranks(k, instance.nranks)
-                                                 for k in model.kernels))
+            kernels = tuple(fold_ranks(k, instance.nranks, INLINE_STEPS) for k in model.kernels)
+            model = replace(model, kernels=kernels,
+                            inline_steps=all(k.inline for k in kernels))
         text = render(self.template, model=model)
         manifest = self.manifest(model, layout, instance, options)
         return GeneratedFiles({"kernels.cu": text,
