@@ -375,5 +375,5 @@ def _once(segments: Sequence[Segment]) -> list[Segment]:
     return map_sequences(segments, dedupe)
 
 
-__all__ = ["COMMENTED", "SLOTS", "comments", "fold_ranks", "printed_steps", "at_rank", "fit", "fixed", "fold_kernel", "map_program", "rewrite",
-           "spell", "texts"]
+__all__ = ["COMMENTED", "SLOTS", "at_rank", "comments", "fit", "fixed", "fold_kernel",
+           "fold_ranks", "map_program", "printed_steps", "rewrite", "spell", "texts"]
