@@ -22,6 +22,10 @@ class Branch:
     scope: str
     index: int
     steps: tuple[Step, ...]
+    # lanes `index .. index + count - 1` run `steps`, `var` their lane counted from 0 (a
+    # run of branches folded into one: codegen.ranks.fold_lanes)
+    count: int = 1
+    var: str = "l"
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,10 +46,31 @@ class BlockProgram:
     segments: tuple[Segment, ...]
     syncs: int  # group syncs per launch
     case: int  # rank * blocks + block: the kernel's dispatch label
+    # a program folded over several ranks (codegen.ranks): every rank's label, `rank` the
+    # first of them; its literals that depend on the rank are C expressions of `c.rank`
+    cases: tuple[int, ...] = ()
+
+    @property
+    def labels(self) -> tuple[int, ...]:
+        """The dispatch labels that run this program."""
+        return self.cases or (self.case,)
+
+    @property
+    def folded(self) -> bool:
+        return len(self.labels) > 1
 
     @property
     def function(self) -> str:
+        if self.folded:
+            return f"r{self.rank}x{len(self.labels)}_b{self.block}"
         return f"r{self.rank}_b{self.block}"
+
+    @property
+    def who(self) -> str:
+        """Whose program this is, for the comment above it."""
+        if self.folded:
+            return f"{len(self.labels)} ranks (from rank {self.rank}, `c.rank` at run time)"
+        return f"rank {self.rank}"
 
     @property
     def step_count(self) -> int:

@@ -40,10 +40,23 @@ _NUMBER = re.compile(r"(?<![\w.])(-?\d+)(ULL|LL)?(?![\w.])")
 Shape = tuple[object, ...]
 
 
-def _texts(s: Step) -> list[str]:
+# `peers=True` (a program folded over the ranks, codegen.ranks): the peers, words and
+# per-epoch totals may change too (a run over peers), and every kind without nested steps
+# folds
+_PEER_SLOTS = (*_SLOTS, "dst_peer", "src_peer", "peer", "off", "per_epoch", "src", "queue", "line")
+_UNFOLDED = frozenset({StepKind.LOOP, StepKind.SPREAD})
+
+
+def _slots(peers: bool) -> tuple[str, ...]:
+    return _PEER_SLOTS if peers else _SLOTS
+
+
+def _texts(s: Step, peers: bool = False) -> list[str]:
     """Every printed text whose numbers may change, in one fixed order (`_body`'s)."""
-    out = [getattr(s, f"c_{slot}") for slot in _SLOTS] + [v for _, v in s.let]
+    out = [getattr(s, f"c_{slot}") for slot in _slots(peers)] + [v for _, v in s.let]
     if s.reduction is not None:
+        if peers:
+            out += [peer for peer, _ in s.c_srcs]
         out += [off for _, off in s.c_srcs] + list(s.reduction.weights)
     return out
 
@@ -55,30 +68,34 @@ def _key(s: Step) -> tuple[Step, tuple[str, ...]] | None:
     return None if found is None else found[0]
 
 
-def _key_numbers(s: Step) -> tuple[tuple[Step, tuple[str, ...]], list[int]] | None:
+def _key_numbers(s: Step, peers: bool = False
+                 ) -> tuple[tuple[Step, tuple[str, ...]], list[int]] | None:
     """(`_key`, `_numbers`) of a step that may fold, from one scan of its texts."""
-    if s.kind not in REROLLED or s.body:
+    if (s.kind in _UNFOLDED if peers else s.kind not in REROLLED) or s.body:
         return None
     skeletons: list[str] = []
     numbers: list[int] = []
-    for text in _texts(s):
+    for text in _texts(s, peers):
         parts = _NUMBER.split(text)  # text, number, suffix, text, number, suffix, ..., text
         numbers += [int(n) for n in parts[1::3]]
         skeletons.append("#".join(parts[0::3]))
-    return (_fixed(s), tuple(skeletons)), numbers
+    return (_fixed(s, peers), tuple(skeletons)), numbers
 
 
-def _fixed(s: Step) -> Step:
+def _fixed(s: Step, peers: bool = False) -> Step:
     """The step with what may change between repetitions taken out."""
     red = s.reduction
     if red is not None:  # peers, types and width stay; offsets and weights are texts
-        red = replace(red, srcs=tuple((peer, 0) for peer, _ in red.srcs), weights=())
-    return replace(s, dst_off=0, src_off=0, nbytes=0, value=0, vec=False, seq=0, rt=(),
-                   let=tuple((name, "") for name, _ in s.let), reduction=red)
+        red = replace(red, srcs=tuple((0 if peers else peer, 0) for peer, _ in red.srcs),
+                      weights=())
+    s = replace(s, dst_off=0, src_off=0, nbytes=0, value=0, vec=False, seq=0, rt=(),
+                let=tuple((name, "") for name, _ in s.let), reduction=red)
+    return (replace(s, dst_peer=0, src_peer=0, peer=0, off=0, per_epoch=0, src=0, queue=0, line=0)
+            if peers else s)
 
 
-def _numbers(s: Step) -> list[int]:
-    return [int(m[1]) for t in _texts(s) for m in _NUMBER.finditer(t)]
+def _numbers(s: Step, peers: bool = False) -> list[int]:
+    return [int(m[1]) for t in _texts(s, peers) for m in _NUMBER.finditer(t)]
 
 
 class _Facts:
@@ -86,12 +103,12 @@ class _Facts:
     computed once: a MoE kernel's steps print kilobytes of run-time C each, and every
     start position tries every period."""
 
-    def __init__(self, steps: Sequence[Step]) -> None:
+    def __init__(self, steps: Sequence[Step], peers: bool = False) -> None:
         ids: dict[object, int] = {}
         self.keys: list[int | None] = []
         self.nums: list[list[int]] = []
         for s in steps:
-            found = _key_numbers(s)
+            found = _key_numbers(s, peers)
             self.keys.append(None if found is None else ids.setdefault(found[0], len(ids)))
             self.nums.append([] if found is None else found[1])
 
@@ -123,11 +140,13 @@ def _run(facts: _Facts, i: int, period: int) -> int:
     return count
 
 
-def _body(first: Sequence[Step], second: Sequence[Step]) -> tuple[Step, ...]:
+def _body(first: Sequence[Step], second: Sequence[Step],
+          peers: bool = False) -> tuple[Step, ...]:
     """The period with every literal that changes printed as `v + d * t`."""
     out = []
+    names = _slots(peers)
     for a, b in zip(first, second, strict=True):
-        pairs = iter(zip(_numbers(a), _numbers(b), strict=True))
+        pairs = iter(zip(_numbers(a, peers), _numbers(b, peers), strict=True))
 
         def sub(m: re.Match[str], pairs: object = pairs) -> str:
             v, w = next(pairs)  # type: ignore[call-overload]
@@ -138,17 +157,22 @@ def _body(first: Sequence[Step], second: Sequence[Step]) -> tuple[Step, ...]:
             return f"({v}{m[2] or ''} + {w - v}LL * t)"
 
         # the order of `_texts`: slots, let, then a reduce's sources and weights
-        slots = [(slot, _NUMBER.sub(sub, getattr(a, f"c_{slot}"))) for slot in _SLOTS]
+        slots = [(slot, _NUMBER.sub(sub, getattr(a, f"c_{slot}"))) for slot in names]
         let = tuple((name, _NUMBER.sub(sub, v)) for name, v in a.let)
-        static = [(slot, getattr(a, f"c_{slot}")) for slot in _SLOTS]
+        static = [(slot, getattr(a, f"c_{slot}")) for slot in names]
         red = a.reduction
         if red is not None:
+            if peers:
+                slots += [(f"srcpeer{i}", _NUMBER.sub(sub, peer))
+                          for i, (peer, _) in enumerate(a.c_srcs)]
+                static += [(f"srcpeer{i}", peer) for i, (peer, _) in enumerate(a.c_srcs)]
             slots += [(f"src{i}", _NUMBER.sub(sub, off)) for i, (_, off) in enumerate(a.c_srcs)]
             static += [(f"src{i}", f"{off}ULL") for i, (_, off) in enumerate(red.srcs)]
             red = replace(red, weights=tuple(_NUMBER.sub(sub, w) for w in red.weights))
         rt = tuple((slot, text) for (slot, text), (_, before) in zip(slots, static, strict=True)
                    if text != before or slot in dict(a.rt))
-        rt += tuple(kv for kv in a.rt if kv[0] in _PEERS)  # a run-time peer: codegen.rtpeer
+        if not peers:  # a run-time peer: codegen.rtpeer
+            rt += tuple(kv for kv in a.rt if kv[0] in _PEERS)
         out.append(replace(a, rt=rt, let=let, reduction=red))
     return tuple(out)
 
@@ -169,10 +193,11 @@ def loop_body(first: Sequence[Step], second: Sequence[Step]) -> tuple[Step, ...]
     return _body(first, second)
 
 
-def reroll(steps: Sequence[Step]) -> tuple[Step, ...]:
-    """`steps` with repeated runs folded into `loop` steps (module doc)."""
+def reroll(steps: Sequence[Step], peers: bool = False) -> tuple[Step, ...]:
+    """`steps` with repeated runs folded into `loop` steps (module doc; `peers`: the
+    peers and words may change too, in a program folded over the ranks, codegen.ranks)."""
     out: list[Step] = []
-    facts = _Facts(steps)
+    facts = _Facts(steps, peers)
     i = 0
     while i < len(steps):
         best = (1, 1)  # (count, period)
@@ -185,7 +210,7 @@ def reroll(steps: Sequence[Step]) -> tuple[Step, ...]:
             out.append(steps[i])
             i += 1
             continue
-        body = _body(steps[i:i + period], steps[i + period:i + 2 * period])
+        body = _body(steps[i:i + period], steps[i + period:i + 2 * period], peers)
         out.append(Step(StepKind.LOOP, value=count, body=body))
         i += count * period
     return tuple(out)
@@ -207,9 +232,9 @@ def map_sequences(segments: Sequence[Segment],
             for seg in merged]
 
 
-def reroll_segments(segments: Sequence[Segment]) -> list[Segment]:
+def reroll_segments(segments: Sequence[Segment], peers: bool = False) -> list[Segment]:
     """Every segment rerolled (`map_sequences`: a block-level loop folds too)."""
-    return map_sequences(segments, reroll)
+    return map_sequences(segments, lambda steps: reroll(steps, peers))
 
 
 __all__ = ["MAX_PERIOD", "MIN_COUNT", "fold_key", "loop_body", "reroll",

@@ -198,6 +198,31 @@ class Step:
         return static
 
     @property
+    def c_peer(self) -> str:
+        return self._c("peer", str(self.peer))
+
+    @property
+    def c_src(self) -> str:
+        """The rank a wait's words come from, for the debug record (-1: any)."""
+        return self._c("src", str(self.src))
+
+    @property
+    def c_line(self) -> str:
+        return self._c("line", str(self.line))
+
+    @property
+    def c_queue(self) -> str:
+        return self._c("queue", str(self.queue))
+
+    @property
+    def c_off(self) -> str:
+        return self._c("off", f"{self.off}ULL")
+
+    @property
+    def c_per_epoch(self) -> str:
+        return self._c("per_epoch", f"{self.per_epoch}ULL")
+
+    @property
     def c_dst_peer(self) -> str:
         return self._c("dst_peer", str(self.dst_peer))
 
@@ -235,12 +260,13 @@ class Step:
         return self._c("vec", "true" if self.vec else "false")
 
     @property
-    def c_srcs(self) -> tuple[tuple[int, str], ...]:
-        """A `reduce`'s sources as (peer, C offset): `src0`, `src1`... in `rt` replace
-        the static offsets (a folded loop's, codegen.reroll)."""
+    def c_srcs(self) -> tuple[tuple[str, str], ...]:
+        """A `reduce`'s sources as (C peer, C offset): `src0`, `src1`... in `rt` replace
+        the static offsets (a folded loop's, codegen.reroll), `srcpeer0`... the peers (a
+        program folded over ranks, codegen.ranks)."""
         if self.reduction is None:
             return ()
-        return tuple((peer, self._c(f"src{i}", f"{off}ULL"))
+        return tuple((self._c(f"srcpeer{i}", str(peer)), self._c(f"src{i}", f"{off}ULL"))
                      for i, (peer, off) in enumerate(self.reduction.srcs))
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 import re
 
+import pytest
+
 from ccogen.codegen.ctasplit import Footprint, _conflict, _ranges, split_segments
 from ccogen.codegen.model import LOCAL, Segment, Step
 from ccogen.codegen.steps import RT_PEER, StepKind
@@ -12,6 +14,8 @@ from tests.helpers import REPO_ROOT
 from tests.helpers import generated_kernels as kernels
 
 BARRIER_FORM = REPO_ROOT / "benchmarks" / "b2b" / "alltoall_barrier.cco"
+# these read one rank's program in the text: per-rank functions (tests/codegen/conftest.py)
+pytestmark = pytest.mark.usefixtures("per_rank")
 
 
 def program(text: str, rank: int) -> str:

@@ -17,6 +17,9 @@ from ccogen.codegen.steps import StepKind
 from ccogen.instantiate import instantiate
 from ccogen.syntax import load_ir
 
+# these read one rank's program in the text: per-rank functions (tests/codegen/conftest.py)
+pytestmark = pytest.mark.usefixtures("per_rank")
+
 ROOT = Path(__file__).resolve().parents[2]
 SLOTS = ("c_dst_off", "c_src_off", "c_nbytes", "c_value", "c_vec", "c_seq")
 _ULL = re.compile(r"static_cast<uint64_t>\((-?\d+)LL \+ (-?\d+)LL \* t\)")

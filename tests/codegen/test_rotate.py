@@ -11,6 +11,9 @@ from ccogen.codegen.rotate import by_launch
 from ccogen.instantiate import instantiate
 from tests.analysis.test_launch_rotation import ROTATED
 
+# these read one rank's program in the text: per-rank functions (tests/codegen/conftest.py)
+pytestmark = pytest.mark.usefixtures("per_rank")
+
 
 def _instance() -> object:
     p = cg.parse(ROTATED.replace("SLOTS", "2"))

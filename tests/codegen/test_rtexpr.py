@@ -32,6 +32,9 @@ from ccogen.sim.runtime import draw
 from ccogen.syntax import load_ir
 from tests.helpers import library_params
 
+# these read one rank's program in the text: per-rank functions (tests/codegen/conftest.py)
+pytestmark = pytest.mark.usefixtures("per_rank")
+
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = ("alltoallv", "moe_dispatch", "moe_combine", "moe_dispatch_ll")
 _LD = re.compile(r"ccogen_ld(?:<(\w+)>|_(bf16|f16))\(c, (-?\d+), (\d+)ULL\)")

@@ -17,6 +17,9 @@ from ccogen.ir.opkind import OpKind
 from ccogen.syntax import parse_ir
 from tests.test_instantiate_rtpeer import PROTOCOL
 
+# these read one rank's program in the text: per-rank functions (tests/codegen/conftest.py)
+pytestmark = pytest.mark.usefixtures("per_rank")
+
 
 def _transfers(ops: tuple[object, ...]) -> list[object]:
     return [o for o in ops if o.kind in (OpKind.PUT, OpKind.COPY)]  # type: ignore[attr-defined]

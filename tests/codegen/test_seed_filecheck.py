@@ -186,6 +186,7 @@ def test_filecheck_catches_a_missing_feature(tmp_path: Path) -> None:
     assert done.returncode != 0 or done.stderr.strip()
 
 
+@pytest.mark.usefixtures("per_rank")  # every rank's counters as literals
 @pytest.mark.parametrize("variant", [CFT, NVSHMEM_SM100], ids=str)
 @pytest.mark.parametrize("stem", ["counted_gather", "counted_broadcast"])
 def test_counted_puts_use_256_byte_aligned_counters(stem: str, variant: Variant) -> None:

@@ -17,6 +17,9 @@ from ccogen.codegen.steps import StepKind
 from ccogen.compiler import compile_protocol
 from ccogen.syntax import load_ir
 
+# these read one rank's program in the text: per-rank functions (tests/codegen/conftest.py)
+pytestmark = pytest.mark.usefixtures("per_rank")
+
 ROOT = Path(__file__).resolve().parents[2]
 TARGETS = ("nccl-lsa", "nvshmem")
 SHAPES: dict[str, dict[str, int]] = {

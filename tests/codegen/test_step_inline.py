@@ -16,6 +16,9 @@ from ccogen.codegen.backends.sm import INLINE_STEPS
 from ccogen.compiler import compile_protocol
 from ccogen.syntax import load_ir
 
+# these read one rank's program in the text: per-rank functions (tests/codegen/conftest.py)
+pytestmark = pytest.mark.usefixtures("per_rank")
+
 DATA = Path(__file__).resolve().parents[1] / "runtime" / "data"
 DEFINE = re.compile(r"^#define CCOGEN_STEP_INLINE (\S+)$", re.M)
 

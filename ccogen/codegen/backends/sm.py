@@ -75,6 +75,7 @@ from ccogen.codegen.model import (
 )
 from ccogen.codegen.naming import c_identifier
 from ccogen.codegen.plan import Unsupported, block_ops, lower_block
+from ccogen.codegen.ranks import fold_ranks
 from ccogen.codegen.require import require_steps
 from ccogen.codegen.reroll import reroll_segments
 from ccogen.codegen.rotate import merge
@@ -129,6 +130,7 @@ class SmBackend(Backend):
     ll_path: ClassVar[bool] = False  # small puts with their signal folded in (codegen.ll)
     rotates: ClassVar[bool] = True  # `launch % K` regions (codegen.rotate)
     folds_loops: ClassVar[bool] = True  # sampled loops: codegen.loops
+    folds_ranks: ClassVar[bool] = True  # one program of the run-time rank: codegen.ranks
 
     add_primitives: ClassVar[bool] = False  # defines ccogen_add / ccogen_llput_thread
     peer_loads: ClassVar[bool] = True  # kernels can load a peer's element (codegen.require)
@@ -153,6 +155,10 @@ class SmBackend(Backend):
             model = replace(model, kernels=tuple(
                 replace(k, programs=tuple(replace(p, segments=tuple(reroll_segments(
                     p.segments))) for p in k.programs)) for k in model.kernels))
+        if self.folds_ranks:  # programs of `c.rank`, per-peer runs as loops (codegen.ranks)
+            kernels = tuple(fold_ranks(k, instance.nranks, INLINE_STEPS) for k in model.kernels)
+            model = replace(model, kernels=kernels,
+                            inline_steps=all(k.inline for k in kernels))
         text = render(self.template, model=model)
         manifest = self.manifest(model, layout, instance, options)
         return GeneratedFiles({"kernels.cu": text,

@@ -61,36 +61,36 @@ def _copy(s: Step, scope: str, ind: str) -> list[str]:
 
 def _putsig(s: Step, scope: str, ind: str) -> list[str]:
     return [f"{ind}ccogen_{s.kind.value}_{scope}(c, {s.c_dst_peer}, {s.c_dst_off}, "
-            f"{s.c_src_off}, {s.c_nbytes}, {_u(s.off)}, {s.c_value});"]
+            f"{s.c_src_off}, {s.c_nbytes}, {s.c_off}, {s.c_value});"]
 
 
 def _putcounted(s: Step, scope: str, ind: str) -> list[str]:
     return [f"{ind}ccogen_putcounted_{scope}(c, {s.c_dst_peer}, {s.c_dst_off}, {s.c_src_off}, "
-            f"{s.c_nbytes}, {_u(s.off)});"]
+            f"{s.c_nbytes}, {s.c_off});"]
 
 
 def _waitcounted(s: Step, scope: str, ind: str) -> list[str]:
-    return [f"{ind}ccogen_waitcounted_{scope}(c, {_u(s.off)}, {_u(s.value)}, "
-            f"{_u(s.per_epoch)}, {s.line}, {s.src}, {s.queue}, {s.wait_kind});"]
+    return [f"{ind}ccogen_waitcounted_{scope}(c, {s.c_off}, {s.c_value}, "
+            f"{s.c_per_epoch}, {s.c_line}, {s.c_src}, {s.c_queue}, {s.wait_kind});"]
 
 
 def _signal(s: Step, scope: str, ind: str) -> list[str]:
-    return [f"{ind}ccogen_{s.kind.value}_{scope}(c, {s.peer}, {_u(s.off)}, {s.c_value});"]
+    return [f"{ind}ccogen_{s.kind.value}_{scope}(c, {s.c_peer}, {s.c_off}, {s.c_value});"]
 
 
 def _wait(s: Step, scope: str, ind: str) -> list[str]:
-    return [f"{ind}ccogen_{s.kind.value}_{scope}(c, {_u(s.off)}, {_u(s.value)}, "
-            f"{_u(s.per_epoch)}, {s.line}, {s.src}, {s.queue}, {s.wait_kind}, "
+    return [f"{ind}ccogen_{s.kind.value}_{scope}(c, {s.c_off}, {s.c_value}, "
+            f"{s.c_per_epoch}, {s.c_line}, {s.c_src}, {s.c_queue}, {s.wait_kind}, "
             f"{_u(s.scale)});"]
 
 
 def _rtwait(s: Step, scope: str, ind: str) -> list[str]:
-    return [f"{ind}ccogen_{s.kind.value}_{scope}(c, {_u(s.off)}, {s.c_value}, {s.line}, "
-            f"{s.queue});"]
+    return [f"{ind}ccogen_{s.kind.value}_{scope}(c, {s.c_off}, {s.c_value}, {s.c_line}, "
+            f"{s.c_queue});"]
 
 
 def _require(s: Step, scope: str, ind: str) -> list[str]:
-    return [f"{ind}ccogen_require(c, {s.text}, {s.line}, {s.src}, {s.c_value});"]
+    return [f"{ind}ccogen_require(c, {s.text}, {s.c_line}, {s.c_src}, {s.c_value});"]
 
 
 def _body(steps: tuple[Step, ...], scope: str, ind: str) -> list[str]:
@@ -122,17 +122,17 @@ def _spread(s: Step, scope: str, ind: str) -> list[str]:
 
 def _chunk(s: Step, scope: str, ind: str) -> list[str]:
     return [f"{ind}ccogen_copy_chunk_warp(c, {s.c_dst_peer}, {s.c_dst_off}, {s.c_src_peer}, "
-            f"{s.c_src_off}, {s.c_nbytes}, chunk, {_u(s.value)});"]
+            f"{s.c_src_off}, {s.c_nbytes}, chunk, {s.c_value});"]
 
 
 def _llput(s: Step, scope: str, ind: str) -> list[str]:
-    return [f"{ind}ccogen_llput_{scope}(c, {s.c_dst_peer}, {_u(s.off)}, {s.c_src_off}, "
-            f"{_u(s.nbytes)}, {_u(s.value)}, {_u(s.per_epoch)});"]
+    return [f"{ind}ccogen_llput_{scope}(c, {s.c_dst_peer}, {s.c_off}, {s.c_src_off}, "
+            f"{s.c_nbytes}, {s.c_value}, {s.c_per_epoch});"]
 
 
 def _llwait(s: Step, scope: str, ind: str) -> list[str]:
-    return [f"{ind}ccogen_llwait_{scope}(c, {_u(s.off)}, {_u(s.value)}, {_u(s.per_epoch)}, "
-            f"{s.c_dst_off}, {_u(s.nbytes)}, {s.line}, {s.src}, {s.queue});"]
+    return [f"{ind}ccogen_llwait_{scope}(c, {s.c_off}, {s.c_value}, {s.c_per_epoch}, "
+            f"{s.c_dst_off}, {s.c_nbytes}, {s.c_line}, {s.c_src}, {s.c_queue});"]
 
 
 def _bool(value: object) -> str:
@@ -152,12 +152,12 @@ def _reduce(s: Step, scope: str, ind: str) -> list[str]:
         lines.append(
             f"{ind}  ccogen_reducex_{scope}<{red.ctype}, CCOGEN_{red.op.upper()}, "
             f"{len(red.srcs)}, {_bool(red.weights)}>(c, {s.c_dst_peer}, {s.c_dst_off}, s, k, "
-            f"{weights}, {red.elements}ULL, {s.line});")
+            f"{weights}, {red.elements}ULL, {s.c_line});")
     else:
         lines.append(
             f"{ind}  ccogen_reduce_{scope}<{red.ctype}, {red.acc}, CCOGEN_{red.op.upper()}, "
             f"{len(red.srcs)}, {_bool(red.weights)}>(c, {s.c_dst_peer}, {s.c_dst_off}, s, "
-            f"{weights}, {s.c_nbytes}, {_bool(s.vec)}, {s.line});")
+            f"{weights}, {s.c_nbytes}, {_bool(s.vec)}, {s.c_line});")
     return [*lines, f"{ind}}}"]
 
 
@@ -166,7 +166,7 @@ def _sync(s: Step, scope: str, ind: str) -> list[str]:
 
 
 def _barrier(s: Step, scope: str, ind: str) -> list[str]:
-    return [f"{ind}ccogen_barrier_{scope}(c, {_u(s.seq)});"]
+    return [f"{ind}ccogen_barrier_{scope}(c, {s.c_seq});"]
 
 
 def _pfence(s: Step, scope: str, ind: str) -> list[str]:
@@ -174,7 +174,7 @@ def _pfence(s: Step, scope: str, ind: str) -> list[str]:
 
 
 def _reset(s: Step, scope: str, ind: str) -> list[str]:
-    return [f"{ind}ccogen_reset_{scope}(c, {_u(s.off)});"]
+    return [f"{ind}ccogen_reset_{scope}(c, {s.c_off});"]
 
 
 SPELLINGS: dict[StepKind, Spelling] = {

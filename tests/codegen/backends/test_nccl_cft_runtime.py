@@ -23,6 +23,9 @@ from ccogen.errors import CompileError, DiagnosticError, ToolchainError
 from ccogen.syntax import load_ir, parse_ir
 from tests.test_spec_examples import NAMES, PROTOCOLS
 
+# these read one rank's program in the text: per-rank functions (tests/codegen/conftest.py)
+pytestmark = pytest.mark.usefixtures("per_rank")
+
 DATA = Path(__file__).resolve().parent / "data"
 ROOT = Path(__file__).resolve().parents[3]
 COUNTED_ROWS = DATA / "cft_counted_rows.cco"

@@ -84,12 +84,13 @@ def test_a_budget_below_the_logical_blocks_is_refused() -> None:
 @pytest.mark.parametrize("target", ["nccl-lsa", "nvshmem"])
 def test_small_kernels_inline_their_programs(target: str) -> None:
     text = kernels("alltoall", target, params={"block": 1 << 20})
-    declared = re.findall(r"__device__ (__\w+__) void ccogen_alltoall_exchange_r\d_b0", text)
-    assert declared == ["__forceinline__", "__forceinline__"]
+    # one program for both ranks (codegen.ranks)
+    declared = re.findall(r"__device__ (__\w+__) void ccogen_alltoall_exchange_r0x2_b0", text)
+    assert declared == ["__forceinline__"]
 
 
 def test_very_long_programs_stay_out_of_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sm, "INLINE_STEPS", 3)  # alltoall's two programs have 5+ steps each
+    monkeypatch.setattr(sm, "INLINE_STEPS", 3)  # alltoall's one program has 5+ steps
     text = kernels("alltoall", params={"block": 1 << 20})
-    declared = re.findall(r"__device__ (__\w+__) void ccogen_alltoall_exchange_r\d_b0", text)
-    assert declared == ["__noinline__", "__noinline__"]
+    declared = re.findall(r"__device__ (__\w+__) void ccogen_alltoall_exchange_r0x2_b0", text)
+    assert declared == ["__noinline__"]

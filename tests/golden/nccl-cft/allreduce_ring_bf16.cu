@@ -301,105 +301,53 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 
 // ======== kernel `ring` (protocols/allreduce_ring_bf16.cco:14): 1 logical block(s) x 1 CTA(s) x 512 threads
 
-// rank 0, logical block 0 of kernel `ring`
-__device__ __forceinline__ void ccogen_allreduce_ring_bf16_ring_r0_b0(const ccogen_ctx& c) {
+// 2 ranks (from rank 0, `c.rank` at run time), logical block 0 of kernel `ring`
+__device__ __forceinline__ void ccogen_allreduce_ring_bf16_ring_r0x2_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 9;
   // protocols/allreduce_ring_bf16.cco:19: reduce
   {
-    const ccogen_addr s[] = {{ -1, 8192ULL }};
+    const ccogen_addr s[] = {{ -1, static_cast<uint64_t>(8192LL + -8192LL * c.rank) }};
     const int k[] = { CCOGEN_BF16 };
     ccogen_reducex_group<float, CCOGEN_SUM, 1, false>(c, -2, 0ULL, s, k, nullptr, 4096ULL, 19);
   }
   ccogen_sync_group(c, 1ULL, kSyncs);
   // protocols/allreduce_ring_bf16.cco:24: put
-  ccogen_copy_group(c, 1, 16384ULL, -2, 0ULL, 16384ULL, true);
+  ccogen_copy_group(c, (1 + -1 * c.rank), 16384ULL, -2, 0ULL, 16384ULL, true);
   ccogen_sync_group(c, 2ULL, kSyncs);
-  ccogen_signal_group(c, 1, 49152ULL, 1ULL);
+  ccogen_signal_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(49152LL + 32LL * c.rank), 1ULL);
   // protocols/allreduce_ring_bf16.cco:26: wait_signal
-  ccogen_waitcounted_group(c, 49184ULL, 1ULL, 2ULL, 26, 1, 0, 1);
+  ccogen_waitcounted_group(c, static_cast<uint64_t>(49184LL + -32LL * c.rank), 1ULL, 2ULL, 26, (1 + -1 * c.rank), 0, 1);
   ccogen_sync_group(c, 3ULL, kSyncs);
   // protocols/allreduce_ring_bf16.cco:27: reduce
   {
-    const ccogen_addr s[] = {{ -1, 16384ULL }, { -1, 0ULL }};
+    const ccogen_addr s[] = {{ -1, 16384ULL }, { -1, static_cast<uint64_t>(0LL + 8192LL * c.rank) }};
     const int k[] = { CCOGEN_F32, CCOGEN_BF16 };
     ccogen_reducex_group<float, CCOGEN_SUM, 2, false>(c, -2, 16384ULL, s, k, nullptr, 4096ULL, 27);
   }
   ccogen_sync_group(c, 4ULL, kSyncs);
   // protocols/allreduce_ring_bf16.cco:30: signal
   ccogen_sync_group(c, 5ULL, kSyncs);
-  ccogen_signal_group(c, 1, 49168ULL, 1ULL);
+  ccogen_signal_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(49168LL + 32LL * c.rank), 1ULL);
   // protocols/allreduce_ring_bf16.cco:32: reduce
   {
     const ccogen_addr s[] = {{ -2, 16384ULL }};
     const int k[] = { CCOGEN_F32 };
-    ccogen_reducex_group<__nv_bfloat16, CCOGEN_SUM, 1, false>(c, -1, 0ULL, s, k, nullptr, 4096ULL, 32);
+    ccogen_reducex_group<__nv_bfloat16, CCOGEN_SUM, 1, false>(c, -1, static_cast<uint64_t>(0LL + 8192LL * c.rank), s, k, nullptr, 4096ULL, 32);
   }
   ccogen_sync_group(c, 6ULL, kSyncs);
   // protocols/allreduce_ring_bf16.cco:35: wait_signal
-  ccogen_waitcounted_group(c, 49200ULL, 1ULL, 1ULL, 35, 1, 1, 1);
+  ccogen_waitcounted_group(c, static_cast<uint64_t>(49200LL + -32LL * c.rank), 1ULL, 1ULL, 35, (1 + -1 * c.rank), 1, 1);
   ccogen_sync_group(c, 7ULL, kSyncs);
   // protocols/allreduce_ring_bf16.cco:36: quiet
   ccogen_quiet_group(c);
   // protocols/allreduce_ring_bf16.cco:37: barrier
   ccogen_barrier_group(c, 1ULL);
   // protocols/allreduce_ring_bf16.cco:41: put
-  ccogen_copy_group(c, 1, 0ULL, -1, 0ULL, 8192ULL, true);
+  ccogen_copy_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(0LL + 8192LL * c.rank), -1, static_cast<uint64_t>(0LL + 8192LL * c.rank), 8192ULL, true);
   ccogen_sync_group(c, 8ULL, kSyncs);
-  ccogen_signal_group(c, 1, 49152ULL, 1ULL);
+  ccogen_signal_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(49152LL + 32LL * c.rank), 1ULL);
   // protocols/allreduce_ring_bf16.cco:43: wait_signal
-  ccogen_waitcounted_group(c, 49184ULL, 2ULL, 2ULL, 43, 1, 0, 1);
-  ccogen_sync_group(c, 9ULL, kSyncs);
-  // protocols/allreduce_ring_bf16.cco:44: quiet
-  ccogen_quiet_group(c);
-}
-
-// rank 1, logical block 0 of kernel `ring`
-__device__ __forceinline__ void ccogen_allreduce_ring_bf16_ring_r1_b0(const ccogen_ctx& c) {
-  [[maybe_unused]] constexpr uint64_t kSyncs = 9;
-  // protocols/allreduce_ring_bf16.cco:19: reduce
-  {
-    const ccogen_addr s[] = {{ -1, 0ULL }};
-    const int k[] = { CCOGEN_BF16 };
-    ccogen_reducex_group<float, CCOGEN_SUM, 1, false>(c, -2, 0ULL, s, k, nullptr, 4096ULL, 19);
-  }
-  ccogen_sync_group(c, 1ULL, kSyncs);
-  // protocols/allreduce_ring_bf16.cco:24: put
-  ccogen_copy_group(c, 0, 16384ULL, -2, 0ULL, 16384ULL, true);
-  ccogen_sync_group(c, 2ULL, kSyncs);
-  ccogen_signal_group(c, 0, 49184ULL, 1ULL);
-  // protocols/allreduce_ring_bf16.cco:26: wait_signal
-  ccogen_waitcounted_group(c, 49152ULL, 1ULL, 2ULL, 26, 0, 0, 1);
-  ccogen_sync_group(c, 3ULL, kSyncs);
-  // protocols/allreduce_ring_bf16.cco:27: reduce
-  {
-    const ccogen_addr s[] = {{ -1, 16384ULL }, { -1, 8192ULL }};
-    const int k[] = { CCOGEN_F32, CCOGEN_BF16 };
-    ccogen_reducex_group<float, CCOGEN_SUM, 2, false>(c, -2, 16384ULL, s, k, nullptr, 4096ULL, 27);
-  }
-  ccogen_sync_group(c, 4ULL, kSyncs);
-  // protocols/allreduce_ring_bf16.cco:30: signal
-  ccogen_sync_group(c, 5ULL, kSyncs);
-  ccogen_signal_group(c, 0, 49200ULL, 1ULL);
-  // protocols/allreduce_ring_bf16.cco:32: reduce
-  {
-    const ccogen_addr s[] = {{ -2, 16384ULL }};
-    const int k[] = { CCOGEN_F32 };
-    ccogen_reducex_group<__nv_bfloat16, CCOGEN_SUM, 1, false>(c, -1, 8192ULL, s, k, nullptr, 4096ULL, 32);
-  }
-  ccogen_sync_group(c, 6ULL, kSyncs);
-  // protocols/allreduce_ring_bf16.cco:35: wait_signal
-  ccogen_waitcounted_group(c, 49168ULL, 1ULL, 1ULL, 35, 0, 1, 1);
-  ccogen_sync_group(c, 7ULL, kSyncs);
-  // protocols/allreduce_ring_bf16.cco:36: quiet
-  ccogen_quiet_group(c);
-  // protocols/allreduce_ring_bf16.cco:37: barrier
-  ccogen_barrier_group(c, 1ULL);
-  // protocols/allreduce_ring_bf16.cco:41: put
-  ccogen_copy_group(c, 0, 8192ULL, -1, 8192ULL, 8192ULL, true);
-  ccogen_sync_group(c, 8ULL, kSyncs);
-  ccogen_signal_group(c, 0, 49184ULL, 1ULL);
-  // protocols/allreduce_ring_bf16.cco:43: wait_signal
-  ccogen_waitcounted_group(c, 49152ULL, 2ULL, 2ULL, 43, 0, 0, 1);
+  ccogen_waitcounted_group(c, static_cast<uint64_t>(49184LL + -32LL * c.rank), 2ULL, 2ULL, 43, (1 + -1 * c.rank), 0, 1);
   ccogen_sync_group(c, 9ULL, kSyncs);
   // protocols/allreduce_ring_bf16.cco:44: quiet
   ccogen_quiet_group(c);
@@ -417,8 +365,7 @@ ccogen_allreduce_ring_bf16_ring(const __grid_constant__ ncclDevComm dc, ncclWind
   ccogen_fill_ctx(c, static_cast<char*>(ncclGetLocalPointer(win, 0)), epoch, dbg, dc.rank,
                   1, 49672ULL, 49664ULL, 2ULL);
   switch (c.rank * 1 + c.group) {
-    case 0: ccogen_allreduce_ring_bf16_ring_r0_b0(c); break;
-    case 1: ccogen_allreduce_ring_bf16_ring_r1_b0(c); break;
+    case 0: case 1: ccogen_allreduce_ring_bf16_ring_r0x2_b0(c); break;
     default: break;
   }
 }

@@ -82,45 +82,23 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 
 // ======== kernel `twoshot` (protocols/allreduce_twoshot.cco:11): 1 logical block(s) x 1 CTA(s) x 512 threads
 
-// rank 0, logical block 0 of kernel `twoshot`
-__device__ __forceinline__ void ccogen_allreduce_twoshot_twoshot_r0_b0(const ccogen_ctx& c) {
+// 2 ranks (from rank 0, `c.rank` at run time), logical block 0 of kernel `twoshot`
+__device__ __forceinline__ void ccogen_allreduce_twoshot_twoshot_r0x2_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 3;
   // protocols/allreduce_twoshot.cco:12: barrier
   ccogen_barrier_group(c, 1ULL);
   // protocols/allreduce_twoshot.cco:13: reduce
   {
-    const ccogen_addr s[] = {{ -1, 0ULL }, { 1, 0ULL }};
-    ccogen_reduce_group<__nv_bfloat16, float, CCOGEN_SUM, 2, false>(c, -1, 65536ULL, s, nullptr, 32768ULL, true, 13);
+    const ccogen_addr s[] = {{ (-1 + 1 * c.rank), static_cast<uint64_t>(0LL + 32768LL * c.rank) }, { (1 + -2 * c.rank), static_cast<uint64_t>(0LL + 32768LL * c.rank) }};
+    ccogen_reduce_group<__nv_bfloat16, float, CCOGEN_SUM, 2, false>(c, -1, static_cast<uint64_t>(65536LL + 32768LL * c.rank), s, nullptr, 32768ULL, true, 13);
   }
   ccogen_sync_group(c, 1ULL, kSyncs);
   // protocols/allreduce_twoshot.cco:16: put
-  ccogen_copy_group(c, 1, 65536ULL, -1, 65536ULL, 32768ULL, true);
+  ccogen_copy_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(65536LL + 32768LL * c.rank), -1, static_cast<uint64_t>(65536LL + 32768LL * c.rank), 32768ULL, true);
   ccogen_sync_group(c, 2ULL, kSyncs);
-  ccogen_signal_group(c, 1, 131072ULL, 1ULL);
+  ccogen_signal_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(131072LL + 8LL * c.rank), 1ULL);
   // protocols/allreduce_twoshot.cco:18: wait_signal
-  ccogen_wait_group(c, 131080ULL, 1ULL, 1ULL, 18, 1, 0, 1, 1ULL);
-  ccogen_sync_group(c, 3ULL, kSyncs);
-  // protocols/allreduce_twoshot.cco:19: quiet
-  ccogen_quiet_group(c);
-}
-
-// rank 1, logical block 0 of kernel `twoshot`
-__device__ __forceinline__ void ccogen_allreduce_twoshot_twoshot_r1_b0(const ccogen_ctx& c) {
-  [[maybe_unused]] constexpr uint64_t kSyncs = 3;
-  // protocols/allreduce_twoshot.cco:12: barrier
-  ccogen_barrier_group(c, 1ULL);
-  // protocols/allreduce_twoshot.cco:13: reduce
-  {
-    const ccogen_addr s[] = {{ 0, 32768ULL }, { -1, 32768ULL }};
-    ccogen_reduce_group<__nv_bfloat16, float, CCOGEN_SUM, 2, false>(c, -1, 98304ULL, s, nullptr, 32768ULL, true, 13);
-  }
-  ccogen_sync_group(c, 1ULL, kSyncs);
-  // protocols/allreduce_twoshot.cco:16: put
-  ccogen_copy_group(c, 0, 98304ULL, -1, 98304ULL, 32768ULL, true);
-  ccogen_sync_group(c, 2ULL, kSyncs);
-  ccogen_signal_group(c, 0, 131080ULL, 1ULL);
-  // protocols/allreduce_twoshot.cco:18: wait_signal
-  ccogen_wait_group(c, 131072ULL, 1ULL, 1ULL, 18, 0, 0, 1, 1ULL);
+  ccogen_wait_group(c, static_cast<uint64_t>(131080LL + -8LL * c.rank), 1ULL, 1ULL, 18, (1 + -1 * c.rank), 0, 1, 1ULL);
   ccogen_sync_group(c, 3ULL, kSyncs);
   // protocols/allreduce_twoshot.cco:19: quiet
   ccogen_quiet_group(c);
@@ -135,8 +113,7 @@ ccogen_allreduce_twoshot_twoshot(const __grid_constant__ ncclDevComm dc, ncclWin
   ccogen_fill_ctx(c, static_cast<char*>(ncclGetLocalPointer(win, 0)), epoch, dbg, dc.lsaRank,
                   1, 131336ULL, 131328ULL, 2ULL);
   switch (c.rank * 1 + c.group) {
-    case 0: ccogen_allreduce_twoshot_twoshot_r0_b0(c); break;
-    case 1: ccogen_allreduce_twoshot_twoshot_r1_b0(c); break;
+    case 0: case 1: ccogen_allreduce_twoshot_twoshot_r0x2_b0(c); break;
     default: break;
   }
 }

@@ -82,53 +82,27 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 
 // ======== kernel `ring` (protocols/reduce_scatter_ring.cco:9): 1 logical block(s) x 16 CTA(s) x 512 threads
 
-// rank 0, logical block 0 of kernel `ring`
-__device__ __forceinline__ void ccogen_reduce_scatter_ring_ring_r0_b0(const ccogen_ctx& c) {
+// 2 ranks (from rank 0, `c.rank` at run time), logical block 0 of kernel `ring`
+__device__ __forceinline__ void ccogen_reduce_scatter_ring_ring_r0x2_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 0;
   // protocols/reduce_scatter_ring.cco:17: put
-  ccogen_copy_group(c, 1, 2097152ULL, -1, 1048576ULL, 1048576ULL, true);
+  ccogen_copy_group(c, (1 + -1 * c.rank), 2097152ULL, -1, static_cast<uint64_t>(1048576LL + -1048576LL * c.rank), 1048576ULL, true);
   ccogen_ctasync_group(c);
-  ccogen_csignal_group(c, 1, 4194304ULL, 1ULL);
+  ccogen_csignal_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(4194304LL + 16LL * c.rank), 1ULL);
   // protocols/reduce_scatter_ring.cco:19: wait_signal
-  ccogen_cwait_group(c, 4194320ULL, 1ULL, 1ULL, 19, 1, 0, 1, 16ULL);
+  ccogen_cwait_group(c, static_cast<uint64_t>(4194320LL + -16LL * c.rank), 1ULL, 1ULL, 19, (1 + -1 * c.rank), 0, 1, 16ULL);
   ccogen_ctasync_group(c);
   // protocols/reduce_scatter_ring.cco:20: reduce
   {
-    const ccogen_addr s[] = {{ -1, 0ULL }, { -1, 2097152ULL }};
-    ccogen_reduce_group<float, float, CCOGEN_SUM, 2, false>(c, -1, 0ULL, s, nullptr, 1048576ULL, true, 20);
+    const ccogen_addr s[] = {{ -1, static_cast<uint64_t>(0LL + 1048576LL * c.rank) }, { -1, 2097152ULL }};
+    ccogen_reduce_group<float, float, CCOGEN_SUM, 2, false>(c, -1, static_cast<uint64_t>(0LL + 1048576LL * c.rank), s, nullptr, 1048576ULL, true, 20);
   }
   ccogen_ctasync_group(c);
   // protocols/reduce_scatter_ring.cco:23: signal
   ccogen_ctasync_group(c);
-  ccogen_csignal_group(c, 1, 4194312ULL, 1ULL);
+  ccogen_csignal_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(4194312LL + 16LL * c.rank), 1ULL);
   // protocols/reduce_scatter_ring.cco:25: wait_signal
-  ccogen_cwait_group(c, 4194328ULL, 1ULL, 1ULL, 25, 1, 1, 1, 16ULL);
-  ccogen_ctasync_group(c);
-  // protocols/reduce_scatter_ring.cco:26: quiet
-  ccogen_quiet_group(c);
-}
-
-// rank 1, logical block 0 of kernel `ring`
-__device__ __forceinline__ void ccogen_reduce_scatter_ring_ring_r1_b0(const ccogen_ctx& c) {
-  [[maybe_unused]] constexpr uint64_t kSyncs = 0;
-  // protocols/reduce_scatter_ring.cco:17: put
-  ccogen_copy_group(c, 0, 2097152ULL, -1, 0ULL, 1048576ULL, true);
-  ccogen_ctasync_group(c);
-  ccogen_csignal_group(c, 0, 4194320ULL, 1ULL);
-  // protocols/reduce_scatter_ring.cco:19: wait_signal
-  ccogen_cwait_group(c, 4194304ULL, 1ULL, 1ULL, 19, 0, 0, 1, 16ULL);
-  ccogen_ctasync_group(c);
-  // protocols/reduce_scatter_ring.cco:20: reduce
-  {
-    const ccogen_addr s[] = {{ -1, 1048576ULL }, { -1, 2097152ULL }};
-    ccogen_reduce_group<float, float, CCOGEN_SUM, 2, false>(c, -1, 1048576ULL, s, nullptr, 1048576ULL, true, 20);
-  }
-  ccogen_ctasync_group(c);
-  // protocols/reduce_scatter_ring.cco:23: signal
-  ccogen_ctasync_group(c);
-  ccogen_csignal_group(c, 0, 4194328ULL, 1ULL);
-  // protocols/reduce_scatter_ring.cco:25: wait_signal
-  ccogen_cwait_group(c, 4194312ULL, 1ULL, 1ULL, 25, 0, 1, 1, 16ULL);
+  ccogen_cwait_group(c, static_cast<uint64_t>(4194328LL + -16LL * c.rank), 1ULL, 1ULL, 25, (1 + -1 * c.rank), 1, 1, 16ULL);
   ccogen_ctasync_group(c);
   // protocols/reduce_scatter_ring.cco:26: quiet
   ccogen_quiet_group(c);
@@ -143,8 +117,7 @@ ccogen_reduce_scatter_ring_ring(const __grid_constant__ ncclDevComm dc, ncclWind
   ccogen_fill_ctx(c, static_cast<char*>(ncclGetLocalPointer(win, 0)), epoch, dbg, dc.lsaRank,
                   16, 4194568ULL, 4194560ULL, 0ULL);
   switch (c.rank * 1 + c.group) {
-    case 0: ccogen_reduce_scatter_ring_ring_r0_b0(c); break;
-    case 1: ccogen_reduce_scatter_ring_ring_r1_b0(c); break;
+    case 0: case 1: ccogen_reduce_scatter_ring_ring_r0x2_b0(c); break;
     default: break;
   }
 }

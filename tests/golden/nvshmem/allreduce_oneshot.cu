@@ -236,29 +236,14 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 
 // ======== kernel `reduce_all` (protocols/allreduce_oneshot.cco:7): 1 logical block(s) x 8 CTA(s) x 512 threads
 
-// rank 0, logical block 0 of kernel `reduce_all`
-__device__ __forceinline__ void ccogen_allreduce_oneshot_reduce_all_r0_b0(const ccogen_ctx& c) {
+// 2 ranks (from rank 0, `c.rank` at run time), logical block 0 of kernel `reduce_all`
+__device__ __forceinline__ void ccogen_allreduce_oneshot_reduce_all_r0x2_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 0;
   // protocols/allreduce_oneshot.cco:8: barrier
   ccogen_barrier_group(c, 1ULL);
   // protocols/allreduce_oneshot.cco:9: reduce
   {
-    const ccogen_addr s[] = {{ -1, 0ULL }, { 1, 0ULL }};
-    ccogen_reduce_group<__nv_bfloat16, float, CCOGEN_SUM, 2, false>(c, -2, 0ULL, s, nullptr, 131072ULL, true, 9);
-  }
-  ccogen_ctasync_group(c);
-  // protocols/allreduce_oneshot.cco:10: barrier
-  ccogen_barrier_group(c, 2ULL);
-}
-
-// rank 1, logical block 0 of kernel `reduce_all`
-__device__ __forceinline__ void ccogen_allreduce_oneshot_reduce_all_r1_b0(const ccogen_ctx& c) {
-  [[maybe_unused]] constexpr uint64_t kSyncs = 0;
-  // protocols/allreduce_oneshot.cco:8: barrier
-  ccogen_barrier_group(c, 1ULL);
-  // protocols/allreduce_oneshot.cco:9: reduce
-  {
-    const ccogen_addr s[] = {{ 0, 0ULL }, { -1, 0ULL }};
+    const ccogen_addr s[] = {{ (-1 + 1 * c.rank), 0ULL }, { (1 + -2 * c.rank), 0ULL }};
     ccogen_reduce_group<__nv_bfloat16, float, CCOGEN_SUM, 2, false>(c, -2, 0ULL, s, nullptr, 131072ULL, true, 9);
   }
   ccogen_ctasync_group(c);
@@ -277,8 +262,7 @@ ccogen_allreduce_oneshot_reduce_all(char* heap, uint64_t epoch, ccogen_debug_rec
                   131336ULL, 131328ULL, 4ULL);
   ccogen_nvshmem_peers(c, peers, 2);
   switch (c.rank * 1 + c.group) {
-    case 0: ccogen_allreduce_oneshot_reduce_all_r0_b0(c); break;
-    case 1: ccogen_allreduce_oneshot_reduce_all_r1_b0(c); break;
+    case 0: case 1: ccogen_allreduce_oneshot_reduce_all_r0x2_b0(c); break;
     default: break;
   }
 }

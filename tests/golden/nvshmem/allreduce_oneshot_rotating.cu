@@ -236,41 +236,21 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 
 // ======== kernel `reduce_all` (protocols/allreduce_oneshot_rotating.cco:14): 1 logical block(s) x 8 CTA(s) x 512 threads
 
-// rank 0, logical block 0 of kernel `reduce_all`
-__device__ __forceinline__ void ccogen_allreduce_oneshot_rotating_reduce_all_r0_b0(const ccogen_ctx& c) {
+// 2 ranks (from rank 0, `c.rank` at run time), logical block 0 of kernel `reduce_all`
+__device__ __forceinline__ void ccogen_allreduce_oneshot_rotating_reduce_all_r0x2_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 1;
   // protocols/allreduce_oneshot_rotating.cco:16: copy
   ccogen_copy_group(c, -1, (c.epoch % 2ULL == 1ULL ? 131072ULL : 0ULL), -2, 0ULL, 131072ULL, true);
   ccogen_ctasync_group(c);
   // protocols/allreduce_oneshot_rotating.cco:18: signal
   ccogen_ctasync_group(c);
-  ccogen_csignal_group(c, 1, 262144ULL, 1ULL);
+  ccogen_csignal_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(262144LL + 8LL * c.rank), 1ULL);
   // protocols/allreduce_oneshot_rotating.cco:20: wait_signal
-  ccogen_cwait_group(c, 262152ULL, 1ULL, 1ULL, 20, 1, 0, 1, 8ULL);
+  ccogen_cwait_group(c, static_cast<uint64_t>(262152LL + -8LL * c.rank), 1ULL, 1ULL, 20, (1 + -1 * c.rank), 0, 1, 8ULL);
   ccogen_sync_group(c, 1ULL, kSyncs);
   // protocols/allreduce_oneshot_rotating.cco:21: reduce
   {
-    const ccogen_addr s[] = {{ -1, (c.epoch % 2ULL == 1ULL ? 131072ULL : 0ULL) }, { 1, (c.epoch % 2ULL == 1ULL ? 131072ULL : 0ULL) }};
-    ccogen_reduce_group<__nv_bfloat16, float, CCOGEN_SUM, 2, false>(c, -3, 0ULL, s, nullptr, 131072ULL, true, 21);
-  }
-  ccogen_ctasync_group(c);
-}
-
-// rank 1, logical block 0 of kernel `reduce_all`
-__device__ __forceinline__ void ccogen_allreduce_oneshot_rotating_reduce_all_r1_b0(const ccogen_ctx& c) {
-  [[maybe_unused]] constexpr uint64_t kSyncs = 1;
-  // protocols/allreduce_oneshot_rotating.cco:16: copy
-  ccogen_copy_group(c, -1, (c.epoch % 2ULL == 1ULL ? 131072ULL : 0ULL), -2, 0ULL, 131072ULL, true);
-  ccogen_ctasync_group(c);
-  // protocols/allreduce_oneshot_rotating.cco:18: signal
-  ccogen_ctasync_group(c);
-  ccogen_csignal_group(c, 0, 262152ULL, 1ULL);
-  // protocols/allreduce_oneshot_rotating.cco:20: wait_signal
-  ccogen_cwait_group(c, 262144ULL, 1ULL, 1ULL, 20, 0, 0, 1, 8ULL);
-  ccogen_sync_group(c, 1ULL, kSyncs);
-  // protocols/allreduce_oneshot_rotating.cco:21: reduce
-  {
-    const ccogen_addr s[] = {{ 0, (c.epoch % 2ULL == 1ULL ? 131072ULL : 0ULL) }, { -1, (c.epoch % 2ULL == 1ULL ? 131072ULL : 0ULL) }};
+    const ccogen_addr s[] = {{ (-1 + 1 * c.rank), (c.epoch % 2ULL == 1ULL ? 131072ULL : 0ULL) }, { (1 + -2 * c.rank), (c.epoch % 2ULL == 1ULL ? 131072ULL : 0ULL) }};
     ccogen_reduce_group<__nv_bfloat16, float, CCOGEN_SUM, 2, false>(c, -3, 0ULL, s, nullptr, 131072ULL, true, 21);
   }
   ccogen_ctasync_group(c);
@@ -288,8 +268,7 @@ ccogen_allreduce_oneshot_rotating_reduce_all(char* heap, uint64_t epoch, ccogen_
                   262408ULL, 262400ULL, 0ULL);
   ccogen_nvshmem_peers(c, peers, 2);
   switch (c.rank * 1 + c.group) {
-    case 0: ccogen_allreduce_oneshot_rotating_reduce_all_r0_b0(c); break;
-    case 1: ccogen_allreduce_oneshot_rotating_reduce_all_r1_b0(c); break;
+    case 0: case 1: ccogen_allreduce_oneshot_rotating_reduce_all_r0x2_b0(c); break;
     default: break;
   }
 }

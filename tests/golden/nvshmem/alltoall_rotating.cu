@@ -236,37 +236,20 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 
 // ======== kernel `exchange` (protocols/alltoall_rotating.cco:20): 1 logical block(s) x 16 CTA(s) x 512 threads
 
-// rank 0, logical block 0 of kernel `exchange`
-__device__ __forceinline__ void ccogen_alltoall_rotating_exchange_r0_b0(const ccogen_ctx& c) {
+// 2 ranks (from rank 0, `c.rank` at run time), logical block 0 of kernel `exchange`
+__device__ __forceinline__ void ccogen_alltoall_rotating_exchange_r0x2_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 0;
   // protocols/alltoall_rotating.cco:23: put
-  ccogen_copy_group(c, 1, (c.epoch % 2ULL == 1ULL ? 2097152ULL : 0ULL), -2, 1048576ULL, 1048576ULL, true);
+  ccogen_copy_group(c, (1 + -1 * c.rank), (c.epoch % 2ULL == 1ULL ? static_cast<uint64_t>(2097152LL + 1048576LL * c.rank) : static_cast<uint64_t>(0LL + 1048576LL * c.rank)), -2, static_cast<uint64_t>(1048576LL + -1048576LL * c.rank), 1048576ULL, true);
   ccogen_ctasync_group(c);
-  ccogen_csignal_group(c, 1, 4194304ULL, 1ULL);
+  ccogen_csignal_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(4194304LL + 8LL * c.rank), 1ULL);
   // protocols/alltoall_rotating.cco:25: quiet
   ccogen_quiet_group(c);
   // protocols/alltoall_rotating.cco:26: wait_signal
-  ccogen_cwait_group(c, 4194312ULL, 1ULL, 1ULL, 26, 1, 0, 1, 16ULL);
+  ccogen_cwait_group(c, static_cast<uint64_t>(4194312LL + -8LL * c.rank), 1ULL, 1ULL, 26, (1 + -1 * c.rank), 0, 1, 16ULL);
   ccogen_ctasync_group(c);
-  // protocols/alltoall_rotating.cco:31: copy
-  ccogen_copy_group(c, -3, 1048576ULL, -1, (c.epoch % 2ULL == 1ULL ? 3145728ULL : 1048576ULL), 1048576ULL, true);
-  ccogen_ctasync_group(c);
-}
-
-// rank 1, logical block 0 of kernel `exchange`
-__device__ __forceinline__ void ccogen_alltoall_rotating_exchange_r1_b0(const ccogen_ctx& c) {
-  [[maybe_unused]] constexpr uint64_t kSyncs = 0;
-  // protocols/alltoall_rotating.cco:23: put
-  ccogen_copy_group(c, 0, (c.epoch % 2ULL == 1ULL ? 3145728ULL : 1048576ULL), -2, 0ULL, 1048576ULL, true);
-  ccogen_ctasync_group(c);
-  ccogen_csignal_group(c, 0, 4194312ULL, 1ULL);
-  // protocols/alltoall_rotating.cco:25: quiet
-  ccogen_quiet_group(c);
-  // protocols/alltoall_rotating.cco:26: wait_signal
-  ccogen_cwait_group(c, 4194304ULL, 1ULL, 1ULL, 26, 0, 0, 1, 16ULL);
-  ccogen_ctasync_group(c);
-  // protocols/alltoall_rotating.cco:29: copy
-  ccogen_copy_group(c, -3, 0ULL, -1, (c.epoch % 2ULL == 1ULL ? 2097152ULL : 0ULL), 1048576ULL, true);
+  // protocols/alltoall_rotating.cco:31: copy | protocols/alltoall_rotating.cco:29: copy
+  ccogen_copy_group(c, -3, static_cast<uint64_t>(1048576LL + -1048576LL * c.rank), -1, (c.epoch % 2ULL == 1ULL ? static_cast<uint64_t>(3145728LL + -1048576LL * c.rank) : static_cast<uint64_t>(1048576LL + -1048576LL * c.rank)), 1048576ULL, true);
   ccogen_ctasync_group(c);
 }
 
@@ -282,8 +265,7 @@ ccogen_alltoall_rotating_exchange(char* heap, uint64_t epoch, ccogen_debug_recor
                   4194568ULL, 4194560ULL, 0ULL);
   ccogen_nvshmem_peers(c, peers, 2);
   switch (c.rank * 1 + c.group) {
-    case 0: ccogen_alltoall_rotating_exchange_r0_b0(c); break;
-    case 1: ccogen_alltoall_rotating_exchange_r1_b0(c); break;
+    case 0: case 1: ccogen_alltoall_rotating_exchange_r0x2_b0(c); break;
     default: break;
   }
 }

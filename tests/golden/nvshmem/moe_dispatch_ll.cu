@@ -326,8 +326,8 @@ __device__ __forceinline__ void ccogen_copy_chunk_warp(const ccogen_ctx& c, int 
 
 // ======== kernel `dispatch` (protocols/moe_dispatch_ll.cco:21): 1 logical block(s) x 2 CTA(s) x 256 threads
 
-// rank 0, logical block 0 of kernel `dispatch`
-__device__ __forceinline__ void ccogen_moe_dispatch_ll_dispatch_r0_b0(const ccogen_ctx& c) {
+// 2 ranks (from rank 0, `c.rank` at run time), logical block 0 of kernel `dispatch`
+__device__ __forceinline__ void ccogen_moe_dispatch_ll_dispatch_r0x2_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 1;
   // protocols/moe_dispatch_ll.cco:22: barrier
   ccogen_barrier_group(c, 1ULL);
@@ -340,14 +340,14 @@ __device__ __forceinline__ void ccogen_moe_dispatch_ll_dispatch_r0_b0(const ccog
         // protocols/moe_dispatch_ll.cco:26: put
         {
           const uint64_t rt_peer = static_cast<uint64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, static_cast<uint64_t>(0LL + 8LL * t))));
-          ccogen_copy_chunk_warp(c, static_cast<int>(rt_peer), static_cast<uint64_t>(0LL + 16LL * t), -2, static_cast<uint64_t>(0LL + 16LL * t), 16ULL, chunk, 8192ULL);
+          ccogen_copy_chunk_warp(c, static_cast<int>(rt_peer), static_cast<uint64_t>((0LL + 256LL * c.rank) + 16LL * t), -2, static_cast<uint64_t>(0LL + 16LL * t), 16ULL, chunk, 8192ULL);
         }
       } break;
       case 1: {
         // protocols/moe_dispatch_ll.cco:26: put
         {
           const uint64_t rt_peer = static_cast<uint64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, static_cast<uint64_t>(4LL + 8LL * t))));
-          ccogen_copy_chunk_warp(c, static_cast<int>(rt_peer), static_cast<uint64_t>(128LL + 16LL * t), -2, static_cast<uint64_t>(0LL + 16LL * t), 16ULL, chunk, 8192ULL);
+          ccogen_copy_chunk_warp(c, static_cast<int>(rt_peer), static_cast<uint64_t>((128LL + 256LL * c.rank) + 16LL * t), -2, static_cast<uint64_t>(0LL + 16LL * t), 16ULL, chunk, 8192ULL);
         }
       } break;
       default: break;
@@ -356,59 +356,15 @@ __device__ __forceinline__ void ccogen_moe_dispatch_ll_dispatch_r0_b0(const ccog
   ccogen_sync_group(c, 1ULL, kSyncs);
   // protocols/moe_dispatch_ll.cco:30: signal
   ccogen_ctasync_group(c);
-  ccogen_csignal_group(c, 1, 512ULL, 1ULL);
+  ccogen_csignal_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(512LL + 16LL * c.rank), 1ULL);
   // protocols/moe_dispatch_ll.cco:30: signal
   ccogen_ctasync_group(c);
-  ccogen_csignal_group(c, 1, 520ULL, 1ULL);
+  ccogen_csignal_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(520LL + 16LL * c.rank), 1ULL);
   // protocols/moe_dispatch_ll.cco:33: wait_signal
-  ccogen_cwait_group(c, 528ULL, 1ULL, 1ULL, 33, 1, 0, 1, 2ULL);
-  ccogen_ctasync_group(c);
-  // protocols/moe_dispatch_ll.cco:33: wait_signal
-  ccogen_cwait_group(c, 536ULL, 1ULL, 1ULL, 33, 1, 1, 1, 2ULL);
-  ccogen_ctasync_group(c);
-  // protocols/moe_dispatch_ll.cco:34: quiet
-  ccogen_quiet_group(c);
-}
-
-// rank 1, logical block 0 of kernel `dispatch`
-__device__ __forceinline__ void ccogen_moe_dispatch_ll_dispatch_r1_b0(const ccogen_ctx& c) {
-  [[maybe_unused]] constexpr uint64_t kSyncs = 1;
-  // protocols/moe_dispatch_ll.cco:22: barrier
-  ccogen_barrier_group(c, 1ULL);
-  // protocols/moe_dispatch_ll.cco:26: 2 warps x 8 rows x 1 chunk(s) of 8192 B, spread over every warp of the group (codegen/spread.py)
-  for (uint64_t i = ccogen_spread_first(c); i < 16ULL; i += ccogen_spread_stride(c)) {
-    [[maybe_unused]] const int64_t t = static_cast<int64_t>(i / 2ULL);
-    [[maybe_unused]] const uint64_t chunk = i / 2ULL % 1ULL;
-    switch (i % 2ULL) {
-      case 0: {
-        // protocols/moe_dispatch_ll.cco:26: put
-        {
-          const uint64_t rt_peer = static_cast<uint64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, static_cast<uint64_t>(0LL + 8LL * t))));
-          ccogen_copy_chunk_warp(c, static_cast<int>(rt_peer), static_cast<uint64_t>(256LL + 16LL * t), -2, static_cast<uint64_t>(0LL + 16LL * t), 16ULL, chunk, 8192ULL);
-        }
-      } break;
-      case 1: {
-        // protocols/moe_dispatch_ll.cco:26: put
-        {
-          const uint64_t rt_peer = static_cast<uint64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, static_cast<uint64_t>(4LL + 8LL * t))));
-          ccogen_copy_chunk_warp(c, static_cast<int>(rt_peer), static_cast<uint64_t>(384LL + 16LL * t), -2, static_cast<uint64_t>(0LL + 16LL * t), 16ULL, chunk, 8192ULL);
-        }
-      } break;
-      default: break;
-    }
-  }
-  ccogen_sync_group(c, 1ULL, kSyncs);
-  // protocols/moe_dispatch_ll.cco:30: signal
-  ccogen_ctasync_group(c);
-  ccogen_csignal_group(c, 0, 528ULL, 1ULL);
-  // protocols/moe_dispatch_ll.cco:30: signal
-  ccogen_ctasync_group(c);
-  ccogen_csignal_group(c, 0, 536ULL, 1ULL);
-  // protocols/moe_dispatch_ll.cco:33: wait_signal
-  ccogen_cwait_group(c, 512ULL, 1ULL, 1ULL, 33, 0, 0, 1, 2ULL);
+  ccogen_cwait_group(c, static_cast<uint64_t>(528LL + -16LL * c.rank), 1ULL, 1ULL, 33, (1 + -1 * c.rank), 0, 1, 2ULL);
   ccogen_ctasync_group(c);
   // protocols/moe_dispatch_ll.cco:33: wait_signal
-  ccogen_cwait_group(c, 520ULL, 1ULL, 1ULL, 33, 0, 1, 1, 2ULL);
+  ccogen_cwait_group(c, static_cast<uint64_t>(536LL + -16LL * c.rank), 1ULL, 1ULL, 33, (1 + -1 * c.rank), 1, 1, 2ULL);
   ccogen_ctasync_group(c);
   // protocols/moe_dispatch_ll.cco:34: quiet
   ccogen_quiet_group(c);
@@ -426,8 +382,7 @@ ccogen_moe_dispatch_ll_dispatch(char* heap, uint64_t epoch, ccogen_debug_record*
                   776ULL, 768ULL, 2ULL);
   ccogen_nvshmem_peers(c, peers, 2);
   switch (c.rank * 1 + c.group) {
-    case 0: ccogen_moe_dispatch_ll_dispatch_r0_b0(c); break;
-    case 1: ccogen_moe_dispatch_ll_dispatch_r1_b0(c); break;
+    case 0: case 1: ccogen_moe_dispatch_ll_dispatch_r0x2_b0(c); break;
     default: break;
   }
 }

@@ -235,29 +235,15 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 
 // ======== kernel `ring` (protocols/ring_allgather.cco:8): 1 logical block(s) x 4 CTA(s) x 512 threads
 
-// rank 0, logical block 0 of kernel `ring`
-__device__ __forceinline__ void ccogen_ring_allgather_ring_r0_b0(const ccogen_ctx& c) {
+// 2 ranks (from rank 0, `c.rank` at run time), logical block 0 of kernel `ring`
+__device__ __forceinline__ void ccogen_ring_allgather_ring_r0x2_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 0;
   // protocols/ring_allgather.cco:12: barrier
   ccogen_barrier_group(c, 1ULL);
   // protocols/ring_allgather.cco:14: put
-  ccogen_cputsig_group(c, 1, 0ULL, 0ULL, 262144ULL, 524288ULL, 1ULL);
+  ccogen_cputsig_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(0LL + 262144LL * c.rank), static_cast<uint64_t>(0LL + 262144LL * c.rank), 262144ULL, static_cast<uint64_t>(524288LL + 8LL * c.rank), 1ULL);
   // protocols/ring_allgather.cco:17: wait_signal
-  ccogen_cwait_group(c, 524296ULL, 1ULL, 1ULL, 17, 1, 0, 1, 4ULL);
-  ccogen_ctasync_group(c);
-  // protocols/ring_allgather.cco:18: quiet
-  ccogen_quiet_group(c);
-}
-
-// rank 1, logical block 0 of kernel `ring`
-__device__ __forceinline__ void ccogen_ring_allgather_ring_r1_b0(const ccogen_ctx& c) {
-  [[maybe_unused]] constexpr uint64_t kSyncs = 0;
-  // protocols/ring_allgather.cco:12: barrier
-  ccogen_barrier_group(c, 1ULL);
-  // protocols/ring_allgather.cco:14: put
-  ccogen_cputsig_group(c, 0, 262144ULL, 262144ULL, 262144ULL, 524296ULL, 1ULL);
-  // protocols/ring_allgather.cco:17: wait_signal
-  ccogen_cwait_group(c, 524288ULL, 1ULL, 1ULL, 17, 0, 0, 1, 4ULL);
+  ccogen_cwait_group(c, static_cast<uint64_t>(524296LL + -8LL * c.rank), 1ULL, 1ULL, 17, (1 + -1 * c.rank), 0, 1, 4ULL);
   ccogen_ctasync_group(c);
   // protocols/ring_allgather.cco:18: quiet
   ccogen_quiet_group(c);
@@ -273,8 +259,7 @@ ccogen_ring_allgather_ring(char* heap, uint64_t epoch, ccogen_debug_record* dbg)
                   524552ULL, 524544ULL, 2ULL);
   ccogen_nvshmem_peers(c, peers, 2);
   switch (c.rank * 1 + c.group) {
-    case 0: ccogen_ring_allgather_ring_r0_b0(c); break;
-    case 1: ccogen_ring_allgather_ring_r1_b0(c); break;
+    case 0: case 1: ccogen_ring_allgather_ring_r0x2_b0(c); break;
     default: break;
   }
 }
