@@ -300,45 +300,24 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 
 // ======== kernel `exchange` (protocols/alltoall.cco:11): 1 logical block(s) x 16 CTA(s) x 512 threads
 
-// rank 0, logical block 0 of kernel `exchange`
-__device__ __forceinline__ void ccogen_alltoall_exchange_r0_b0(const ccogen_ctx& c) {
+// 2 ranks (from rank 0, `c.rank` at run time), logical block 0 of kernel `exchange`
+__device__ __forceinline__ void ccogen_alltoall_exchange_r0x2_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 4;
   // protocols/alltoall.cco:23: put
-  ccogen_copy_group(c, 1, 4194304ULL, -1, 4194304ULL, 16ULL, true);
+  ccogen_copy_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(4194304LL + 16LL * c.rank), -1, static_cast<uint64_t>(4194304LL + 16LL * c.rank), 16ULL, true);
   ccogen_sync_group(c, 1ULL, kSyncs);
-  ccogen_signal_group(c, 1, 4194576ULL, 1ULL);
+  ccogen_signal_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(4194576LL + 32LL * c.rank), 1ULL);
   // protocols/alltoall.cco:26: wait_signal
-  ccogen_waitcounted_group(c, 4194608ULL, 1ULL, 1ULL, 26, 1, 1, 1);
+  ccogen_waitcounted_group(c, static_cast<uint64_t>(4194608LL + -32LL * c.rank), 1ULL, 1ULL, 26, (1 + -1 * c.rank), 1, 1);
   ccogen_sync_group(c, 2ULL, kSyncs);
   // protocols/alltoall.cco:28: put
-  ccogen_copy_group(c, 1, 2097152ULL, -1, 1048576ULL, 1048576ULL, true);
+  ccogen_copy_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(2097152LL + 1048576LL * c.rank), -1, static_cast<uint64_t>(1048576LL + -1048576LL * c.rank), 1048576ULL, true);
   ccogen_sync_group(c, 3ULL, kSyncs);
-  ccogen_signal_group(c, 1, 4194560ULL, 1ULL);
+  ccogen_signal_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(4194560LL + 32LL * c.rank), 1ULL);
   // protocols/alltoall.cco:30: quiet
   ccogen_quiet_group(c);
   // protocols/alltoall.cco:31: wait_signal
-  ccogen_waitcounted_group(c, 4194592ULL, 1ULL, 1ULL, 31, 1, 0, 1);
-  ccogen_sync_group(c, 4ULL, kSyncs);
-}
-
-// rank 1, logical block 0 of kernel `exchange`
-__device__ __forceinline__ void ccogen_alltoall_exchange_r1_b0(const ccogen_ctx& c) {
-  [[maybe_unused]] constexpr uint64_t kSyncs = 4;
-  // protocols/alltoall.cco:23: put
-  ccogen_copy_group(c, 0, 4194320ULL, -1, 4194320ULL, 16ULL, true);
-  ccogen_sync_group(c, 1ULL, kSyncs);
-  ccogen_signal_group(c, 0, 4194608ULL, 1ULL);
-  // protocols/alltoall.cco:26: wait_signal
-  ccogen_waitcounted_group(c, 4194576ULL, 1ULL, 1ULL, 26, 0, 1, 1);
-  ccogen_sync_group(c, 2ULL, kSyncs);
-  // protocols/alltoall.cco:28: put
-  ccogen_copy_group(c, 0, 3145728ULL, -1, 0ULL, 1048576ULL, true);
-  ccogen_sync_group(c, 3ULL, kSyncs);
-  ccogen_signal_group(c, 0, 4194592ULL, 1ULL);
-  // protocols/alltoall.cco:30: quiet
-  ccogen_quiet_group(c);
-  // protocols/alltoall.cco:31: wait_signal
-  ccogen_waitcounted_group(c, 4194560ULL, 1ULL, 1ULL, 31, 0, 0, 1);
+  ccogen_waitcounted_group(c, static_cast<uint64_t>(4194592LL + -32LL * c.rank), 1ULL, 1ULL, 31, (1 + -1 * c.rank), 0, 1);
   ccogen_sync_group(c, 4ULL, kSyncs);
 }
 
@@ -353,8 +332,7 @@ ccogen_alltoall_exchange(const __grid_constant__ ncclDevComm dc, ncclWindow_t wi
   ccogen_fill_ctx(c, static_cast<char*>(ncclGetLocalPointer(win, 0)), epoch, dbg, dc.rank,
                   16, 4195080ULL, 4195072ULL, 0ULL);
   switch (c.rank * 1 + c.group) {
-    case 0: ccogen_alltoall_exchange_r0_b0(c); break;
-    case 1: ccogen_alltoall_exchange_r1_b0(c); break;
+    case 0: case 1: ccogen_alltoall_exchange_r0x2_b0(c); break;
     default: break;
   }
 }

@@ -82,45 +82,24 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 
 // ======== kernel `exchange` (protocols/alltoall.cco:11): 1 logical block(s) x 16 CTA(s) x 512 threads
 
-// rank 0, logical block 0 of kernel `exchange`
-__device__ __forceinline__ void ccogen_alltoall_exchange_r0_b0(const ccogen_ctx& c) {
+// 2 ranks (from rank 0, `c.rank` at run time), logical block 0 of kernel `exchange`
+__device__ __forceinline__ void ccogen_alltoall_exchange_r0x2_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 0;
   // protocols/alltoall.cco:23: put
-  ccogen_copy_group(c, 1, 4194304ULL, -1, 4194304ULL, 16ULL, true);
+  ccogen_copy_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(4194304LL + 16LL * c.rank), -1, static_cast<uint64_t>(4194304LL + 16LL * c.rank), 16ULL, true);
   ccogen_ctasync_group(c);
-  ccogen_csignal_group(c, 1, 4194568ULL, 1ULL);
+  ccogen_csignal_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(4194568LL + 16LL * c.rank), 1ULL);
   // protocols/alltoall.cco:26: wait_signal
-  ccogen_cwait_group(c, 4194584ULL, 1ULL, 1ULL, 26, 1, 1, 1, 16ULL);
+  ccogen_cwait_group(c, static_cast<uint64_t>(4194584LL + -16LL * c.rank), 1ULL, 1ULL, 26, (1 + -1 * c.rank), 1, 1, 16ULL);
   ccogen_ctasync_group(c);
   // protocols/alltoall.cco:28: put
-  ccogen_copy_group(c, 1, 2097152ULL, -1, 1048576ULL, 1048576ULL, true);
+  ccogen_copy_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(2097152LL + 1048576LL * c.rank), -1, static_cast<uint64_t>(1048576LL + -1048576LL * c.rank), 1048576ULL, true);
   ccogen_ctasync_group(c);
-  ccogen_csignal_group(c, 1, 4194560ULL, 1ULL);
+  ccogen_csignal_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(4194560LL + 16LL * c.rank), 1ULL);
   // protocols/alltoall.cco:30: quiet
   ccogen_quiet_group(c);
   // protocols/alltoall.cco:31: wait_signal
-  ccogen_cwait_group(c, 4194576ULL, 1ULL, 1ULL, 31, 1, 0, 1, 16ULL);
-  ccogen_ctasync_group(c);
-}
-
-// rank 1, logical block 0 of kernel `exchange`
-__device__ __forceinline__ void ccogen_alltoall_exchange_r1_b0(const ccogen_ctx& c) {
-  [[maybe_unused]] constexpr uint64_t kSyncs = 0;
-  // protocols/alltoall.cco:23: put
-  ccogen_copy_group(c, 0, 4194320ULL, -1, 4194320ULL, 16ULL, true);
-  ccogen_ctasync_group(c);
-  ccogen_csignal_group(c, 0, 4194584ULL, 1ULL);
-  // protocols/alltoall.cco:26: wait_signal
-  ccogen_cwait_group(c, 4194568ULL, 1ULL, 1ULL, 26, 0, 1, 1, 16ULL);
-  ccogen_ctasync_group(c);
-  // protocols/alltoall.cco:28: put
-  ccogen_copy_group(c, 0, 3145728ULL, -1, 0ULL, 1048576ULL, true);
-  ccogen_ctasync_group(c);
-  ccogen_csignal_group(c, 0, 4194576ULL, 1ULL);
-  // protocols/alltoall.cco:30: quiet
-  ccogen_quiet_group(c);
-  // protocols/alltoall.cco:31: wait_signal
-  ccogen_cwait_group(c, 4194560ULL, 1ULL, 1ULL, 31, 0, 0, 1, 16ULL);
+  ccogen_cwait_group(c, static_cast<uint64_t>(4194576LL + -16LL * c.rank), 1ULL, 1ULL, 31, (1 + -1 * c.rank), 0, 1, 16ULL);
   ccogen_ctasync_group(c);
 }
 
@@ -133,8 +112,7 @@ ccogen_alltoall_exchange(const __grid_constant__ ncclDevComm dc, ncclWindow_t wi
   ccogen_fill_ctx(c, static_cast<char*>(ncclGetLocalPointer(win, 0)), epoch, dbg, dc.lsaRank,
                   16, 4194824ULL, 4194816ULL, 0ULL);
   switch (c.rank * 1 + c.group) {
-    case 0: ccogen_alltoall_exchange_r0_b0(c); break;
-    case 1: ccogen_alltoall_exchange_r1_b0(c); break;
+    case 0: case 1: ccogen_alltoall_exchange_r0x2_b0(c); break;
     default: break;
   }
 }

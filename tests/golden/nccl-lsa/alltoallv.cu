@@ -169,19 +169,19 @@ __device__ __forceinline__ void ccogen_copy_chunk_warp(const ccogen_ctx& c, int 
 
 // ======== kernel `exchange` (protocols/alltoallv.cco:16): 1 logical block(s) x 1 CTA(s) x 512 threads
 
-// rank 0, logical block 0 of kernel `exchange`
-__device__ __forceinline__ void ccogen_alltoallv_exchange_r0_b0(const ccogen_ctx& c) {
+// 2 ranks (from rank 0, `c.rank` at run time), logical block 0 of kernel `exchange`
+__device__ __forceinline__ void ccogen_alltoallv_exchange_r0x2_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 8;
   // protocols/alltoallv.cco:24: signal
   ccogen_sync_group(c, 1ULL, kSyncs);
-  ccogen_signal_group(c, 1, 16656ULL, 1ULL);
+  ccogen_signal_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(16656LL + 24LL * c.rank), 1ULL);
   // protocols/alltoallv.cco:26: wait_signal
-  ccogen_wait_group(c, 16680ULL, 1ULL, 1ULL, 26, 1, 2, 1, 1ULL);
+  ccogen_wait_group(c, static_cast<uint64_t>(16680LL + -24LL * c.rank), 1ULL, 1ULL, 26, (1 + -1 * c.rank), 2, 1, 1ULL);
   ccogen_sync_group(c, 2ULL, kSyncs);
   // protocols/alltoallv.cco:28: put
-  ccogen_copy_group(c, 1, 16384ULL, -3, 4ULL, 4ULL, false);
+  ccogen_copy_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(16384LL + 4LL * c.rank), -3, static_cast<uint64_t>(4LL + -4LL * c.rank), 4ULL, false);
   ccogen_sync_group(c, 3ULL, kSyncs);
-  ccogen_signal_group(c, 1, 16640ULL, 1ULL);
+  ccogen_signal_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(16640LL + 24LL * c.rank), 1ULL);
   // protocols/alltoallv.cco:31: 1 warps x 1 rows x 1 chunk(s) of 8192 B, spread over every warp of the group (codegen/spread.py)
   for (uint64_t i = ccogen_spread_first(c); i < 1ULL; i += ccogen_spread_stride(c)) {
     [[maybe_unused]] const int64_t t = static_cast<int64_t>(i / 1ULL);
@@ -190,88 +190,34 @@ __device__ __forceinline__ void ccogen_alltoallv_exchange_r0_b0(const ccogen_ctx
       case 0: {
         // protocols/alltoallv.cco:31: put
         {
-          const uint64_t rt_dst = static_cast<uint64_t>(0LL);
-          const uint64_t rt_src = static_cast<uint64_t>(8192LL);
-          const uint64_t rt_n = static_cast<uint64_t>(2LL * static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 4ULL)));
-          ccogen_copy_chunk_warp(c, 1, rt_dst, -2, rt_src, rt_n, chunk, 8192ULL);
+          const uint64_t rt_dst = static_cast<uint64_t>((0LL + 8192LL * c.rank));
+          const uint64_t rt_src = static_cast<uint64_t>((8192LL + -8192LL * c.rank));
+          const uint64_t rt_n = static_cast<uint64_t>(2LL * static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, static_cast<uint64_t>(4LL + -4LL * c.rank))));
+          ccogen_copy_chunk_warp(c, (1 + -1 * c.rank), rt_dst, -2, rt_src, rt_n, chunk, 8192ULL);
         }
       } break;
       default: break;
     }
   }
   ccogen_ctasync_group(c);
-  ccogen_csignal_group(c, 1, 16648ULL, 1ULL);
+  ccogen_csignal_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(16648LL + 24LL * c.rank), 1ULL);
   ccogen_sync_group(c, 4ULL, kSyncs);
   // protocols/alltoallv.cco:34: copy
   {
-    const uint64_t rt_dst = static_cast<uint64_t>(0LL);
-    const uint64_t rt_src = static_cast<uint64_t>(0LL);
-    const uint64_t rt_n = static_cast<uint64_t>(2LL * static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 0ULL)));
+    const uint64_t rt_dst = static_cast<uint64_t>((0LL + 8192LL * c.rank));
+    const uint64_t rt_src = static_cast<uint64_t>((0LL + 8192LL * c.rank));
+    const uint64_t rt_n = static_cast<uint64_t>(2LL * static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, static_cast<uint64_t>(0LL + 4LL * c.rank))));
     ccogen_copy_group(c, -1, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
   }
   ccogen_sync_group(c, 5ULL, kSyncs);
   // protocols/alltoallv.cco:35: copy
-  ccogen_copy_group(c, -1, 16384ULL, -3, 0ULL, 4ULL, false);
+  ccogen_copy_group(c, -1, static_cast<uint64_t>(16384LL + 4LL * c.rank), -3, static_cast<uint64_t>(0LL + 4LL * c.rank), 4ULL, false);
   ccogen_sync_group(c, 6ULL, kSyncs);
   // protocols/alltoallv.cco:37: wait_signal
-  ccogen_wait_group(c, 16664ULL, 1ULL, 1ULL, 37, 1, 0, 1, 1ULL);
+  ccogen_wait_group(c, static_cast<uint64_t>(16664LL + -24LL * c.rank), 1ULL, 1ULL, 37, (1 + -1 * c.rank), 0, 1, 1ULL);
   ccogen_sync_group(c, 7ULL, kSyncs);
   // protocols/alltoallv.cco:38: wait_signal
-  ccogen_wait_group(c, 16672ULL, 1ULL, 1ULL, 38, 1, 1, 1, 1ULL);
-  ccogen_sync_group(c, 8ULL, kSyncs);
-  // protocols/alltoallv.cco:39: quiet
-  ccogen_quiet_group(c);
-}
-
-// rank 1, logical block 0 of kernel `exchange`
-__device__ __forceinline__ void ccogen_alltoallv_exchange_r1_b0(const ccogen_ctx& c) {
-  [[maybe_unused]] constexpr uint64_t kSyncs = 8;
-  // protocols/alltoallv.cco:24: signal
-  ccogen_sync_group(c, 1ULL, kSyncs);
-  ccogen_signal_group(c, 0, 16680ULL, 1ULL);
-  // protocols/alltoallv.cco:26: wait_signal
-  ccogen_wait_group(c, 16656ULL, 1ULL, 1ULL, 26, 0, 2, 1, 1ULL);
-  ccogen_sync_group(c, 2ULL, kSyncs);
-  // protocols/alltoallv.cco:28: put
-  ccogen_copy_group(c, 0, 16388ULL, -3, 0ULL, 4ULL, false);
-  ccogen_sync_group(c, 3ULL, kSyncs);
-  ccogen_signal_group(c, 0, 16664ULL, 1ULL);
-  // protocols/alltoallv.cco:31: 1 warps x 1 rows x 1 chunk(s) of 8192 B, spread over every warp of the group (codegen/spread.py)
-  for (uint64_t i = ccogen_spread_first(c); i < 1ULL; i += ccogen_spread_stride(c)) {
-    [[maybe_unused]] const int64_t t = static_cast<int64_t>(i / 1ULL);
-    [[maybe_unused]] const uint64_t chunk = i / 1ULL % 1ULL;
-    switch (i % 1ULL) {
-      case 0: {
-        // protocols/alltoallv.cco:31: put
-        {
-          const uint64_t rt_dst = static_cast<uint64_t>(8192LL);
-          const uint64_t rt_src = static_cast<uint64_t>(0LL);
-          const uint64_t rt_n = static_cast<uint64_t>(2LL * static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 0ULL)));
-          ccogen_copy_chunk_warp(c, 0, rt_dst, -2, rt_src, rt_n, chunk, 8192ULL);
-        }
-      } break;
-      default: break;
-    }
-  }
-  ccogen_ctasync_group(c);
-  ccogen_csignal_group(c, 0, 16672ULL, 1ULL);
-  ccogen_sync_group(c, 4ULL, kSyncs);
-  // protocols/alltoallv.cco:34: copy
-  {
-    const uint64_t rt_dst = static_cast<uint64_t>(8192LL);
-    const uint64_t rt_src = static_cast<uint64_t>(8192LL);
-    const uint64_t rt_n = static_cast<uint64_t>(2LL * static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, 4ULL)));
-    ccogen_copy_group(c, -1, rt_dst, -2, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-  }
-  ccogen_sync_group(c, 5ULL, kSyncs);
-  // protocols/alltoallv.cco:35: copy
-  ccogen_copy_group(c, -1, 16388ULL, -3, 4ULL, 4ULL, false);
-  ccogen_sync_group(c, 6ULL, kSyncs);
-  // protocols/alltoallv.cco:37: wait_signal
-  ccogen_wait_group(c, 16640ULL, 1ULL, 1ULL, 37, 0, 0, 1, 1ULL);
-  ccogen_sync_group(c, 7ULL, kSyncs);
-  // protocols/alltoallv.cco:38: wait_signal
-  ccogen_wait_group(c, 16648ULL, 1ULL, 1ULL, 38, 0, 1, 1, 1ULL);
+  ccogen_wait_group(c, static_cast<uint64_t>(16672LL + -24LL * c.rank), 1ULL, 1ULL, 38, (1 + -1 * c.rank), 1, 1, 1ULL);
   ccogen_sync_group(c, 8ULL, kSyncs);
   // protocols/alltoallv.cco:39: quiet
   ccogen_quiet_group(c);
@@ -288,8 +234,7 @@ ccogen_alltoallv_exchange(const __grid_constant__ ncclDevComm dc, ncclWindow_t w
   ccogen_fill_ctx(c, static_cast<char*>(ncclGetLocalPointer(win, 0)), epoch, dbg, dc.lsaRank,
                   1, 16904ULL, 16896ULL, 0ULL);
   switch (c.rank * 1 + c.group) {
-    case 0: ccogen_alltoallv_exchange_r0_b0(c); break;
-    case 1: ccogen_alltoallv_exchange_r1_b0(c); break;
+    case 0: case 1: ccogen_alltoallv_exchange_r0x2_b0(c); break;
     default: break;
   }
 }

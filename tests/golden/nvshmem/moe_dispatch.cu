@@ -326,36 +326,36 @@ __device__ __forceinline__ void ccogen_copy_chunk_warp(const ccogen_ctx& c, int 
 
 // ======== kernel `dispatch` (protocols/moe_dispatch.cco:28): 1 logical block(s) x 1 CTA(s) x 512 threads
 
-// rank 0, logical block 0 of kernel `dispatch`
-__device__ __forceinline__ void ccogen_moe_dispatch_dispatch_r0_b0(const ccogen_ctx& c) {
+// 2 ranks (from rank 0, `c.rank` at run time), logical block 0 of kernel `dispatch`
+__device__ __forceinline__ void ccogen_moe_dispatch_dispatch_r0x2_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 5;
   // protocols/moe_dispatch.cco:29: barrier
   ccogen_barrier_group(c, 1ULL);
   // protocols/moe_dispatch.cco:31: put
-  ccogen_copy_group(c, 1, 256ULL, -4, 4ULL, 4ULL, false);
+  ccogen_copy_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(256LL + 4LL * c.rank), -4, static_cast<uint64_t>(4LL + -4LL * c.rank), 4ULL, false);
   ccogen_sync_group(c, 1ULL, kSyncs);
-  ccogen_signal_group(c, 1, 512ULL, 1ULL);
-  // protocols/moe_dispatch.cco:38: 2 warps x 8 rows x 1 chunk(s) of 8192 B, spread over every warp of the group (codegen/spread.py)
+  ccogen_signal_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(512LL + 16LL * c.rank), 1ULL);
+  // protocols/moe_dispatch.cco:38: 2 warps x 8 rows x 1 chunk(s) of 8192 B, spread over every warp of the group (codegen/spread.py) | protocols/moe_dispatch.cco:41: 2 warps x 8 rows x 1 chunk(s) of 8192 B, spread over every warp of the group (codegen/spread.py)
   for (uint64_t i = ccogen_spread_first(c); i < 16ULL; i += ccogen_spread_stride(c)) {
     [[maybe_unused]] const int64_t t = static_cast<int64_t>(i / 2ULL);
     [[maybe_unused]] const uint64_t chunk = i / 2ULL % 1ULL;
     switch (i % 2ULL) {
       case 0: {
-        // protocols/moe_dispatch.cco:38: copy
+        // protocols/moe_dispatch.cco:38: copy | protocols/moe_dispatch.cco:41: put
         {
-          const uint64_t rt_dst = static_cast<uint64_t>((0LL + 16LL * t));
+          const uint64_t rt_dst = static_cast<uint64_t>(((0LL + 128LL * c.rank) + 16LL * t));
           const uint64_t rt_src = static_cast<uint64_t>((0LL + 16LL * t));
           const uint64_t rt_n = static_cast<uint64_t>((static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -5, 0ULL)) > (0LL + 1LL * t)) ? 16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, static_cast<uint64_t>(0LL + 8LL * t))) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, static_cast<uint64_t>(4LL + 8LL * t))) == 0LL)) : 0LL));
-          ccogen_copy_chunk_warp(c, -1, rt_dst, -2, rt_src, rt_n, chunk, 8192ULL);
+          ccogen_copy_chunk_warp(c, (-1 + 1 * c.rank), rt_dst, -2, rt_src, rt_n, chunk, 8192ULL);
         }
       } break;
       case 1: {
-        // protocols/moe_dispatch.cco:41: put
+        // protocols/moe_dispatch.cco:41: put | protocols/moe_dispatch.cco:38: copy
         {
-          const uint64_t rt_dst = static_cast<uint64_t>((0LL + 16LL * t));
+          const uint64_t rt_dst = static_cast<uint64_t>(((0LL + 128LL * c.rank) + 16LL * t));
           const uint64_t rt_src = static_cast<uint64_t>((0LL + 16LL * t));
           const uint64_t rt_n = static_cast<uint64_t>((static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -5, 0ULL)) > (0LL + 1LL * t)) ? 16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, static_cast<uint64_t>(0LL + 8LL * t))) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, static_cast<uint64_t>(4LL + 8LL * t))) == 1LL)) : 0LL));
-          ccogen_copy_chunk_warp(c, 1, rt_dst, -2, rt_src, rt_n, chunk, 8192ULL);
+          ccogen_copy_chunk_warp(c, (1 + -2 * c.rank), rt_dst, -2, rt_src, rt_n, chunk, 8192ULL);
         }
       } break;
       default: break;
@@ -363,68 +363,16 @@ __device__ __forceinline__ void ccogen_moe_dispatch_dispatch_r0_b0(const ccogen_
   }
   ccogen_ctasync_group(c);
   // protocols/moe_dispatch.cco:44: signal
-  ccogen_csignal_group(c, 1, 520ULL, 1ULL);
+  ccogen_csignal_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(520LL + 16LL * c.rank), 1ULL);
   ccogen_sync_group(c, 2ULL, kSyncs);
   // protocols/moe_dispatch.cco:45: copy
-  ccogen_copy_group(c, -1, 256ULL, -4, 0ULL, 4ULL, false);
+  ccogen_copy_group(c, -1, static_cast<uint64_t>(256LL + 4LL * c.rank), -4, static_cast<uint64_t>(0LL + 4LL * c.rank), 4ULL, false);
   ccogen_sync_group(c, 3ULL, kSyncs);
   // protocols/moe_dispatch.cco:47: wait_signal
-  ccogen_wait_group(c, 528ULL, 1ULL, 1ULL, 47, 1, 0, 1, 1ULL);
+  ccogen_wait_group(c, static_cast<uint64_t>(528LL + -16LL * c.rank), 1ULL, 1ULL, 47, (1 + -1 * c.rank), 0, 1, 1ULL);
   ccogen_sync_group(c, 4ULL, kSyncs);
   // protocols/moe_dispatch.cco:48: wait_signal
-  ccogen_wait_group(c, 536ULL, 1ULL, 1ULL, 48, 1, 1, 1, 1ULL);
-  ccogen_sync_group(c, 5ULL, kSyncs);
-  // protocols/moe_dispatch.cco:49: quiet
-  ccogen_quiet_group(c);
-}
-
-// rank 1, logical block 0 of kernel `dispatch`
-__device__ __forceinline__ void ccogen_moe_dispatch_dispatch_r1_b0(const ccogen_ctx& c) {
-  [[maybe_unused]] constexpr uint64_t kSyncs = 5;
-  // protocols/moe_dispatch.cco:29: barrier
-  ccogen_barrier_group(c, 1ULL);
-  // protocols/moe_dispatch.cco:31: put
-  ccogen_copy_group(c, 0, 260ULL, -4, 0ULL, 4ULL, false);
-  ccogen_sync_group(c, 1ULL, kSyncs);
-  ccogen_signal_group(c, 0, 528ULL, 1ULL);
-  // protocols/moe_dispatch.cco:41: 2 warps x 8 rows x 1 chunk(s) of 8192 B, spread over every warp of the group (codegen/spread.py)
-  for (uint64_t i = ccogen_spread_first(c); i < 16ULL; i += ccogen_spread_stride(c)) {
-    [[maybe_unused]] const int64_t t = static_cast<int64_t>(i / 2ULL);
-    [[maybe_unused]] const uint64_t chunk = i / 2ULL % 1ULL;
-    switch (i % 2ULL) {
-      case 0: {
-        // protocols/moe_dispatch.cco:41: put
-        {
-          const uint64_t rt_dst = static_cast<uint64_t>((128LL + 16LL * t));
-          const uint64_t rt_src = static_cast<uint64_t>((0LL + 16LL * t));
-          const uint64_t rt_n = static_cast<uint64_t>((static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -5, 0ULL)) > (0LL + 1LL * t)) ? 16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, static_cast<uint64_t>(0LL + 8LL * t))) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, static_cast<uint64_t>(4LL + 8LL * t))) == 0LL)) : 0LL));
-          ccogen_copy_chunk_warp(c, 0, rt_dst, -2, rt_src, rt_n, chunk, 8192ULL);
-        }
-      } break;
-      case 1: {
-        // protocols/moe_dispatch.cco:38: copy
-        {
-          const uint64_t rt_dst = static_cast<uint64_t>((128LL + 16LL * t));
-          const uint64_t rt_src = static_cast<uint64_t>((0LL + 16LL * t));
-          const uint64_t rt_n = static_cast<uint64_t>((static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -5, 0ULL)) > (0LL + 1LL * t)) ? 16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, static_cast<uint64_t>(0LL + 8LL * t))) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, static_cast<uint64_t>(4LL + 8LL * t))) == 1LL)) : 0LL));
-          ccogen_copy_chunk_warp(c, -1, rt_dst, -2, rt_src, rt_n, chunk, 8192ULL);
-        }
-      } break;
-      default: break;
-    }
-  }
-  ccogen_ctasync_group(c);
-  // protocols/moe_dispatch.cco:44: signal
-  ccogen_csignal_group(c, 0, 536ULL, 1ULL);
-  ccogen_sync_group(c, 2ULL, kSyncs);
-  // protocols/moe_dispatch.cco:45: copy
-  ccogen_copy_group(c, -1, 260ULL, -4, 4ULL, 4ULL, false);
-  ccogen_sync_group(c, 3ULL, kSyncs);
-  // protocols/moe_dispatch.cco:47: wait_signal
-  ccogen_wait_group(c, 512ULL, 1ULL, 1ULL, 47, 0, 0, 1, 1ULL);
-  ccogen_sync_group(c, 4ULL, kSyncs);
-  // protocols/moe_dispatch.cco:48: wait_signal
-  ccogen_wait_group(c, 520ULL, 1ULL, 1ULL, 48, 0, 1, 1, 1ULL);
+  ccogen_wait_group(c, static_cast<uint64_t>(536LL + -16LL * c.rank), 1ULL, 1ULL, 48, (1 + -1 * c.rank), 1, 1, 1ULL);
   ccogen_sync_group(c, 5ULL, kSyncs);
   // protocols/moe_dispatch.cco:49: quiet
   ccogen_quiet_group(c);
@@ -444,8 +392,7 @@ ccogen_moe_dispatch_dispatch(char* heap, uint64_t epoch, ccogen_debug_record* db
                   776ULL, 768ULL, 2ULL);
   ccogen_nvshmem_peers(c, peers, 2);
   switch (c.rank * 1 + c.group) {
-    case 0: ccogen_moe_dispatch_dispatch_r0_b0(c); break;
-    case 1: ccogen_moe_dispatch_dispatch_r1_b0(c); break;
+    case 0: case 1: ccogen_moe_dispatch_dispatch_r0x2_b0(c); break;
     default: break;
   }
 }
