@@ -35,9 +35,9 @@ def _kernels(stem: str, target: str, nranks: int,
     """The per-rank kernels of one compile (None: the target refuses the protocol)."""
     seen: list[KernelModel] = []
 
-    def spy(k: KernelModel, n: int) -> KernelModel:
+    def spy(k: KernelModel, n: int, inline_steps: int | None = None) -> KernelModel:
         seen.append(k)
-        return ranks.fold_ranks(k, n)
+        return ranks.fold_ranks(k, n, inline_steps)
 
     monkeypatch.setattr(sm, "fold_ranks", spy)
     path = ROOT / "protocols" / f"{stem}.cco"

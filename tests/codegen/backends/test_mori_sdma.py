@@ -289,6 +289,7 @@ SPEC_REFUSED = {
     "allreduce_credits": "cannot lower",
     "reduce_scatter_ring": "cannot lower `signal`",
     "moe_dispatch_small": "cannot lower local buffers (`buffer x`)",
+    "gather_rows": "cannot lower local buffers (`buffer x`)",  # loops to a run-time count
     "alltoall_rotating": "cannot lower local buffers (`buffer send`)",
     # f32 running sums in a local buffer, converting reduces and credits (#32)
     "reduce_scatter_f32_sums": "cannot lower",
