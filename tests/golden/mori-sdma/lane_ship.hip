@@ -114,7 +114,7 @@ __device__ void ccogen_lane_ship_ship_r0_b0(const ccogen_ctx& c, ccoSdma& sdma) 
   }
   __syncthreads();
   // protocols/lane_ship.cco:25: quiet
-  sdma.quietQueue<ccoCoopBlock>(1, 0);
+  sdma.quiet<ccoCoopBlock>(1);
 }
 
 // rank 1, block 0 of kernel `ship`

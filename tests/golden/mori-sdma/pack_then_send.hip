@@ -223,7 +223,7 @@ __device__ void ccogen_pack_then_send_ship_r0_b0(const ccogen_ctx& c, ccoSdma& s
   // protocols/pack_then_send.cco:22: put
   sdma.put<ccoCoopBlock, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(1, c.win, 786432ULL, c.win, 524288ULL, 262144ULL, 0);
   // protocols/pack_then_send.cco:23: quiet
-  sdma.quietQueue<ccoCoopBlock>(1, 0);
+  sdma.quiet<ccoCoopBlock>(1);
 }
 
 // rank 1, block 0 of kernel `ship`
