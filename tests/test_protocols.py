@@ -7,6 +7,7 @@ postconditions proved symbolically (not skipped because of a race or a deadlock)
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -63,3 +64,44 @@ def test_the_readme_table_lists_every_protocol_with_its_launch_order() -> None:
         protocol = parse_ir(path.read_text(encoding="utf-8"), path.name)
         declared = protocol.between_launches is LaunchOrder.HOST_SYNC
         assert rows[path.name] == ("`host_sync`" if declared else "back to back"), path.name
+
+
+# The credit waits that order the next launch of the protocols converted from a leading
+# `barrier()` (issue 30): each protocol's one wait for its peers' credits.
+CREDIT_WAITS = {
+    "moe_dispatch": "wait_signal(p, queue=2)",
+    "moe_dispatch_ll": "wait_signal(p, queue=k)",
+    "ring_allgather": "wait_signal((me + 1) % nranks, queue=1)",
+    "counted_broadcast": "wait_signal(p, queue=1)",
+    "counted_gather": "wait_signal(0, queue=1)",
+    "pack_then_send": "wait_signal(1, queue=1)",
+    "striped_put": "wait_signal(1, queue=0)",
+    "two_queue_pipeline": "wait_signal(1, queue=2)",
+    "aggregated_batch": "wait_signal(1, queue=1)",
+    "lane_ship": "wait_signal(1, queue=1)",
+}
+
+
+def _without_the_credit_wait(text: str, wait: str) -> str:
+    """`text` without the credit wait (and the `for p in peers():` around it, if any)."""
+    loop = re.compile(r"\n( *)for p in peers\(\):\n\1    " + re.escape(wait) + r"\n")
+    if loop.search(text):
+        return loop.sub("\n", text, count=1)
+    assert text.count(wait) == 1
+    return re.sub(r"\n *" + re.escape(wait) + r"\n", "\n", text, count=1)
+
+
+@pytest.mark.parametrize("name", sorted(CREDIT_WAITS))
+def test_a_credit_protocol_without_its_credit_wait_is_not_back_to_back(name: str) -> None:
+    """The credit is what orders the next launch: without its wait the checker finds a
+    write of the next launch racing the caller's use of this launch's output."""
+    path = ROOT / "protocols" / f"{name}.cco"
+    text = path.read_text(encoding="utf-8")
+    assert "barrier()" not in text
+    mutant = _without_the_credit_wait(text, CREDIT_WAITS[name])
+    assert mutant != text
+    result = check_text(mutant, path.relative_to(ROOT).as_posix(),
+                        CheckOptions(params=library_params(path)))
+    errors = [d for d in result.diagnostics if d.is_error]
+    assert errors, f"{name}: no error without the credit wait"
+    assert "the two span consecutive launches" in render(errors, "full")

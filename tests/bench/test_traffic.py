@@ -26,14 +26,15 @@ EXPECTED = {
     "alltoall": ({(0, 1): MIB + 16, (1, 0): MIB + 16}, True),      # a block, a 16 B credit
     "alltoall_rotating": ({(0, 1): MIB, (1, 0): MIB}, True),       # the copy-out is local
     "pingpong": ({(0, 1): 4 * 8, (1, 0): 4 * 8 + 16}, True),  # 4 rounds of 8 B, a 16 B credit
-    "ring_allgather": ({(0, 1): 256 * KIB, (1, 0): 256 * KIB}, True),
-    "aggregated_batch": ({(0, 1): 8 * 256 * KIB}, False),          # 8 pieces, one commit
-    "lane_ship": ({(0, 1): 8 * 256 * KIB}, False),
-    "counted_gather": ({(1, 0): MIB}, False),                       # rank 0's copy is local
-    "two_queue_pipeline": ({(0, 1): 8 * MIB}, False),               # the unpacking copies too
-    "pack_then_send": ({(0, 1): 64 * 4 * KIB}, False),              # packing is local
-    "counted_broadcast": ({(0, 1): 8 * MIB}, False),
-    "striped_put": ({(0, 1): 4 * 2 * MIB}, False),
+    # the one-feature examples: each writer's 16-byte credit the other way (issue 30)
+    "ring_allgather": ({(0, 1): 256 * KIB + 16, (1, 0): 256 * KIB + 16}, True),
+    "aggregated_batch": ({(0, 1): 8 * 256 * KIB, (1, 0): 16}, True),  # 8 pieces, one commit
+    "lane_ship": ({(0, 1): 8 * 256 * KIB, (1, 0): 16}, True),
+    "counted_gather": ({(1, 0): MIB, (0, 1): 16}, True),           # rank 0's copy is local
+    "two_queue_pipeline": ({(0, 1): 8 * MIB, (1, 0): 16}, True),   # the unpacking copies too
+    "pack_then_send": ({(0, 1): 64 * 4 * KIB, (1, 0): 16}, True),  # packing is local
+    "counted_broadcast": ({(0, 1): 8 * MIB, (1, 0): 16}, True),
+    "striped_put": ({(0, 1): 4 * 2 * MIB, (1, 0): 16}, True),
     # language v2: a `reduce` loading a peer's region moves it over the link
     "allreduce_oneshot": ({(0, 1): 128 * KIB, (1, 0): 128 * KIB}, True),  # 64Ki bf16 each way
     "allreduce_oneshot_rotating": ({(0, 1): 128 * KIB, (1, 0): 128 * KIB}, True),  # staging local
@@ -71,17 +72,22 @@ def test_alltoall_at_four_ranks_one_block_per_pair() -> None:
 
 def test_ring_allgather_at_four_ranks_forwards_three_chunks_per_link() -> None:
     t = traffic("ring_allgather", 4, chunk=KIB)
-    assert {(s, d) for s, d, _ in t.links} == {(0, 1), (1, 2), (2, 3), (3, 0)}
+    # three chunks to the right, a 16-byte credit to the left
+    assert {(s, d): b for s, d, b in t.links} == {
+        **{(r, (r + 1) % 4): 3 * KIB for r in range(4)},
+        **{((r + 1) % 4, r): 16 for r in range(4)}}
     assert t.per_direction == 3 * KIB
-    assert t.per_peer == KIB  # the all-gather's chunk
-    assert not t.bidirectional
+    assert t.bidirectional
 
 
 def test_gather_and_broadcast_at_four_ranks() -> None:
     gather = traffic("counted_gather", 4, block=KIB)
+    # rank 0 sends each sender a 16-byte credit; each receiver sends the root one
     assert gather.received(0) == 3 * KIB and gather.per_direction == KIB
+    assert gather.sent(0) == 3 * 16
     bcast = traffic("counted_broadcast", 4, size=KIB)
     assert bcast.sent(0) == 3 * KIB and all(bcast.received(p) == KIB for p in (1, 2, 3))
+    assert bcast.received(0) == 3 * 16
 
 
 def test_sizes_follow_the_parameters() -> None:

@@ -20,18 +20,23 @@ from tests.codegen.seed import CFT, MORI, NVSHMEM_SM100, Variant, compiled
 CASES: list[tuple[str, Variant, int, str, str]] = [
     # SameQueue when proven: the 8 lanes of one warp target one (peer, queue): ONE call
     # site, reached by the 8 lanes together, SameQueue, one signal (remoteSignal=true)
+    # after rank 1's credit (a 16-byte signalled put on queue 1, no barrier: issue 30)
     ("lane_ship", MORI, 2, "kernels.hip", """
 CHECK:       #define BUILD_CCO_SDMA 1
 CHECK:       #include "mori/cco/cco.hpp"
 CHECK-LABEL: void ccogen_lane_ship_ship_r0_b0(
+CHECK-NOT:   barrier
+CHECK:       sdma.waitSignal(1, 1, 1ULL + c.epoch * 1ULL);
 CHECK:       if (ccogen_wave() == 0) {
-CHECK:       lane_ship.cco:18: put (8 lanes)
+CHECK:       lane_ship.cco:23: put (8 lanes)
 CHECK:       switch (threadIdx.x) {
 CHECK-COUNT-8: a.on = true; a.peer = 1; a.queue = 0;
 CHECK:       sdma.put<ccoCoopThread, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadSameQueue>(a.peer, c.win, a.dst, c.win, a.src, a.bytes, a.queue);
 CHECK-NOT:   sdma.put<
 CHECK:       sdma.quiet<ccoCoopBlock>(1);
 CHECK-LABEL: void ccogen_lane_ship_ship_r1_b0(
+CHECK-NOT:   barrier
+CHECK:       sdma.put<ccoCoopBlock, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(0, c.win, {{[0-9]+}}ULL, c.win, {{[0-9]+}}ULL, 16ULL, 1);
 CHECK:       sdma.waitSignal(0, 0, 1ULL + c.epoch * 1ULL);
 CHECK-NEXT:  ccogen_acquire_system();
 """),

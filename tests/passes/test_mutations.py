@@ -25,9 +25,8 @@ Why these are harmless (the simulator's verdict, and the reason):
   no library protocol has the host between launches, so a quiet whose source is an
   input the caller rewrites after the launch is needed, and deleting it is caught
   (E025: alltoall, ring_allgather, the seed examples);
-- moving `counted_gather`'s `wait_count` above rank 0's own `copy` (the copy's bytes are
-  not counted ones), and `two_queue_pipeline`'s second wait above the first one of the
-  same step (both still precede both copies);
+- moving `two_queue_pipeline`'s second wait above the first one of the same step (both
+  still precede both copies);
 
 see `HARMLESS` for the exact list.
 """
@@ -177,8 +176,8 @@ def simulator_failures(p: ir.Protocol) -> list[str]:
 QUIET = ("a quiet completes only the sender's side (the source may be reused); nothing "
          "after it rewrites a source or depends on it")
 QUIET_WAITED = ("the peer waits for the data, and the next launch rewrites the source only "
-                "after the peer has (pack_then_send: `stage` after the next leading barrier, "
-                "which rank 1 reaches after its wait; pingpong: each round's put is read "
+                "after the peer has (pack_then_send: `stage` after rank 1's next credit, "
+                "which rank 1 sends after its wait; pingpong: each round's put is read "
                 "before the reply that rank 0 waits for, and rank 0 starts the next launch "
                 "only after rank 1's credit)")
 QUIET_EARLY = ("the quiet now runs before its block's transfers are issued (it drains at most "
@@ -188,12 +187,9 @@ HARMLESS: dict[str, str] = {
     "alltoallv: move to the start of its block wait_signal (line 29)":
         "the wait on queue 1 moves above the wait on queue 0 of the same peer: both still "
         "end the launch, and nothing in it reads `recv` or `got`",
-    'counted_gather: move to the start of its block wait_count (line 21)':
-        "rank 0's own `copy` writes `gather[0 : block]`, which no counted put touches: "
-        "waiting before the copy is as good",
-    'pack_then_send: delete quiet (line 19)':
+    'pack_then_send: delete quiet (line 23)':
         QUIET_WAITED,
-    'pack_then_send: move to the start of its block quiet (line 19)':
+    'pack_then_send: move to the start of its block quiet (line 23)':
         QUIET_EARLY,
     'pingpong: delete quiet (line 25)':
         QUIET_WAITED,
@@ -205,7 +201,7 @@ HARMLESS: dict[str, str] = {
         QUIET_EARLY,
     'pingpong: move to the start of its block quiet (line 29)':
         QUIET_EARLY,
-    'two_queue_pipeline: move to the start of its block wait_signal (line 27)':
+    'two_queue_pipeline: move to the start of its block wait_signal (line 31)':
         "the wait on queue 1 moves above the wait on queue 0 of the same step: both still "
         "precede both copies",
     'allreduce_twoshot: delete quiet (line 19)':

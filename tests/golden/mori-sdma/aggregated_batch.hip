@@ -82,39 +82,43 @@ __device__ inline void ccogen_barrier_block(const ccogen_ctx& c) {
   bar.sync(ccoCoopBlock{});
 }
 
-// ======== kernel `batch` (protocols/aggregated_batch.cco:10): 1 block(s) x 64 threads
+// ======== kernel `batch` (protocols/aggregated_batch.cco:11): 1 block(s) x 64 threads
 
 // rank 0, block 0 of kernel `batch`
 __device__ void ccogen_aggregated_batch_batch_r0_b0(const ccogen_ctx& c, ccoSdma& sdma) {
-  // protocols/aggregated_batch.cco:15: barrier
-  ccogen_barrier_block(c);
-  // protocols/aggregated_batch.cco:18: put
+  // protocols/aggregated_batch.cco:20: wait_signal
+  if (threadIdx.x == 0) {
+    sdma.waitSignal(1, 1, 1ULL + c.epoch * 1ULL);
+    ccogen_acquire_system();
+  }
+  __syncthreads();
+  // protocols/aggregated_batch.cco:22: put
   sdma.put<ccoCoopBlock, false, false, ccoSdmaOptFlagsAggregate, ccoSdmaThreadIndependent>(1, c.win, 3932160ULL, c.win, 0ULL, 262144ULL, 0);
-  // protocols/aggregated_batch.cco:18: put
+  // protocols/aggregated_batch.cco:22: put
   sdma.put<ccoCoopBlock, false, false, ccoSdmaOptFlagsAggregate, ccoSdmaThreadIndependent>(1, c.win, 3670016ULL, c.win, 262144ULL, 262144ULL, 0);
-  // protocols/aggregated_batch.cco:18: put
+  // protocols/aggregated_batch.cco:22: put
   sdma.put<ccoCoopBlock, false, false, ccoSdmaOptFlagsAggregate, ccoSdmaThreadIndependent>(1, c.win, 3407872ULL, c.win, 524288ULL, 262144ULL, 0);
-  // protocols/aggregated_batch.cco:18: put
+  // protocols/aggregated_batch.cco:22: put
   sdma.put<ccoCoopBlock, false, false, ccoSdmaOptFlagsAggregate, ccoSdmaThreadIndependent>(1, c.win, 3145728ULL, c.win, 786432ULL, 262144ULL, 0);
-  // protocols/aggregated_batch.cco:18: put
+  // protocols/aggregated_batch.cco:22: put
   sdma.put<ccoCoopBlock, false, false, ccoSdmaOptFlagsAggregate, ccoSdmaThreadIndependent>(1, c.win, 2883584ULL, c.win, 1048576ULL, 262144ULL, 0);
-  // protocols/aggregated_batch.cco:18: put
+  // protocols/aggregated_batch.cco:22: put
   sdma.put<ccoCoopBlock, false, false, ccoSdmaOptFlagsAggregate, ccoSdmaThreadIndependent>(1, c.win, 2621440ULL, c.win, 1310720ULL, 262144ULL, 0);
-  // protocols/aggregated_batch.cco:18: put
+  // protocols/aggregated_batch.cco:22: put
   sdma.put<ccoCoopBlock, false, false, ccoSdmaOptFlagsAggregate, ccoSdmaThreadIndependent>(1, c.win, 2359296ULL, c.win, 1572864ULL, 262144ULL, 0);
-  // protocols/aggregated_batch.cco:21: put
+  // protocols/aggregated_batch.cco:25: put
   sdma.put<ccoCoopBlock, false, true, ccoSdmaOptFlagsAggregate, ccoSdmaThreadIndependent>(1, c.win, 2097152ULL, c.win, 1835008ULL, 262144ULL, 0);
-  // protocols/aggregated_batch.cco:23: commit
+  // protocols/aggregated_batch.cco:27: commit
   if (threadIdx.x == 0) sdma.commit<ccoCoopThread>(1, 0);
-  // protocols/aggregated_batch.cco:24: quiet
+  // protocols/aggregated_batch.cco:28: quiet
   sdma.quietQueue<ccoCoopBlock>(1, 0);
 }
 
 // rank 1, block 0 of kernel `batch`
 __device__ void ccogen_aggregated_batch_batch_r1_b0(const ccogen_ctx& c, ccoSdma& sdma) {
-  // protocols/aggregated_batch.cco:15: barrier
-  ccogen_barrier_block(c);
-  // protocols/aggregated_batch.cco:26: wait_signal
+  // protocols/aggregated_batch.cco:30: put
+  sdma.put<ccoCoopBlock, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(0, c.win, 4194304ULL, c.win, 4194304ULL, 16ULL, 1);
+  // protocols/aggregated_batch.cco:31: wait_signal
   if (threadIdx.x == 0) {
     sdma.waitSignal(0, 0, 1ULL + c.epoch * 1ULL);
     ccogen_acquire_system();

@@ -2,7 +2,7 @@
 // Host entry (C ABI) of `aggregated_batch` on mori-sdma: plain C++, linked with libmori_cco.so.
 // Per rank: ccogen_aggregated_batch_setup() creates the communicator, allocates and registers the
 // heap (4198400 bytes: every window at its manifest offset), creates the device
-// communicator with 1 SDMA queue(s) and returns what the kernels take:
+// communicator with 2 SDMA queue(s) and returns what the kernels take:
 // (ccoDevComm* dc, ccoWindowDevice* win, uint64_t epoch, ccogen_debug_record* dbg).
 #include <stddef.h>
 #include <stdint.h>
@@ -17,8 +17,8 @@ namespace {
 
 constexpr int kRanks = 2;
 constexpr size_t kHeapBytes = 4198400;
-constexpr int kSdmaQueues = 1;  // the compiler's queue assignment
-constexpr int kLsaBarriers = 1;
+constexpr int kSdmaQueues = 2;  // the compiler's queue assignment
+constexpr int kLsaBarriers = 0;
 
 struct State {
   ccoComm* comm = nullptr;

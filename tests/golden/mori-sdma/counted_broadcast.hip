@@ -82,25 +82,29 @@ __device__ inline void ccogen_barrier_block(const ccogen_ctx& c) {
   bar.sync(ccoCoopBlock{});
 }
 
-// ======== kernel `bcast` (protocols/counted_broadcast.cco:8): 1 block(s) x 64 threads
+// ======== kernel `bcast` (protocols/counted_broadcast.cco:9): 1 block(s) x 64 threads
 
 // rank 0, block 0 of kernel `bcast`
 __device__ void ccogen_counted_broadcast_bcast_r0_b0(const ccogen_ctx& c, ccoSdma& sdma) {
-  // protocols/counted_broadcast.cco:13: barrier
-  ccogen_barrier_block(c);
-  // protocols/counted_broadcast.cco:16: put
+  // protocols/counted_broadcast.cco:18: wait_signal
+  if (threadIdx.x == 0) {
+    sdma.waitSignal(1, 1, 1ULL + c.epoch * 1ULL);
+    ccogen_acquire_system();
+  }
+  __syncthreads();
+  // protocols/counted_broadcast.cco:20: put
   sdma.put<ccoCoopBlock, false, true, ccoSdmaOptFlagsAggregate, ccoSdmaThreadIndependent>(1, c.win, 0ULL, c.win, 0ULL, 8388608ULL, 0);
-  // protocols/counted_broadcast.cco:18: commit
+  // protocols/counted_broadcast.cco:22: commit
   if (threadIdx.x == 0) sdma.commit<ccoCoopThread>(1, 0);
-  // protocols/counted_broadcast.cco:19: quiet
+  // protocols/counted_broadcast.cco:23: quiet
   sdma.quiet<ccoCoopBlock>(1);
 }
 
 // rank 1, block 0 of kernel `bcast`
 __device__ void ccogen_counted_broadcast_bcast_r1_b0(const ccogen_ctx& c, ccoSdma& sdma) {
-  // protocols/counted_broadcast.cco:13: barrier
-  ccogen_barrier_block(c);
-  // protocols/counted_broadcast.cco:21: wait_count
+  // protocols/counted_broadcast.cco:25: put
+  sdma.put<ccoCoopBlock, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(0, c.win, 8388624ULL, c.win, 8388624ULL, 16ULL, 1);
+  // protocols/counted_broadcast.cco:27: wait_count
   // `landed`: 1 counted put from rank 0 on queue 0
   if (threadIdx.x == 0) {
     sdma.waitSignal(0, 0, 1ULL + c.epoch * 1ULL);

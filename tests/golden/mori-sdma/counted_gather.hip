@@ -82,15 +82,15 @@ __device__ inline void ccogen_barrier_block(const ccogen_ctx& c) {
   bar.sync(ccoCoopBlock{});
 }
 
-// ======== kernel `gather` (protocols/counted_gather.cco:10): 1 block(s) x 64 threads
+// ======== kernel `gather` (protocols/counted_gather.cco:12): 1 block(s) x 64 threads
 
 // rank 0, block 0 of kernel `gather`
 __device__ void ccogen_counted_gather_gather_r0_b0(const ccogen_ctx& c, ccoSdma& sdma) {
-  // protocols/counted_gather.cco:15: barrier
-  ccogen_barrier_block(c);
-  // protocols/counted_gather.cco:20: copy
+  // protocols/counted_gather.cco:25: put
+  sdma.put<ccoCoopBlock, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(1, c.win, 3145728ULL, c.win, 3145728ULL, 16ULL, 1);
+  // protocols/counted_gather.cco:26: copy
   ccogen_copy_block(c, 1048576ULL, 0ULL, 1048576ULL, true);
-  // protocols/counted_gather.cco:21: wait_count
+  // protocols/counted_gather.cco:27: wait_count
   // `landed`: 1 counted put from rank 1 on queue 0
   if (threadIdx.x == 0) {
     sdma.waitSignal(1, 0, 1ULL + c.epoch * 1ULL);
@@ -101,11 +101,15 @@ __device__ void ccogen_counted_gather_gather_r0_b0(const ccogen_ctx& c, ccoSdma&
 
 // rank 1, block 0 of kernel `gather`
 __device__ void ccogen_counted_gather_gather_r1_b0(const ccogen_ctx& c, ccoSdma& sdma) {
-  // protocols/counted_gather.cco:15: barrier
-  ccogen_barrier_block(c);
-  // protocols/counted_gather.cco:17: put
+  // protocols/counted_gather.cco:20: wait_signal
+  if (threadIdx.x == 0) {
+    sdma.waitSignal(0, 1, 1ULL + c.epoch * 1ULL);
+    ccogen_acquire_system();
+  }
+  __syncthreads();
+  // protocols/counted_gather.cco:21: put
   sdma.put<ccoCoopBlock, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(0, c.win, 2097152ULL, c.win, 0ULL, 1048576ULL, 0);
-  // protocols/counted_gather.cco:18: quiet
+  // protocols/counted_gather.cco:22: quiet
   sdma.quiet<ccoCoopBlock>(0);
 }
 

@@ -82,14 +82,18 @@ __device__ inline void ccogen_barrier_block(const ccogen_ctx& c) {
   bar.sync(ccoCoopBlock{});
 }
 
-// ======== kernel `ship` (protocols/lane_ship.cco:10): 1 block(s) x 64 threads
+// ======== kernel `ship` (protocols/lane_ship.cco:12): 1 block(s) x 64 threads
 
 // rank 0, block 0 of kernel `ship`
 __device__ void ccogen_lane_ship_ship_r0_b0(const ccogen_ctx& c, ccoSdma& sdma) {
-  // protocols/lane_ship.cco:15: barrier
-  ccogen_barrier_block(c);
+  // protocols/lane_ship.cco:21: wait_signal
+  if (threadIdx.x == 0) {
+    sdma.waitSignal(1, 1, 1ULL + c.epoch * 1ULL);
+    ccogen_acquire_system();
+  }
+  __syncthreads();
   if (ccogen_wave() == 0) {
-    // protocols/lane_ship.cco:18: put (8 lanes)
+    // protocols/lane_ship.cco:23: put (8 lanes)
     {
       ccogen_lane a{};
       switch (threadIdx.x) {
@@ -109,15 +113,15 @@ __device__ void ccogen_lane_ship_ship_r0_b0(const ccogen_ctx& c, ccoSdma& sdma) 
     }
   }
   __syncthreads();
-  // protocols/lane_ship.cco:20: quiet
+  // protocols/lane_ship.cco:25: quiet
   sdma.quiet<ccoCoopBlock>(1);
 }
 
 // rank 1, block 0 of kernel `ship`
 __device__ void ccogen_lane_ship_ship_r1_b0(const ccogen_ctx& c, ccoSdma& sdma) {
-  // protocols/lane_ship.cco:15: barrier
-  ccogen_barrier_block(c);
-  // protocols/lane_ship.cco:23: wait_signal
+  // protocols/lane_ship.cco:27: put
+  sdma.put<ccoCoopBlock, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(0, c.win, 4194304ULL, c.win, 4194304ULL, 16ULL, 1);
+  // protocols/lane_ship.cco:29: wait_signal
   if (threadIdx.x == 0) {
     sdma.waitSignal(0, 0, 1ULL + c.epoch * 1ULL);
     ccogen_acquire_system();

@@ -82,151 +82,155 @@ __device__ inline void ccogen_barrier_block(const ccogen_ctx& c) {
   bar.sync(ccoCoopBlock{});
 }
 
-// ======== kernel `ship` (protocols/pack_then_send.cco:9): 1 block(s) x 256 threads
+// ======== kernel `ship` (protocols/pack_then_send.cco:11): 1 block(s) x 256 threads
 
 // rank 0, block 0 of kernel `ship`
 __device__ void ccogen_pack_then_send_ship_r0_b0(const ccogen_ctx& c, ccoSdma& sdma) {
-  // protocols/pack_then_send.cco:14: barrier
-  ccogen_barrier_block(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:19: wait_signal
+  if (threadIdx.x == 0) {
+    sdma.waitSignal(1, 1, 1ULL + c.epoch * 1ULL);
+    ccogen_acquire_system();
+  }
+  __syncthreads();
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 524288ULL, 0ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 528384ULL, 8192ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 532480ULL, 16384ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 536576ULL, 24576ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 540672ULL, 32768ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 544768ULL, 40960ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 548864ULL, 49152ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 552960ULL, 57344ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 557056ULL, 65536ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 561152ULL, 73728ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 565248ULL, 81920ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 569344ULL, 90112ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 573440ULL, 98304ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 577536ULL, 106496ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 581632ULL, 114688ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 585728ULL, 122880ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 589824ULL, 131072ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 593920ULL, 139264ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 598016ULL, 147456ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 602112ULL, 155648ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 606208ULL, 163840ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 610304ULL, 172032ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 614400ULL, 180224ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 618496ULL, 188416ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 622592ULL, 196608ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 626688ULL, 204800ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 630784ULL, 212992ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 634880ULL, 221184ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 638976ULL, 229376ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 643072ULL, 237568ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 647168ULL, 245760ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 651264ULL, 253952ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 655360ULL, 262144ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 659456ULL, 270336ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 663552ULL, 278528ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 667648ULL, 286720ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 671744ULL, 294912ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 675840ULL, 303104ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 679936ULL, 311296ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 684032ULL, 319488ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 688128ULL, 327680ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 692224ULL, 335872ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 696320ULL, 344064ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 700416ULL, 352256ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 704512ULL, 360448ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 708608ULL, 368640ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 712704ULL, 376832ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 716800ULL, 385024ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 720896ULL, 393216ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 724992ULL, 401408ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 729088ULL, 409600ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 733184ULL, 417792ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 737280ULL, 425984ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 741376ULL, 434176ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 745472ULL, 442368ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 749568ULL, 450560ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 753664ULL, 458752ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 757760ULL, 466944ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 761856ULL, 475136ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 765952ULL, 483328ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 770048ULL, 491520ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 774144ULL, 499712ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 778240ULL, 507904ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_block(c, 782336ULL, 516096ULL, 4096ULL, true);
-  // protocols/pack_then_send.cco:18: put
+  // protocols/pack_then_send.cco:22: put
   sdma.put<ccoCoopBlock, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(1, c.win, 786432ULL, c.win, 524288ULL, 262144ULL, 0);
-  // protocols/pack_then_send.cco:19: quiet
+  // protocols/pack_then_send.cco:23: quiet
   sdma.quiet<ccoCoopBlock>(1);
 }
 
 // rank 1, block 0 of kernel `ship`
 __device__ void ccogen_pack_then_send_ship_r1_b0(const ccogen_ctx& c, ccoSdma& sdma) {
-  // protocols/pack_then_send.cco:14: barrier
-  ccogen_barrier_block(c);
-  // protocols/pack_then_send.cco:21: wait_signal
+  // protocols/pack_then_send.cco:25: put
+  sdma.put<ccoCoopBlock, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(0, c.win, 1048576ULL, c.win, 1048576ULL, 16ULL, 1);
+  // protocols/pack_then_send.cco:26: wait_signal
   if (threadIdx.x == 0) {
     sdma.waitSignal(0, 0, 1ULL + c.epoch * 1ULL);
     ccogen_acquire_system();

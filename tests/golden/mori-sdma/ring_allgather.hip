@@ -82,38 +82,50 @@ __device__ inline void ccogen_barrier_block(const ccogen_ctx& c) {
   bar.sync(ccoCoopBlock{});
 }
 
-// ======== kernel `ring` (protocols/ring_allgather.cco:8): 1 block(s) x 64 threads
+// ======== kernel `ring` (protocols/ring_allgather.cco:10): 1 block(s) x 64 threads
 
 // rank 0, block 0 of kernel `ring`
 __device__ void ccogen_ring_allgather_ring_r0_b0(const ccogen_ctx& c, ccoSdma& sdma) {
-  // protocols/ring_allgather.cco:12: barrier
-  ccogen_barrier_block(c);
-  // protocols/ring_allgather.cco:14: put
+  // protocols/ring_allgather.cco:18: put
+  sdma.put<ccoCoopBlock, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(1, c.win, 524304ULL, c.win, 524288ULL, 16ULL, 1);
+  // protocols/ring_allgather.cco:19: wait_signal
+  if (threadIdx.x == 0) {
+    sdma.waitSignal(1, 1, 1ULL + c.epoch * 1ULL);
+    ccogen_acquire_system();
+  }
+  __syncthreads();
+  // protocols/ring_allgather.cco:21: put
   sdma.put<ccoCoopBlock, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(1, c.win, 0ULL, c.win, 0ULL, 262144ULL, 0);
-  // protocols/ring_allgather.cco:17: wait_signal
+  // protocols/ring_allgather.cco:24: wait_signal
   if (threadIdx.x == 0) {
     sdma.waitSignal(1, 0, 1ULL + c.epoch * 1ULL);
     ccogen_acquire_system();
   }
   __syncthreads();
-  // protocols/ring_allgather.cco:18: quiet
-  sdma.quiet<ccoCoopBlock>(1);
+  // protocols/ring_allgather.cco:25: quiet
+  sdma.quietQueue<ccoCoopBlock>(1, 0);
 }
 
 // rank 1, block 0 of kernel `ring`
 __device__ void ccogen_ring_allgather_ring_r1_b0(const ccogen_ctx& c, ccoSdma& sdma) {
-  // protocols/ring_allgather.cco:12: barrier
-  ccogen_barrier_block(c);
-  // protocols/ring_allgather.cco:14: put
+  // protocols/ring_allgather.cco:18: put
+  sdma.put<ccoCoopBlock, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(0, c.win, 524304ULL, c.win, 524288ULL, 16ULL, 1);
+  // protocols/ring_allgather.cco:19: wait_signal
+  if (threadIdx.x == 0) {
+    sdma.waitSignal(0, 1, 1ULL + c.epoch * 1ULL);
+    ccogen_acquire_system();
+  }
+  __syncthreads();
+  // protocols/ring_allgather.cco:21: put
   sdma.put<ccoCoopBlock, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(0, c.win, 262144ULL, c.win, 262144ULL, 262144ULL, 0);
-  // protocols/ring_allgather.cco:17: wait_signal
+  // protocols/ring_allgather.cco:24: wait_signal
   if (threadIdx.x == 0) {
     sdma.waitSignal(0, 0, 1ULL + c.epoch * 1ULL);
     ccogen_acquire_system();
   }
   __syncthreads();
-  // protocols/ring_allgather.cco:18: quiet
-  sdma.quiet<ccoCoopBlock>(0);
+  // protocols/ring_allgather.cco:25: quiet
+  sdma.quietQueue<ccoCoopBlock>(0, 0);
 }
 
 extern "C" __global__ void __launch_bounds__(64)

@@ -82,34 +82,38 @@ __device__ inline void ccogen_barrier_block(const ccogen_ctx& c) {
   bar.sync(ccoCoopBlock{});
 }
 
-// ======== kernel `push` (protocols/striped_put.cco:8): 1 block(s) x 256 threads
+// ======== kernel `push` (protocols/striped_put.cco:9): 1 block(s) x 256 threads
 
 // rank 0, block 0 of kernel `push`
 __device__ void ccogen_striped_put_push_r0_b0(const ccogen_ctx& c, ccoSdma& sdma) {
-  // protocols/striped_put.cco:13: barrier
-  ccogen_barrier_block(c);
+  // protocols/striped_put.cco:17: wait_signal
+  if (threadIdx.x == 0) {
+    sdma.waitSignal(1, 0, 1ULL + c.epoch * 1ULL);
+    ccogen_acquire_system();
+  }
+  __syncthreads();
   if (ccogen_wave() == 0) {
-    // protocols/striped_put.cco:16: put
+    // protocols/striped_put.cco:19: put
     sdma.put<ccoCoopWarp, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(1, c.win, 8388608ULL, c.win, 0ULL, 2097152ULL, 0);
-    // protocols/striped_put.cco:18: quiet
+    // protocols/striped_put.cco:21: quiet
     sdma.quiet<ccoCoopWarp>(1);
   }
   if (ccogen_wave() == 1) {
-    // protocols/striped_put.cco:16: put
+    // protocols/striped_put.cco:19: put
     sdma.put<ccoCoopWarp, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(1, c.win, 10485760ULL, c.win, 2097152ULL, 2097152ULL, 1);
-    // protocols/striped_put.cco:18: quiet
+    // protocols/striped_put.cco:21: quiet
     sdma.quiet<ccoCoopWarp>(1);
   }
   if (ccogen_wave() == 2) {
-    // protocols/striped_put.cco:16: put
+    // protocols/striped_put.cco:19: put
     sdma.put<ccoCoopWarp, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(1, c.win, 12582912ULL, c.win, 4194304ULL, 2097152ULL, 2);
-    // protocols/striped_put.cco:18: quiet
+    // protocols/striped_put.cco:21: quiet
     sdma.quiet<ccoCoopWarp>(1);
   }
   if (ccogen_wave() == 3) {
-    // protocols/striped_put.cco:16: put
+    // protocols/striped_put.cco:19: put
     sdma.put<ccoCoopWarp, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(1, c.win, 14680064ULL, c.win, 6291456ULL, 2097152ULL, 3);
-    // protocols/striped_put.cco:18: quiet
+    // protocols/striped_put.cco:21: quiet
     sdma.quiet<ccoCoopWarp>(1);
   }
   __syncthreads();
@@ -117,27 +121,27 @@ __device__ void ccogen_striped_put_push_r0_b0(const ccogen_ctx& c, ccoSdma& sdma
 
 // rank 1, block 0 of kernel `push`
 __device__ void ccogen_striped_put_push_r1_b0(const ccogen_ctx& c, ccoSdma& sdma) {
-  // protocols/striped_put.cco:13: barrier
-  ccogen_barrier_block(c);
-  // protocols/striped_put.cco:21: wait_signal
+  // protocols/striped_put.cco:23: put
+  sdma.put<ccoCoopBlock, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(0, c.win, 16777216ULL, c.win, 16777216ULL, 16ULL, 0);
+  // protocols/striped_put.cco:25: wait_signal
   if (threadIdx.x == 0) {
     sdma.waitSignal(0, 0, 1ULL + c.epoch * 1ULL);
     ccogen_acquire_system();
   }
   __syncthreads();
-  // protocols/striped_put.cco:21: wait_signal
+  // protocols/striped_put.cco:25: wait_signal
   if (threadIdx.x == 0) {
     sdma.waitSignal(0, 1, 1ULL + c.epoch * 1ULL);
     ccogen_acquire_system();
   }
   __syncthreads();
-  // protocols/striped_put.cco:21: wait_signal
+  // protocols/striped_put.cco:25: wait_signal
   if (threadIdx.x == 0) {
     sdma.waitSignal(0, 2, 1ULL + c.epoch * 1ULL);
     ccogen_acquire_system();
   }
   __syncthreads();
-  // protocols/striped_put.cco:21: wait_signal
+  // protocols/striped_put.cco:25: wait_signal
   if (threadIdx.x == 0) {
     sdma.waitSignal(0, 3, 1ULL + c.epoch * 1ULL);
     ccogen_acquire_system();

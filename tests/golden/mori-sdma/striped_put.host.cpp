@@ -18,7 +18,7 @@ namespace {
 constexpr int kRanks = 2;
 constexpr size_t kHeapBytes = 16781312;
 constexpr int kSdmaQueues = 4;  // the compiler's queue assignment
-constexpr int kLsaBarriers = 1;
+constexpr int kLsaBarriers = 0;
 
 struct State {
   ccoComm* comm = nullptr;

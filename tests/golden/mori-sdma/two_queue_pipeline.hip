@@ -82,34 +82,38 @@ __device__ inline void ccogen_barrier_block(const ccogen_ctx& c) {
   bar.sync(ccoCoopBlock{});
 }
 
-// ======== kernel `stream` (protocols/two_queue_pipeline.cco:11): 1 block(s) x 128 threads
+// ======== kernel `stream` (protocols/two_queue_pipeline.cco:12): 1 block(s) x 128 threads
 
 // rank 0, block 0 of kernel `stream`
 __device__ void ccogen_two_queue_pipeline_stream_r0_b0(const ccogen_ctx& c, ccoSdma& sdma) {
-  // protocols/two_queue_pipeline.cco:16: barrier
-  ccogen_barrier_block(c);
+  // protocols/two_queue_pipeline.cco:20: wait_signal
+  if (threadIdx.x == 0) {
+    sdma.waitSignal(1, 2, 1ULL + c.epoch * 1ULL);
+    ccogen_acquire_system();
+  }
+  __syncthreads();
   if (ccogen_wave() == 0) {
-    // protocols/two_queue_pipeline.cco:20: put
+    // protocols/two_queue_pipeline.cco:23: put
     sdma.put<ccoCoopWarp, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(1, c.win, 8388608ULL, c.win, 0ULL, 1048576ULL, 0);
-    // protocols/two_queue_pipeline.cco:20: put
+    // protocols/two_queue_pipeline.cco:23: put
     sdma.put<ccoCoopWarp, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(1, c.win, 10485760ULL, c.win, 2097152ULL, 1048576ULL, 0);
-    // protocols/two_queue_pipeline.cco:20: put
+    // protocols/two_queue_pipeline.cco:23: put
     sdma.put<ccoCoopWarp, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(1, c.win, 12582912ULL, c.win, 4194304ULL, 1048576ULL, 0);
-    // protocols/two_queue_pipeline.cco:20: put
+    // protocols/two_queue_pipeline.cco:23: put
     sdma.put<ccoCoopWarp, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(1, c.win, 14680064ULL, c.win, 6291456ULL, 1048576ULL, 0);
-    // protocols/two_queue_pipeline.cco:22: quiet
+    // protocols/two_queue_pipeline.cco:25: quiet
     sdma.quietQueue<ccoCoopWarp>(1, 0);
   }
   if (ccogen_wave() == 1) {
-    // protocols/two_queue_pipeline.cco:20: put
+    // protocols/two_queue_pipeline.cco:23: put
     sdma.put<ccoCoopWarp, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(1, c.win, 9437184ULL, c.win, 1048576ULL, 1048576ULL, 1);
-    // protocols/two_queue_pipeline.cco:20: put
+    // protocols/two_queue_pipeline.cco:23: put
     sdma.put<ccoCoopWarp, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(1, c.win, 11534336ULL, c.win, 3145728ULL, 1048576ULL, 1);
-    // protocols/two_queue_pipeline.cco:20: put
+    // protocols/two_queue_pipeline.cco:23: put
     sdma.put<ccoCoopWarp, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(1, c.win, 13631488ULL, c.win, 5242880ULL, 1048576ULL, 1);
-    // protocols/two_queue_pipeline.cco:20: put
+    // protocols/two_queue_pipeline.cco:23: put
     sdma.put<ccoCoopWarp, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(1, c.win, 15728640ULL, c.win, 7340032ULL, 1048576ULL, 1);
-    // protocols/two_queue_pipeline.cco:22: quiet
+    // protocols/two_queue_pipeline.cco:25: quiet
     sdma.quietQueue<ccoCoopWarp>(1, 1);
   }
   __syncthreads();
@@ -117,71 +121,71 @@ __device__ void ccogen_two_queue_pipeline_stream_r0_b0(const ccogen_ctx& c, ccoS
 
 // rank 1, block 0 of kernel `stream`
 __device__ void ccogen_two_queue_pipeline_stream_r1_b0(const ccogen_ctx& c, ccoSdma& sdma) {
-  // protocols/two_queue_pipeline.cco:16: barrier
-  ccogen_barrier_block(c);
-  // protocols/two_queue_pipeline.cco:25: wait_signal
+  // protocols/two_queue_pipeline.cco:27: put
+  sdma.put<ccoCoopBlock, false, true, ccoSdmaOptFlagsDefault, ccoSdmaThreadIndependent>(0, c.win, 25165824ULL, c.win, 25165824ULL, 16ULL, 2);
+  // protocols/two_queue_pipeline.cco:29: wait_signal
   if (threadIdx.x == 0) {
     sdma.waitSignal(0, 0, 1ULL + c.epoch * 4ULL);
     ccogen_acquire_system();
   }
   __syncthreads();
-  // protocols/two_queue_pipeline.cco:26: copy
+  // protocols/two_queue_pipeline.cco:30: copy
   ccogen_copy_block(c, 16777216ULL, 8388608ULL, 1048576ULL, true);
-  // protocols/two_queue_pipeline.cco:27: wait_signal
+  // protocols/two_queue_pipeline.cco:31: wait_signal
   if (threadIdx.x == 0) {
     sdma.waitSignal(0, 1, 1ULL + c.epoch * 4ULL);
     ccogen_acquire_system();
   }
   __syncthreads();
-  // protocols/two_queue_pipeline.cco:28: copy
+  // protocols/two_queue_pipeline.cco:32: copy
   ccogen_copy_block(c, 17825792ULL, 9437184ULL, 1048576ULL, true);
-  // protocols/two_queue_pipeline.cco:25: wait_signal
+  // protocols/two_queue_pipeline.cco:29: wait_signal
   if (threadIdx.x == 0) {
     sdma.waitSignal(0, 0, 2ULL + c.epoch * 4ULL);
     ccogen_acquire_system();
   }
   __syncthreads();
-  // protocols/two_queue_pipeline.cco:26: copy
+  // protocols/two_queue_pipeline.cco:30: copy
   ccogen_copy_block(c, 18874368ULL, 10485760ULL, 1048576ULL, true);
-  // protocols/two_queue_pipeline.cco:27: wait_signal
+  // protocols/two_queue_pipeline.cco:31: wait_signal
   if (threadIdx.x == 0) {
     sdma.waitSignal(0, 1, 2ULL + c.epoch * 4ULL);
     ccogen_acquire_system();
   }
   __syncthreads();
-  // protocols/two_queue_pipeline.cco:28: copy
+  // protocols/two_queue_pipeline.cco:32: copy
   ccogen_copy_block(c, 19922944ULL, 11534336ULL, 1048576ULL, true);
-  // protocols/two_queue_pipeline.cco:25: wait_signal
+  // protocols/two_queue_pipeline.cco:29: wait_signal
   if (threadIdx.x == 0) {
     sdma.waitSignal(0, 0, 3ULL + c.epoch * 4ULL);
     ccogen_acquire_system();
   }
   __syncthreads();
-  // protocols/two_queue_pipeline.cco:26: copy
+  // protocols/two_queue_pipeline.cco:30: copy
   ccogen_copy_block(c, 20971520ULL, 12582912ULL, 1048576ULL, true);
-  // protocols/two_queue_pipeline.cco:27: wait_signal
+  // protocols/two_queue_pipeline.cco:31: wait_signal
   if (threadIdx.x == 0) {
     sdma.waitSignal(0, 1, 3ULL + c.epoch * 4ULL);
     ccogen_acquire_system();
   }
   __syncthreads();
-  // protocols/two_queue_pipeline.cco:28: copy
+  // protocols/two_queue_pipeline.cco:32: copy
   ccogen_copy_block(c, 22020096ULL, 13631488ULL, 1048576ULL, true);
-  // protocols/two_queue_pipeline.cco:25: wait_signal
+  // protocols/two_queue_pipeline.cco:29: wait_signal
   if (threadIdx.x == 0) {
     sdma.waitSignal(0, 0, 4ULL + c.epoch * 4ULL);
     ccogen_acquire_system();
   }
   __syncthreads();
-  // protocols/two_queue_pipeline.cco:26: copy
+  // protocols/two_queue_pipeline.cco:30: copy
   ccogen_copy_block(c, 23068672ULL, 14680064ULL, 1048576ULL, true);
-  // protocols/two_queue_pipeline.cco:27: wait_signal
+  // protocols/two_queue_pipeline.cco:31: wait_signal
   if (threadIdx.x == 0) {
     sdma.waitSignal(0, 1, 4ULL + c.epoch * 4ULL);
     ccogen_acquire_system();
   }
   __syncthreads();
-  // protocols/two_queue_pipeline.cco:28: copy
+  // protocols/two_queue_pipeline.cco:32: copy
   ccogen_copy_block(c, 24117248ULL, 15728640ULL, 1048576ULL, true);
 }
 

@@ -298,22 +298,23 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 }
 // ---- end of the nccl-cft primitives ----
 
-// ======== kernel `batch` (protocols/aggregated_batch.cco:10): 1 logical block(s) x 4 CTA(s) x 512 threads
+// ======== kernel `batch` (protocols/aggregated_batch.cco:11): 1 logical block(s) x 4 CTA(s) x 512 threads
 
 // rank 0, logical block 0 of kernel `batch`
 __device__ __forceinline__ void ccogen_aggregated_batch_batch_r0_b0(const ccogen_ctx& c) {
-  [[maybe_unused]] constexpr uint64_t kSyncs = 1;
-  // protocols/aggregated_batch.cco:15: barrier
-  ccogen_barrier_group(c, 1ULL);
-  // protocols/aggregated_batch.cco:18: put
-  // protocols/aggregated_batch.cco:18: put
-  // protocols/aggregated_batch.cco:18: put
-  // protocols/aggregated_batch.cco:18: put
-  // protocols/aggregated_batch.cco:18: put
-  // protocols/aggregated_batch.cco:18: put
-  // protocols/aggregated_batch.cco:18: put
-  // protocols/aggregated_batch.cco:21: put
-  // protocols/aggregated_batch.cco:23: commit
+  [[maybe_unused]] constexpr uint64_t kSyncs = 2;
+  // protocols/aggregated_batch.cco:20: wait_signal
+  ccogen_waitcounted_group(c, 4194608ULL, 1ULL, 1ULL, 20, 1, 1, 1);
+  ccogen_sync_group(c, 1ULL, kSyncs);
+  // protocols/aggregated_batch.cco:22: put
+  // protocols/aggregated_batch.cco:22: put
+  // protocols/aggregated_batch.cco:22: put
+  // protocols/aggregated_batch.cco:22: put
+  // protocols/aggregated_batch.cco:22: put
+  // protocols/aggregated_batch.cco:22: put
+  // protocols/aggregated_batch.cco:22: put
+  // protocols/aggregated_batch.cco:25: put
+  // protocols/aggregated_batch.cco:27: commit
   ccogen_copy_group(c, 1, 3932160ULL, -1, 0ULL, 262144ULL, true);
   ccogen_copy_group(c, 1, 3670016ULL, -1, 262144ULL, 262144ULL, true);
   ccogen_copy_group(c, 1, 3407872ULL, -1, 524288ULL, 262144ULL, true);
@@ -322,20 +323,22 @@ __device__ __forceinline__ void ccogen_aggregated_batch_batch_r0_b0(const ccogen
   ccogen_copy_group(c, 1, 2621440ULL, -1, 1310720ULL, 262144ULL, true);
   ccogen_copy_group(c, 1, 2359296ULL, -1, 1572864ULL, 262144ULL, true);
   ccogen_copy_group(c, 1, 2097152ULL, -1, 1835008ULL, 262144ULL, true);
-  ccogen_sync_group(c, 1ULL, kSyncs);
-  ccogen_signal_group(c, 1, 4194304ULL, 1ULL);
-  // protocols/aggregated_batch.cco:24: quiet
+  ccogen_sync_group(c, 2ULL, kSyncs);
+  ccogen_signal_group(c, 1, 4194560ULL, 1ULL);
+  // protocols/aggregated_batch.cco:28: quiet
   ccogen_quiet_group(c);
 }
 
 // rank 1, logical block 0 of kernel `batch`
 __device__ __forceinline__ void ccogen_aggregated_batch_batch_r1_b0(const ccogen_ctx& c) {
-  [[maybe_unused]] constexpr uint64_t kSyncs = 1;
-  // protocols/aggregated_batch.cco:15: barrier
-  ccogen_barrier_group(c, 1ULL);
-  // protocols/aggregated_batch.cco:26: wait_signal
-  ccogen_waitcounted_group(c, 4194304ULL, 1ULL, 1ULL, 26, 0, 0, 1);
+  [[maybe_unused]] constexpr uint64_t kSyncs = 2;
+  // protocols/aggregated_batch.cco:30: put
+  ccogen_copy_group(c, 0, 4194304ULL, -1, 4194304ULL, 16ULL, true);
   ccogen_sync_group(c, 1ULL, kSyncs);
+  ccogen_signal_group(c, 0, 4194608ULL, 1ULL);
+  // protocols/aggregated_batch.cco:31: wait_signal
+  ccogen_waitcounted_group(c, 4194560ULL, 1ULL, 1ULL, 31, 0, 0, 1);
+  ccogen_sync_group(c, 2ULL, kSyncs);
 }
 
 extern "C" __global__ void __launch_bounds__(512)
@@ -347,7 +350,7 @@ ccogen_aggregated_batch_batch(const __grid_constant__ ncclDevComm dc, ncclWindow
   c.team = ncclTeamCft(dc);
   if (c.team.nRanks != 2 || c.team.rank != dc.rank) __trap();  // CFT team = the communicator
   ccogen_fill_ctx(c, static_cast<char*>(ncclGetLocalPointer(win, 0)), epoch, dbg, dc.rank,
-                  4, 4194824ULL, 4194816ULL, 2ULL);
+                  4, 4195080ULL, 4195072ULL, 0ULL);
   switch (c.rank * 1 + c.group) {
     case 0: ccogen_aggregated_batch_batch_r0_b0(c); break;
     case 1: ccogen_aggregated_batch_batch_r1_b0(c); break;

@@ -23,7 +23,7 @@ constexpr uint64_t kMaxInFlight = 16777200ULL;
 constexpr bool kCountedHeap = true;  // NCCL_WIN_CFT_COUNTED window
 constexpr uint64_t kNoCounter = ~0ULL;
 // On a counted window every fabric write is counted; uncounted ones count into this word.
-constexpr uint64_t kSink = 8389120ULL;
+constexpr uint64_t kSink = 8389376ULL;
 // Peers `get` from this heap through the fabric proxy: signals release generic stores to it.
 constexpr bool kPeersRead = false;
 
@@ -298,29 +298,32 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 }
 // ---- end of the nccl-cft primitives ----
 
-// ======== kernel `bcast` (protocols/counted_broadcast.cco:8): 1 logical block(s) x 32 CTA(s) x 512 threads
+// ======== kernel `bcast` (protocols/counted_broadcast.cco:9): 1 logical block(s) x 32 CTA(s) x 512 threads
 
 // rank 0, logical block 0 of kernel `bcast`
 __device__ __forceinline__ void ccogen_counted_broadcast_bcast_r0_b0(const ccogen_ctx& c) {
-  [[maybe_unused]] constexpr uint64_t kSyncs = 1;
-  // protocols/counted_broadcast.cco:13: barrier
-  ccogen_barrier_group(c, 1ULL);
-  // protocols/counted_broadcast.cco:16: put
-  // protocols/counted_broadcast.cco:18: commit
-  ccogen_putcounted_group(c, 1, 0ULL, 0ULL, 8388608ULL, 8388864ULL);
+  [[maybe_unused]] constexpr uint64_t kSyncs = 2;
+  // protocols/counted_broadcast.cco:18: wait_signal
+  ccogen_waitcounted_group(c, 8388912ULL, 1ULL, 1ULL, 18, 1, 1, 1);
   ccogen_sync_group(c, 1ULL, kSyncs);
-  // protocols/counted_broadcast.cco:19: quiet
+  // protocols/counted_broadcast.cco:20: put
+  // protocols/counted_broadcast.cco:22: commit
+  ccogen_putcounted_group(c, 1, 0ULL, 0ULL, 8388608ULL, 8389120ULL);
+  ccogen_sync_group(c, 2ULL, kSyncs);
+  // protocols/counted_broadcast.cco:23: quiet
   ccogen_quiet_group(c);
 }
 
 // rank 1, logical block 0 of kernel `bcast`
 __device__ __forceinline__ void ccogen_counted_broadcast_bcast_r1_b0(const ccogen_ctx& c) {
-  [[maybe_unused]] constexpr uint64_t kSyncs = 1;
-  // protocols/counted_broadcast.cco:13: barrier
-  ccogen_barrier_group(c, 1ULL);
-  // protocols/counted_broadcast.cco:21: wait_count
-  ccogen_waitcounted_group(c, 8388864ULL, 8388608ULL, 8388608ULL, 21, -1, -1, 2);
+  [[maybe_unused]] constexpr uint64_t kSyncs = 2;
+  // protocols/counted_broadcast.cco:25: put
+  ccogen_copy_group(c, 0, 8388624ULL, -1, 8388624ULL, 16ULL, true);
   ccogen_sync_group(c, 1ULL, kSyncs);
+  ccogen_signal_group(c, 0, 8388912ULL, 1ULL);
+  // protocols/counted_broadcast.cco:27: wait_count
+  ccogen_waitcounted_group(c, 8389120ULL, 8388608ULL, 8388608ULL, 27, -1, -1, 2);
+  ccogen_sync_group(c, 2ULL, kSyncs);
 }
 
 extern "C" __global__ void __launch_bounds__(512)
@@ -332,7 +335,7 @@ ccogen_counted_broadcast_bcast(const __grid_constant__ ncclDevComm dc, ncclWindo
   c.team = ncclTeamCft(dc);
   if (c.team.nRanks != 2 || c.team.rank != dc.rank) __trap();  // CFT team = the communicator
   ccogen_fill_ctx(c, static_cast<char*>(ncclGetLocalPointer(win, 0)), epoch, dbg, dc.rank,
-                  32, 8389384ULL, 8389376ULL, 2ULL);
+                  32, 8389640ULL, 8389632ULL, 0ULL);
   switch (c.rank * 1 + c.group) {
     case 0: ccogen_counted_broadcast_bcast_r0_b0(c); break;
     case 1: ccogen_counted_broadcast_bcast_r1_b0(c); break;

@@ -23,7 +23,7 @@ constexpr uint64_t kMaxInFlight = 16777200ULL;
 constexpr bool kCountedHeap = true;  // NCCL_WIN_CFT_COUNTED window
 constexpr uint64_t kNoCounter = ~0ULL;
 // On a counted window every fabric write is counted; uncounted ones count into this word.
-constexpr uint64_t kSink = 3146240ULL;
+constexpr uint64_t kSink = 3146496ULL;
 // Peers `get` from this heap through the fabric proxy: signals release generic stores to it.
 constexpr bool kPeersRead = false;
 
@@ -298,30 +298,33 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 }
 // ---- end of the nccl-cft primitives ----
 
-// ======== kernel `gather` (protocols/counted_gather.cco:10): 1 logical block(s) x 16 CTA(s) x 512 threads
+// ======== kernel `gather` (protocols/counted_gather.cco:12): 1 logical block(s) x 16 CTA(s) x 512 threads
 
 // rank 0, logical block 0 of kernel `gather`
 __device__ __forceinline__ void ccogen_counted_gather_gather_r0_b0(const ccogen_ctx& c) {
-  [[maybe_unused]] constexpr uint64_t kSyncs = 2;
-  // protocols/counted_gather.cco:15: barrier
-  ccogen_barrier_group(c, 1ULL);
-  // protocols/counted_gather.cco:20: copy
-  ccogen_copy_group(c, -1, 1048576ULL, -1, 0ULL, 1048576ULL, true);
+  [[maybe_unused]] constexpr uint64_t kSyncs = 3;
+  // protocols/counted_gather.cco:25: put
+  ccogen_copy_group(c, 1, 3145728ULL, -1, 3145728ULL, 16ULL, true);
   ccogen_sync_group(c, 1ULL, kSyncs);
-  // protocols/counted_gather.cco:21: wait_count
-  ccogen_waitcounted_group(c, 3145984ULL, 1048576ULL, 1048576ULL, 21, -1, -1, 2);
+  ccogen_signal_group(c, 1, 3146000ULL, 1ULL);
+  // protocols/counted_gather.cco:26: copy
+  ccogen_copy_group(c, -1, 1048576ULL, -1, 0ULL, 1048576ULL, true);
   ccogen_sync_group(c, 2ULL, kSyncs);
+  // protocols/counted_gather.cco:27: wait_count
+  ccogen_waitcounted_group(c, 3146240ULL, 1048576ULL, 1048576ULL, 27, -1, -1, 2);
+  ccogen_sync_group(c, 3ULL, kSyncs);
 }
 
 // rank 1, logical block 0 of kernel `gather`
 __device__ __forceinline__ void ccogen_counted_gather_gather_r1_b0(const ccogen_ctx& c) {
-  [[maybe_unused]] constexpr uint64_t kSyncs = 1;
-  // protocols/counted_gather.cco:15: barrier
-  ccogen_barrier_group(c, 1ULL);
-  // protocols/counted_gather.cco:17: put
-  ccogen_putcounted_group(c, 0, 2097152ULL, 0ULL, 1048576ULL, 3145984ULL);
+  [[maybe_unused]] constexpr uint64_t kSyncs = 2;
+  // protocols/counted_gather.cco:20: wait_signal
+  ccogen_waitcounted_group(c, 3146000ULL, 1ULL, 1ULL, 20, 0, 1, 1);
   ccogen_sync_group(c, 1ULL, kSyncs);
-  // protocols/counted_gather.cco:18: quiet
+  // protocols/counted_gather.cco:21: put
+  ccogen_putcounted_group(c, 0, 2097152ULL, 0ULL, 1048576ULL, 3146240ULL);
+  ccogen_sync_group(c, 2ULL, kSyncs);
+  // protocols/counted_gather.cco:22: quiet
   ccogen_quiet_group(c);
 }
 
@@ -334,7 +337,7 @@ ccogen_counted_gather_gather(const __grid_constant__ ncclDevComm dc, ncclWindow_
   c.team = ncclTeamCft(dc);
   if (c.team.nRanks != 2 || c.team.rank != dc.rank) __trap();  // CFT team = the communicator
   ccogen_fill_ctx(c, static_cast<char*>(ncclGetLocalPointer(win, 0)), epoch, dbg, dc.rank,
-                  16, 3146504ULL, 3146496ULL, 2ULL);
+                  16, 3146760ULL, 3146752ULL, 0ULL);
   switch (c.rank * 1 + c.group) {
     case 0: ccogen_counted_gather_gather_r0_b0(c); break;
     case 1: ccogen_counted_gather_gather_r1_b0(c); break;

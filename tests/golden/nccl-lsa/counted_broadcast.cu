@@ -80,29 +80,32 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 }
 // ---- end of the nccl-lsa primitives ----
 
-// ======== kernel `bcast` (protocols/counted_broadcast.cco:8): 1 logical block(s) x 32 CTA(s) x 512 threads
+// ======== kernel `bcast` (protocols/counted_broadcast.cco:9): 1 logical block(s) x 32 CTA(s) x 512 threads
 
 // rank 0, logical block 0 of kernel `bcast`
 __device__ __forceinline__ void ccogen_counted_broadcast_bcast_r0_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 1;
-  // protocols/counted_broadcast.cco:13: barrier
-  ccogen_barrier_group(c, 1ULL);
-  // protocols/counted_broadcast.cco:16: put
-  // protocols/counted_broadcast.cco:18: commit
+  // protocols/counted_broadcast.cco:18: wait_signal
+  ccogen_cwait_group(c, 8388888ULL, 1ULL, 1ULL, 18, 1, 1, 1, 32ULL);
+  ccogen_ctasync_group(c);
+  // protocols/counted_broadcast.cco:20: put
+  // protocols/counted_broadcast.cco:22: commit
   ccogen_copy_group(c, 1, 0ULL, -1, 0ULL, 8388608ULL, true);
   ccogen_sync_group(c, 1ULL, kSyncs);
-  ccogen_signal_group(c, 1, 8388864ULL, 8388608ULL);
-  // protocols/counted_broadcast.cco:19: quiet
+  ccogen_signal_group(c, 1, 8389120ULL, 8388608ULL);
+  // protocols/counted_broadcast.cco:23: quiet
   ccogen_quiet_group(c);
 }
 
 // rank 1, logical block 0 of kernel `bcast`
 __device__ __forceinline__ void ccogen_counted_broadcast_bcast_r1_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 0;
-  // protocols/counted_broadcast.cco:13: barrier
-  ccogen_barrier_group(c, 1ULL);
-  // protocols/counted_broadcast.cco:21: wait_count
-  ccogen_cwait_group(c, 8388864ULL, 8388608ULL, 8388608ULL, 21, -1, -1, 2, 1ULL);
+  // protocols/counted_broadcast.cco:25: put
+  ccogen_copy_group(c, 0, 8388624ULL, -1, 8388624ULL, 16ULL, true);
+  ccogen_ctasync_group(c);
+  ccogen_csignal_group(c, 0, 8388888ULL, 1ULL);
+  // protocols/counted_broadcast.cco:27: wait_count
+  ccogen_cwait_group(c, 8389120ULL, 8388608ULL, 8388608ULL, 27, -1, -1, 2, 1ULL);
   ccogen_ctasync_group(c);
 }
 
@@ -113,7 +116,7 @@ ccogen_counted_broadcast_bcast(const __grid_constant__ ncclDevComm dc, ncclWindo
   c.dc = &dc;
   c.win = win;
   ccogen_fill_ctx(c, static_cast<char*>(ncclGetLocalPointer(win, 0)), epoch, dbg, dc.lsaRank,
-                  32, 8389128ULL, 8389120ULL, 2ULL);
+                  32, 8389384ULL, 8389376ULL, 0ULL);
   switch (c.rank * 1 + c.group) {
     case 0: ccogen_counted_broadcast_bcast_r0_b0(c); break;
     case 1: ccogen_counted_broadcast_bcast_r1_b0(c); break;

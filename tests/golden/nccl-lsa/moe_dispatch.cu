@@ -171,20 +171,24 @@ __device__ __forceinline__ void ccogen_copy_chunk_warp(const ccogen_ctx& c, int 
 
 // 2 ranks (from rank 0, `c.rank` at run time), logical block 0 of kernel `dispatch`
 __device__ __forceinline__ void ccogen_moe_dispatch_dispatch_r0x2_b0(const ccogen_ctx& c) {
-  [[maybe_unused]] constexpr uint64_t kSyncs = 5;
-  // protocols/moe_dispatch.cco:29: barrier
-  ccogen_barrier_group(c, 1ULL);
-  // protocols/moe_dispatch.cco:31: put
-  ccogen_copy_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(256LL + 4LL * c.rank), -4, static_cast<uint64_t>(4LL + -4LL * c.rank), 4ULL, false);
+  [[maybe_unused]] constexpr uint64_t kSyncs = 7;
+  // protocols/moe_dispatch.cco:36: signal
   ccogen_sync_group(c, 1ULL, kSyncs);
-  ccogen_signal_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(512LL + 16LL * c.rank), 1ULL);
-  // protocols/moe_dispatch.cco:38: 2 warps x 8 rows x 1 chunk(s) of 8192 B, spread over every warp of the group (codegen/spread.py) | protocols/moe_dispatch.cco:41: 2 warps x 8 rows x 1 chunk(s) of 8192 B, spread over every warp of the group (codegen/spread.py)
+  ccogen_signal_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(528LL + 24LL * c.rank), 1ULL);
+  // protocols/moe_dispatch.cco:38: wait_signal
+  ccogen_wait_group(c, static_cast<uint64_t>(552LL + -24LL * c.rank), 1ULL, 1ULL, 38, (1 + -1 * c.rank), 2, 1, 1ULL);
+  ccogen_sync_group(c, 2ULL, kSyncs);
+  // protocols/moe_dispatch.cco:40: put
+  ccogen_copy_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(256LL + 4LL * c.rank), -4, static_cast<uint64_t>(4LL + -4LL * c.rank), 4ULL, false);
+  ccogen_sync_group(c, 3ULL, kSyncs);
+  ccogen_signal_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(512LL + 24LL * c.rank), 1ULL);
+  // protocols/moe_dispatch.cco:47: 2 warps x 8 rows x 1 chunk(s) of 8192 B, spread over every warp of the group (codegen/spread.py) | protocols/moe_dispatch.cco:50: 2 warps x 8 rows x 1 chunk(s) of 8192 B, spread over every warp of the group (codegen/spread.py)
   for (uint64_t i = ccogen_spread_first(c); i < 16ULL; i += ccogen_spread_stride(c)) {
     [[maybe_unused]] const int64_t t = static_cast<int64_t>(i / 2ULL);
     [[maybe_unused]] const uint64_t chunk = i / 2ULL % 1ULL;
     switch (i % 2ULL) {
       case 0: {
-        // protocols/moe_dispatch.cco:38: copy | protocols/moe_dispatch.cco:41: put
+        // protocols/moe_dispatch.cco:47: copy | protocols/moe_dispatch.cco:50: put
         {
           const uint64_t rt_dst = static_cast<uint64_t>(((0LL + 128LL * c.rank) + 16LL * t));
           const uint64_t rt_src = static_cast<uint64_t>((0LL + 16LL * t));
@@ -193,7 +197,7 @@ __device__ __forceinline__ void ccogen_moe_dispatch_dispatch_r0x2_b0(const ccoge
         }
       } break;
       case 1: {
-        // protocols/moe_dispatch.cco:41: put | protocols/moe_dispatch.cco:38: copy
+        // protocols/moe_dispatch.cco:50: put | protocols/moe_dispatch.cco:47: copy
         {
           const uint64_t rt_dst = static_cast<uint64_t>(((0LL + 128LL * c.rank) + 16LL * t));
           const uint64_t rt_src = static_cast<uint64_t>((0LL + 16LL * t));
@@ -205,19 +209,19 @@ __device__ __forceinline__ void ccogen_moe_dispatch_dispatch_r0x2_b0(const ccoge
     }
   }
   ccogen_ctasync_group(c);
-  // protocols/moe_dispatch.cco:44: signal
-  ccogen_csignal_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(520LL + 16LL * c.rank), 1ULL);
-  ccogen_sync_group(c, 2ULL, kSyncs);
-  // protocols/moe_dispatch.cco:45: copy
-  ccogen_copy_group(c, -1, static_cast<uint64_t>(256LL + 4LL * c.rank), -4, static_cast<uint64_t>(0LL + 4LL * c.rank), 4ULL, false);
-  ccogen_sync_group(c, 3ULL, kSyncs);
-  // protocols/moe_dispatch.cco:47: wait_signal
-  ccogen_wait_group(c, static_cast<uint64_t>(528LL + -16LL * c.rank), 1ULL, 1ULL, 47, (1 + -1 * c.rank), 0, 1, 1ULL);
+  // protocols/moe_dispatch.cco:53: signal
+  ccogen_csignal_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(520LL + 24LL * c.rank), 1ULL);
   ccogen_sync_group(c, 4ULL, kSyncs);
-  // protocols/moe_dispatch.cco:48: wait_signal
-  ccogen_wait_group(c, static_cast<uint64_t>(536LL + -16LL * c.rank), 1ULL, 1ULL, 48, (1 + -1 * c.rank), 1, 1, 1ULL);
+  // protocols/moe_dispatch.cco:54: copy
+  ccogen_copy_group(c, -1, static_cast<uint64_t>(256LL + 4LL * c.rank), -4, static_cast<uint64_t>(0LL + 4LL * c.rank), 4ULL, false);
   ccogen_sync_group(c, 5ULL, kSyncs);
-  // protocols/moe_dispatch.cco:49: quiet
+  // protocols/moe_dispatch.cco:56: wait_signal
+  ccogen_wait_group(c, static_cast<uint64_t>(536LL + -24LL * c.rank), 1ULL, 1ULL, 56, (1 + -1 * c.rank), 0, 1, 1ULL);
+  ccogen_sync_group(c, 6ULL, kSyncs);
+  // protocols/moe_dispatch.cco:57: wait_signal
+  ccogen_wait_group(c, static_cast<uint64_t>(544LL + -24LL * c.rank), 1ULL, 1ULL, 57, (1 + -1 * c.rank), 1, 1, 1ULL);
+  ccogen_sync_group(c, 7ULL, kSyncs);
+  // protocols/moe_dispatch.cco:58: quiet
   ccogen_quiet_group(c);
 }
 
@@ -232,7 +236,7 @@ ccogen_moe_dispatch_dispatch(const __grid_constant__ ncclDevComm dc, ncclWindow_
   c.buf[2] = buf_rank_counts;
   c.buf[3] = buf_ntok;
   ccogen_fill_ctx(c, static_cast<char*>(ncclGetLocalPointer(win, 0)), epoch, dbg, dc.lsaRank,
-                  1, 776ULL, 768ULL, 2ULL);
+                  1, 776ULL, 768ULL, 0ULL);
   switch (c.rank * 1 + c.group) {
     case 0: case 1: ccogen_moe_dispatch_dispatch_r0x2_b0(c); break;
     default: break;

@@ -80,21 +80,26 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 }
 // ---- end of the nccl-lsa primitives ----
 
-// ======== kernel `ring` (protocols/ring_allgather.cco:8): 1 logical block(s) x 4 CTA(s) x 512 threads
+// ======== kernel `ring` (protocols/ring_allgather.cco:10): 1 logical block(s) x 4 CTA(s) x 512 threads
 
 // 2 ranks (from rank 0, `c.rank` at run time), logical block 0 of kernel `ring`
 __device__ __forceinline__ void ccogen_ring_allgather_ring_r0x2_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 0;
-  // protocols/ring_allgather.cco:12: barrier
-  ccogen_barrier_group(c, 1ULL);
-  // protocols/ring_allgather.cco:14: put
+  // protocols/ring_allgather.cco:18: put
+  ccogen_copy_group(c, (1 + -1 * c.rank), 524304ULL, -1, 524288ULL, 16ULL, true);
+  ccogen_ctasync_group(c);
+  ccogen_csignal_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(524552LL + 16LL * c.rank), 1ULL);
+  // protocols/ring_allgather.cco:19: wait_signal
+  ccogen_cwait_group(c, static_cast<uint64_t>(524568LL + -16LL * c.rank), 1ULL, 1ULL, 19, (1 + -1 * c.rank), 1, 1, 4ULL);
+  ccogen_ctasync_group(c);
+  // protocols/ring_allgather.cco:21: put
   ccogen_copy_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(0LL + 262144LL * c.rank), -1, static_cast<uint64_t>(0LL + 262144LL * c.rank), 262144ULL, true);
   ccogen_ctasync_group(c);
-  ccogen_csignal_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(524288LL + 8LL * c.rank), 1ULL);
-  // protocols/ring_allgather.cco:17: wait_signal
-  ccogen_cwait_group(c, static_cast<uint64_t>(524296LL + -8LL * c.rank), 1ULL, 1ULL, 17, (1 + -1 * c.rank), 0, 1, 4ULL);
+  ccogen_csignal_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(524544LL + 16LL * c.rank), 1ULL);
+  // protocols/ring_allgather.cco:24: wait_signal
+  ccogen_cwait_group(c, static_cast<uint64_t>(524560LL + -16LL * c.rank), 1ULL, 1ULL, 24, (1 + -1 * c.rank), 0, 1, 4ULL);
   ccogen_ctasync_group(c);
-  // protocols/ring_allgather.cco:18: quiet
+  // protocols/ring_allgather.cco:25: quiet
   ccogen_quiet_group(c);
 }
 
@@ -105,7 +110,7 @@ ccogen_ring_allgather_ring(const __grid_constant__ ncclDevComm dc, ncclWindow_t 
   c.dc = &dc;
   c.win = win;
   ccogen_fill_ctx(c, static_cast<char*>(ncclGetLocalPointer(win, 0)), epoch, dbg, dc.lsaRank,
-                  4, 524552ULL, 524544ULL, 2ULL);
+                  4, 524808ULL, 524800ULL, 0ULL);
   switch (c.rank * 1 + c.group) {
     case 0: case 1: ccogen_ring_allgather_ring_r0x2_b0(c); break;
     default: break;

@@ -337,29 +337,33 @@ __device__ __forceinline__ void ccogen_release_smem() {
 }
 // ---- end of the nvshmem primitives ----
 
-// ======== kernel `bcast` (protocols/counted_broadcast.cco:8): 1 logical block(s) x 32 CTA(s) x 256 threads
+// ======== kernel `bcast` (protocols/counted_broadcast.cco:9): 1 logical block(s) x 32 CTA(s) x 256 threads
 
 // rank 0, logical block 0 of kernel `bcast`
 __device__ __forceinline__ void ccogen_counted_broadcast_bcast_r0_b0(const ccogen_ctx& c) {
-  [[maybe_unused]] constexpr uint64_t kSyncs = 1;
-  // protocols/counted_broadcast.cco:13: barrier
-  ccogen_barrier_group(c, 1ULL);
-  // protocols/counted_broadcast.cco:16: put
-  // protocols/counted_broadcast.cco:18: commit
-  ccogen_putcounted_group(c, 1, 0ULL, 0ULL, 8388608ULL, 8388864ULL);
+  [[maybe_unused]] constexpr uint64_t kSyncs = 2;
+  // protocols/counted_broadcast.cco:18: wait_signal
+  ccogen_wait_group(c, 8388888ULL, 1ULL, 1ULL, 18, 1, 1, 1, 1ULL);
+  ccogen_fabacquire_group(c);
   ccogen_sync_group(c, 1ULL, kSyncs);
-  // protocols/counted_broadcast.cco:19: quiet
+  // protocols/counted_broadcast.cco:20: put
+  // protocols/counted_broadcast.cco:22: commit
+  ccogen_putcounted_group(c, 1, 0ULL, 0ULL, 8388608ULL, 8389120ULL);
+  ccogen_sync_group(c, 2ULL, kSyncs);
+  // protocols/counted_broadcast.cco:23: quiet
   ccogen_quiet_group(c);
 }
 
 // rank 1, logical block 0 of kernel `bcast`
 __device__ __forceinline__ void ccogen_counted_broadcast_bcast_r1_b0(const ccogen_ctx& c) {
-  [[maybe_unused]] constexpr uint64_t kSyncs = 1;
-  // protocols/counted_broadcast.cco:13: barrier
-  ccogen_barrier_group(c, 1ULL);
-  // protocols/counted_broadcast.cco:21: wait_count
-  ccogen_waitcounted_group(c, 8388864ULL, 8388608ULL, 8388608ULL, 21, -1, -1, 2);
+  [[maybe_unused]] constexpr uint64_t kSyncs = 2;
+  // protocols/counted_broadcast.cco:25: put
+  ccogen_copy_group(c, 0, 8388624ULL, -1, 8388624ULL, 16ULL, true);
   ccogen_sync_group(c, 1ULL, kSyncs);
+  ccogen_signal_group(c, 0, 8388888ULL, 1ULL);
+  // protocols/counted_broadcast.cco:27: wait_count
+  ccogen_waitcounted_group(c, 8389120ULL, 8388608ULL, 8388608ULL, 27, -1, -1, 2);
+  ccogen_sync_group(c, 2ULL, kSyncs);
 }
 
 extern "C" __global__ void __launch_bounds__(256)
@@ -369,7 +373,7 @@ ccogen_counted_broadcast_bcast(char* heap, uint64_t epoch, ccogen_debug_record* 
   ccogen_nvshmem_lookup(heap, peers, 2);
   __syncthreads();  // publishes peers
   ccogen_fill_ctx(c, heap, epoch, dbg, nvshmem_my_pe(), 32,
-                  8389128ULL, 8389120ULL, 2ULL);
+                  8389384ULL, 8389376ULL, 0ULL);
   ccogen_nvshmem_peers(c, peers, 2);
   ccogen_give_smem();
   switch (c.rank * 1 + c.group) {

@@ -337,30 +337,34 @@ __device__ __forceinline__ void ccogen_release_smem() {
 }
 // ---- end of the nvshmem primitives ----
 
-// ======== kernel `gather` (protocols/counted_gather.cco:10): 1 logical block(s) x 16 CTA(s) x 256 threads
+// ======== kernel `gather` (protocols/counted_gather.cco:12): 1 logical block(s) x 16 CTA(s) x 256 threads
 
 // rank 0, logical block 0 of kernel `gather`
 __device__ __forceinline__ void ccogen_counted_gather_gather_r0_b0(const ccogen_ctx& c) {
-  [[maybe_unused]] constexpr uint64_t kSyncs = 2;
-  // protocols/counted_gather.cco:15: barrier
-  ccogen_barrier_group(c, 1ULL);
-  // protocols/counted_gather.cco:20: copy
-  ccogen_copy_group(c, -1, 1048576ULL, -1, 0ULL, 1048576ULL, true);
+  [[maybe_unused]] constexpr uint64_t kSyncs = 3;
+  // protocols/counted_gather.cco:25: put
+  ccogen_copy_group(c, 1, 3145728ULL, -1, 3145728ULL, 16ULL, true);
   ccogen_sync_group(c, 1ULL, kSyncs);
-  // protocols/counted_gather.cco:21: wait_count
-  ccogen_waitcounted_group(c, 3145984ULL, 1048576ULL, 1048576ULL, 21, -1, -1, 2);
+  ccogen_signal_group(c, 1, 3145992ULL, 1ULL);
+  // protocols/counted_gather.cco:26: copy
+  ccogen_copy_group(c, -1, 1048576ULL, -1, 0ULL, 1048576ULL, true);
   ccogen_sync_group(c, 2ULL, kSyncs);
+  // protocols/counted_gather.cco:27: wait_count
+  ccogen_waitcounted_group(c, 3146240ULL, 1048576ULL, 1048576ULL, 27, -1, -1, 2);
+  ccogen_sync_group(c, 3ULL, kSyncs);
 }
 
 // rank 1, logical block 0 of kernel `gather`
 __device__ __forceinline__ void ccogen_counted_gather_gather_r1_b0(const ccogen_ctx& c) {
-  [[maybe_unused]] constexpr uint64_t kSyncs = 1;
-  // protocols/counted_gather.cco:15: barrier
-  ccogen_barrier_group(c, 1ULL);
-  // protocols/counted_gather.cco:17: put
-  ccogen_putcounted_group(c, 0, 2097152ULL, 0ULL, 1048576ULL, 3145984ULL);
+  [[maybe_unused]] constexpr uint64_t kSyncs = 2;
+  // protocols/counted_gather.cco:20: wait_signal
+  ccogen_wait_group(c, 3145992ULL, 1ULL, 1ULL, 20, 0, 1, 1, 1ULL);
+  ccogen_fabacquire_group(c);
   ccogen_sync_group(c, 1ULL, kSyncs);
-  // protocols/counted_gather.cco:18: quiet
+  // protocols/counted_gather.cco:21: put
+  ccogen_putcounted_group(c, 0, 2097152ULL, 0ULL, 1048576ULL, 3146240ULL);
+  ccogen_sync_group(c, 2ULL, kSyncs);
+  // protocols/counted_gather.cco:22: quiet
   ccogen_quiet_group(c);
 }
 
@@ -371,7 +375,7 @@ ccogen_counted_gather_gather(char* heap, uint64_t epoch, ccogen_debug_record* db
   ccogen_nvshmem_lookup(heap, peers, 2);
   __syncthreads();  // publishes peers
   ccogen_fill_ctx(c, heap, epoch, dbg, nvshmem_my_pe(), 16,
-                  3146248ULL, 3146240ULL, 2ULL);
+                  3146504ULL, 3146496ULL, 0ULL);
   ccogen_nvshmem_peers(c, peers, 2);
   ccogen_give_smem();
   switch (c.rank * 1 + c.group) {

@@ -233,31 +233,32 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 }
 // ---- end of the nvshmem primitives ----
 
-// ======== kernel `gather` (protocols/counted_gather.cco:10): 1 logical block(s) x 16 CTA(s) x 512 threads
+// ======== kernel `gather` (protocols/counted_gather.cco:12): 1 logical block(s) x 16 CTA(s) x 512 threads
 
 // rank 0, logical block 0 of kernel `gather`
 __device__ __forceinline__ void ccogen_counted_gather_gather_r0_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 0;
-  // protocols/counted_gather.cco:15: barrier
-  ccogen_barrier_group(c, 1ULL);
-  // protocols/counted_gather.cco:20: copy
+  // protocols/counted_gather.cco:25: put
+  ccogen_cputsig_group(c, 1, 3145728ULL, 3145728ULL, 16ULL, 3145992ULL, 1ULL);
+  // protocols/counted_gather.cco:26: copy
   ccogen_copy_group(c, -1, 1048576ULL, -1, 0ULL, 1048576ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/counted_gather.cco:21: wait_count
-  ccogen_cwait_group(c, 3145984ULL, 1048576ULL, 1048576ULL, 21, -1, -1, 2, 1ULL);
+  // protocols/counted_gather.cco:27: wait_count
+  ccogen_cwait_group(c, 3146240ULL, 1048576ULL, 1048576ULL, 27, -1, -1, 2, 1ULL);
   ccogen_ctasync_group(c);
 }
 
 // rank 1, logical block 0 of kernel `gather`
 __device__ __forceinline__ void ccogen_counted_gather_gather_r1_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 1;
-  // protocols/counted_gather.cco:15: barrier
-  ccogen_barrier_group(c, 1ULL);
-  // protocols/counted_gather.cco:17: put
+  // protocols/counted_gather.cco:20: wait_signal
+  ccogen_cwait_group(c, 3145992ULL, 1ULL, 1ULL, 20, 0, 1, 1, 16ULL);
+  ccogen_ctasync_group(c);
+  // protocols/counted_gather.cco:21: put
   ccogen_copy_group(c, 0, 2097152ULL, -1, 0ULL, 1048576ULL, true);
   ccogen_sync_group(c, 1ULL, kSyncs);
-  ccogen_signal_group(c, 0, 3145984ULL, 1048576ULL);
-  // protocols/counted_gather.cco:18: quiet
+  ccogen_signal_group(c, 0, 3146240ULL, 1048576ULL);
+  // protocols/counted_gather.cco:22: quiet
   ccogen_quiet_group(c);
 }
 
@@ -268,7 +269,7 @@ ccogen_counted_gather_gather(char* heap, uint64_t epoch, ccogen_debug_record* db
   ccogen_nvshmem_lookup(heap, peers, 2);
   __syncthreads();  // publishes peers
   ccogen_fill_ctx(c, heap, epoch, dbg, nvshmem_my_pe(), 16,
-                  3146248ULL, 3146240ULL, 2ULL);
+                  3146504ULL, 3146496ULL, 0ULL);
   ccogen_nvshmem_peers(c, peers, 2);
   switch (c.rank * 1 + c.group) {
     case 0: ccogen_counted_gather_gather_r0_b0(c); break;

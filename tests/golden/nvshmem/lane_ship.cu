@@ -233,21 +233,22 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 }
 // ---- end of the nvshmem primitives ----
 
-// ======== kernel `ship` (protocols/lane_ship.cco:10): 1 logical block(s) x 4 CTA(s) x 512 threads
+// ======== kernel `ship` (protocols/lane_ship.cco:12): 1 logical block(s) x 4 CTA(s) x 512 threads
 
 // rank 0, logical block 0 of kernel `ship`
 __device__ __forceinline__ void ccogen_lane_ship_ship_r0_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 0;
-  // protocols/lane_ship.cco:15: barrier
-  ccogen_barrier_group(c, 1ULL);
-  // protocols/lane_ship.cco:18: put
-  // protocols/lane_ship.cco:18: put
-  // protocols/lane_ship.cco:18: put
-  // protocols/lane_ship.cco:18: put
-  // protocols/lane_ship.cco:18: put
-  // protocols/lane_ship.cco:18: put
-  // protocols/lane_ship.cco:18: put
-  // protocols/lane_ship.cco:18: put
+  // protocols/lane_ship.cco:21: wait_signal
+  ccogen_cwait_group(c, 4194584ULL, 1ULL, 1ULL, 21, 1, 1, 1, 4ULL);
+  ccogen_ctasync_group(c);
+  // protocols/lane_ship.cco:23: put
+  // protocols/lane_ship.cco:23: put
+  // protocols/lane_ship.cco:23: put
+  // protocols/lane_ship.cco:23: put
+  // protocols/lane_ship.cco:23: put
+  // protocols/lane_ship.cco:23: put
+  // protocols/lane_ship.cco:23: put
+  // protocols/lane_ship.cco:23: put
   ccogen_copy_group(c, 1, 3932160ULL, -1, 0ULL, 262144ULL, true);
   ccogen_copy_group(c, 1, 3670016ULL, -1, 262144ULL, 262144ULL, true);
   ccogen_copy_group(c, 1, 3407872ULL, -1, 524288ULL, 262144ULL, true);
@@ -255,18 +256,18 @@ __device__ __forceinline__ void ccogen_lane_ship_ship_r0_b0(const ccogen_ctx& c)
   ccogen_copy_group(c, 1, 2883584ULL, -1, 1048576ULL, 262144ULL, true);
   ccogen_copy_group(c, 1, 2621440ULL, -1, 1310720ULL, 262144ULL, true);
   ccogen_copy_group(c, 1, 2359296ULL, -1, 1572864ULL, 262144ULL, true);
-  ccogen_cputsig_group(c, 1, 2097152ULL, 1835008ULL, 262144ULL, 4194304ULL, 1ULL);
-  // protocols/lane_ship.cco:20: quiet
+  ccogen_cputsig_group(c, 1, 2097152ULL, 1835008ULL, 262144ULL, 4194560ULL, 1ULL);
+  // protocols/lane_ship.cco:25: quiet
   ccogen_quiet_group(c);
 }
 
 // rank 1, logical block 0 of kernel `ship`
 __device__ __forceinline__ void ccogen_lane_ship_ship_r1_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 0;
-  // protocols/lane_ship.cco:15: barrier
-  ccogen_barrier_group(c, 1ULL);
-  // protocols/lane_ship.cco:23: wait_signal
-  ccogen_cwait_group(c, 4194304ULL, 1ULL, 1ULL, 23, 0, 0, 1, 4ULL);
+  // protocols/lane_ship.cco:27: put
+  ccogen_cputsig_group(c, 0, 4194304ULL, 4194304ULL, 16ULL, 4194584ULL, 1ULL);
+  // protocols/lane_ship.cco:29: wait_signal
+  ccogen_cwait_group(c, 4194560ULL, 1ULL, 1ULL, 29, 0, 0, 1, 4ULL);
   ccogen_ctasync_group(c);
 }
 
@@ -277,7 +278,7 @@ ccogen_lane_ship_ship(char* heap, uint64_t epoch, ccogen_debug_record* dbg) {
   ccogen_nvshmem_lookup(heap, peers, 2);
   __syncthreads();  // publishes peers
   ccogen_fill_ctx(c, heap, epoch, dbg, nvshmem_my_pe(), 4,
-                  4194568ULL, 4194560ULL, 2ULL);
+                  4194824ULL, 4194816ULL, 0ULL);
   ccogen_nvshmem_peers(c, peers, 2);
   switch (c.rank * 1 + c.group) {
     case 0: ccogen_lane_ship_ship_r0_b0(c); break;

@@ -329,22 +329,26 @@ __device__ __forceinline__ void ccogen_copy_chunk_warp(const ccogen_ctx& c, int 
 // 2 ranks (from rank 0, `c.rank` at run time), logical block 0 of kernel `dispatch`
 __device__ __forceinline__ void ccogen_moe_dispatch_ll_dispatch_r0x2_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 1;
-  // protocols/moe_dispatch_ll.cco:22: barrier
-  ccogen_barrier_group(c, 1ULL);
-  // protocols/moe_dispatch_ll.cco:26: 2 warps x 8 rows x 1 chunk(s) of 8192 B, spread over every warp of the group (codegen/spread.py)
+  // protocols/moe_dispatch_ll.cco:29: signal
+  ccogen_ctasync_group(c);
+  ccogen_csignal_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(528LL + 24LL * c.rank), 1ULL);
+  // protocols/moe_dispatch_ll.cco:31: wait_signal
+  ccogen_cwait_group(c, static_cast<uint64_t>(552LL + -24LL * c.rank), 1ULL, 1ULL, 31, (1 + -1 * c.rank), 2, 1, 2ULL);
+  ccogen_ctasync_group(c);
+  // protocols/moe_dispatch_ll.cco:35: 2 warps x 8 rows x 1 chunk(s) of 8192 B, spread over every warp of the group (codegen/spread.py)
   for (uint64_t i = ccogen_spread_first(c); i < 16ULL; i += ccogen_spread_stride(c)) {
     [[maybe_unused]] const int64_t t = static_cast<int64_t>(i / 2ULL);
     [[maybe_unused]] const uint64_t chunk = i / 2ULL % 1ULL;
     switch (i % 2ULL) {
       case 0: {
-        // protocols/moe_dispatch_ll.cco:26: put
+        // protocols/moe_dispatch_ll.cco:35: put
         {
           const uint64_t rt_peer = static_cast<uint64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, static_cast<uint64_t>(0LL + 8LL * t))));
           ccogen_copy_chunk_warp(c, static_cast<int>(rt_peer), static_cast<uint64_t>((0LL + 256LL * c.rank) + 16LL * t), -2, static_cast<uint64_t>(0LL + 16LL * t), 16ULL, chunk, 8192ULL);
         }
       } break;
       case 1: {
-        // protocols/moe_dispatch_ll.cco:26: put
+        // protocols/moe_dispatch_ll.cco:35: put
         {
           const uint64_t rt_peer = static_cast<uint64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, static_cast<uint64_t>(4LL + 8LL * t))));
           ccogen_copy_chunk_warp(c, static_cast<int>(rt_peer), static_cast<uint64_t>((128LL + 256LL * c.rank) + 16LL * t), -2, static_cast<uint64_t>(0LL + 16LL * t), 16ULL, chunk, 8192ULL);
@@ -354,19 +358,19 @@ __device__ __forceinline__ void ccogen_moe_dispatch_ll_dispatch_r0x2_b0(const cc
     }
   }
   ccogen_sync_group(c, 1ULL, kSyncs);
-  // protocols/moe_dispatch_ll.cco:30: signal
+  // protocols/moe_dispatch_ll.cco:39: signal
   ccogen_ctasync_group(c);
-  ccogen_csignal_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(512LL + 16LL * c.rank), 1ULL);
-  // protocols/moe_dispatch_ll.cco:30: signal
+  ccogen_csignal_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(512LL + 24LL * c.rank), 1ULL);
+  // protocols/moe_dispatch_ll.cco:39: signal
   ccogen_ctasync_group(c);
-  ccogen_csignal_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(520LL + 16LL * c.rank), 1ULL);
-  // protocols/moe_dispatch_ll.cco:33: wait_signal
-  ccogen_cwait_group(c, static_cast<uint64_t>(528LL + -16LL * c.rank), 1ULL, 1ULL, 33, (1 + -1 * c.rank), 0, 1, 2ULL);
+  ccogen_csignal_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(520LL + 24LL * c.rank), 1ULL);
+  // protocols/moe_dispatch_ll.cco:42: wait_signal
+  ccogen_cwait_group(c, static_cast<uint64_t>(536LL + -24LL * c.rank), 1ULL, 1ULL, 42, (1 + -1 * c.rank), 0, 1, 2ULL);
   ccogen_ctasync_group(c);
-  // protocols/moe_dispatch_ll.cco:33: wait_signal
-  ccogen_cwait_group(c, static_cast<uint64_t>(536LL + -16LL * c.rank), 1ULL, 1ULL, 33, (1 + -1 * c.rank), 1, 1, 2ULL);
+  // protocols/moe_dispatch_ll.cco:42: wait_signal
+  ccogen_cwait_group(c, static_cast<uint64_t>(544LL + -24LL * c.rank), 1ULL, 1ULL, 42, (1 + -1 * c.rank), 1, 1, 2ULL);
   ccogen_ctasync_group(c);
-  // protocols/moe_dispatch_ll.cco:34: quiet
+  // protocols/moe_dispatch_ll.cco:43: quiet
   ccogen_quiet_group(c);
 }
 
@@ -379,7 +383,7 @@ ccogen_moe_dispatch_ll_dispatch(char* heap, uint64_t epoch, ccogen_debug_record*
   ccogen_nvshmem_lookup(heap, peers, 2);
   __syncthreads();  // publishes peers
   ccogen_fill_ctx(c, heap, epoch, dbg, nvshmem_my_pe(), 2,
-                  776ULL, 768ULL, 2ULL);
+                  776ULL, 768ULL, 0ULL);
   ccogen_nvshmem_peers(c, peers, 2);
   switch (c.rank * 1 + c.group) {
     case 0: case 1: ccogen_moe_dispatch_ll_dispatch_r0x2_b0(c); break;

@@ -233,218 +233,219 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 }
 // ---- end of the nvshmem primitives ----
 
-// ======== kernel `ship` (protocols/pack_then_send.cco:9): 1 logical block(s) x 4 CTA(s) x 512 threads
+// ======== kernel `ship` (protocols/pack_then_send.cco:11): 1 logical block(s) x 4 CTA(s) x 512 threads
 
 // rank 0, logical block 0 of kernel `ship`
 __device__ __forceinline__ void ccogen_pack_then_send_ship_r0_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 1;
-  // protocols/pack_then_send.cco:14: barrier
-  ccogen_barrier_group(c, 1ULL);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:19: wait_signal
+  ccogen_cwait_group(c, 1048856ULL, 1ULL, 1ULL, 19, 1, 1, 1, 4ULL);
+  ccogen_ctasync_group(c);
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 524288ULL, -1, 0ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 528384ULL, -1, 8192ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 532480ULL, -1, 16384ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 536576ULL, -1, 24576ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 540672ULL, -1, 32768ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 544768ULL, -1, 40960ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 548864ULL, -1, 49152ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 552960ULL, -1, 57344ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 557056ULL, -1, 65536ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 561152ULL, -1, 73728ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 565248ULL, -1, 81920ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 569344ULL, -1, 90112ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 573440ULL, -1, 98304ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 577536ULL, -1, 106496ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 581632ULL, -1, 114688ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 585728ULL, -1, 122880ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 589824ULL, -1, 131072ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 593920ULL, -1, 139264ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 598016ULL, -1, 147456ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 602112ULL, -1, 155648ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 606208ULL, -1, 163840ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 610304ULL, -1, 172032ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 614400ULL, -1, 180224ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 618496ULL, -1, 188416ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 622592ULL, -1, 196608ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 626688ULL, -1, 204800ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 630784ULL, -1, 212992ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 634880ULL, -1, 221184ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 638976ULL, -1, 229376ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 643072ULL, -1, 237568ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 647168ULL, -1, 245760ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 651264ULL, -1, 253952ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 655360ULL, -1, 262144ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 659456ULL, -1, 270336ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 663552ULL, -1, 278528ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 667648ULL, -1, 286720ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 671744ULL, -1, 294912ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 675840ULL, -1, 303104ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 679936ULL, -1, 311296ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 684032ULL, -1, 319488ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 688128ULL, -1, 327680ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 692224ULL, -1, 335872ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 696320ULL, -1, 344064ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 700416ULL, -1, 352256ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 704512ULL, -1, 360448ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 708608ULL, -1, 368640ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 712704ULL, -1, 376832ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 716800ULL, -1, 385024ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 720896ULL, -1, 393216ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 724992ULL, -1, 401408ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 729088ULL, -1, 409600ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 733184ULL, -1, 417792ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 737280ULL, -1, 425984ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 741376ULL, -1, 434176ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 745472ULL, -1, 442368ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 749568ULL, -1, 450560ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 753664ULL, -1, 458752ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 757760ULL, -1, 466944ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 761856ULL, -1, 475136ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 765952ULL, -1, 483328ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 770048ULL, -1, 491520ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 774144ULL, -1, 499712ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 778240ULL, -1, 507904ULL, 4096ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/pack_then_send.cco:17: copy
+  // protocols/pack_then_send.cco:21: copy
   ccogen_copy_group(c, -1, 782336ULL, -1, 516096ULL, 4096ULL, true);
   ccogen_sync_group(c, 1ULL, kSyncs);
-  // protocols/pack_then_send.cco:18: put
-  ccogen_cputsig_group(c, 1, 786432ULL, 524288ULL, 262144ULL, 1048576ULL, 1ULL);
-  // protocols/pack_then_send.cco:19: quiet
+  // protocols/pack_then_send.cco:22: put
+  ccogen_cputsig_group(c, 1, 786432ULL, 524288ULL, 262144ULL, 1048832ULL, 1ULL);
+  // protocols/pack_then_send.cco:23: quiet
   ccogen_quiet_group(c);
 }
 
 // rank 1, logical block 0 of kernel `ship`
 __device__ __forceinline__ void ccogen_pack_then_send_ship_r1_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 0;
-  // protocols/pack_then_send.cco:14: barrier
-  ccogen_barrier_group(c, 1ULL);
-  // protocols/pack_then_send.cco:21: wait_signal
-  ccogen_cwait_group(c, 1048576ULL, 1ULL, 1ULL, 21, 0, 0, 1, 4ULL);
+  // protocols/pack_then_send.cco:25: put
+  ccogen_cputsig_group(c, 0, 1048576ULL, 1048576ULL, 16ULL, 1048856ULL, 1ULL);
+  // protocols/pack_then_send.cco:26: wait_signal
+  ccogen_cwait_group(c, 1048832ULL, 1ULL, 1ULL, 26, 0, 0, 1, 4ULL);
   ccogen_ctasync_group(c);
 }
 
@@ -455,7 +456,7 @@ ccogen_pack_then_send_ship(char* heap, uint64_t epoch, ccogen_debug_record* dbg)
   ccogen_nvshmem_lookup(heap, peers, 2);
   __syncthreads();  // publishes peers
   ccogen_fill_ctx(c, heap, epoch, dbg, nvshmem_my_pe(), 4,
-                  1048840ULL, 1048832ULL, 2ULL);
+                  1049096ULL, 1049088ULL, 0ULL);
   ccogen_nvshmem_peers(c, peers, 2);
   switch (c.rank * 1 + c.group) {
     case 0: ccogen_pack_then_send_ship_r0_b0(c); break;

@@ -233,19 +233,22 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 }
 // ---- end of the nvshmem primitives ----
 
-// ======== kernel `ring` (protocols/ring_allgather.cco:8): 1 logical block(s) x 4 CTA(s) x 512 threads
+// ======== kernel `ring` (protocols/ring_allgather.cco:10): 1 logical block(s) x 4 CTA(s) x 512 threads
 
 // 2 ranks (from rank 0, `c.rank` at run time), logical block 0 of kernel `ring`
 __device__ __forceinline__ void ccogen_ring_allgather_ring_r0x2_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 0;
-  // protocols/ring_allgather.cco:12: barrier
-  ccogen_barrier_group(c, 1ULL);
-  // protocols/ring_allgather.cco:14: put
-  ccogen_cputsig_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(0LL + 262144LL * c.rank), static_cast<uint64_t>(0LL + 262144LL * c.rank), 262144ULL, static_cast<uint64_t>(524288LL + 8LL * c.rank), 1ULL);
-  // protocols/ring_allgather.cco:17: wait_signal
-  ccogen_cwait_group(c, static_cast<uint64_t>(524296LL + -8LL * c.rank), 1ULL, 1ULL, 17, (1 + -1 * c.rank), 0, 1, 4ULL);
+  // protocols/ring_allgather.cco:18: put
+  ccogen_cputsig_group(c, (1 + -1 * c.rank), 524304ULL, 524288ULL, 16ULL, static_cast<uint64_t>(524552LL + 16LL * c.rank), 1ULL);
+  // protocols/ring_allgather.cco:19: wait_signal
+  ccogen_cwait_group(c, static_cast<uint64_t>(524568LL + -16LL * c.rank), 1ULL, 1ULL, 19, (1 + -1 * c.rank), 1, 1, 4ULL);
   ccogen_ctasync_group(c);
-  // protocols/ring_allgather.cco:18: quiet
+  // protocols/ring_allgather.cco:21: put
+  ccogen_cputsig_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(0LL + 262144LL * c.rank), static_cast<uint64_t>(0LL + 262144LL * c.rank), 262144ULL, static_cast<uint64_t>(524544LL + 16LL * c.rank), 1ULL);
+  // protocols/ring_allgather.cco:24: wait_signal
+  ccogen_cwait_group(c, static_cast<uint64_t>(524560LL + -16LL * c.rank), 1ULL, 1ULL, 24, (1 + -1 * c.rank), 0, 1, 4ULL);
+  ccogen_ctasync_group(c);
+  // protocols/ring_allgather.cco:25: quiet
   ccogen_quiet_group(c);
 }
 
@@ -256,7 +259,7 @@ ccogen_ring_allgather_ring(char* heap, uint64_t epoch, ccogen_debug_record* dbg)
   ccogen_nvshmem_lookup(heap, peers, 2);
   __syncthreads();  // publishes peers
   ccogen_fill_ctx(c, heap, epoch, dbg, nvshmem_my_pe(), 4,
-                  524552ULL, 524544ULL, 2ULL);
+                  524808ULL, 524800ULL, 0ULL);
   ccogen_nvshmem_peers(c, peers, 2);
   switch (c.rank * 1 + c.group) {
     case 0: case 1: ccogen_ring_allgather_ring_r0x2_b0(c); break;

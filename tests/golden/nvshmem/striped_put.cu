@@ -233,36 +233,37 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 }
 // ---- end of the nvshmem primitives ----
 
-// ======== kernel `push` (protocols/striped_put.cco:8): 1 logical block(s) x 32 CTA(s) x 512 threads
+// ======== kernel `push` (protocols/striped_put.cco:9): 1 logical block(s) x 32 CTA(s) x 512 threads
 
 // rank 0, logical block 0 of kernel `push`
 __device__ __forceinline__ void ccogen_striped_put_push_r0_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 1;
-  // protocols/striped_put.cco:13: barrier
-  ccogen_barrier_group(c, 1ULL);
+  // protocols/striped_put.cco:17: wait_signal
+  ccogen_cwait_group(c, 16777504ULL, 1ULL, 1ULL, 17, 1, 0, 1, 32ULL);
+  ccogen_ctasync_group(c);
   if (c.cta_in_group == 0) {
     if (ccogen_is_warp(c, 0)) {
-      // protocols/striped_put.cco:16: put
-      ccogen_putsig_warp(c, 1, 8388608ULL, 0ULL, 2097152ULL, 16777216ULL, 1ULL);
-      // protocols/striped_put.cco:18: quiet
+      // protocols/striped_put.cco:19: put
+      ccogen_putsig_warp(c, 1, 8388608ULL, 0ULL, 2097152ULL, 16777472ULL, 1ULL);
+      // protocols/striped_put.cco:21: quiet
       ccogen_quiet_warp(c);
     }
     if (ccogen_is_warp(c, 1)) {
-      // protocols/striped_put.cco:16: put
-      ccogen_putsig_warp(c, 1, 10485760ULL, 2097152ULL, 2097152ULL, 16777224ULL, 1ULL);
-      // protocols/striped_put.cco:18: quiet
+      // protocols/striped_put.cco:19: put
+      ccogen_putsig_warp(c, 1, 10485760ULL, 2097152ULL, 2097152ULL, 16777480ULL, 1ULL);
+      // protocols/striped_put.cco:21: quiet
       ccogen_quiet_warp(c);
     }
     if (ccogen_is_warp(c, 2)) {
-      // protocols/striped_put.cco:16: put
-      ccogen_putsig_warp(c, 1, 12582912ULL, 4194304ULL, 2097152ULL, 16777232ULL, 1ULL);
-      // protocols/striped_put.cco:18: quiet
+      // protocols/striped_put.cco:19: put
+      ccogen_putsig_warp(c, 1, 12582912ULL, 4194304ULL, 2097152ULL, 16777488ULL, 1ULL);
+      // protocols/striped_put.cco:21: quiet
       ccogen_quiet_warp(c);
     }
     if (ccogen_is_warp(c, 3)) {
-      // protocols/striped_put.cco:16: put
-      ccogen_putsig_warp(c, 1, 14680064ULL, 6291456ULL, 2097152ULL, 16777240ULL, 1ULL);
-      // protocols/striped_put.cco:18: quiet
+      // protocols/striped_put.cco:19: put
+      ccogen_putsig_warp(c, 1, 14680064ULL, 6291456ULL, 2097152ULL, 16777496ULL, 1ULL);
+      // protocols/striped_put.cco:21: quiet
       ccogen_quiet_warp(c);
     }
   }
@@ -272,19 +273,19 @@ __device__ __forceinline__ void ccogen_striped_put_push_r0_b0(const ccogen_ctx& 
 // rank 1, logical block 0 of kernel `push`
 __device__ __forceinline__ void ccogen_striped_put_push_r1_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 0;
-  // protocols/striped_put.cco:13: barrier
-  ccogen_barrier_group(c, 1ULL);
-  // protocols/striped_put.cco:21: wait_signal
-  ccogen_cwait_group(c, 16777216ULL, 1ULL, 1ULL, 21, 0, 0, 1, 1ULL);
+  // protocols/striped_put.cco:23: put
+  ccogen_cputsig_group(c, 0, 16777216ULL, 16777216ULL, 16ULL, 16777504ULL, 1ULL);
+  // protocols/striped_put.cco:25: wait_signal
+  ccogen_cwait_group(c, 16777472ULL, 1ULL, 1ULL, 25, 0, 0, 1, 1ULL);
   ccogen_ctasync_group(c);
-  // protocols/striped_put.cco:21: wait_signal
-  ccogen_cwait_group(c, 16777224ULL, 1ULL, 1ULL, 21, 0, 1, 1, 1ULL);
+  // protocols/striped_put.cco:25: wait_signal
+  ccogen_cwait_group(c, 16777480ULL, 1ULL, 1ULL, 25, 0, 1, 1, 1ULL);
   ccogen_ctasync_group(c);
-  // protocols/striped_put.cco:21: wait_signal
-  ccogen_cwait_group(c, 16777232ULL, 1ULL, 1ULL, 21, 0, 2, 1, 1ULL);
+  // protocols/striped_put.cco:25: wait_signal
+  ccogen_cwait_group(c, 16777488ULL, 1ULL, 1ULL, 25, 0, 2, 1, 1ULL);
   ccogen_ctasync_group(c);
-  // protocols/striped_put.cco:21: wait_signal
-  ccogen_cwait_group(c, 16777240ULL, 1ULL, 1ULL, 21, 0, 3, 1, 1ULL);
+  // protocols/striped_put.cco:25: wait_signal
+  ccogen_cwait_group(c, 16777496ULL, 1ULL, 1ULL, 25, 0, 3, 1, 1ULL);
   ccogen_ctasync_group(c);
 }
 
@@ -295,7 +296,7 @@ ccogen_striped_put_push(char* heap, uint64_t epoch, ccogen_debug_record* dbg) {
   ccogen_nvshmem_lookup(heap, peers, 2);
   __syncthreads();  // publishes peers
   ccogen_fill_ctx(c, heap, epoch, dbg, nvshmem_my_pe(), 32,
-                  16777480ULL, 16777472ULL, 2ULL);
+                  16777736ULL, 16777728ULL, 0ULL);
   ccogen_nvshmem_peers(c, peers, 2);
   switch (c.rank * 1 + c.group) {
     case 0: ccogen_striped_put_push_r0_b0(c); break;

@@ -233,36 +233,37 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 }
 // ---- end of the nvshmem primitives ----
 
-// ======== kernel `stream` (protocols/two_queue_pipeline.cco:11): 1 logical block(s) x 16 CTA(s) x 512 threads
+// ======== kernel `stream` (protocols/two_queue_pipeline.cco:12): 1 logical block(s) x 16 CTA(s) x 512 threads
 
 // rank 0, logical block 0 of kernel `stream`
 __device__ __forceinline__ void ccogen_two_queue_pipeline_stream_r0_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 1;
-  // protocols/two_queue_pipeline.cco:16: barrier
-  ccogen_barrier_group(c, 1ULL);
+  // protocols/two_queue_pipeline.cco:20: wait_signal
+  ccogen_cwait_group(c, 25166120ULL, 1ULL, 1ULL, 20, 1, 2, 1, 16ULL);
+  ccogen_ctasync_group(c);
   if (c.cta_in_group == 0) {
     if (ccogen_is_warp(c, 0)) {
-      // protocols/two_queue_pipeline.cco:20: put
-      ccogen_putsig_warp(c, 1, 8388608ULL, 0ULL, 1048576ULL, 25165824ULL, 1ULL);
-      // protocols/two_queue_pipeline.cco:20: put
-      ccogen_putsig_warp(c, 1, 10485760ULL, 2097152ULL, 1048576ULL, 25165824ULL, 1ULL);
-      // protocols/two_queue_pipeline.cco:20: put
-      ccogen_putsig_warp(c, 1, 12582912ULL, 4194304ULL, 1048576ULL, 25165824ULL, 1ULL);
-      // protocols/two_queue_pipeline.cco:20: put
-      ccogen_putsig_warp(c, 1, 14680064ULL, 6291456ULL, 1048576ULL, 25165824ULL, 1ULL);
-      // protocols/two_queue_pipeline.cco:22: quiet
+      // protocols/two_queue_pipeline.cco:23: put
+      ccogen_putsig_warp(c, 1, 8388608ULL, 0ULL, 1048576ULL, 25166080ULL, 1ULL);
+      // protocols/two_queue_pipeline.cco:23: put
+      ccogen_putsig_warp(c, 1, 10485760ULL, 2097152ULL, 1048576ULL, 25166080ULL, 1ULL);
+      // protocols/two_queue_pipeline.cco:23: put
+      ccogen_putsig_warp(c, 1, 12582912ULL, 4194304ULL, 1048576ULL, 25166080ULL, 1ULL);
+      // protocols/two_queue_pipeline.cco:23: put
+      ccogen_putsig_warp(c, 1, 14680064ULL, 6291456ULL, 1048576ULL, 25166080ULL, 1ULL);
+      // protocols/two_queue_pipeline.cco:25: quiet
       ccogen_quiet_warp(c);
     }
     if (ccogen_is_warp(c, 1)) {
-      // protocols/two_queue_pipeline.cco:20: put
-      ccogen_putsig_warp(c, 1, 9437184ULL, 1048576ULL, 1048576ULL, 25165832ULL, 1ULL);
-      // protocols/two_queue_pipeline.cco:20: put
-      ccogen_putsig_warp(c, 1, 11534336ULL, 3145728ULL, 1048576ULL, 25165832ULL, 1ULL);
-      // protocols/two_queue_pipeline.cco:20: put
-      ccogen_putsig_warp(c, 1, 13631488ULL, 5242880ULL, 1048576ULL, 25165832ULL, 1ULL);
-      // protocols/two_queue_pipeline.cco:20: put
-      ccogen_putsig_warp(c, 1, 15728640ULL, 7340032ULL, 1048576ULL, 25165832ULL, 1ULL);
-      // protocols/two_queue_pipeline.cco:22: quiet
+      // protocols/two_queue_pipeline.cco:23: put
+      ccogen_putsig_warp(c, 1, 9437184ULL, 1048576ULL, 1048576ULL, 25166088ULL, 1ULL);
+      // protocols/two_queue_pipeline.cco:23: put
+      ccogen_putsig_warp(c, 1, 11534336ULL, 3145728ULL, 1048576ULL, 25166088ULL, 1ULL);
+      // protocols/two_queue_pipeline.cco:23: put
+      ccogen_putsig_warp(c, 1, 13631488ULL, 5242880ULL, 1048576ULL, 25166088ULL, 1ULL);
+      // protocols/two_queue_pipeline.cco:23: put
+      ccogen_putsig_warp(c, 1, 15728640ULL, 7340032ULL, 1048576ULL, 25166088ULL, 1ULL);
+      // protocols/two_queue_pipeline.cco:25: quiet
       ccogen_quiet_warp(c);
     }
   }
@@ -272,54 +273,54 @@ __device__ __forceinline__ void ccogen_two_queue_pipeline_stream_r0_b0(const cco
 // rank 1, logical block 0 of kernel `stream`
 __device__ __forceinline__ void ccogen_two_queue_pipeline_stream_r1_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 0;
-  // protocols/two_queue_pipeline.cco:16: barrier
-  ccogen_barrier_group(c, 1ULL);
-  // protocols/two_queue_pipeline.cco:25: wait_signal
-  ccogen_cwait_group(c, 25165824ULL, 1ULL, 4ULL, 25, 0, 0, 1, 1ULL);
+  // protocols/two_queue_pipeline.cco:27: put
+  ccogen_cputsig_group(c, 0, 25165824ULL, 25165824ULL, 16ULL, 25166120ULL, 1ULL);
+  // protocols/two_queue_pipeline.cco:29: wait_signal
+  ccogen_cwait_group(c, 25166080ULL, 1ULL, 4ULL, 29, 0, 0, 1, 1ULL);
   ccogen_ctasync_group(c);
-  // protocols/two_queue_pipeline.cco:26: copy
+  // protocols/two_queue_pipeline.cco:30: copy
   ccogen_copy_group(c, -1, 16777216ULL, -1, 8388608ULL, 1048576ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/two_queue_pipeline.cco:27: wait_signal
-  ccogen_cwait_group(c, 25165832ULL, 1ULL, 4ULL, 27, 0, 1, 1, 1ULL);
+  // protocols/two_queue_pipeline.cco:31: wait_signal
+  ccogen_cwait_group(c, 25166088ULL, 1ULL, 4ULL, 31, 0, 1, 1, 1ULL);
   ccogen_ctasync_group(c);
-  // protocols/two_queue_pipeline.cco:28: copy
+  // protocols/two_queue_pipeline.cco:32: copy
   ccogen_copy_group(c, -1, 17825792ULL, -1, 9437184ULL, 1048576ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/two_queue_pipeline.cco:25: wait_signal
-  ccogen_cwait_group(c, 25165824ULL, 2ULL, 4ULL, 25, 0, 0, 1, 1ULL);
+  // protocols/two_queue_pipeline.cco:29: wait_signal
+  ccogen_cwait_group(c, 25166080ULL, 2ULL, 4ULL, 29, 0, 0, 1, 1ULL);
   ccogen_ctasync_group(c);
-  // protocols/two_queue_pipeline.cco:26: copy
+  // protocols/two_queue_pipeline.cco:30: copy
   ccogen_copy_group(c, -1, 18874368ULL, -1, 10485760ULL, 1048576ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/two_queue_pipeline.cco:27: wait_signal
-  ccogen_cwait_group(c, 25165832ULL, 2ULL, 4ULL, 27, 0, 1, 1, 1ULL);
+  // protocols/two_queue_pipeline.cco:31: wait_signal
+  ccogen_cwait_group(c, 25166088ULL, 2ULL, 4ULL, 31, 0, 1, 1, 1ULL);
   ccogen_ctasync_group(c);
-  // protocols/two_queue_pipeline.cco:28: copy
+  // protocols/two_queue_pipeline.cco:32: copy
   ccogen_copy_group(c, -1, 19922944ULL, -1, 11534336ULL, 1048576ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/two_queue_pipeline.cco:25: wait_signal
-  ccogen_cwait_group(c, 25165824ULL, 3ULL, 4ULL, 25, 0, 0, 1, 1ULL);
+  // protocols/two_queue_pipeline.cco:29: wait_signal
+  ccogen_cwait_group(c, 25166080ULL, 3ULL, 4ULL, 29, 0, 0, 1, 1ULL);
   ccogen_ctasync_group(c);
-  // protocols/two_queue_pipeline.cco:26: copy
+  // protocols/two_queue_pipeline.cco:30: copy
   ccogen_copy_group(c, -1, 20971520ULL, -1, 12582912ULL, 1048576ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/two_queue_pipeline.cco:27: wait_signal
-  ccogen_cwait_group(c, 25165832ULL, 3ULL, 4ULL, 27, 0, 1, 1, 1ULL);
+  // protocols/two_queue_pipeline.cco:31: wait_signal
+  ccogen_cwait_group(c, 25166088ULL, 3ULL, 4ULL, 31, 0, 1, 1, 1ULL);
   ccogen_ctasync_group(c);
-  // protocols/two_queue_pipeline.cco:28: copy
+  // protocols/two_queue_pipeline.cco:32: copy
   ccogen_copy_group(c, -1, 22020096ULL, -1, 13631488ULL, 1048576ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/two_queue_pipeline.cco:25: wait_signal
-  ccogen_cwait_group(c, 25165824ULL, 4ULL, 4ULL, 25, 0, 0, 1, 1ULL);
+  // protocols/two_queue_pipeline.cco:29: wait_signal
+  ccogen_cwait_group(c, 25166080ULL, 4ULL, 4ULL, 29, 0, 0, 1, 1ULL);
   ccogen_ctasync_group(c);
-  // protocols/two_queue_pipeline.cco:26: copy
+  // protocols/two_queue_pipeline.cco:30: copy
   ccogen_copy_group(c, -1, 23068672ULL, -1, 14680064ULL, 1048576ULL, true);
   ccogen_ctasync_group(c);
-  // protocols/two_queue_pipeline.cco:27: wait_signal
-  ccogen_cwait_group(c, 25165832ULL, 4ULL, 4ULL, 27, 0, 1, 1, 1ULL);
+  // protocols/two_queue_pipeline.cco:31: wait_signal
+  ccogen_cwait_group(c, 25166088ULL, 4ULL, 4ULL, 31, 0, 1, 1, 1ULL);
   ccogen_ctasync_group(c);
-  // protocols/two_queue_pipeline.cco:28: copy
+  // protocols/two_queue_pipeline.cco:32: copy
   ccogen_copy_group(c, -1, 24117248ULL, -1, 15728640ULL, 1048576ULL, true);
   ccogen_ctasync_group(c);
 }
@@ -331,7 +332,7 @@ ccogen_two_queue_pipeline_stream(char* heap, uint64_t epoch, ccogen_debug_record
   ccogen_nvshmem_lookup(heap, peers, 2);
   __syncthreads();  // publishes peers
   ccogen_fill_ctx(c, heap, epoch, dbg, nvshmem_my_pe(), 16,
-                  25166088ULL, 25166080ULL, 2ULL);
+                  25166344ULL, 25166336ULL, 0ULL);
   ccogen_nvshmem_peers(c, peers, 2);
   switch (c.rank * 1 + c.group) {
     case 0: ccogen_two_queue_pipeline_stream_r0_b0(c); break;
