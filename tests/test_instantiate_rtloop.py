@@ -165,7 +165,9 @@ SUM_N = '''protocol sum_n(tokens: int = 8, hidden: int = 8, T: dtype = f32):
     ensure:
         for t in range(tokens):
             h = (t < init(ntok)[0]) * hidden
-            y[t * hidden : t * hidden + h] == sum([init(a)[t * hidden : t * hidden + h], init(b)[t * hidden : t * hidden + h]], weights=[init(w)[t], 1.0])
+            r = t * hidden
+            y[r : r + h] == sum([init(a)[r : r + h], init(b)[r : r + h]],
+                                weights=[init(w)[t], 1.0])
 '''
 
 
