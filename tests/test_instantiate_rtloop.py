@@ -141,3 +141,49 @@ def test_the_library_dispatch_takes_a_count_and_stays_sampled() -> None:
     assert inst is not None and not [d for d in diags if d.is_error]
     long = [note for note in inst.loops if note.trips == 64]  # the kernel's and `ensure`'s
     assert len(long) == 2 and all(note.sampled for note in long)
+
+
+SUM_N = '''protocol sum_n(tokens: int = 8, hidden: int = 8, T: dtype = f32):
+    """y[t] = w[t] * a[t] + b[t] for the first `ntok[0]` rows; rows past it untouched."""
+    team lsa
+    buffer a: T[tokens * hidden]
+    buffer b: T[tokens * hidden]
+    buffer w: f32[tokens]
+    buffer y: T[tokens * hidden]
+    buffer ntok: i32[1]
+
+    require:
+        0 <= ntok[0] <= tokens
+
+    kernel add(threads=256):
+        n = load(ntok[0])
+        for t in range(n):
+            reduce(dst=y[t * hidden : (t + 1) * hidden],
+                   srcs=[a[t * hidden : (t + 1) * hidden], b[t * hidden : (t + 1) * hidden]],
+                   op="sum", weights=[load(w[t]), 1.0])
+
+    ensure:
+        for t in range(tokens):
+            h = (t < init(ntok)[0]) * hidden
+            r = t * hidden
+            y[r : r + h] == sum([init(a)[r : r + h], init(b)[r : r + h]],
+                                weights=[init(w)[t], 1.0])
+'''
+
+
+def test_a_guarded_reduce_is_generated_with_its_run_time_length() -> None:
+    """A `reduce` in a loop to a run-time count: its length is the row times `n > t` on
+    the SM targets (the static offsets kept), passed to the device reduce."""
+    protocol = parse_ir(SUM_N, "sum_n.cco")
+    assert not [d for d in check_text(SUM_N, "sum_n.cco", CheckOptions(ranks=(2,))).diagnostics
+                if d.is_error]
+    for target in ("nvshmem", "nccl-lsa"):
+        compiled = compile_protocol(protocol, target, source="sum_n.cco", ranks=2)
+        text = compiled.files["kernels.cu"]
+        lengths = [line for line in text.splitlines() if "rt_n = " in line]
+        assert lengths, target
+        for line in lengths:  # the row's 32 bytes times `n > t`: one load, the count's
+            assert "32LL * " in line and line.count("ccogen_ld<") == 1 and \
+                "> (0LL + 1LL * t)" in line, (target, line)
+        calls = [line for line in text.splitlines() if "ccogen_reduce_" in line and "(c," in line]
+        assert calls and all(", rt_n, " in line for line in calls), (target, calls)

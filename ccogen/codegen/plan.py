@@ -30,7 +30,7 @@ from ccogen.codegen.layout import HeapLayout
 from ccogen.codegen.ll import NONE, LLEntry, LLPlan
 from ccogen.codegen.loops import Unfoldable
 from ccogen.codegen.model import Branch, Segment
-from ccogen.codegen.reduce import VECTOR, reduction, with_runtime_weights
+from ccogen.codegen.reduce import VECTOR, reduction, runtime_bounds, with_runtime_weights
 from ccogen.codegen.rtexpr import CExpr
 from ccogen.codegen.steps import LOCAL, RT_PEER, Step, StepKind
 from ccogen.codegen.unsupported import Unsupported
@@ -161,9 +161,10 @@ class _Builder:
             if self.instance is not None else ()
         (dst_peer, dst), spec = reduction(o, self.layout, src_dtypes=src_dtypes)
         spec = with_runtime_weights(o, spec, self.cexpr)
+        rt, let = runtime_bounds(o, spec, self.layout, self.cexpr)
         return Step(StepKind.REDUCE, dst_peer=dst_peer, dst_off=dst,
                     nbytes=o.dst.size if o.dst else 0, vec=spec.vector == VECTOR, reduction=spec,
-                    line=o.span.line if o.span is not None else 0)
+                    line=o.span.line if o.span is not None else 0, rt=rt, let=let)
 
     def copy(self, o: OpInst) -> Step:
         assert o.dst is not None and o.src is not None

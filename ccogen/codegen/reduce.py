@@ -88,14 +88,58 @@ def reduction(op: OpInst, layout: HeapLayout, ctypes: dict[DType, str] = CTYPES,
         widths=tuple(d.size for d in src_dtypes) if kinds else ())
 
 
+def refuse_runtime_bounds(op: OpInst, target: str) -> None:
+    """Unsupported for a `reduce` with run-time region bounds, on a target (`target`)
+    that lowers only static ones."""
+    if any(r.runtime is not None for r in (op.dst, *op.srcs) if r is not None):
+        raise Unsupported(f"a `reduce` with run-time bounds is not generated for {target}: "
+                          "give it static bounds (clear unused rows with a `copy` first), "
+                          "or compile for nvshmem or nccl-lsa", op.span)
+
+
+def runtime_bounds(op: OpInst, spec: Reduction, layout: HeapLayout,
+                   cexpr: Callable[[OpInst], CExpr]
+                   ) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
+    """(`rt`, `let`) of a `reduce` whose regions have run-time bounds (a guarded row of a
+    loop to a run-time count, language reference §14): the device offsets of `dst` and
+    of each source (`rt_dst`, `rt_src<k>`) and the length `rt_n`, `dst`'s run-time length
+    (the sources have the same, as `reduce` requires); 16-byte vectors when the static
+    choice allows them and every run-time offset is a multiple of 16 on the device (the
+    length need not be: the device code ends with elements).  The static fields keep the
+    footprint.  A converting `reduce` counts elements of several widths: refused."""
+    regions = (op.dst, *op.srcs)
+    if all(r is None or r.runtime is None for r in regions):
+        return (), ()
+    if spec.kinds:
+        raise Unsupported("a converting `reduce` (sources of another float type) with "
+                          "run-time bounds is not generated yet: give it static bounds",
+                          op.span)
+    assert op.dst is not None
+    cx = cexpr(op)
+    let: list[tuple[str, str]] = []
+    rt: list[tuple[str, str]] = []
+    offsets: list[str] = []
+    for k, region in enumerate(regions):
+        assert region is not None
+        name, slot = ("rt_dst", "dst_off") if k == 0 else (f"rt_src{k - 1}", f"src{k - 1}")
+        if region.runtime is None or isinstance(region.runtime[0], int):
+            continue  # a static start: the static offset stands
+        base = layout.address(region, op.rank)[1] - region.start
+        let.append((name, cx.value(region.runtime[0] + base)))  # type: ignore[operator]
+        rt.append((slot, name))
+        offsets.append(name)
+    start, stop = op.dst.runtime if op.dst.runtime is not None else (op.dst.start, op.dst.stop)
+    let.append(("rt_n", cx.value(stop - start)))  # type: ignore[operator]
+    rt.append(("nbytes", "rt_n"))
+    if offsets and spec.vector == VECTOR:
+        rt.append(("vec", f"(({' | '.join(offsets)}) & 15ULL) == 0"))
+    return tuple(rt), tuple(let)
+
+
 def with_runtime_weights(op: OpInst, spec: Reduction,
                          cexpr: Callable[[OpInst], CExpr]) -> Reduction:
     """`spec` with the op's run-time weights as C expressions (`cexpr`: the target's
-    printer of run-time values); run-time region bounds are refused."""
-    if any(r.runtime is not None for r in (op.dst, *op.srcs) if r is not None):
-        raise Unsupported("a `reduce` with run-time bounds is not generated yet: give it "
-                          "static bounds (clear unused rows with a `copy` first, as "
-                          "protocols/moe_combine.cco does)", op.span)
+    printer of run-time values)."""
     if not op.weights_rt:
         return spec
     cx = cexpr(op)
@@ -103,5 +147,5 @@ def with_runtime_weights(op: OpInst, spec: Reduction,
                                        for w in op.weights_rt))
 
 
-__all__ = ["CTYPES", "VECTOR", "accumulator", "reduction", "weight_literal",
-           "with_runtime_weights"]
+__all__ = ["CTYPES", "VECTOR", "accumulator", "reduction", "refuse_runtime_bounds",
+           "runtime_bounds", "weight_literal", "with_runtime_weights"]

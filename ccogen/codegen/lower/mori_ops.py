@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from ccogen.analysis import Analysis
 from ccogen.analysis.matching import Increment, SlotKey
 from ccogen.codegen.layout import HeapLayout
-from ccogen.codegen.reduce import VECTOR, reduction, with_runtime_weights
+from ccogen.codegen.reduce import VECTOR, reduction, refuse_runtime_bounds, with_runtime_weights
 from ccogen.codegen.spell import hip
 from ccogen.codegen.spell.c import CExpr
 from ccogen.codegen.spell.hip import ALL_QUEUES, COOP, CTX, LEADER, SYNC, THREAD
@@ -180,6 +180,7 @@ class OpLowering:
         if peer != LOCAL or any(p != LOCAL for p, _ in spec.srcs):
             raise Unsupported("a `reduce` on `mori-sdma` reads and writes local windows only",
                               op.span)
+        refuse_runtime_bounds(op, "mori-sdma")
         spec = with_runtime_weights(op, spec, self.cx)
         return Stmt(StmtKind.REDUCE, func=hip.helper("reduce", scope),
                     args=(hip.u64(dst), hip.u64(op.dst.size), hip.cbool(spec.vector == VECTOR)),

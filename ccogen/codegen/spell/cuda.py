@@ -157,7 +157,7 @@ def _reduce(s: Step, scope: str, ind: str) -> list[str]:
         lines.append(
             f"{ind}  ccogen_reduce_{scope}<{red.ctype}, {red.acc}, CCOGEN_{red.op.upper()}, "
             f"{len(red.srcs)}, {_bool(red.weights)}>(c, {s.c_dst_peer}, {s.c_dst_off}, s, "
-            f"{weights}, {s.c_nbytes}, {_bool(s.vec)}, {s.c_line});")
+            f"{weights}, {s.c_nbytes}, {s.c_vec}, {s.c_line});")
     return [*lines, f"{ind}}}"]
 
 
