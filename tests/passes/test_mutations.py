@@ -184,7 +184,7 @@ QUIET_EARLY = ("the quiet now runs before its block's transfers are issued (it d
                "earlier ones); as above, no source is rewritten afterwards")
 
 HARMLESS: dict[str, str] = {
-    "alltoallv: move to the start of its block wait_signal (line 29)":
+    "alltoallv: move to the start of its block wait_signal (line 38)":
         "the wait on queue 1 moves above the wait on queue 0 of the same peer: both still "
         "end the launch, and nothing in it reads `recv` or `got`",
     'pack_then_send: delete quiet (line 23)':
