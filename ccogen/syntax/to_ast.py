@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast as pyast
 import builtins
+import threading
 from typing import Any
 
 from lark import Token, Transformer, v_args
@@ -13,6 +14,12 @@ from ccogen.diag import error
 from ccogen.errors import DiagnosticError
 from ccogen.source import SourceFile, Span
 from ccogen.syntax import ast as A
+
+# CPython 3.11's AST validator keeps its recursion depth in interpreter-wide state
+# (python/cpython#106905): literal_eval from two threads at once fails with
+# "AST constructor recursion depth mismatch". Parses share this module, so
+# string literals are decoded one at a time.
+_LITERAL_LOCK = threading.Lock()
 
 UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
 
@@ -256,7 +263,8 @@ class ToAst(Transformer[Token, A.ProtocolDecl]):
 
     def string(self, meta: Meta, c: list[Any]) -> A.String:
         try:
-            value = pyast.literal_eval(str(c[0]))
+            with _LITERAL_LOCK:
+                value = pyast.literal_eval(str(c[0]))
         except (ValueError, SyntaxError) as exc:
             reason = getattr(exc, "msg", None) or str(exc)
             raise DiagnosticError([error("E001", "invalid string literal", self._span(meta),
