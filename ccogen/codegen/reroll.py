@@ -17,6 +17,13 @@ printed (peers, words, comments, a reduce's types, vector width and source count
 be equal.
 Only the printed text is compared, so a loop prints exactly the calls the unrolled steps
 did, in the same order (the device executes the same sequence).
+
+In a program folded over the ranks (`peers=True`, codegen.ranks) a literal may also
+alternate: a ring's steps land in two slots in turn, so the slot offset is `v0 + e * (t %
+2)` over the repetitions, and a literal of period 2 in general is `v0 + d * t + e * (t %
+2)` (affine within each parity).  Such a run needs `MIN_PERIODIC` repetitions (three
+values fit any such form), and the period (steps per repetition) may be up to
+`MAX_PEER_PERIOD`: one iteration of a ring is about sixteen steps.
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ from ccogen.codegen.steps import Step, StepKind
 
 MIN_COUNT = 3
 MAX_PERIOD = 8
+MAX_PEER_PERIOD = 32  # `peers=True`: a ring iteration's steps
+MIN_PERIODIC = 4  # repetitions of a run where some literal alternates (`t % 2`)
 REROLLED = frozenset({StepKind.COMMENT, StepKind.COPY, StepKind.PUTSIG, StepKind.CPUTSIG,
                       StepKind.SIGNAL, StepKind.CSIGNAL, StepKind.SYNC, StepKind.CTASYNC,
                       StepKind.REDUCE})
@@ -116,45 +125,87 @@ class _Facts:
         return self.nums[i]
 
 
-def _run(facts: _Facts, i: int, period: int) -> int:
-    """How many repetitions of steps[i : i + period] start at i (affine numbers)."""
+class _Column:
+    """One literal over the repetitions of a run so far: whether it is still `v0 + d * t`,
+    and (`periodic`) whether it is still `v0 + d * t + e * (t % 2)` (module doc)."""
+
+    def __init__(self, v0: int, periodic: bool) -> None:
+        self.first: list[int] = [v0]
+        self.count = 1
+        self.affine = True
+        self.periodic = periodic
+
+    def fits(self, v: int) -> tuple[bool, bool]:
+        """(affine, periodic) with `v` as the next repetition's literal."""
+        t, first = self.count, self.first
+        if t < 2:
+            return True, self.periodic
+        if t == 2:
+            return v - first[1] == first[1] - first[0], self.periodic and (v - first[0]) % 2 == 0
+        affine = self.affine and v == first[0] + (first[1] - first[0]) * t
+        d = (first[2] - first[0]) // 2
+        return affine, self.periodic and v == first[0] + d * t + (first[1] - first[0] - d) * (t % 2)
+
+    def add(self, v: int, fits: tuple[bool, bool]) -> None:
+        if self.count < 3:
+            self.first.append(v)
+        self.count += 1
+        self.affine, self.periodic = fits
+
+
+def _run(facts: _Facts, i: int, period: int, periodic: bool = False) -> int:
+    """How many repetitions of steps[i : i + period] start at i (affine numbers; with
+    `periodic`, also numbers of period 2, then at least `MIN_PERIODIC` of them)."""
     total = len(facts.keys)
     keys = facts.keys[i:i + period]
     if len(keys) < period or any(k is None for k in keys):
         return 1
-    base = [facts.numbers(j) for j in range(i, i + period)]
-    delta: list[list[int]] | None = None
+    columns = [_Column(n, periodic) for j in range(i, i + period) for n in facts.numbers(j)]
     count = 1
     while i + (count + 1) * period <= total:
         start = i + count * period
         if facts.keys[start:start + period] != keys:
             break
-        nums = [facts.numbers(j) for j in range(start, start + period)]
-        if delta is None:
-            delta = [[b - a for a, b in zip(x, y, strict=True)] for x, y in zip(base, nums,
-                                                                                strict=True)]
-        elif any(n != a + count * d for x, y, dd in zip(base, nums, delta, strict=True)
-                 for a, n, d in zip(x, y, dd, strict=True)):
+        nums = [n for j in range(start, start + period) for n in facts.numbers(j)]
+        fits = [c.fits(n) for c, n in zip(columns, nums, strict=True)]
+        if not all(a or p for a, p in fits):
             break
+        for c, n, f in zip(columns, nums, fits, strict=True):
+            c.add(n, f)
         count += 1
-    return count
+    alternates = not all(c.affine for c in columns)  # some literal fits `t % 2` only
+    return count if not alternates or count >= MIN_PERIODIC else 1
+
+
+def _term(v: int, w: int, x: int | None) -> str:
+    """The changing part of a literal whose first repetitions are v, w (and x): `dLL * t`,
+    and `eLL * (t % 2)` where it alternates (module doc)."""
+    if x is None or x - w == w - v:
+        return f" + {w - v}LL * t"
+    d = (x - v) // 2
+    e = w - v - d
+    return (f" + {d}LL * t" if d else "") + f" + {e}LL * (t % 2)"
 
 
 def _body(first: Sequence[Step], second: Sequence[Step],
-          peers: bool = False) -> tuple[Step, ...]:
-    """The period with every literal that changes printed as `v + d * t`."""
+          peers: bool = False, third: Sequence[Step] | None = None) -> tuple[Step, ...]:
+    """The period with every literal that changes printed as `v + d * t` (`third`, the
+    third repetition, where a literal may alternate: `v + d * t + e * (t % 2)`)."""
     out = []
     names = _slots(peers)
-    for a, b in zip(first, second, strict=True):
-        pairs = iter(zip(_numbers(a, peers), _numbers(b, peers), strict=True))
+    thirds: Sequence[Step | None] = third if third is not None else [None] * len(first)
+    for a, b, c in zip(first, second, thirds, strict=True):
+        xs: list[int | None] = (list(_numbers(c, peers)) if c is not None
+                                else [None] * len(_numbers(a, peers)))
+        pairs = iter(zip(_numbers(a, peers), _numbers(b, peers), xs, strict=True))
 
         def sub(m: re.Match[str], pairs: object = pairs) -> str:
-            v, w = next(pairs)  # type: ignore[call-overload]
-            if v == w:
+            v, w, x = next(pairs)  # type: ignore[call-overload]
+            if v == w and (x is None or x == v):
                 return m[0]
             if m[2] == "ULL":
-                return f"static_cast<uint64_t>({v}LL + {w - v}LL * t)"
-            return f"({v}{m[2] or ''} + {w - v}LL * t)"
+                return f"static_cast<uint64_t>({v}LL{_term(v, w, x)})"
+            return f"({v}{m[2] or ''}{_term(v, w, x)})"
 
         # the order of `_texts`: slots, let, then a reduce's sources and weights
         slots = [(slot, _NUMBER.sub(sub, getattr(a, f"c_{slot}"))) for slot in names]
@@ -175,6 +226,29 @@ def _body(first: Sequence[Step], second: Sequence[Step],
             rt += tuple(kv for kv in a.rt if kv[0] in _PEERS)
         out.append(replace(a, rt=rt, let=let, reduction=red))
     return tuple(out)
+
+
+# the literals `_body` prints, for `at_trip`
+_TRIP = re.compile(r"(?P<cast>static_cast<uint64_t>)?\((?P<v>-?\d+)(?P<ll>LL)?"
+                   r"(?: \+ (?P<d>-?\d+)LL \* t)?(?: \+ (?P<e>-?\d+)LL \* \(t % 2\))?\)")
+
+
+def at_trip(s: Step, t: int) -> Step:
+    """A loop body's step with its literals (`v + d * t`, `v + d * t + e * (t % 2)`)
+    evaluated for trip `t`: the step the unrolled run printed there (the oracle of
+    tests/codegen/test_ranks.py and test_reroll.py)."""
+
+    def value(m: re.Match[str]) -> str:
+        if m["d"] is None and m["e"] is None:
+            return m[0]
+        v = int(m["v"]) + int(m["d"] or 0) * t + int(m["e"] or 0) * (t % 2)
+        return f"{v}ULL" if m["cast"] else f"{v}{m['ll'] or ''}"
+
+    red = s.reduction
+    if red is not None:
+        red = replace(red, weights=tuple(_TRIP.sub(value, w) for w in red.weights))
+    return replace(s, rt=tuple((k, _TRIP.sub(value, v)) for k, v in s.rt),
+                   let=tuple((k, _TRIP.sub(value, v)) for k, v in s.let), reduction=red)
 
 
 def texts(s: Step) -> list[str]:
@@ -201,8 +275,8 @@ def reroll(steps: Sequence[Step], peers: bool = False) -> tuple[Step, ...]:
     i = 0
     while i < len(steps):
         best = (1, 1)  # (count, period)
-        for period in range(1, MAX_PERIOD + 1):
-            count = _run(facts, i, period)
+        for period in range(1, (MAX_PEER_PERIOD if peers else MAX_PERIOD) + 1):
+            count = _run(facts, i, period, periodic=peers)
             if count >= MIN_COUNT and count * period > best[0] * best[1]:
                 best = (count, period)
         count, period = best
@@ -210,7 +284,8 @@ def reroll(steps: Sequence[Step], peers: bool = False) -> tuple[Step, ...]:
             out.append(steps[i])
             i += 1
             continue
-        body = _body(steps[i:i + period], steps[i + period:i + 2 * period], peers)
+        body = _body(steps[i:i + period], steps[i + period:i + 2 * period], peers,
+                     steps[i + 2 * period:i + 3 * period] if peers else None)
         out.append(Step(StepKind.LOOP, value=count, body=body))
         i += count * period
     return tuple(out)
@@ -237,5 +312,5 @@ def reroll_segments(segments: Sequence[Segment], peers: bool = False) -> list[Se
     return map_sequences(segments, lambda steps: reroll(steps, peers))
 
 
-__all__ = ["MAX_PERIOD", "MIN_COUNT", "fold_key", "loop_body", "reroll",
-           "reroll_segments", "texts"]
+__all__ = ["MAX_PEER_PERIOD", "MAX_PERIOD", "MIN_COUNT", "MIN_PERIODIC", "at_trip", "fold_key",
+           "loop_body", "reroll", "reroll_segments", "texts"]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ccogen.codegen import ranks
+from ccogen.codegen import ranks, reroll
 from ccogen.codegen.backends import sm
 from ccogen.codegen.model import BlockProgram, KernelModel, Segment
 from ccogen.codegen.spell.cuda import step as spell_step
@@ -64,6 +64,25 @@ def _printed(segments: tuple[Segment, ...]) -> tuple[list[str], list[str]]:
     return code, notes
 
 
+def _unrolled(steps: tuple[Step, ...]) -> tuple[Step, ...]:
+    """`steps` with every loop of literal trips (`codegen.reroll`'s) expanded, trip by trip
+    (`reroll.at_trip`), and the comments left out (a folded program prints a run of one
+    comment once)."""
+    out: list[Step] = []
+    for s in steps:
+        if s.kind is StepKind.LOOP and s.var == "t" and s.c_trips.isdigit():
+            out += [reroll.at_trip(b, t) for t in range(int(s.c_trips))
+                    for b in _unrolled(s.body)]
+        elif s.kind is not StepKind.COMMENT:
+            out.append(s)
+    return tuple(out)
+
+
+def _flat(segments: tuple[Segment, ...]) -> tuple[Segment, ...]:
+    return tuple(replace(seg, steps=_unrolled(seg.steps), branches=tuple(
+        replace(b, steps=_unrolled(b.steps)) for b in seg.branches)) for seg in segments)
+
+
 @pytest.mark.parametrize("nranks", [2, 4, 8])
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("stem", PROTOCOLS)
@@ -89,6 +108,14 @@ def test_folded_programs_run_each_ranks_own_program(stem: str, target: str, nran
                 assert len(notes) == len(want_notes)
                 assert all(w.removeprefix("// ") in n for n, w in zip(notes, want_notes,
                                                                       strict=True))
+        # then the folded programs' per-peer runs rolled into loops (`fold_ranks`), affine
+        # or alternating (`t % 2`): each trip prints the step the rank's own program does
+        for p in ranks.fold_ranks(k, nranks).programs:
+            for label in p.labels:
+                rank, block = divmod(label, k.blocks)
+                at = ranks.at_rank(replace(p, segments=_flat(p.segments)), rank)
+                assert _printed(at)[0] == _printed(_flat(own[(rank, block)].segments))[0], (
+                    k.name, rank, block)
 
 
 def test_library_folds_to_one_program_per_block_at_eight_ranks(
