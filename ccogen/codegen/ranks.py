@@ -335,15 +335,18 @@ def fold_kernel(k: KernelModel, nranks: int) -> KernelModel:
 
 
 def fold_ranks(k: KernelModel, nranks: int, inline_steps: int | None = None) -> KernelModel:
-    """`fold_kernel`, then the per-peer runs of the folded programs as device loops
-    (`codegen.reroll` with `peers=True`).  With `inline_steps` (backends.sm's bound), the
+    """`fold_kernel`, then the per-peer runs of every program (folded or a rank alone) as
+    device loops (`codegen.reroll` with `peers=True`).  With `inline_steps` (backends.sm's bound), the
     kernel's inline decision is taken again on the steps it now prints (a loop's body
     once): what ptxas compiles."""
     k = fold_kernel(k, nranks)
+    before = k.programs
+    # a rank alone (a root, the end of a chain) rolls its per-peer and per-chunk runs too
     k = replace(k, programs=tuple(
         replace(p, segments=tuple(reroll_segments(_once(p.segments), peers=True)))
-        if p.folded else p for p in k.programs))
-    if inline_steps is not None and any(p.folded for p in k.programs):
+        for p in k.programs))
+    if inline_steps is not None and (any(p.folded for p in k.programs)
+                                     or k.programs != before):
         k = replace(k, inline=sum(printed_steps(p) for p in k.programs) <= inline_steps)
     return k
 
