@@ -336,9 +336,9 @@ def fold_kernel(k: KernelModel, nranks: int) -> KernelModel:
 
 def fold_ranks(k: KernelModel, nranks: int, inline_steps: int | None = None) -> KernelModel:
     """`fold_kernel`, then the per-peer runs of every program (folded or a rank alone) as
-    device loops (`codegen.reroll` with `peers=True`).  With `inline_steps` (backends.sm's bound), the
-    kernel's inline decision is taken again on the steps it now prints (a loop's body
-    once): what ptxas compiles."""
+    device loops (`codegen.reroll` with `peers=True`).  With `inline_steps` (backends.sm's
+    bound), the kernel's inline decision is taken again on the steps it now prints (a
+    loop's body once): what ptxas compiles."""
     k = fold_kernel(k, nranks)
     before = k.programs
     # a rank alone (a root, the end of a chain) rolls its per-peer and per-chunk runs too

@@ -150,3 +150,23 @@ def test_weights_print_in_element_order() -> None:
 
     texts = ["w@0[10]", "w@0[8]", "w@0[9]", "w@1[0]"]
     assert sorted(texts, key=natural) == ["w@0[8]", "w@0[9]", "w@0[10]", "w@1[0]"]
+
+
+def test_alternating_literals_roll_in_folded_programs() -> None:
+    """A ring's steps land in two slots in turn (`v0 + e * (t % 2)`) while its chunk
+    offset grows: in a program folded over the ranks (`peers=True`) the run is one loop
+    whose trips (`reroll.at_trip`) print the unrolled steps; three repetitions (three
+    values fit any such form) stay unrolled."""
+    from ccogen.codegen.reroll import MIN_PERIODIC, at_trip
+    from ccogen.codegen.spell.cuda import step as spell_step
+
+    steps = [Step(StepKind.COPY, dst_peer=1, dst_off=4096 + 1024 * (i % 2), src_off=64 * i,
+                  nbytes=64, seq=3 * i + 5 * (i % 2)) for i in range(6)]
+    (loop,) = reroll(steps, peers=True)
+    assert loop.kind is StepKind.LOOP and loop.value == 6
+    (body,) = loop.body
+    assert "(t % 2)" in spell_step(body, "group", "")
+    assert [spell_step(at_trip(body, t), "group", "") for t in range(loop.value)] \
+        == [spell_step(s, "group", "") for s in steps]
+    short = steps[:MIN_PERIODIC - 1]
+    assert reroll(short, peers=True) == tuple(short)

@@ -350,18 +350,11 @@ __device__ __forceinline__ void ccogen_striped_put_push_r1_b0(const ccogen_ctx& 
   ccogen_copy_group(c, 0, 16777216ULL, -1, 16777216ULL, 16ULL, true);
   ccogen_sync_group(c, 1ULL, kSyncs);
   ccogen_signal_group(c, 0, 16777536ULL, 1ULL);
-  // protocols/striped_put.cco:25: wait_signal
-  ccogen_waitcounted_group(c, 16777472ULL, 1ULL, 1ULL, 25, 0, 0, 1);
-  ccogen_sync_group(c, 2ULL, kSyncs);
-  // protocols/striped_put.cco:25: wait_signal
-  ccogen_waitcounted_group(c, 16777488ULL, 1ULL, 1ULL, 25, 0, 1, 1);
-  ccogen_sync_group(c, 3ULL, kSyncs);
-  // protocols/striped_put.cco:25: wait_signal
-  ccogen_waitcounted_group(c, 16777504ULL, 1ULL, 1ULL, 25, 0, 2, 1);
-  ccogen_sync_group(c, 4ULL, kSyncs);
-  // protocols/striped_put.cco:25: wait_signal
-  ccogen_waitcounted_group(c, 16777520ULL, 1ULL, 1ULL, 25, 0, 3, 1);
-  ccogen_sync_group(c, 5ULL, kSyncs);
+  for (int64_t t = 0; t < 4; ++t) {
+    // protocols/striped_put.cco:25: wait_signal
+    ccogen_waitcounted_group(c, static_cast<uint64_t>(16777472LL + 16LL * t), 1ULL, 1ULL, 25, 0, (0 + 1LL * t), 1);
+    ccogen_sync_group(c, static_cast<uint64_t>(2LL + 1LL * t), kSyncs);
+  }
 }
 
 extern "C" __global__ void __launch_bounds__(512)

@@ -308,42 +308,22 @@ __device__ __forceinline__ void ccogen_two_queue_pipeline_stream_r0_b0(const cco
   ccogen_sync_group(c, 1ULL, kSyncs);
   if (c.cta_in_group == 0) {
     if (ccogen_is_warp(c, 0)) {
-      // protocols/two_queue_pipeline.cco:23: put
-      ccogen_copy_warp(c, 1, 8388608ULL, -1, 0ULL, 1048576ULL, true);
-      ccogen_sync_warp(c, 1ULL, kSyncs);
-      ccogen_signal_warp(c, 1, 25166080ULL, 1ULL);
-      // protocols/two_queue_pipeline.cco:23: put
-      ccogen_copy_warp(c, 1, 10485760ULL, -1, 2097152ULL, 1048576ULL, true);
-      ccogen_sync_warp(c, 2ULL, kSyncs);
-      ccogen_signal_warp(c, 1, 25166080ULL, 1ULL);
-      // protocols/two_queue_pipeline.cco:23: put
-      ccogen_copy_warp(c, 1, 12582912ULL, -1, 4194304ULL, 1048576ULL, true);
-      ccogen_sync_warp(c, 3ULL, kSyncs);
-      ccogen_signal_warp(c, 1, 25166080ULL, 1ULL);
-      // protocols/two_queue_pipeline.cco:23: put
-      ccogen_copy_warp(c, 1, 14680064ULL, -1, 6291456ULL, 1048576ULL, true);
-      ccogen_sync_warp(c, 4ULL, kSyncs);
-      ccogen_signal_warp(c, 1, 25166080ULL, 1ULL);
+      for (int64_t t = 0; t < 4; ++t) {
+        // protocols/two_queue_pipeline.cco:23: put
+        ccogen_copy_warp(c, 1, static_cast<uint64_t>(8388608LL + 2097152LL * t), -1, static_cast<uint64_t>(0LL + 2097152LL * t), 1048576ULL, true);
+        ccogen_sync_warp(c, static_cast<uint64_t>(1LL + 1LL * t), kSyncs);
+        ccogen_signal_warp(c, 1, 25166080ULL, 1ULL);
+      }
       // protocols/two_queue_pipeline.cco:25: quiet
       ccogen_quiet_warp(c);
     }
     if (ccogen_is_warp(c, 1)) {
-      // protocols/two_queue_pipeline.cco:23: put
-      ccogen_copy_warp(c, 1, 9437184ULL, -1, 1048576ULL, 1048576ULL, true);
-      ccogen_sync_warp(c, 1ULL, kSyncs);
-      ccogen_signal_warp(c, 1, 25166096ULL, 1ULL);
-      // protocols/two_queue_pipeline.cco:23: put
-      ccogen_copy_warp(c, 1, 11534336ULL, -1, 3145728ULL, 1048576ULL, true);
-      ccogen_sync_warp(c, 2ULL, kSyncs);
-      ccogen_signal_warp(c, 1, 25166096ULL, 1ULL);
-      // protocols/two_queue_pipeline.cco:23: put
-      ccogen_copy_warp(c, 1, 13631488ULL, -1, 5242880ULL, 1048576ULL, true);
-      ccogen_sync_warp(c, 3ULL, kSyncs);
-      ccogen_signal_warp(c, 1, 25166096ULL, 1ULL);
-      // protocols/two_queue_pipeline.cco:23: put
-      ccogen_copy_warp(c, 1, 15728640ULL, -1, 7340032ULL, 1048576ULL, true);
-      ccogen_sync_warp(c, 4ULL, kSyncs);
-      ccogen_signal_warp(c, 1, 25166096ULL, 1ULL);
+      for (int64_t t = 0; t < 4; ++t) {
+        // protocols/two_queue_pipeline.cco:23: put
+        ccogen_copy_warp(c, 1, static_cast<uint64_t>(9437184LL + 2097152LL * t), -1, static_cast<uint64_t>(1048576LL + 2097152LL * t), 1048576ULL, true);
+        ccogen_sync_warp(c, static_cast<uint64_t>(1LL + 1LL * t), kSyncs);
+        ccogen_signal_warp(c, 1, 25166096ULL, 1ULL);
+      }
       // protocols/two_queue_pipeline.cco:25: quiet
       ccogen_quiet_warp(c);
     }
@@ -358,54 +338,20 @@ __device__ __forceinline__ void ccogen_two_queue_pipeline_stream_r1_b0(const cco
   ccogen_copy_group(c, 0, 25165824ULL, -1, 25165824ULL, 16ULL, true);
   ccogen_sync_group(c, 1ULL, kSyncs);
   ccogen_signal_group(c, 0, 25166160ULL, 1ULL);
-  // protocols/two_queue_pipeline.cco:29: wait_signal
-  ccogen_waitcounted_group(c, 25166080ULL, 1ULL, 4ULL, 29, 0, 0, 1);
-  ccogen_sync_group(c, 2ULL, kSyncs);
-  // protocols/two_queue_pipeline.cco:30: copy
-  ccogen_copy_group(c, -1, 16777216ULL, -1, 8388608ULL, 1048576ULL, true);
-  ccogen_sync_group(c, 3ULL, kSyncs);
-  // protocols/two_queue_pipeline.cco:31: wait_signal
-  ccogen_waitcounted_group(c, 25166096ULL, 1ULL, 4ULL, 31, 0, 1, 1);
-  ccogen_sync_group(c, 4ULL, kSyncs);
-  // protocols/two_queue_pipeline.cco:32: copy
-  ccogen_copy_group(c, -1, 17825792ULL, -1, 9437184ULL, 1048576ULL, true);
-  ccogen_sync_group(c, 5ULL, kSyncs);
-  // protocols/two_queue_pipeline.cco:29: wait_signal
-  ccogen_waitcounted_group(c, 25166080ULL, 2ULL, 4ULL, 29, 0, 0, 1);
-  ccogen_sync_group(c, 6ULL, kSyncs);
-  // protocols/two_queue_pipeline.cco:30: copy
-  ccogen_copy_group(c, -1, 18874368ULL, -1, 10485760ULL, 1048576ULL, true);
-  ccogen_sync_group(c, 7ULL, kSyncs);
-  // protocols/two_queue_pipeline.cco:31: wait_signal
-  ccogen_waitcounted_group(c, 25166096ULL, 2ULL, 4ULL, 31, 0, 1, 1);
-  ccogen_sync_group(c, 8ULL, kSyncs);
-  // protocols/two_queue_pipeline.cco:32: copy
-  ccogen_copy_group(c, -1, 19922944ULL, -1, 11534336ULL, 1048576ULL, true);
-  ccogen_sync_group(c, 9ULL, kSyncs);
-  // protocols/two_queue_pipeline.cco:29: wait_signal
-  ccogen_waitcounted_group(c, 25166080ULL, 3ULL, 4ULL, 29, 0, 0, 1);
-  ccogen_sync_group(c, 10ULL, kSyncs);
-  // protocols/two_queue_pipeline.cco:30: copy
-  ccogen_copy_group(c, -1, 20971520ULL, -1, 12582912ULL, 1048576ULL, true);
-  ccogen_sync_group(c, 11ULL, kSyncs);
-  // protocols/two_queue_pipeline.cco:31: wait_signal
-  ccogen_waitcounted_group(c, 25166096ULL, 3ULL, 4ULL, 31, 0, 1, 1);
-  ccogen_sync_group(c, 12ULL, kSyncs);
-  // protocols/two_queue_pipeline.cco:32: copy
-  ccogen_copy_group(c, -1, 22020096ULL, -1, 13631488ULL, 1048576ULL, true);
-  ccogen_sync_group(c, 13ULL, kSyncs);
-  // protocols/two_queue_pipeline.cco:29: wait_signal
-  ccogen_waitcounted_group(c, 25166080ULL, 4ULL, 4ULL, 29, 0, 0, 1);
-  ccogen_sync_group(c, 14ULL, kSyncs);
-  // protocols/two_queue_pipeline.cco:30: copy
-  ccogen_copy_group(c, -1, 23068672ULL, -1, 14680064ULL, 1048576ULL, true);
-  ccogen_sync_group(c, 15ULL, kSyncs);
-  // protocols/two_queue_pipeline.cco:31: wait_signal
-  ccogen_waitcounted_group(c, 25166096ULL, 4ULL, 4ULL, 31, 0, 1, 1);
-  ccogen_sync_group(c, 16ULL, kSyncs);
-  // protocols/two_queue_pipeline.cco:32: copy
-  ccogen_copy_group(c, -1, 24117248ULL, -1, 15728640ULL, 1048576ULL, true);
-  ccogen_sync_group(c, 17ULL, kSyncs);
+  for (int64_t t = 0; t < 4; ++t) {
+    // protocols/two_queue_pipeline.cco:29: wait_signal
+    ccogen_waitcounted_group(c, 25166080ULL, static_cast<uint64_t>(1LL + 1LL * t), 4ULL, 29, 0, 0, 1);
+    ccogen_sync_group(c, static_cast<uint64_t>(2LL + 4LL * t), kSyncs);
+    // protocols/two_queue_pipeline.cco:30: copy
+    ccogen_copy_group(c, -1, static_cast<uint64_t>(16777216LL + 2097152LL * t), -1, static_cast<uint64_t>(8388608LL + 2097152LL * t), 1048576ULL, true);
+    ccogen_sync_group(c, static_cast<uint64_t>(3LL + 4LL * t), kSyncs);
+    // protocols/two_queue_pipeline.cco:31: wait_signal
+    ccogen_waitcounted_group(c, 25166096ULL, static_cast<uint64_t>(1LL + 1LL * t), 4ULL, 31, 0, 1, 1);
+    ccogen_sync_group(c, static_cast<uint64_t>(4LL + 4LL * t), kSyncs);
+    // protocols/two_queue_pipeline.cco:32: copy
+    ccogen_copy_group(c, -1, static_cast<uint64_t>(17825792LL + 2097152LL * t), -1, static_cast<uint64_t>(9437184LL + 2097152LL * t), 1048576ULL, true);
+    ccogen_sync_group(c, static_cast<uint64_t>(5LL + 4LL * t), kSyncs);
+  }
 }
 
 extern "C" __global__ void __launch_bounds__(512)

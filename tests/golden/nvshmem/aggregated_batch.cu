@@ -242,21 +242,11 @@ __device__ __forceinline__ void ccogen_aggregated_batch_batch_r0_b0(const ccogen
   ccogen_cwait_group(c, 4194584ULL, 1ULL, 1ULL, 20, 1, 1, 1, 4ULL);
   ccogen_ctasync_group(c);
   // protocols/aggregated_batch.cco:22: put
-  // protocols/aggregated_batch.cco:22: put
-  // protocols/aggregated_batch.cco:22: put
-  // protocols/aggregated_batch.cco:22: put
-  // protocols/aggregated_batch.cco:22: put
-  // protocols/aggregated_batch.cco:22: put
-  // protocols/aggregated_batch.cco:22: put
   // protocols/aggregated_batch.cco:25: put
   // protocols/aggregated_batch.cco:27: commit
-  ccogen_copy_group(c, 1, 3932160ULL, -1, 0ULL, 262144ULL, true);
-  ccogen_copy_group(c, 1, 3670016ULL, -1, 262144ULL, 262144ULL, true);
-  ccogen_copy_group(c, 1, 3407872ULL, -1, 524288ULL, 262144ULL, true);
-  ccogen_copy_group(c, 1, 3145728ULL, -1, 786432ULL, 262144ULL, true);
-  ccogen_copy_group(c, 1, 2883584ULL, -1, 1048576ULL, 262144ULL, true);
-  ccogen_copy_group(c, 1, 2621440ULL, -1, 1310720ULL, 262144ULL, true);
-  ccogen_copy_group(c, 1, 2359296ULL, -1, 1572864ULL, 262144ULL, true);
+  for (int64_t t = 0; t < 7; ++t) {
+    ccogen_copy_group(c, 1, static_cast<uint64_t>(3932160LL + -262144LL * t), -1, static_cast<uint64_t>(0LL + 262144LL * t), 262144ULL, true);
+  }
   ccogen_cputsig_group(c, 1, 2097152ULL, 1835008ULL, 262144ULL, 4194560ULL, 1ULL);
   // protocols/aggregated_batch.cco:28: quiet
   ccogen_quiet_group(c);

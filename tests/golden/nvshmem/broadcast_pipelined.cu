@@ -240,36 +240,18 @@ __device__ __forceinline__ void ccogen_broadcast_pipelined_chain_r0_b0(const cco
   [[maybe_unused]] constexpr uint64_t kSyncs = 3;
   // protocols/broadcast_pipelined.cco:22: put
   ccogen_cputsig_group(c, 1, 1048576ULL, 0ULL, 131072ULL, 1310720ULL, 1ULL);
-  // protocols/broadcast_pipelined.cco:22: put
-  ccogen_cputsig_group(c, 1, 1179648ULL, 131072ULL, 131072ULL, 1310720ULL, 1ULL);
-  // protocols/broadcast_pipelined.cco:21: wait_signal
-  ccogen_cwait_group(c, 1310744ULL, 1ULL, 8ULL, 21, 1, 1, 1, 2ULL);
-  ccogen_sync_group(c, 1ULL, kSyncs);
-  // protocols/broadcast_pipelined.cco:22: put
-  ccogen_cputsig_group(c, 1, 1048576ULL, 262144ULL, 131072ULL, 1310720ULL, 1ULL);
-  // protocols/broadcast_pipelined.cco:21: wait_signal
-  ccogen_cwait_group(c, 1310744ULL, 2ULL, 8ULL, 21, 1, 1, 1, 2ULL);
-  ccogen_ctasync_group(c);
-  // protocols/broadcast_pipelined.cco:22: put
-  ccogen_cputsig_group(c, 1, 1179648ULL, 393216ULL, 131072ULL, 1310720ULL, 1ULL);
-  // protocols/broadcast_pipelined.cco:21: wait_signal
-  ccogen_cwait_group(c, 1310744ULL, 3ULL, 8ULL, 21, 1, 1, 1, 2ULL);
-  ccogen_sync_group(c, 2ULL, kSyncs);
-  // protocols/broadcast_pipelined.cco:22: put
-  ccogen_cputsig_group(c, 1, 1048576ULL, 524288ULL, 131072ULL, 1310720ULL, 1ULL);
-  // protocols/broadcast_pipelined.cco:21: wait_signal
-  ccogen_cwait_group(c, 1310744ULL, 4ULL, 8ULL, 21, 1, 1, 1, 2ULL);
-  ccogen_ctasync_group(c);
-  // protocols/broadcast_pipelined.cco:22: put
-  ccogen_cputsig_group(c, 1, 1179648ULL, 655360ULL, 131072ULL, 1310720ULL, 1ULL);
-  // protocols/broadcast_pipelined.cco:21: wait_signal
-  ccogen_cwait_group(c, 1310744ULL, 5ULL, 8ULL, 21, 1, 1, 1, 2ULL);
-  ccogen_sync_group(c, 3ULL, kSyncs);
-  // protocols/broadcast_pipelined.cco:22: put
-  ccogen_cputsig_group(c, 1, 1048576ULL, 786432ULL, 131072ULL, 1310720ULL, 1ULL);
-  // protocols/broadcast_pipelined.cco:21: wait_signal
-  ccogen_cwait_group(c, 1310744ULL, 6ULL, 8ULL, 21, 1, 1, 1, 2ULL);
-  ccogen_ctasync_group(c);
+  for (int64_t t = 0; t < 3; ++t) {
+    // protocols/broadcast_pipelined.cco:22: put
+    ccogen_cputsig_group(c, 1, 1179648ULL, static_cast<uint64_t>(131072LL + 262144LL * t), 131072ULL, 1310720ULL, 1ULL);
+    // protocols/broadcast_pipelined.cco:21: wait_signal
+    ccogen_cwait_group(c, 1310744ULL, static_cast<uint64_t>(1LL + 2LL * t), 8ULL, 21, 1, 1, 1, 2ULL);
+    ccogen_sync_group(c, static_cast<uint64_t>(1LL + 1LL * t), kSyncs);
+    // protocols/broadcast_pipelined.cco:22: put
+    ccogen_cputsig_group(c, 1, 1048576ULL, static_cast<uint64_t>(262144LL + 262144LL * t), 131072ULL, 1310720ULL, 1ULL);
+    // protocols/broadcast_pipelined.cco:21: wait_signal
+    ccogen_cwait_group(c, 1310744ULL, static_cast<uint64_t>(2LL + 2LL * t), 8ULL, 21, 1, 1, 1, 2ULL);
+    ccogen_ctasync_group(c);
+  }
   // protocols/broadcast_pipelined.cco:22: put
   ccogen_cputsig_group(c, 1, 1179648ULL, 917504ULL, 131072ULL, 1310720ULL, 1ULL);
   // protocols/broadcast_pipelined.cco:26: wait_signal
@@ -285,78 +267,17 @@ __device__ __forceinline__ void ccogen_broadcast_pipelined_chain_r0_b0(const cco
 // rank 1, logical block 0 of kernel `chain`
 __device__ __forceinline__ void ccogen_broadcast_pipelined_chain_r1_b0(const ccogen_ctx& c) {
   [[maybe_unused]] constexpr uint64_t kSyncs = 0;
-  // protocols/broadcast_pipelined.cco:15: wait_signal
-  ccogen_cwait_group(c, 1310720ULL, 1ULL, 8ULL, 15, 0, 0, 1, 2ULL);
-  ccogen_ctasync_group(c);
-  // protocols/broadcast_pipelined.cco:16: copy
-  ccogen_copy_group(c, -1, 0ULL, -1, 1048576ULL, 131072ULL, true);
-  ccogen_ctasync_group(c);
-  // protocols/broadcast_pipelined.cco:18: signal
-  ccogen_ctasync_group(c);
-  ccogen_csignal_group(c, 0, 1310744ULL, 1ULL);
-  // protocols/broadcast_pipelined.cco:15: wait_signal
-  ccogen_cwait_group(c, 1310720ULL, 2ULL, 8ULL, 15, 0, 0, 1, 2ULL);
-  ccogen_ctasync_group(c);
-  // protocols/broadcast_pipelined.cco:16: copy
-  ccogen_copy_group(c, -1, 131072ULL, -1, 1179648ULL, 131072ULL, true);
-  ccogen_ctasync_group(c);
-  // protocols/broadcast_pipelined.cco:18: signal
-  ccogen_ctasync_group(c);
-  ccogen_csignal_group(c, 0, 1310744ULL, 1ULL);
-  // protocols/broadcast_pipelined.cco:15: wait_signal
-  ccogen_cwait_group(c, 1310720ULL, 3ULL, 8ULL, 15, 0, 0, 1, 2ULL);
-  ccogen_ctasync_group(c);
-  // protocols/broadcast_pipelined.cco:16: copy
-  ccogen_copy_group(c, -1, 262144ULL, -1, 1048576ULL, 131072ULL, true);
-  ccogen_ctasync_group(c);
-  // protocols/broadcast_pipelined.cco:18: signal
-  ccogen_ctasync_group(c);
-  ccogen_csignal_group(c, 0, 1310744ULL, 1ULL);
-  // protocols/broadcast_pipelined.cco:15: wait_signal
-  ccogen_cwait_group(c, 1310720ULL, 4ULL, 8ULL, 15, 0, 0, 1, 2ULL);
-  ccogen_ctasync_group(c);
-  // protocols/broadcast_pipelined.cco:16: copy
-  ccogen_copy_group(c, -1, 393216ULL, -1, 1179648ULL, 131072ULL, true);
-  ccogen_ctasync_group(c);
-  // protocols/broadcast_pipelined.cco:18: signal
-  ccogen_ctasync_group(c);
-  ccogen_csignal_group(c, 0, 1310744ULL, 1ULL);
-  // protocols/broadcast_pipelined.cco:15: wait_signal
-  ccogen_cwait_group(c, 1310720ULL, 5ULL, 8ULL, 15, 0, 0, 1, 2ULL);
-  ccogen_ctasync_group(c);
-  // protocols/broadcast_pipelined.cco:16: copy
-  ccogen_copy_group(c, -1, 524288ULL, -1, 1048576ULL, 131072ULL, true);
-  ccogen_ctasync_group(c);
-  // protocols/broadcast_pipelined.cco:18: signal
-  ccogen_ctasync_group(c);
-  ccogen_csignal_group(c, 0, 1310744ULL, 1ULL);
-  // protocols/broadcast_pipelined.cco:15: wait_signal
-  ccogen_cwait_group(c, 1310720ULL, 6ULL, 8ULL, 15, 0, 0, 1, 2ULL);
-  ccogen_ctasync_group(c);
-  // protocols/broadcast_pipelined.cco:16: copy
-  ccogen_copy_group(c, -1, 655360ULL, -1, 1179648ULL, 131072ULL, true);
-  ccogen_ctasync_group(c);
-  // protocols/broadcast_pipelined.cco:18: signal
-  ccogen_ctasync_group(c);
-  ccogen_csignal_group(c, 0, 1310744ULL, 1ULL);
-  // protocols/broadcast_pipelined.cco:15: wait_signal
-  ccogen_cwait_group(c, 1310720ULL, 7ULL, 8ULL, 15, 0, 0, 1, 2ULL);
-  ccogen_ctasync_group(c);
-  // protocols/broadcast_pipelined.cco:16: copy
-  ccogen_copy_group(c, -1, 786432ULL, -1, 1048576ULL, 131072ULL, true);
-  ccogen_ctasync_group(c);
-  // protocols/broadcast_pipelined.cco:18: signal
-  ccogen_ctasync_group(c);
-  ccogen_csignal_group(c, 0, 1310744ULL, 1ULL);
-  // protocols/broadcast_pipelined.cco:15: wait_signal
-  ccogen_cwait_group(c, 1310720ULL, 8ULL, 8ULL, 15, 0, 0, 1, 2ULL);
-  ccogen_ctasync_group(c);
-  // protocols/broadcast_pipelined.cco:16: copy
-  ccogen_copy_group(c, -1, 917504ULL, -1, 1179648ULL, 131072ULL, true);
-  ccogen_ctasync_group(c);
-  // protocols/broadcast_pipelined.cco:18: signal
-  ccogen_ctasync_group(c);
-  ccogen_csignal_group(c, 0, 1310744ULL, 1ULL);
+  for (int64_t t = 0; t < 8; ++t) {
+    // protocols/broadcast_pipelined.cco:15: wait_signal
+    ccogen_cwait_group(c, 1310720ULL, static_cast<uint64_t>(1LL + 1LL * t), 8ULL, 15, 0, 0, 1, 2ULL);
+    ccogen_ctasync_group(c);
+    // protocols/broadcast_pipelined.cco:16: copy
+    ccogen_copy_group(c, -1, static_cast<uint64_t>(0LL + 131072LL * t), -1, static_cast<uint64_t>(1048576LL + 131072LL * (t % 2)), 131072ULL, true);
+    ccogen_ctasync_group(c);
+    // protocols/broadcast_pipelined.cco:18: signal
+    ccogen_ctasync_group(c);
+    ccogen_csignal_group(c, 0, 1310744ULL, 1ULL);
+  }
 }
 
 extern "C" __global__ void __launch_bounds__(512)

@@ -242,20 +242,9 @@ __device__ __forceinline__ void ccogen_lane_ship_ship_r0_b0(const ccogen_ctx& c)
   ccogen_cwait_group(c, 4194584ULL, 1ULL, 1ULL, 21, 1, 1, 1, 4ULL);
   ccogen_ctasync_group(c);
   // protocols/lane_ship.cco:23: put
-  // protocols/lane_ship.cco:23: put
-  // protocols/lane_ship.cco:23: put
-  // protocols/lane_ship.cco:23: put
-  // protocols/lane_ship.cco:23: put
-  // protocols/lane_ship.cco:23: put
-  // protocols/lane_ship.cco:23: put
-  // protocols/lane_ship.cco:23: put
-  ccogen_copy_group(c, 1, 3932160ULL, -1, 0ULL, 262144ULL, true);
-  ccogen_copy_group(c, 1, 3670016ULL, -1, 262144ULL, 262144ULL, true);
-  ccogen_copy_group(c, 1, 3407872ULL, -1, 524288ULL, 262144ULL, true);
-  ccogen_copy_group(c, 1, 3145728ULL, -1, 786432ULL, 262144ULL, true);
-  ccogen_copy_group(c, 1, 2883584ULL, -1, 1048576ULL, 262144ULL, true);
-  ccogen_copy_group(c, 1, 2621440ULL, -1, 1310720ULL, 262144ULL, true);
-  ccogen_copy_group(c, 1, 2359296ULL, -1, 1572864ULL, 262144ULL, true);
+  for (int64_t t = 0; t < 7; ++t) {
+    ccogen_copy_group(c, 1, static_cast<uint64_t>(3932160LL + -262144LL * t), -1, static_cast<uint64_t>(0LL + 262144LL * t), 262144ULL, true);
+  }
   ccogen_cputsig_group(c, 1, 2097152ULL, 1835008ULL, 262144ULL, 4194560ULL, 1ULL);
   // protocols/lane_ship.cco:25: quiet
   ccogen_quiet_group(c);

@@ -241,34 +241,15 @@ __device__ __forceinline__ void ccogen_pingpong_bounce_r0_b0(const ccogen_ctx& c
   // protocols/pingpong.cco:20: wait_signal
   ccogen_wait_group(c, 792ULL, 1ULL, 1ULL, 20, 1, 1, 1, 1ULL);
   ccogen_sync_group(c, 1ULL, kSyncs);
-  // protocols/pingpong.cco:23: put
-  ccogen_llput_group(c, 1, 1040ULL, 0ULL, 8ULL, 1ULL, 4ULL);
-  // protocols/pingpong.cco:24: wait_signal
-  ccogen_llwait_group(c, 1104ULL, 1ULL, 4ULL, 256ULL, 8ULL, 24, 1, 0);
-  ccogen_sync_group(c, 2ULL, kSyncs);
-  // protocols/pingpong.cco:25: quiet
-  ccogen_quiet_group(c);
-  // protocols/pingpong.cco:23: put
-  ccogen_llput_group(c, 1, 1056ULL, 0ULL, 8ULL, 2ULL, 4ULL);
-  // protocols/pingpong.cco:24: wait_signal
-  ccogen_llwait_group(c, 1120ULL, 2ULL, 4ULL, 256ULL, 8ULL, 24, 1, 0);
-  ccogen_sync_group(c, 3ULL, kSyncs);
-  // protocols/pingpong.cco:25: quiet
-  ccogen_quiet_group(c);
-  // protocols/pingpong.cco:23: put
-  ccogen_llput_group(c, 1, 1072ULL, 0ULL, 8ULL, 3ULL, 4ULL);
-  // protocols/pingpong.cco:24: wait_signal
-  ccogen_llwait_group(c, 1136ULL, 3ULL, 4ULL, 256ULL, 8ULL, 24, 1, 0);
-  ccogen_sync_group(c, 4ULL, kSyncs);
-  // protocols/pingpong.cco:25: quiet
-  ccogen_quiet_group(c);
-  // protocols/pingpong.cco:23: put
-  ccogen_llput_group(c, 1, 1088ULL, 0ULL, 8ULL, 4ULL, 4ULL);
-  // protocols/pingpong.cco:24: wait_signal
-  ccogen_llwait_group(c, 1152ULL, 4ULL, 4ULL, 256ULL, 8ULL, 24, 1, 0);
-  ccogen_sync_group(c, 5ULL, kSyncs);
-  // protocols/pingpong.cco:25: quiet
-  ccogen_quiet_group(c);
+  for (int64_t t = 0; t < 4; ++t) {
+    // protocols/pingpong.cco:23: put
+    ccogen_llput_group(c, 1, static_cast<uint64_t>(1040LL + 16LL * t), 0ULL, 8ULL, static_cast<uint64_t>(1LL + 1LL * t), 4ULL);
+    // protocols/pingpong.cco:24: wait_signal
+    ccogen_llwait_group(c, static_cast<uint64_t>(1104LL + 16LL * t), static_cast<uint64_t>(1LL + 1LL * t), 4ULL, 256ULL, 8ULL, 24, 1, 0);
+    ccogen_sync_group(c, static_cast<uint64_t>(2LL + 1LL * t), kSyncs);
+    // protocols/pingpong.cco:25: quiet
+    ccogen_quiet_group(c);
+  }
 }
 
 // rank 1, logical block 0 of kernel `bounce`
@@ -276,34 +257,15 @@ __device__ __forceinline__ void ccogen_pingpong_bounce_r1_b0(const ccogen_ctx& c
   [[maybe_unused]] constexpr uint64_t kSyncs = 5;
   // protocols/pingpong.cco:18: put
   ccogen_putsig_group(c, 0, 512ULL, 512ULL, 16ULL, 792ULL, 1ULL);
-  // protocols/pingpong.cco:27: wait_signal
-  ccogen_llwait_group(c, 1040ULL, 1ULL, 4ULL, 0ULL, 8ULL, 27, 0, 0);
-  ccogen_sync_group(c, 2ULL, kSyncs);
-  // protocols/pingpong.cco:28: put
-  ccogen_llput_group(c, 0, 1104ULL, 0ULL, 8ULL, 1ULL, 4ULL);
-  // protocols/pingpong.cco:29: quiet
-  ccogen_quiet_group(c);
-  // protocols/pingpong.cco:27: wait_signal
-  ccogen_llwait_group(c, 1056ULL, 2ULL, 4ULL, 0ULL, 8ULL, 27, 0, 0);
-  ccogen_sync_group(c, 3ULL, kSyncs);
-  // protocols/pingpong.cco:28: put
-  ccogen_llput_group(c, 0, 1120ULL, 0ULL, 8ULL, 2ULL, 4ULL);
-  // protocols/pingpong.cco:29: quiet
-  ccogen_quiet_group(c);
-  // protocols/pingpong.cco:27: wait_signal
-  ccogen_llwait_group(c, 1072ULL, 3ULL, 4ULL, 0ULL, 8ULL, 27, 0, 0);
-  ccogen_sync_group(c, 4ULL, kSyncs);
-  // protocols/pingpong.cco:28: put
-  ccogen_llput_group(c, 0, 1136ULL, 0ULL, 8ULL, 3ULL, 4ULL);
-  // protocols/pingpong.cco:29: quiet
-  ccogen_quiet_group(c);
-  // protocols/pingpong.cco:27: wait_signal
-  ccogen_llwait_group(c, 1088ULL, 4ULL, 4ULL, 0ULL, 8ULL, 27, 0, 0);
-  ccogen_sync_group(c, 5ULL, kSyncs);
-  // protocols/pingpong.cco:28: put
-  ccogen_llput_group(c, 0, 1152ULL, 0ULL, 8ULL, 4ULL, 4ULL);
-  // protocols/pingpong.cco:29: quiet
-  ccogen_quiet_group(c);
+  for (int64_t t = 0; t < 4; ++t) {
+    // protocols/pingpong.cco:27: wait_signal
+    ccogen_llwait_group(c, static_cast<uint64_t>(1040LL + 16LL * t), static_cast<uint64_t>(1LL + 1LL * t), 4ULL, 0ULL, 8ULL, 27, 0, 0);
+    ccogen_sync_group(c, static_cast<uint64_t>(2LL + 1LL * t), kSyncs);
+    // protocols/pingpong.cco:28: put
+    ccogen_llput_group(c, 0, static_cast<uint64_t>(1104LL + 16LL * t), 0ULL, 8ULL, static_cast<uint64_t>(1LL + 1LL * t), 4ULL);
+    // protocols/pingpong.cco:29: quiet
+    ccogen_quiet_group(c);
+  }
   // protocols/pingpong.cco:31: quiet
   ccogen_quiet_group(c);
 }

@@ -275,18 +275,11 @@ __device__ __forceinline__ void ccogen_striped_put_push_r1_b0(const ccogen_ctx& 
   [[maybe_unused]] constexpr uint64_t kSyncs = 0;
   // protocols/striped_put.cco:23: put
   ccogen_cputsig_group(c, 0, 16777216ULL, 16777216ULL, 16ULL, 16777504ULL, 1ULL);
-  // protocols/striped_put.cco:25: wait_signal
-  ccogen_cwait_group(c, 16777472ULL, 1ULL, 1ULL, 25, 0, 0, 1, 1ULL);
-  ccogen_ctasync_group(c);
-  // protocols/striped_put.cco:25: wait_signal
-  ccogen_cwait_group(c, 16777480ULL, 1ULL, 1ULL, 25, 0, 1, 1, 1ULL);
-  ccogen_ctasync_group(c);
-  // protocols/striped_put.cco:25: wait_signal
-  ccogen_cwait_group(c, 16777488ULL, 1ULL, 1ULL, 25, 0, 2, 1, 1ULL);
-  ccogen_ctasync_group(c);
-  // protocols/striped_put.cco:25: wait_signal
-  ccogen_cwait_group(c, 16777496ULL, 1ULL, 1ULL, 25, 0, 3, 1, 1ULL);
-  ccogen_ctasync_group(c);
+  for (int64_t t = 0; t < 4; ++t) {
+    // protocols/striped_put.cco:25: wait_signal
+    ccogen_cwait_group(c, static_cast<uint64_t>(16777472LL + 8LL * t), 1ULL, 1ULL, 25, 0, (0 + 1LL * t), 1, 1ULL);
+    ccogen_ctasync_group(c);
+  }
 }
 
 extern "C" __global__ void __launch_bounds__(512)
