@@ -122,7 +122,8 @@ CHECK-LABEL: void ccogen_counted_gather_gather_r1_b0(
 CHECK:       ccogen_putcounted_group(c, 0, {{[0-9]+}}ULL, 0ULL, 1048576ULL, [[CTR]]ULL);
 """),
     # CFT: remote signals are fenced flag updates (red) on the slot of the data's queue;
-    # the CFT barrier count is requested on the host side
+    # the CFT barrier count is requested on the host side; rank 1's four rounds of
+    # counted waits are one loop (a rank alone rolls its runs: codegen.ranks.fold_ranks)
     ("two_queue_pipeline", CFT, 2, "kernels.cu", """
 CHECK:       constexpr bool kCountedHeap = false;
 CHECK:       ncclMemFence(coop, cuda::memory_order_release, ncclMemProxyType::Fabric, ncclMemProxyType::Generic,
@@ -138,8 +139,9 @@ CHECK:       ccogen_copy_warp(c, 1,
 CHECK-NEXT:  ccogen_sync_warp(
 CHECK-NEXT:  ccogen_signal_warp(c, 1, [[Q1:[0-9]+]]ULL, 1ULL);
 CHECK-LABEL: void ccogen_two_queue_pipeline_stream_r1_b0(
-CHECK:       ccogen_waitcounted_group(c, [[Q0]]ULL, 1ULL, 4ULL,
-CHECK:       ccogen_waitcounted_group(c, [[Q1]]ULL, 1ULL, 4ULL,
+CHECK:       for (int64_t t = 0; t < 4; ++t) {
+CHECK:       ccogen_waitcounted_group(c, [[Q0]]ULL, static_cast<uint64_t>(1LL + 1LL * t), 4ULL,
+CHECK:       ccogen_waitcounted_group(c, [[Q1]]ULL, static_cast<uint64_t>(1LL + 1LL * t), 4ULL,
 """),
     ("counted_gather", CFT, 2, "manifest.json", """
 CHECK:       "cft_caps": [
