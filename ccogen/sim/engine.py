@@ -259,7 +259,7 @@ class Machine:
 
     def preds_done(self, op: OpInst) -> bool:
         done = self.state.done[op.rank]
-        for i in op.preds:  # a loop, not `all(...)` of a generator: asked on every recheck
+        for i in op.preds:  # noqa: SIM110 (a loop, not a generator: asked on every recheck)
             if not done[i]:
                 return False
         return True
