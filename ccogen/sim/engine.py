@@ -265,17 +265,30 @@ class Machine:
         return True
 
     def _issuer_ready(self, p: int) -> bool:
+        # `current`, `preds_done` and `loads_first` inlined: asked on every recheck
         if p in self.spinning:
             return False
-        op = self.current(p)
-        if op is None or not self.preds_done(op):
+        plan, st = self.plan, self.state
+        ip = plan.issuers[p]
+        pc, ops = st.pcs[p], ip.ops
+        if pc >= len(ops):
             return False
-        if self.plan.host_sync and self.state.epochs[op.rank] > self._lowest_epoch():
+        rank = ip.rank
+        epoch = st.epochs[rank]
+        op = plan.at(epoch).ranks[rank][ops[pc]]
+        done = st.done[rank]
+        for i in op.preds:
+            if not done[i]:
+                return False
+        if plan.host_sync and epoch > self._lowest_epoch():
             return False  # a host barrier: every rank's caller ends the launch first
-        members = self.plan.members.get((op.rank, op.index))
-        if members is None or (len(members) > 1 and not self._group_ready(op.rank, members)):
+        members = plan.members.get((rank, op.index))
+        if members is None or (len(members) > 1 and not self._group_ready(rank, members)):
             return False
-        return self.loads_first(p, op) or IMPLS[op.kind].ready(self, p, op)
+        impl = IMPLS[op.kind]
+        if op.loads and impl.blocks and st.phase[p] == 0 and not st.loaded[p]:
+            return True  # its loads first (`loads_first`)
+        return impl.ready(self, p, op)
 
     def loads_first(self, p: int, op: OpInst) -> bool:
         """Whether the next step of `p` runs only the `load`s before `op`: an op that may
