@@ -142,12 +142,14 @@ class Machine:
 
     def is_ready(self, p: int) -> bool:
         plan = self.plan
-        if p < plan.nissuers:
+        nissuers = len(plan.issuers)  # `plan.nissuers`, `plan.host`: asked on every recheck
+        if p < nissuers:
             return self._issuer_ready(p)
-        if p < plan.host:
-            qs = self.state.queues[p - plan.nissuers]
+        first_host = nissuers + len(plan.queues)
+        if p < first_host:
+            qs = self.state.queues[p - nissuers]
             return qs.head < qs.rung and queues.fence_clear(self, qs)
-        st, rank = self.state, p - plan.host
+        st, rank = self.state, p - first_host
         if not plan.host_sync:
             return (st.epochs[rank] < self.epochs
                     and st.finished[rank] == len(plan.rank_issuers[rank]))
@@ -177,9 +179,17 @@ class Machine:
         """`_recheck` every process of `procs`, in order; the state does not change
         meanwhile, so what every process asks of all ranks is computed once."""
         plan, st = self.plan, self.state
-        if not plan.host_sync:
+        if not plan.host_sync:  # `_recheck` inlined: the hottest loop of a simulation
+            at, enabled, is_ready = self._at, self.enabled, self.is_ready
             for q in procs:
-                self._recheck(q)
+                if is_ready(q):
+                    if q not in at:
+                        at[q] = len(enabled)
+                        enabled.append(q)
+                elif q in at:
+                    i, last = at.pop(q), enabled.pop()
+                    if last != q:
+                        enabled[i], at[last] = last, i
             return
         # `host_sync` touches every host (an issuer ended its launch) or every issuer (a
         # host stepped): the answers `is_ready` would give, without its calls, where the
@@ -237,28 +247,48 @@ class Machine:
     # ------------------------------------------------------------------ issuers
 
     def current(self, p: int) -> OpInst | None:
-        ip = self.plan.issuers[p]
-        pc = self.state.pcs[p]
-        if pc >= len(ip.ops):
+        plan = self.plan
+        ip = plan.issuers[p]
+        pc, ops = self.state.pcs[p], ip.ops
+        if pc >= len(ops):
             return None
         # the op as this launch has it (`launch % K` rotates its regions; drawn contents per
         # launch give it their lengths and loaded values)
-        return self.plan.at(self.state.epochs[ip.rank]).ranks[ip.rank][ip.ops[pc]]
+        rank = ip.rank
+        return plan.at(self.state.epochs[rank]).ranks[rank][ops[pc]]
 
     def preds_done(self, op: OpInst) -> bool:
         done = self.state.done[op.rank]
-        return all(done[i] for i in op.preds)
+        for i in op.preds:  # noqa: SIM110 (a loop, not a generator: asked on every recheck)
+            if not done[i]:
+                return False
+        return True
 
     def _issuer_ready(self, p: int) -> bool:
-        op = self.current(p)
-        if op is None or p in self.spinning or not self.preds_done(op):
+        # `current`, `preds_done` and `loads_first` inlined: asked on every recheck
+        if p in self.spinning:
             return False
-        if self.plan.host_sync and self.state.epochs[op.rank] > self._lowest_epoch():
+        plan, st = self.plan, self.state
+        ip = plan.issuers[p]
+        pc, ops = st.pcs[p], ip.ops
+        if pc >= len(ops):
+            return False
+        rank = ip.rank
+        epoch = st.epochs[rank]
+        op = plan.at(epoch).ranks[rank][ops[pc]]
+        done = st.done[rank]
+        for i in op.preds:
+            if not done[i]:
+                return False
+        if plan.host_sync and epoch > self._lowest_epoch():
             return False  # a host barrier: every rank's caller ends the launch first
-        members = self.plan.members.get((op.rank, op.index))
-        if members is None or (len(members) > 1 and not self._group_ready(op.rank, members)):
+        members = plan.members.get((rank, op.index))
+        if members is None or (len(members) > 1 and not self._group_ready(rank, members)):
             return False
-        return self.loads_first(p, op) or IMPLS[op.kind].ready(self, p, op)
+        impl = IMPLS[op.kind]
+        if op.loads and impl.blocks and st.phase[p] == 0 and not st.loaded[p]:
+            return True  # its loads first (`loads_first`)
+        return impl.ready(self, p, op)
 
     def loads_first(self, p: int, op: OpInst) -> bool:
         """Whether the next step of `p` runs only the `load`s before `op`: an op that may

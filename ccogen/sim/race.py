@@ -37,6 +37,7 @@ from ccogen.ir.instance import RegionInst
 from ccogen.sim.state import WindowKey
 
 Clock = np.ndarray
+_WRITES = frozenset(("dst", "copy-w", "count", "reset", "queue-w", "input", "caller"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +58,7 @@ class Who:
 
     @property
     def write(self) -> bool:
-        return self.role in ("dst", "copy-w", "count", "reset", "queue-w", "input", "caller")
+        return self.role in _WRITES
 
 
 @dataclass(frozen=True, slots=True)

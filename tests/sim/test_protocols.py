@@ -46,27 +46,54 @@ def _largest(path: Path) -> int:
     return max(inst.op_count for inst in counts if inst is not None)
 
 
-@pytest.mark.parametrize("path", PROTOCOLS, ids=lambda p: p.stem)
-def test_passes_every_seed(path: Path) -> None:
-    report = simulate(path, params=library_params(path))
+def _cases(ranks: dict[str, list[int]]) -> list[tuple[Path, int]]:
+    """(protocol, team size): one test per instance, not per protocol, so that pytest-xdist
+    spreads a protocol's sizes over the workers (a protocol's 8-rank instance alone takes
+    most of its time; four sizes in one test left a core idle at the end of the run).  The
+    sizes are `simulate`'s own (`team_sizes`), or the given ones: the same instances, each
+    with the assertions the whole protocol had."""
+    cases = []
+    for path in PROTOCOLS:
+        sizes = ranks.get(path.stem) or team_sizes(load_ir(path), params=library_params(path))
+        assert sizes, path
+        cases += [(path, n) for n in sizes]
+    return cases
+
+
+@pytest.mark.parametrize(("path", "nranks"), _cases({}),
+                         ids=lambda v: v.stem if isinstance(v, Path) else f"n{v}")
+def test_passes_every_seed(path: Path, nranks: int) -> None:
+    report = simulate(path, [nranks], params=library_params(path))
     assert report.diagnostics == []
     assert report.passed, report.summary()
+    assert report.instances and {i.nranks for i in report.instances} == {nranks}
     assert all(len(i.results) == DEFAULT_SEEDS for i in report.instances)
     assert report.summary().endswith(": all passed")
 
 
-@pytest.mark.parametrize("path", PROTOCOLS, ids=lambda p: p.stem)
-def test_passes_every_schedule(path: Path) -> None:
+@pytest.mark.parametrize(("path", "nranks"), _cases(EXHAUSTIVE_RANKS),
+                         ids=lambda v: v.stem if isinstance(v, Path) else f"n{v}")
+def test_passes_every_schedule(path: Path, nranks: int) -> None:
     unfinished, count = UNFINISHED.get(path.stem, (None, SCHEDULES))
-    report = simulate(path, EXHAUSTIVE_RANKS.get(path.stem), params=library_params(path),
+    report = simulate(path, [nranks], params=library_params(path),
                       exhaustive=True, max_schedules=count, time_limit=math.inf)
     assert report.passed, report.summary()
+    assert report.instances and {i.nranks for i in report.instances} == {nranks}
     for inst in report.instances:
         assert inst.complete or inst.nranks == unfinished, inst.limit
         assert 1 <= len(inst.results) <= count
         if not inst.complete:
             assert inst.limit == f"stopped after {count} schedules"
         assert len(inst.digests) == 1  # one final memory, whatever the schedule
+
+
+def test_every_protocol_is_simulated_at_every_size() -> None:
+    """The per-size cases cover what `simulate` runs for the whole protocol."""
+    for path in PROTOCOLS:
+        sizes = team_sizes(load_ir(path), params=library_params(path))
+        assert [n for p, n in _cases({}) if p == path] == sizes
+        explored = [n for p, n in _cases(EXHAUSTIVE_RANKS) if p == path]
+        assert explored == EXHAUSTIVE_RANKS.get(path.stem, sizes)
 
 
 def test_the_library_has_instances_of_every_size() -> None:
