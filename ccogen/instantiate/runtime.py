@@ -109,6 +109,9 @@ class Contents:
     arrays: dict[tuple[int, str], np.ndarray]
     dtypes: dict[str, DType]
     label: str = ""
+    attempt: int = 0  # which try of the draw `label` (ccogen.sim.runtime.draw)
+    # (rank, name) of `arrays` drawn in part: only the regions a rank reads of them
+    partial: set[tuple[int, str]] = field(default_factory=set)
 
     def element(self, window: str, rank: int, index: int) -> int | float:
         from ccogen.ir.values import decode
@@ -118,8 +121,8 @@ class Contents:
         value = decode(raw, dtype)[0]
         return float(value) if dtype.is_float else int(value)
 
-    def set_many(self, window: str, rank: int, indices: Sequence[int],
-                 values: Sequence[int | float]) -> None:
+    def set_many(self, window: str, rank: int, indices: Sequence[int] | np.ndarray,
+                 values: Sequence[int | float] | np.ndarray) -> None:
         """`set` of every (index, value) pair, in order (a later pair of the same index
         wins), in one store."""
         from ccogen.ir.values import encode, storage

@@ -149,13 +149,15 @@ def random_values(rng: np.random.Generator, count: int, dtype: DType) -> np.ndar
     if binade is not None:
         kind, half, mantissa = binade
         width = 8 * np.dtype(kind).itemsize
-        bits = np.frombuffer(rng.bytes(count * (width // 8)), dtype=kind)
-        binade_bit = (bits >> kind(width - 2)) & kind(1)  # [0.5, 1) or [1, 2)
+        words = -(-count * (width // 8) // 8)
+        bits = rng.bit_generator.random_raw(words).view(kind)[:count]  # whole 64-bit draws
+        binade_bit = bits >> kind(width - 2)  # [0.5, 1) or [1, 2); in place below
+        binade_bit &= kind(1)
         binade_bit <<= kind(mantissa)
-        out = bits & kind((1 << (width - 1)) | ((1 << mantissa) - 1))  # sign, mantissa
-        out |= kind(half << mantissa)
-        out |= binade_bit
-        return out.view(np.uint8)
+        bits &= kind((1 << (width - 1)) | ((1 << mantissa) - 1))  # sign, mantissa
+        bits |= kind(half << mantissa)
+        bits |= binade_bit
+        return bits.view(np.uint8)
     magnitude = rng.uniform(0.5, 2.0, size=count).astype(np.float32)
     sign = np.where(rng.integers(0, 2, size=count) == 0, -1.0, 1.0).astype(np.float32)
     return encode(magnitude * sign, dtype)

@@ -349,3 +349,28 @@ def test_the_moe_protocols_ensure_is_vectorised() -> None:
         protocol = load_ir(_path(name))
         contents = sim_runtime.draw(protocol, 2, _params(name), "mixed-2", 0)[0]
         assert vectorised_checks(protocol, 2, _params(name), contents, [0]) is not None, name
+
+
+def test_a_ranks_draw_holds_what_it_reads_in_part(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With chunks smaller than a memory, a rank's own draw holds its own memories whole
+    and, of the other ranks' memories, at least the `init(...)` regions its checks read:
+    byte for byte the draw of every rank there."""
+    monkeypatch.setattr(sim_runtime, "CHUNK_BYTES", 64)
+    monkeypatch.setattr(sim_runtime, "_UNWRITTEN", [])
+    for name in ("moe_combine", "moe_dispatch"):
+        spec = DrawSpec.of(_instance(name, 3), 5)
+        assert spec is not None
+        for epoch in (1, 2):
+            whole = draw_epoch(spec, epoch)
+            for rank in range(3):
+                mine = draw_epoch(spec, epoch, rank)
+                assert list(mine.checks) == [c for c in whole.checks if c.rank == rank]
+                for (r, w), data in mine.arrays.items():
+                    if r == rank:
+                        assert np.array_equal(data, whole.arrays[(r, w)]), (r, w)
+                for c in mine.checks:
+                    for reg in c.regions():
+                        if reg.init:
+                            got = mine.arrays[(reg.rank, reg.window)][reg.start:reg.stop]
+                            want = whole.arrays[(reg.rank, reg.window)][reg.start:reg.stop]
+                            assert np.array_equal(got, want), str(reg)
