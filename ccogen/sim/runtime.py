@@ -46,7 +46,7 @@ from ccogen.instantiate.runtime import derive, runtime_inputs, unsatisfied
 from ccogen.ir.dtype import DType
 from ccogen.ir.instance import Instance
 from ccogen.ir.nodes import Load, Protocol, Region
-from ccogen.ir.values import random_values
+from ccogen.ir.values import keyed_values_into, random_values
 from ccogen.limits import Limits
 
 RETRIES = 50
@@ -146,7 +146,10 @@ def _fill_chunk(stream: tuple[int, ...], rank: int, name: str, count: int, dtype
     start, stop = chunk * size, min((chunk + 1) * size, count * dtype.size)
     rng = np.random.default_rng([*(s if s >= 0 else (1 << 32) + s for s in stream), rank,
                                  zlib.crc32(name.encode()), chunk])
-    out[start:stop] = random_values(rng, (stop - start) // dtype.size, dtype)
+    if dtype in (DType.BF16, DType.F16, DType.F32):
+        keyed_values_into(rng, out[start:stop], dtype)
+    else:
+        out[start:stop] = random_values(rng, (stop - start) // dtype.size, dtype)
 
 
 _BOUNDED: list[tuple[object, dict[tuple[str, int], tuple[np.ndarray, np.ndarray,
