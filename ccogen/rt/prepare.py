@@ -104,18 +104,11 @@ def reads_remote_finals(protocol: Protocol) -> bool:
     """Whether some `ensure` comparison reads the final contents of another rank's window
     (`w@p[...]`, not `init(w@p)`): its ranks then exchange finals after each epoch, and
     every rank must know every rank's comparisons to meet at the same barriers."""
+    from ccogen.instantiate.sampling import nodes_of
     from ccogen.ir.nodes import Region
 
-    stack: list[object] = [protocol.ensure]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, Region) and not node.init and node.rank is not None:
-            return True
-        if isinstance(node, tuple | list):
-            stack.extend(node)
-        elif hasattr(node, "__dataclass_fields__") and not isinstance(node, type):
-            stack.extend(getattr(node, f) for f in node.__dataclass_fields__ if f != "span")
-    return False
+    return any(isinstance(node, Region) and not node.init and node.rank is not None
+               for node in nodes_of(protocol.ensure))
 
 
 def _continues(a: CheckSpec, b: CheckSpec) -> bool:

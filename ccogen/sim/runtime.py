@@ -43,6 +43,7 @@ import numpy as np
 from ccogen.diag import Diagnostic
 from ccogen.instantiate import Contents, instantiate, preconditions
 from ccogen.instantiate.runtime import derive, runtime_inputs, unsatisfied
+from ccogen.instantiate.sampling import nodes_of
 from ccogen.ir.dtype import DType
 from ccogen.ir.instance import Instance
 from ccogen.ir.nodes import Load, Protocol, Region
@@ -242,17 +243,8 @@ def _unwritten(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None
 
 def _required(protocol: Protocol) -> frozenset[str]:
     """The windows and buffers `require` names."""
-    names: set[str] = set()
-    stack: list[object] = [protocol.require]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, Load):
-            names.add(node.window)
-        if isinstance(node, tuple | list):
-            stack.extend(node)
-        elif hasattr(node, "__dataclass_fields__") and not isinstance(node, type):
-            stack.extend(getattr(node, f) for f in node.__dataclass_fields__ if f != "span")
-    return frozenset(names)
+    return frozenset(node.window for node in nodes_of(protocol.require)
+                     if isinstance(node, Load))
 
 
 def _derive_and_check(protocol: Protocol, nranks: int, bound: Mapping[str, int],
@@ -277,15 +269,8 @@ def caller_written(protocol: Protocol, memories: Mapping[str, Any]) -> frozenset
     """The windows and buffers whose contents each draw (and each launch) has anew: what
     the caller writes, the buffers and the windows `ensure` names as `init(...)`."""
     caller = {name for name, m in memories.items() if m.buffer}
-    stack: list[object] = [protocol.ensure]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, Load | Region) and node.init:
-            caller.add(node.window)
-        if isinstance(node, tuple | list):
-            stack.extend(node)
-        elif hasattr(node, "__dataclass_fields__") and not isinstance(node, type):
-            stack.extend(getattr(node, f) for f in node.__dataclass_fields__ if f != "span")
+    caller.update(node.window for node in nodes_of(protocol.ensure)
+                  if isinstance(node, Load | Region) and node.init)
     return frozenset(caller)
 
 
