@@ -108,6 +108,28 @@ def ensure_checks(protocol: ir.Protocol, nranks: int, params: Mapping[str, Any] 
     return checks, diags
 
 
+def declared(protocol: ir.Protocol, nranks: int, params: Mapping[str, Any] | None
+             ) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """(bound integer parameters, memories) of the instance; None when binding or the
+    declarations have errors (`ensure_checks` reports them)."""
+    given = dict(params or {})
+    findings = Findings(nranks, "", DEFAULT_LIMITS, stop=True)
+    compiler = Compiler()
+    try:
+        types = bind_dtype_params(protocol, given, findings)
+        ints = {k: v for k, v in given.items() if not is_dtype_param(protocol, k)}
+        bound = bind_params(protocol, nranks, ints, compiler, findings)
+        if bound is None or types is None or not team_ok(protocol, nranks, bound, compiler,
+                                                          findings):
+            return None
+        decl = declare(protocol, nranks, bound, types, compiler, findings)
+    except (Overflow, FindingsFull):
+        return None
+    if decl.fatal or any(d.is_error for d in findings.diagnostics()):
+        return None
+    return dict(bound), dict(decl.memories)
+
+
 def memory_bytes(protocol: ir.Protocol, nranks: int, params: Mapping[str, Any]) -> int:
     """The bytes of one rank's windows and buffers (0 when the declarations fail)."""
     given = dict(params)
@@ -120,4 +142,4 @@ def memory_bytes(protocol: ir.Protocol, nranks: int, params: Mapping[str, Any]) 
     return sum(m.nbytes for m in decl.memories.values() if m is not None)
 
 
-__all__ = ["ITERATIONS", "ensure_checks", "memory_bytes"]
+__all__ = ["ITERATIONS", "declared", "ensure_checks", "memory_bytes"]

@@ -35,6 +35,7 @@ from ccogen.diag import error
 from ccogen.instantiate.declarations import Memory
 from ccogen.instantiate.evaluating import Evaluating, forget_assigned
 from ccogen.instantiate.findings import Findings, from_eval
+from ccogen.instantiate.sampling import nodes_of
 from ccogen.ir import nodes as ir
 from ccogen.ir.dtype import DType
 from ccogen.ir.evaluate import Compiler, Env, EvalError
@@ -49,35 +50,17 @@ def uses_runtime(protocol: ir.Protocol) -> bool:
     """Whether `protocol` reads run-time values (`load`, `require`, elements in `ensure`)."""
     if protocol.require:
         return True
-    stack: list[object] = [protocol.kernels, protocol.ensure]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ir.Load):
-            return True
-        if isinstance(node, ir.Region) and node.single:
-            return True
-        if isinstance(node, tuple | list):
-            stack.extend(node)
-        elif hasattr(node, "__dataclass_fields__") and not isinstance(node, type):
-            stack.extend(getattr(node, f) for f in node.__dataclass_fields__ if f != "span")
-    return False
+    return any(isinstance(node, ir.Load) or (isinstance(node, ir.Region) and node.single)
+               for node in nodes_of((protocol.kernels, protocol.ensure)))
 
 
 def runtime_inputs(protocol: ir.Protocol) -> frozenset[str]:
     """The windows and buffers whose elements are run-time values: every one a `load`
     (or an element in `require` or `ensure`) reads.  The shape of a concrete instance
     follows their contents; the rest is data."""
-    names: set[str] = set()
-    stack: list[object] = [protocol.require, protocol.kernels, protocol.ensure]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ir.Load):
-            names.add(node.window)
-        if isinstance(node, tuple | list):
-            stack.extend(node)
-        elif hasattr(node, "__dataclass_fields__") and not isinstance(node, type):
-            stack.extend(getattr(node, f) for f in node.__dataclass_fields__ if f != "span")
-    return frozenset(names)
+    return frozenset(node.window for node in nodes_of((protocol.require, protocol.kernels,
+                                                       protocol.ensure))
+                     if isinstance(node, ir.Load))
 
 
 def read_after_write(protocol: ir.Protocol) -> bool:
@@ -85,17 +68,11 @@ def read_after_write(protocol: ir.Protocol) -> bool:
     writes (then instantiation follows the writes, `Writes`)."""
     loaded: set[str] = set()
     written: set[str] = set()
-    stack: list[object] = [protocol.kernels, protocol.ensure]
-    while stack:
-        node = stack.pop()
+    for node in nodes_of((protocol.kernels, protocol.ensure)):
         if isinstance(node, ir.Load) and not node.init:
             loaded.add(node.window)
         if isinstance(node, ir.Put | ir.Get | ir.Copy | ir.Reduce):
             written.add(node.dst.window)
-        if isinstance(node, tuple | list):
-            stack.extend(node)
-        elif hasattr(node, "__dataclass_fields__") and not isinstance(node, type):
-            stack.extend(getattr(node, f) for f in node.__dataclass_fields__ if f != "span")
     return bool(loaded & written)
 
 
@@ -109,6 +86,9 @@ class Contents:
     arrays: dict[tuple[int, str], np.ndarray]
     dtypes: dict[str, DType]
     label: str = ""
+    attempt: int = 0  # which try of the draw `label` (ccogen.sim.runtime.draw)
+    # (rank, name) of `arrays` drawn in part: only the regions a rank reads of them
+    partial: set[tuple[int, str]] = field(default_factory=set)
 
     def element(self, window: str, rank: int, index: int) -> int | float:
         from ccogen.ir.values import decode
@@ -118,8 +98,8 @@ class Contents:
         value = decode(raw, dtype)[0]
         return float(value) if dtype.is_float else int(value)
 
-    def set_many(self, window: str, rank: int, indices: Sequence[int],
-                 values: Sequence[int | float]) -> None:
+    def set_many(self, window: str, rank: int, indices: Sequence[int] | np.ndarray,
+                 values: Sequence[int | float] | np.ndarray) -> None:
         """`set` of every (index, value) pair, in order (a later pair of the same index
         wins), in one store."""
         from ccogen.ir.values import encode, storage

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ccogen.instantiate.runtime import Contents
+from ccogen.instantiate.sampling import nodes_of
 from ccogen.ir import nodes as ir
 from ccogen.ir.dtype import DType
 from ccogen.ir.values import decode, storage
@@ -313,16 +314,7 @@ def _compare(op: str, a: Any, b: Any) -> Any:
 
 
 def _reads(expr: object, window: str) -> bool:
-    stack = [expr]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ir.Load) and node.window == window:
-            return True
-        if isinstance(node, tuple | list):
-            stack.extend(node)
-        elif hasattr(node, "__dataclass_fields__") and not isinstance(node, type):
-            stack.extend(getattr(node, f) for f in node.__dataclass_fields__ if f != "span")
-    return False
+    return any(isinstance(node, ir.Load) and node.window == window for node in nodes_of(expr))
 
 
 def _interleave(path: tuple[Any, ...], iters: list[int]) -> tuple[int, ...]:

@@ -141,24 +141,68 @@ def random_values(rng: np.random.Generator, count: int, dtype: DType) -> np.ndar
     """A caller's data for `count` elements of `dtype`, as raw bytes.
 
     Floats are finite, of magnitude in [0.5, 2) and either sign.  bf16, f16 and f32 are
-    drawn as bits (a random sign, mantissa and binade, [0.5, 1) or [1, 2)): a MoE
-    prefill draw is 10^8 elements per epoch, where going through float64 took seconds."""
+    drawn as bits (`random_values_into`), not through float64: a MoE prefill draw is 10^8
+    elements per epoch, where going through float64 took seconds."""
     if not dtype.is_float:
         return rng.integers(1, 256, size=count * dtype.size, dtype=np.uint8)
-    binade = _BINADES.get(dtype)
-    if binade is not None:
-        kind, half, mantissa = binade
-        width = 8 * np.dtype(kind).itemsize
-        bits = np.frombuffer(rng.bytes(count * (width // 8)), dtype=kind)
-        binade_bit = (bits >> kind(width - 2)) & kind(1)  # [0.5, 1) or [1, 2)
-        binade_bit <<= kind(mantissa)
-        out = bits & kind((1 << (width - 1)) | ((1 << mantissa) - 1))  # sign, mantissa
-        out |= kind(half << mantissa)
-        out |= binade_bit
-        return out.view(np.uint8)
+    if dtype in _BINADES:
+        out = np.empty(count * dtype.size, dtype=np.uint8)
+        random_values_into(rng, out, dtype)
+        return out
     magnitude = rng.uniform(0.5, 2.0, size=count).astype(np.float32)
     sign = np.where(rng.integers(0, 2, size=count) == 0, -1.0, 1.0).astype(np.float32)
     return encode(magnitude * sign, dtype)
+
+
+def random_values_into(rng: np.random.Generator, out: np.ndarray, dtype: DType) -> None:
+    """`random_values` written into `out` (raw bytes, a whole number of elements).
+
+    For bf16, f16 and f32: random bits with the exponent set to that of 0.5 but for its
+    lowest bit, which stays random (the binade [0.5, 1) or [1, 2)); sign and mantissa
+    random.  Three passes over `out`: a draw of whole 64-bit words, two masks in place."""
+    binade = _BINADES.get(dtype)
+    if binade is None:
+        out[:] = random_values(rng, out.size // dtype.size, dtype)
+        return
+    kind, half, mantissa = binade
+    width = 8 * np.dtype(kind).itemsize
+    words = -(-out.size // 8)
+    bits = out.view(kind)
+    bits[:] = rng.bit_generator.random_raw(words).view(kind)[:bits.size]
+    keep = (1 << (width - 1)) | (1 << mantissa) | ((1 << mantissa) - 1)  # sign, bit, mantissa
+    bits &= kind(keep)
+    bits |= kind(half << mantissa)  # `half` is even: its lowest bit is the random one
+
+
+KEY_LANES = 64  # elements of one chunk's key (`keyed_values_into`)
+_POOLS: dict[DType, np.ndarray] = {}
+
+
+def keyed_values_into(rng: np.random.Generator, out: np.ndarray, dtype: DType) -> None:
+    """`random_values` of a bf16/f16/f32 memory written into `out` in one pass: a pool of
+    random values (`random_values_into`, the same in every process, up to 4 MiB) with
+    element i's random bits (sign, binade, mantissa) flipped by lane i % KEY_LANES of a
+    key that `rng` draws.  Every value stays in range; elements of one chunk differ as
+    the pool's do, two chunks (of other memories, ranks or launches) by their keys (all
+    KEY_LANES lanes equal by chance: 2^-576 for bf16).  The data of `ccogen run`'s
+    launches at the real MoE shapes: drawing every byte afresh is 10^9 bytes per rank and
+    launch (docs/performance.md, "host preparation at the real shapes")."""
+    kind, _, mantissa = _BINADES[dtype]
+    width = 8 * np.dtype(kind).itemsize
+    keep = (1 << (width - 1)) | (1 << mantissa) | ((1 << mantissa) - 1)
+    pool = _POOLS.get(dtype)
+    count = out.size // dtype.size
+    if pool is None or pool.size < count:
+        pool = np.empty(max(count, (1 << 22) // dtype.size) * dtype.size, dtype=np.uint8)
+        random_values_into(np.random.default_rng([0x5EED, dtype.size]), pool, dtype)
+        _POOLS[dtype] = pool
+    words = -(-KEY_LANES * dtype.size // 8)
+    key = rng.bit_generator.random_raw(words).view(kind)[:KEY_LANES] & kind(keep)
+    src, dst = pool.view(kind)[:count], out.view(kind)
+    whole = count - count % KEY_LANES
+    np.bitwise_xor(src[:whole].reshape(-1, KEY_LANES), key,
+                   out=dst[:whole].reshape(-1, KEY_LANES))
+    np.bitwise_xor(src[whole:], key[:count - whole], out=dst[whole:])
 
 
 def show(raw: np.ndarray, dtype: DType) -> str:
@@ -167,5 +211,5 @@ def show(raw: np.ndarray, dtype: DType) -> str:
     return f"{float(value):.9g}" if dtype.is_float else str(int(value))
 
 
-__all__ = ["accumulate", "combine", "compare", "decode", "encode", "random_values", "show",
-           "storage", "tolerance"]
+__all__ = ["accumulate", "combine", "compare", "decode", "encode", "keyed_values_into",
+           "random_values", "random_values_into", "show", "storage", "tolerance"]

@@ -78,31 +78,53 @@ def draw_epoch(spec: DrawSpec, epoch: int, rank: int | None = None) -> EpochDraw
     """The contents and checks of `epoch` (the checks of `rank` only when given: a rank
     that draws its own epochs); RunError when no contents can be drawn or the instance of
     the drawn contents has errors (a bug: the checker accepted the protocol)."""
+    from ccogen.rt.prepare import checks_for, reads_remote_finals, unrolled, vectorised_checks
+    from ccogen.sim.runtime import fill_regions
+
+    params = dict(spec.params)
+    # a rank's own checks, unless some rank reads another's finals (launch: the exchange
+    # is decided over every rank's checks)
+    ranks = None if rank is None or reads_remote_finals(spec.protocol) else [rank]
+    if ranks is not None and not unrolled():
+        # the rank's own memories and what `require` reads, then the parts of the other
+        # ranks' memories its `init(...)` regions read (ccogen.sim.runtime.draw)
+        contents, label = _draw(spec, epoch, rank)
+        checks = vectorised_checks(spec.protocol, spec.nranks, params, contents, ranks)
+        if checks is not None:
+            read = [(r.rank, r.window, r.start, r.stop) for c in checks for r in c.regions()
+                    if r.init]
+            fill_regions(spec.protocol, spec.nranks, params, spec.seed, contents, read)
+            keys = {(r, w) for r, w, _, _ in read}
+            arrays = {key: a for key, a in contents.arrays.items()
+                      if key[0] == rank or key in keys}
+            return EpochDraw(label, arrays, tuple(checks))
+    contents, label = _draw(spec, epoch, None)
+    if unrolled():  # the oracle: the checks of the unrolled instance of the contents
+        return _checked(spec, contents, label, f"epoch {epoch}")[0]
+    checks = checks_for(spec.protocol, spec.nranks, params, contents, ranks,
+                        f"epoch {epoch}")
+    arrays = contents.arrays
+    if ranks is not None:  # what this rank fills and what its checks read as `init(...)`
+        read_keys = {(r.rank, r.window) for c in checks for r in c.regions() if r.init}
+        arrays = {key: a for key, a in arrays.items() if key[0] == rank or key in read_keys}
+    return EpochDraw(label, arrays, tuple(checks))
+
+
+def _draw(spec: DrawSpec, epoch: int, rank: int | None) -> tuple[Any, str]:
+    """The contents of `epoch` (of `rank` only when given: `ccogen.sim.runtime.draw`)."""
     from ccogen.sim.runtime import draw
 
     params = dict(spec.params)
-    contents, label = draw(spec.protocol, spec.nranks, params, which(epoch), spec.seed)
+    contents, label = draw(spec.protocol, spec.nranks, params, which(epoch), spec.seed, rank)
     if contents is None:
-        contents, label = draw(spec.protocol, spec.nranks, params, f"mixed-{epoch}", spec.seed)
+        contents, label = draw(spec.protocol, spec.nranks, params, f"mixed-{epoch}",
+                               spec.seed, rank)
     if contents is None:
         from ccogen.errors import RunError
 
         raise RunError(f"no contents satisfy `require` of `{spec.protocol.name}` "
                        f"(epoch {epoch}: {label})")
-    from ccogen.rt.prepare import checks_for, reads_remote_finals, unrolled
-
-    if unrolled():  # the oracle: the checks of the unrolled instance of the contents
-        return _checked(spec, contents, label, f"epoch {epoch}")[0]
-    # a rank's own checks, unless some rank reads another's finals (launch: the exchange
-    # is decided over every rank's checks)
-    ranks = None if rank is None or reads_remote_finals(spec.protocol) else [rank]
-    checks = checks_for(spec.protocol, spec.nranks, params, contents, ranks,
-                        f"epoch {epoch}")
-    arrays = contents.arrays
-    if ranks is not None:  # what this rank fills and what its checks read as `init(...)`
-        read = {(r.rank, r.window) for c in checks for r in c.regions() if r.init}
-        arrays = {key: a for key, a in arrays.items() if key[0] == rank or key in read}
-    return EpochDraw(label, arrays, tuple(checks))
+    return contents, label
 
 
 def draw_named(spec: DrawSpec, name: str) -> tuple[EpochDraw, Instance]:

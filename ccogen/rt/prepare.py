@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ccogen.ir.nodes import Protocol
 
 UNROLLED_ENV = "CCOGEN_RUN_UNROLLED"
+INTERPRETED_ENV = "CCOGEN_ENSURE_INTERPRETED"  # `ensure` by the interpreter (the comparison)
 
 
 def unrolled() -> bool:
@@ -45,7 +46,12 @@ def checks_for(protocol: Protocol, nranks: int, params: Mapping[str, Any],
                contents: Contents | None = None, ranks: Sequence[int] | None = None,
                where: str = "") -> list[CheckSpec]:
     """The `ensure` comparisons of `ranks` (default every rank) for `contents`, coalesced;
-    RunError (a bug: the checker accepted the protocol) when the instance has errors."""
+    RunError (a bug: the checker accepted the protocol) when the instance has errors.
+    `ensure` is evaluated with numpy over its loops (ccogen/rt/ensure_vector.py) where it
+    can be, else by the interpreter (the same comparisons: tests/runtime/test_prepare.py)."""
+    fast = vectorised_checks(protocol, nranks, params, contents, ranks)
+    if fast is not None:
+        return fast
     checks, diags = _ensure_checks(protocol, nranks, params, contents, ranks)
     if checks is None:
         errors = [d for d in diags if d.is_error]
@@ -55,6 +61,35 @@ def checks_for(protocol: Protocol, nranks: int, params: Mapping[str, Any],
                        f" has errors: {detail} (this is a bug in ccogen: `ccogen simulate` "
                        "the protocol with the same parameters to reproduce it)")
     return coalesce(check_specs(checks))
+
+
+def vectorised_checks(protocol: Protocol, nranks: int, params: Mapping[str, Any],
+                      contents: Contents | None = None, ranks: Sequence[int] | None = None
+                      ) -> list[CheckSpec] | None:
+    """`checks_for` evaluated with numpy (None: outside its subset, or the instance has
+    errors; the interpreter then decides and reports)."""
+    from ccogen.instantiate import uses_runtime
+    from ccogen.instantiate.checks import ITERATIONS, declared
+    from ccogen.instantiate.runtime import read_after_write
+    from ccogen.limits import DEFAULT
+    from ccogen.rt.ensure_vector import EnsureVector, Unsupported
+
+    if os.environ.get(INTERPRETED_ENV, "") not in ("", "0"):
+        return None
+    if uses_runtime(protocol) and (contents is None or read_after_write(protocol)):
+        return None
+    found = declared(protocol, nranks, params)
+    if found is None:
+        return None
+    bound, memories = found
+    if any(m is None for m in memories.values()):
+        return None
+    try:
+        return EnsureVector(protocol, nranks, bound, contents, memories,
+                            DEFAULT.op_instances, ITERATIONS
+                            ).specs(range(nranks) if ranks is None else ranks)
+    except Unsupported:
+        return None
 
 
 def _ensure_checks(protocol: Protocol, nranks: int, params: Mapping[str, Any],
@@ -69,18 +104,11 @@ def reads_remote_finals(protocol: Protocol) -> bool:
     """Whether some `ensure` comparison reads the final contents of another rank's window
     (`w@p[...]`, not `init(w@p)`): its ranks then exchange finals after each epoch, and
     every rank must know every rank's comparisons to meet at the same barriers."""
+    from ccogen.instantiate.sampling import nodes_of
     from ccogen.ir.nodes import Region
 
-    stack: list[object] = [protocol.ensure]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, Region) and not node.init and node.rank is not None:
-            return True
-        if isinstance(node, tuple | list):
-            stack.extend(node)
-        elif hasattr(node, "__dataclass_fields__") and not isinstance(node, type):
-            stack.extend(getattr(node, f) for f in node.__dataclass_fields__ if f != "span")
-    return False
+    return any(isinstance(node, Region) and not node.init and node.rank is not None
+               for node in nodes_of(protocol.ensure))
 
 
 def _continues(a: CheckSpec, b: CheckSpec) -> bool:
@@ -125,4 +153,5 @@ def coalesce(specs: Iterable[CheckSpec]) -> list[CheckSpec]:
     return out
 
 
-__all__ = ["UNROLLED_ENV", "checks_for", "coalesce", "reads_remote_finals", "unrolled"]
+__all__ = ["INTERPRETED_ENV", "UNROLLED_ENV", "checks_for", "coalesce", "reads_remote_finals",
+           "unrolled", "vectorised_checks"]

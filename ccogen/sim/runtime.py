@@ -33,6 +33,7 @@ draw, `epochs` launches each), not by time.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,10 +43,11 @@ import numpy as np
 from ccogen.diag import Diagnostic
 from ccogen.instantiate import Contents, instantiate, preconditions
 from ccogen.instantiate.runtime import derive, runtime_inputs, unsatisfied
+from ccogen.instantiate.sampling import nodes_of
 from ccogen.ir.dtype import DType
 from ccogen.ir.instance import Instance
 from ccogen.ir.nodes import Load, Protocol, Region
-from ccogen.ir.values import random_values
+from ccogen.ir.values import keyed_values_into, random_values
 from ccogen.limits import Limits
 
 RETRIES = 50
@@ -53,37 +55,145 @@ DEFAULT_DRAWS = ("low", "high", "mixed-0", "mixed-1", "interior-0")
 
 
 def draw(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None, which: str,
-         seed: int) -> tuple[Contents | None, str]:
+         seed: int, rank: int | None = None) -> tuple[Contents | None, str]:
     """Contents of the draw `which` (`low`, `high`, `mixed-N`, `interior-N`: the module
-    doc) and a label; None when no such draw satisfies `require` (the label says why)."""
+    doc) and a label; None when no such draw satisfies `require` (the label says why).
+
+    Every (rank, memory) is drawn from streams of its own (`_fill`), so that `rank` (a
+    rank of `ccogen run` drawing its own launches) draws only its own memories and every
+    rank's that `require` names (each rank checks every rank's `require`): the same bytes
+    as the draw of every rank (`fill_regions` adds what its `init(...)` regions read)."""
     bounds, memories, bound = _preconditions(protocol, nranks, params)
-    rng = np.random.default_rng([seed, nranks, _draw_number(which)])
+    number = _draw_number(which)
     dtypes = {name: m.dtype for name, m in memories.items()}
     tries = 1 if which in ("low", "high") else RETRIES
     broken: list[str] = []
     # what the caller writes is this draw's; the windows it does not write are the same in
     # every draw, so that a later launch's contents keep them (`later_launch`)
     fresh = caller_written(protocol, memories)
-    data = _unwritten(protocol, nranks, params, seed, memories, fresh)
     required = _required(protocol)  # what `require` reads or defines: copied, the rest shared
-    for _ in range(tries):
-        arrays = {(rank, name): _fill(rng, m.count, m.dtype) if name in fresh else
-                  data[(rank, name)] if name not in required else data[(rank, name)].copy()
-                  for rank in range(nranks) for name, m in memories.items()}
-        contents = Contents(arrays, dtypes, which)
-        picked: dict[tuple[str, int], tuple[list[int], list[int | float]]] = {}
-        for (window, rank, index), (lo, hi) in sorted(bounds.items()):
-            if (rank, window) not in arrays:
+    keys = [(r, name) for r in range(nranks) for name in memories
+            if rank is None or r == rank or name in required]
+    data = _unwritten(protocol, nranks, params, seed, memories, fresh, keys)
+    groups = _bounded(bounds)
+    for attempt in range(tries):
+        stream = (seed, nranks, number, attempt)
+        arrays = {(r, name): _fill(stream, r, name, memories[name].count, dtypes[name])
+                  if name in fresh else data[(r, name)] if name not in required
+                  else data[(r, name)].copy() for r, name in keys}
+        contents = Contents(arrays, dtypes, which, attempt)
+        for (window, r), (indices, lo, hi) in groups.items():
+            if (r, window) not in arrays:
                 continue
-            at = picked.setdefault((window, rank), ([], []))
-            at[0].append(index)
-            at[1].append(_pick(rng, which, lo, hi, dtypes[window]))
-        for (window, rank), (indices, values) in picked.items():
-            contents.set_many(window, rank, indices, values)
+            picks = np.random.default_rng([*stream, r, zlib.crc32(window.encode()), 1 << 30])
+            contents.set_many(window, r, indices, _picks(picks, which, lo, hi))
         broken = _derive_and_check(protocol, nranks, bound, memories, contents)
         if not broken:
             return contents, which
     return None, f"{which} (left out: no contents satisfy `require` {', '.join(broken[:2])})"
+
+
+def fill_regions(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None,
+                 seed: int, contents: Contents,
+                 regions: Sequence[tuple[int, str, int, int]]) -> None:
+    """Add to `contents` (a draw of one rank, `draw(..., rank=)`) the bytes `[start, stop)`
+    of each (rank, memory) of `regions` it lacks, as the draw of every rank has them:
+    only the chunks that hold them are drawn (the rest of such a memory is zeros that
+    take no memory: `np.zeros`)."""
+    _, memories, _ = _preconditions(protocol, nranks, params)
+    fresh = caller_written(protocol, memories)
+    number = _draw_number(contents.label)
+    wanted: dict[tuple[int, str], set[int]] = {}
+    for r, name, start, stop in regions:
+        if (r, name) in contents.arrays and (r, name) not in contents.partial:
+            continue
+        chunk = _chunk_bytes(memories[name].dtype)
+        wanted.setdefault((r, name), set()).update(range(start // chunk,
+                                                         -(-stop // chunk)))
+    for (r, name), chunks in wanted.items():
+        m = memories[name]
+        array = contents.arrays.get((r, name))
+        if array is None:
+            array = np.zeros(m.count * m.dtype.size, dtype=np.uint8)
+            contents.arrays[(r, name)] = array
+            contents.partial.add((r, name))
+        stream = ((seed, nranks, number, contents.attempt) if name in fresh
+                  else (seed, nranks, _UNWRITTEN_STREAM, 0))
+        for c in sorted(chunks):
+            _fill_chunk(stream, r, name, m.count, m.dtype, c, array)
+
+
+CHUNK_BYTES = 1 << 22  # a memory is drawn in chunks of 4 MiB, each from its own stream
+_UNWRITTEN_STREAM = -1
+
+
+def _chunk_bytes(dtype: DType) -> int:
+    return CHUNK_BYTES - CHUNK_BYTES % dtype.size
+
+
+def _fill(stream: tuple[int, ...], rank: int, name: str, count: int, dtype: DType
+          ) -> np.ndarray:
+    """Random contents of `name` on `rank` (`random_values`), chunk by chunk, chunk c
+    from the generator of (stream, rank, name, c): any part can be drawn alone."""
+    out = np.empty(count * dtype.size, dtype=np.uint8)
+    for c in range(-(-out.size // _chunk_bytes(dtype))):
+        _fill_chunk(stream, rank, name, count, dtype, c, out)
+    return out
+
+
+def _fill_chunk(stream: tuple[int, ...], rank: int, name: str, count: int, dtype: DType,
+                chunk: int, out: np.ndarray) -> None:
+    size = _chunk_bytes(dtype)
+    start, stop = chunk * size, min((chunk + 1) * size, count * dtype.size)
+    rng = np.random.default_rng([*(s if s >= 0 else (1 << 32) + s for s in stream), rank,
+                                 zlib.crc32(name.encode()), chunk])
+    if dtype in (DType.BF16, DType.F16, DType.F32):
+        keyed_values_into(rng, out[start:stop], dtype)
+    else:
+        out[start:stop] = random_values(rng, (stop - start) // dtype.size, dtype)
+
+
+_BOUNDED: list[tuple[object, dict[tuple[str, int], tuple[np.ndarray, np.ndarray,
+                                                           np.ndarray]]]] = []
+
+
+def _bounded(bounds: Mapping[tuple[str, int, int], tuple[int | None, int | None]]
+             ) -> dict[tuple[str, int], tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The bounded elements by (memory, rank): indices in order and their bounds (an
+    absent bound is the other one; neither: 0), kept for the next draws."""
+    for key, value in _BOUNDED:
+        if key is bounds:
+            return value
+    grouped: dict[tuple[str, int], tuple[list[int], list[int], list[int]]] = {}
+    for (window, rank, index), (lo, hi) in sorted(bounds.items()):
+        if lo is None and hi is None:
+            lo = hi = 0
+        lo = hi if lo is None else lo
+        hi = lo if hi is None else hi
+        at = grouped.setdefault((window, rank), ([], [], []))
+        at[0].append(index)
+        at[1].append(int(lo))  # type: ignore[arg-type]
+        at[2].append(int(hi))  # type: ignore[arg-type]
+    value = {k: (np.array(i, dtype=np.int64), np.array(lo, dtype=np.int64),
+                 np.array(hi, dtype=np.int64)) for k, (i, lo, hi) in grouped.items()}
+    _BOUNDED[:] = [*_BOUNDED[-3:], (bounds, value)]
+    return value
+
+
+def _picks(rng: np.random.Generator, which: str, lo: np.ndarray, hi: np.ndarray
+           ) -> np.ndarray:
+    """The values of bounded elements: `low` each lower bound, `high` each upper one,
+    `mixed` per element the lower, the upper or one between (a third each), `interior`
+    one between."""
+    if which == "low":
+        return lo
+    if which == "high":
+        return hi
+    between = rng.integers(lo, hi + 1) if lo.size else lo
+    if which.startswith("mixed"):
+        choice = rng.integers(0, 3, size=lo.size)
+        return np.where(choice == 0, lo, np.where(choice == 1, hi, between))
+    return between
 
 
 _PRECONDITIONS: list[tuple[Protocol, int, tuple[tuple[str, Any], ...], Any]] = []
@@ -107,38 +217,34 @@ _UNWRITTEN: list[tuple[Protocol, int, tuple[tuple[str, str], ...], int, Any]] = 
 
 
 def _unwritten(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None, seed: int,
-               memories: Mapping[str, Any], fresh: frozenset[str]
-               ) -> dict[tuple[int, str], np.ndarray]:
-    """The contents of the windows the caller does not write: the same in every draw (of
-    `seed`), so kept for the next draw of the same instance.  Read-only: a draw shares
-    them (copies those `require` names, which it may define elements of); the simulator
-    and `ccogen run` copy what they write into."""
+               memories: Mapping[str, Any], fresh: frozenset[str],
+               keys: Sequence[tuple[int, str]]) -> dict[tuple[int, str], np.ndarray]:
+    """The contents of the windows the caller does not write (of `keys`): the same in
+    every draw (of `seed`), so kept for the next draw of the same instance.  Read-only: a
+    draw shares them (copies those `require` names, which it may define elements of); the
+    simulator and `ccogen run` copy what they write into."""
     key = tuple(sorted((k, str(v)) for k, v in (params or {}).items()))
+    data: dict[tuple[int, str], np.ndarray] | None = None
     for p, n, k, s, value in _UNWRITTEN:
         if p is protocol and n == nranks and k == key and s == seed:
-            return value  # type: ignore[no-any-return]
-    shared = np.random.default_rng([seed, nranks])
-    data = {(rank, name): _fill(shared, m.count, m.dtype)
-            for rank in range(nranks) for name, m in memories.items() if name not in fresh}
-    for array in data.values():  # shared by every draw: nobody writes them
-        array.flags.writeable = False
-    _UNWRITTEN[:] = [*_UNWRITTEN[-1:], (protocol, nranks, key, seed, data)]
+            data = value
+    if data is None:
+        data = {}
+        _UNWRITTEN[:] = [*_UNWRITTEN[-1:], (protocol, nranks, key, seed, data)]
+    for rank, name in keys:
+        if name in fresh or (rank, name) in data:
+            continue
+        m = memories[name]
+        array = _fill((seed, nranks, _UNWRITTEN_STREAM, 0), rank, name, m.count, m.dtype)
+        array.flags.writeable = False  # shared by every draw: nobody writes them
+        data[(rank, name)] = array
     return data
 
 
 def _required(protocol: Protocol) -> frozenset[str]:
     """The windows and buffers `require` names."""
-    names: set[str] = set()
-    stack: list[object] = [protocol.require]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, Load):
-            names.add(node.window)
-        if isinstance(node, tuple | list):
-            stack.extend(node)
-        elif hasattr(node, "__dataclass_fields__") and not isinstance(node, type):
-            stack.extend(getattr(node, f) for f in node.__dataclass_fields__ if f != "span")
-    return frozenset(names)
+    return frozenset(node.window for node in nodes_of(protocol.require)
+                     if isinstance(node, Load))
 
 
 def _derive_and_check(protocol: Protocol, nranks: int, bound: Mapping[str, int],
@@ -163,44 +269,13 @@ def caller_written(protocol: Protocol, memories: Mapping[str, Any]) -> frozenset
     """The windows and buffers whose contents each draw (and each launch) has anew: what
     the caller writes, the buffers and the windows `ensure` names as `init(...)`."""
     caller = {name for name, m in memories.items() if m.buffer}
-    stack: list[object] = [protocol.ensure]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, Load | Region) and node.init:
-            caller.add(node.window)
-        if isinstance(node, tuple | list):
-            stack.extend(node)
-        elif hasattr(node, "__dataclass_fields__") and not isinstance(node, type):
-            stack.extend(getattr(node, f) for f in node.__dataclass_fields__ if f != "span")
+    caller.update(node.window for node in nodes_of(protocol.ensure)
+                  if isinstance(node, Load | Region) and node.init)
     return frozenset(caller)
 
 
 def _draw_number(which: str) -> int:
     return sum(ord(c) * (i + 1) for i, c in enumerate(which))
-
-
-def _fill(rng: np.random.Generator, count: int, dtype: DType) -> np.ndarray:
-    if not dtype.is_float:
-        return rng.integers(1, 256, size=count * dtype.size, dtype=np.uint8)
-    return random_values(rng, count, dtype)
-
-
-def _pick(rng: np.random.Generator, which: str, lo: int | None, hi: int | None,
-          dtype: DType) -> int | float:
-    if lo is None and hi is None:
-        return 0
-    lo = hi if lo is None else lo
-    hi = lo if hi is None else hi
-    assert lo is not None and hi is not None
-    if which == "low":
-        return lo
-    if which == "high":
-        return hi
-    if which.startswith("mixed"):
-        choice = int(rng.integers(0, 3))
-        if choice < 2:
-            return lo if choice == 0 else hi
-    return int(rng.integers(lo, hi + 1))
 
 
 def concrete_instances(protocol: Protocol, nranks: int, params: Mapping[str, Any] | None,
@@ -401,8 +476,7 @@ def contents_with(protocol: Protocol, nranks: int, params: Mapping[str, Any] | N
     from ccogen.ir.values import encode
 
     _, memories, bound = preconditions(protocol, nranks, params)
-    rng = np.random.default_rng([seed, nranks])
-    arrays = {(rank, name): _fill(rng, m.count, m.dtype)
+    arrays = {(rank, name): _fill((seed, nranks), rank, name, m.count, m.dtype)
               for rank in range(nranks) for name, m in memories.items()}
     for name, per_rank in given.items():
         if name not in memories:

@@ -318,3 +318,59 @@ def test_large_draws_are_left_to_the_ranks(tmp_path: Path) -> None:
     assert drawn_bytes(big) > PRECOMPUTE_MAX_BYTES
     assert not precompute(big, 2, tmp_path / "big")
     assert list((tmp_path / "big").iterdir()) == []
+
+
+@pytest.mark.parametrize(("name", "nranks"), CASES)
+def test_vectorised_ensure_gives_the_interpreters_checks(name: str, nranks: int) -> None:
+    """ccogen/rt/ensure_vector.py against the interpreter (`ensure_checks`, coalesced): the
+    same comparisons in the same order, for every draw and for every rank alone."""
+    from ccogen.rt.prepare import vectorised_checks
+
+    protocol = load_ir(_path(name))
+    static = _instance(name, nranks)
+    draws = [None] if not static.runtime else [
+        sim_runtime.draw(protocol, nranks, _params(name), w, 0)[0] for w in DRAWS]
+    for contents in draws:
+        for ranks in [None, *([r] for r in range(nranks))]:
+            got = vectorised_checks(protocol, nranks, _params(name), contents, ranks)
+            checks, diags = ensure_checks(protocol, nranks, _params(name), contents, ranks)
+            assert checks is not None, [d.message for d in diags]
+            if got is not None:  # None: outside the subset, the interpreter's
+                assert got == coalesce(check_specs(checks))
+
+
+def test_the_moe_protocols_ensure_is_vectorised() -> None:
+    """The library MoE protocols stay inside the vectorised subset (else each launch at
+    prefill takes seconds again; alltoallv's `ensure` reads final counts, `got[p]`: the
+    interpreter's)."""
+    from ccogen.rt.prepare import vectorised_checks
+
+    for name in ("moe_dispatch", "moe_combine", "moe_dispatch_ntok"):
+        protocol = load_ir(_path(name))
+        contents = sim_runtime.draw(protocol, 2, _params(name), "mixed-2", 0)[0]
+        assert vectorised_checks(protocol, 2, _params(name), contents, [0]) is not None, name
+
+
+def test_a_ranks_draw_holds_what_it_reads_in_part(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With chunks smaller than a memory, a rank's own draw holds its own memories whole
+    and, of the other ranks' memories, at least the `init(...)` regions its checks read:
+    byte for byte the draw of every rank there."""
+    monkeypatch.setattr(sim_runtime, "CHUNK_BYTES", 64)
+    monkeypatch.setattr(sim_runtime, "_UNWRITTEN", [])
+    for name in ("moe_combine", "moe_dispatch"):
+        spec = DrawSpec.of(_instance(name, 3), 5)
+        assert spec is not None
+        for epoch in (1, 2):
+            whole = draw_epoch(spec, epoch)
+            for rank in range(3):
+                mine = draw_epoch(spec, epoch, rank)
+                assert list(mine.checks) == [c for c in whole.checks if c.rank == rank]
+                for (r, w), data in mine.arrays.items():
+                    if r == rank:
+                        assert np.array_equal(data, whole.arrays[(r, w)]), (r, w)
+                for c in mine.checks:
+                    for reg in c.regions():
+                        if reg.init:
+                            got = mine.arrays[(reg.rank, reg.window)][reg.start:reg.stop]
+                            want = whole.arrays[(reg.rank, reg.window)][reg.start:reg.stop]
+                            assert np.array_equal(got, want), str(reg)
