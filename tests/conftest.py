@@ -53,21 +53,7 @@ def _gpu_missing_reason() -> str | None:
     return None
 
 
-QUARANTINE = Path(__file__).with_name("quarantine.txt")
-
-
-def _quarantined() -> frozenset[str]:
-    lines = QUARANTINE.read_text().splitlines() if QUARANTINE.exists() else []
-    return frozenset(line.strip() for line in lines if line.strip() and not line.startswith("#"))
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    quarantined = _quarantined()
-    for item in items:
-        if item.nodeid in quarantined:
-            item.add_marker(pytest.mark.xfail(
-                reason="quarantined (tests/quarantine.txt): fails on the 2026-12-03 merge, "
-                       "expected figure not yet re-derived", strict=False))
     gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
     if not gpu_items:
         return

@@ -132,9 +132,13 @@ def test_window_of_2_62_bytes_does_not_compile() -> None:
 
 def test_simulate_refuses_windows_past_its_limit(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "simulate", str(GOOD), "--param", "block=1GiB", "--ranks", "8")
-    # alltoall at 1 GiB x 8 ranks moves 7/8 of its 128 GiB of windows: too much even sparse
-    assert code == 1 and "error[E006]: simulating would hold 120,259,084,288 bytes that ops" in out
-    assert "--limit sim-bytes=120259084288" in out
+    # alltoall at 1 GiB x 8 ranks moves 7/8 of its 128 GiB of `send` and `recv` (each rank
+    # reads 7 blocks of `send` and 7 of `recv` are written), and every rank's whole 16 x 8 B
+    # `credit` window (its own slot is read, the 7 peers' slots written): too much even sparse
+    ranks, block = 8, 1 << 30
+    touched = ranks * (2 * (ranks - 1) * block + 16 * ranks)  # 120,259,085,312
+    assert code == 1 and f"error[E006]: simulating would hold {touched:,} bytes that ops" in out
+    assert f"--limit sim-bytes={touched}" in out
     code, out, _ = run(capsys, "simulate", str(GOOD), "--param", "block=64KiB", "--ranks", "2",
                        "--seeds", "1", "--limit", "sim-bytes=64KiB")
     assert code == 1 and "E006" in out
@@ -380,8 +384,8 @@ def test_warnings_and_repeats_do_not_stop_the_instantiation() -> None:
 def test_a_64_rank_alltoall_stops_before_its_clocks_are_allocated() -> None:
     """Issue #29 item 8: 64-rank alltoall lint peaked at 4.2 GB against the 2 GiB limit
     (two clock matrices of 2.0 GB each); the estimate now counts both, before either.
-    (4,253,674,512 bytes since issue 30: alltoall's leading barrier, a block issuer per
-    rank and launch, makes it 64,898 events by 8,193 issuers instead of 64,642 by 8,130.)"""
+    (The credit alltoall, no barrier, derived below: 113,024 events by 12,224 chain keys,
+    11,052,843,008 bytes for the two matrices.)"""
     import subprocess
     import sys
 
@@ -392,9 +396,20 @@ def test_a_64_rank_alltoall_stops_before_its_clocks_are_allocated() -> None:
     out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
                          check=False)
     assert out.returncode == 1, out.stderr[-2000:]
-    assert "error[E006]: the happens-before analysis would need at least 4,253,674,512 bytes" \
-        in out.stdout and "2 clock matrices" in out.stdout
-    assert "--limit analysis-bytes=4253674512" in out.stdout
+    # Events (`analysis._hb_build`), per rank and launch, P = 63 peers: P credit puts and
+    # the P lanes' puts (issue, read, land, rsig: 4 each), P credit waits and the lanes' P
+    # waits and P quiets (issue, done: 2 each); 2 launches, plus 1 boundary and 1 end event.
+    # Chain keys per rank: the programs of block 0 and the P lanes (1 + P), a queue per
+    # (issuer, peer, queue) (P for block 0's credits on queue 1, P for the lanes on queue 0),
+    # and the rank's end.  Each matrix is int32 events x keys.
+    ranks, peers, launches = 64, 63, 2
+    events = ranks * (launches * (4 * 2 * peers + 2 * 3 * peers) + (launches - 1) + 1)
+    keys = ranks * ((1 + peers) + 2 * peers + 1)
+    need = 2 * 4 * events * keys
+    assert (events, keys, need) == (113_024, 12_224, 11_052_843_008)
+    assert (f"error[E006]: the happens-before analysis would need at least {need:,} bytes "
+            f"({events:,} events by {keys:,} issuers, 2 clock matrices)") in out.stdout
+    assert f"--limit analysis-bytes={need}" in out.stdout
     peak_kib = int(out.stdout.rsplit("peak-kib ", 1)[1])
     assert peak_kib < (1 << 30) // 1024, peak_kib  # 4.2 GB before; ~120 MB now
 

@@ -111,7 +111,9 @@ def predicted_manifest(protocol_file: str, target: str, tokens: int,
     options = Options(epoch_from_heap=True)
     backend = get_backend(target)
     backend.generate(small, path.name, options)  # the backend's per-instance choices
-    model, layout = backend.model(small, path.name, options)
+    # the model `generate` prints: folded over the ranks, whose inline decision (and so the
+    # manifest's `-maxrregcount`) is taken on the folded steps, not on `model`'s
+    model, layout = backend.printed_model(small, path.name, options)  # type: ignore[attr-defined]
     findings, compiler = Findings(2), Compiler()
     types = bind_dtype_params(protocol, params, findings)
     bound = bind_params(protocol, 2, {k: v for k, v in params.items()

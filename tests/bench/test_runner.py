@@ -27,6 +27,7 @@ from ccogen.bench.runner import (
 
 ROOT = Path(__file__).resolve().parents[2]
 KIB, MIB = 1 << 10, 1 << 20
+CREDIT = 16  # alltoall's 16-byte credit, one per ordered pair, the other way (issue 30)
 
 
 @pytest.mark.parametrize(("choice", "name", "expected"), [
@@ -44,7 +45,9 @@ def test_compare_choice_refuses_unknown() -> None:
 
 
 def plan(tmp_path: Path, target: str = "nccl-lsa"):  # type: ignore[no-untyped-def]
-    settings = Settings(target=target, out_dir=tmp_path, graph_max=MIB, samples=7,
+    # graph_max: the 1 MiB alltoall's busiest link, its block and a credit, replays in a
+    # graph (the boundary is inclusive), the 4 MiB one does not
+    settings = Settings(target=target, out_dir=tmp_path, graph_max=MIB + CREDIT, samples=7,
                         verify_after_max=4 * MIB)
     requests = [SweepRequest(ROOT / "protocols" / "alltoall.cco", "block=8B,1MiB,4MiB"),
                 SweepRequest(ROOT / "protocols" / "pingpong.cco", "rounds=1,4", ("size=8B",))]
@@ -63,8 +66,9 @@ def test_plan_generates_each_instance_and_its_reference(tmp_path: Path) -> None:
         assert q.reference_dir is not None and (q.reference_dir / "kernels.cu").is_file()
         assert q.checks  # the instance's ensure comparisons
     a2a = p.points[1]
-    assert a2a.compare == "alltoall" and a2a.traffic.per_peer == MIB
-    assert a2a.window_bytes == 4 * MIB  # send + recv of 2 * block
+    # each rank receives, per peer, the block and that peer's credit (ccogen.bench.traffic)
+    assert a2a.compare == "alltoall" and a2a.traffic.per_peer == MIB + CREDIT
+    assert a2a.window_bytes == 4 * MIB + CREDIT * 2  # send + recv of 2 * block, credit 16 * nranks
     # 4 rounds of 8 B, and rank 1's 16-byte credit at the start of the launch (issue 30)
     assert p.points[3].compare is None and p.points[4].traffic.per_direction == 32 + 16
 
@@ -91,8 +95,9 @@ def test_timing_and_cases(tmp_path: Path) -> None:
 def test_compares_are_shared_between_equal_shapes(tmp_path: Path) -> None:
     settings, p = plan(tmp_path)
     compares = compares_of(p, settings)
+    # sized like the instance: per peer, the block and the credit
     assert [(c.kind, c.per_peer) for c in compares] == [
-        ("alltoall", 8), ("alltoall", MIB), ("alltoall", 4 * MIB)]
+        ("alltoall", 8 + CREDIT), ("alltoall", MIB + CREDIT), ("alltoall", 4 * MIB + CREDIT)]
 
 
 def test_merge_takes_the_slowest_rank_and_all_verdicts(tmp_path: Path) -> None:
@@ -104,15 +109,16 @@ def test_merge_takes_the_slowest_rank_and_all_verdicts(tmp_path: Path) -> None:
 
     ranks = [
         RankBench(0, [times(first.key("generated"), 5.0), times(first.key("reference"), 4.0),
-                      times(compare_key("alltoall", 8), 40.0),
+                      times(compare_key("alltoall", 8 + CREDIT), 40.0),
                       CaseTimes(INFO_KEY, note="torch 2.11, NCCL 2.28.9"),
                       times("floors/graph", 1.0)], library="NCCL 2.28.9", device="H200"),
         RankBench(1, [times(first.key("generated"), 6.0),
                       times(first.key("reference"), 4.0, verified=False,
                             failures=["rank 1, epoch 0: ensure failed"]),
-                      times(compare_key("alltoall", 8), 41.0)], device="H200"),
+                      times(compare_key("alltoall", 8 + CREDIT), 41.0)], device="H200"),
     ]
-    ceilings = Ceilings({"ce-bidir": {8: [2.0, 2.0], MIB: [5.0]}})
+    # the ceilings are measured (and keyed) at each point's per-direction bytes: block + credit
+    ceilings = Ceilings({"ce-bidir": {8 + CREDIT: [2.0, 2.0], MIB + CREDIT: [5.0]}})
     result = BenchResult("nccl-lsa", 2)
     merge(result, p, ranks, ceilings, settings)
     gen = result.find("alltoall:block", "generated", 8)
@@ -153,7 +159,11 @@ def test_ceiling_choice(tmp_path: Path) -> None:
     settings = Settings(target="nccl-lsa", out_dir=tmp_path)
     p = plan_all([SweepRequest(ROOT / "protocols" / "alltoall.cco", "block=8B"),
                   SweepRequest(ROOT / "protocols" / "pingpong.cco", "rounds=1", ceiling="ce"),
-                  SweepRequest(ROOT / "protocols" / "striped_put.cco", "stripe=4KiB")], settings)
+                  SweepRequest(ROOT / "protocols" / "striped_put.cco", "stripe=4KiB"),
+                  SweepRequest(ROOT / "protocols" / "broadcast_pipelined.cco", "chunk=1024")],
+                 settings)
     assert ceiling_for(p, "alltoall:block") == "ce-bidir"   # both ways at once
     assert ceiling_for(p, "pingpong:rounds") == "ce"        # asked: the two ways take turns
-    assert ceiling_for(p, "striped_put:stripe") == "ce"     # one way only
+    # one way only (striped_put is not: its receiver's 16-byte credit comes back)
+    assert ceiling_for(p, "broadcast_pipelined:chunk") == "ce"
+    assert ceiling_for(p, "striped_put:stripe") == "ce-bidir"

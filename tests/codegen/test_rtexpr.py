@@ -11,6 +11,8 @@ printed shows up as a failure to parse, not as a silent pass.
 from __future__ import annotations
 
 import re
+import struct
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -37,19 +39,53 @@ pytestmark = pytest.mark.usefixtures("per_rank")
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = ("alltoallv", "moe_dispatch", "moe_combine", "moe_dispatch_ll")
-_LD = re.compile(r"ccogen_ld(?:<(\w+)>|_(bf16|f16))\(c, (-?\d+), (\d+)ULL\)")
 _CTYPE = {"int32_t": DType.I32, "float": DType.F32, "uint32_t": DType.U32,
           "int64_t": DType.I64, "uint64_t": DType.U64, "uint8_t": DType.U8,
           "bf16": DType.BF16, "f16": DType.F16}
+# integer casts: (bits, signed); `double` makes a float
+_CASTS = {"int": (32, True), "int32_t": (32, True), "uint32_t": (32, False),
+          "int64_t": (64, True), "uint64_t": (64, False)}
+_TOKEN = re.compile(r"\s*(?:(\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)(?:ULL|LL|U|L|f)?|(\w+)|"
+                    r"(<=|>=|==|!=|&&|\|\||[-+*/%<>!?:(),]))")
+# binary operators by C precedence, loosest first (the ternary `?:` is looser still)
+_BINARY = [("||",), ("&&",), ("==", "!="), ("<", "<=", ">", ">="), ("+", "-"), ("*", "/", "%")]
+
+
+_FUNCTIONS: dict[str, Callable[..., float]] = {
+    "ccogen_rtmax": max, "ccogen_rtmin": min,
+    "ccogen_floordiv": lambda a, k: a // k, "ccogen_floormod": lambda a, k: a % k}
+
+
+def _wrap(value: int, bits: int, signed: bool) -> int:
+    value &= (1 << bits) - 1
+    return value - (1 << bits) if signed and value >> (bits - 1) else value
+
+
+def _cdiv(a: float, b: float) -> float:
+    """C's `/`: integers truncate toward zero."""
+    if isinstance(a, int) and isinstance(b, int):
+        q = abs(a) // abs(b)
+        return q if (a < 0) == (b < 0) else -q
+    return a / b
 
 
 class Reader:
-    """Evaluates the C the templates print, reading elements from drawn contents."""
+    """Evaluates the C the templates print, reading elements from drawn contents.
+
+    A recursive-descent reader of the expressions' C subset: integer and float
+    literals (`ULL`, `LL` suffixes), `static_cast<T>(x)`, `ccogen_ld<T>(c, peer, off)` /
+    `ccogen_ld_bf16(c, peer, off)` (the drawn element), `ccogen_rtmax`, `ccogen_rtmin`,
+    `ccogen_floordiv`, `ccogen_floormod`, unary `-` and `!`, the binary operators of
+    `_BINARY` and `cond ? x : y` (a guarded length, `codegen.spell.c._flag`).  `?:`, `&&`
+    and `||` evaluate only the operand C evaluates: a guard that is 0 reads no element
+    behind it, as on the device.  Anything else fails to parse."""
 
     def __init__(self, instance: Instance, contents: Contents, me: int) -> None:
         self.layout = plan_heap(instance, 1)
         self.contents = contents
         self.me = me
+        self._tokens: list[str] = []
+        self._at = 0
 
     def element(self, ctype: str, peer: int, off: int) -> float | int:
         dtype = _CTYPE[ctype]
@@ -60,18 +96,127 @@ class Reader:
             w = next(w for w in self.layout.windows if w.offset <= off < w.offset + w.size)
             name, byte = w.name, off - w.offset
         raw = self.contents.arrays[(rank, name)][byte:byte + dtype.size]
+        assert len(raw) == dtype.size, f"{name}[{byte}] of rank {rank} read past its end"
         value = decode(raw, dtype)[0]
         return float(value) if dtype.is_float else int(value)
 
     def value(self, text: str) -> float:
-        py = _LD.sub(lambda m: repr(self.element(m[1] or m[2], int(m[3]), int(m[4]))), text)
-        py = re.sub(r"static_cast<\w+>", "", py)
-        py = re.sub(r"(\d)U?LL\b", r"\1", py)
-        py = py.replace("ccogen_rtmax", "max").replace("ccogen_rtmin", "min")
-        py = py.replace("ccogen_floordiv", "_floordiv").replace("ccogen_floormod", "_floormod")
-        assert "ccogen_" not in py and "<" not in py.replace("<=", "").replace(" < ", ""), py
-        return eval(py, {"_floordiv": lambda a, k: a // k,  # our own C text
-                         "_floormod": lambda a, k: a % k, "max": max, "min": min})
+        self._tokens, pos = [], 0
+        while pos < len(text.rstrip()):
+            m = _TOKEN.match(text, pos)
+            assert m is not None and m.end() > pos, f"cannot read {text[pos:pos + 20]!r}"
+            self._tokens.append(m[1] or m[2] or m[3])  # a number without its suffix
+            pos = m.end()
+        self._at = 0
+        result = self._ternary(True)
+        assert self._at == len(self._tokens), f"left over: {self._tokens[self._at:]}"
+        return result
+
+    # ------------------------------------------------------------------ the grammar
+    # Each rule takes `live`: False while reading an operand C does not evaluate (it is
+    # parsed, its elements are not read, and it yields 0).
+    def _peek(self) -> str | None:
+        return self._tokens[self._at] if self._at < len(self._tokens) else None
+
+    def _take(self, expected: str | None = None) -> str:
+        token = self._peek()
+        assert token is not None and (expected is None or token == expected), (
+            f"expected {expected!r}, got {token!r}")
+        self._at += 1
+        return token
+
+    def _ternary(self, live: bool) -> float:
+        cond = self._binary(0, live)
+        if self._peek() != "?":
+            return cond
+        self._take("?")
+        then = self._ternary(live and bool(cond))
+        self._take(":")
+        other = self._ternary(live and not cond)
+        return then if cond else other
+
+    def _binary(self, level: int, live: bool) -> float:
+        if level == len(_BINARY):
+            return self._unary(live)
+        left = self._binary(level + 1, live)
+        while self._peek() in _BINARY[level]:
+            op = self._take()
+            if op in ("&&", "||"):
+                short = (not left) if op == "&&" else bool(left)
+                right = self._binary(level + 1, live and not short)
+                left = int(bool(left) and bool(right)) if op == "&&" else int(
+                    bool(left) or bool(right))
+                continue
+            right = self._binary(level + 1, live)
+            if not live:
+                left = 0
+            elif op in ("==", "!=", "<", "<=", ">", ">="):
+                left = int({"==": left == right, "!=": left != right, "<": left < right,
+                            "<=": left <= right, ">": left > right, ">=": left >= right}[op])
+            elif op == "/":
+                left = _cdiv(left, right)
+            elif op == "%":
+                assert isinstance(left, int) and isinstance(right, int), "% of a float"
+                left = left - right * int(_cdiv(left, right))
+            else:
+                left = {"+": left + right, "-": left - right, "*": left * right}[op]
+        return left
+
+    def _unary(self, live: bool) -> float:
+        token = self._peek()
+        if token == "-":
+            self._take()
+            return -self._unary(live)
+        if token == "!":
+            self._take()
+            return int(not self._unary(live))
+        return self._primary(live)
+
+    def _args(self, live: bool) -> list[float]:
+        self._take("(")
+        args = [self._ternary(live)]
+        while self._peek() == ",":
+            self._take(",")
+            args.append(self._ternary(live))
+        self._take(")")
+        return args
+
+    def _type_argument(self) -> str:
+        self._take("<")
+        name = self._take()
+        self._take(">")
+        return name
+
+    def _primary(self, live: bool) -> float:
+        token = self._take()
+        if token == "(":
+            inner = self._ternary(live)
+            self._take(")")
+            return inner
+        if token[0].isdigit():
+            return float(token) if "." in token or "e" in token.lower() else int(token)
+        if token == "static_cast":
+            ctype = self._type_argument()
+            (x,) = self._args(live)
+            if ctype == "double":
+                return float(x)
+            if ctype == "float":  # rounded to single precision
+                return float(struct.unpack("f", struct.pack("f", x))[0])
+            bits, signed = _CASTS[ctype]
+            return _wrap(int(x), bits, signed)
+        if token in ("ccogen_ld", "ccogen_ld_bf16", "ccogen_ld_f16"):
+            ctype = self._type_argument() if token == "ccogen_ld" else token[len("ccogen_ld_"):]
+            self._take("(")
+            self._take("c")
+            self._take(",")
+            peer = self._ternary(live)
+            self._take(",")
+            off = self._ternary(live)
+            self._take(")")
+            return self.element(ctype, int(peer), int(off)) if live else 0
+        assert token in _FUNCTIONS, f"unknown name {token!r}"
+        args = self._args(live)
+        return _FUNCTIONS[token](*args) if live else 0
 
 
 def _instances(name: str, nranks: int, which: str, seed: int
@@ -196,8 +341,12 @@ def test_debug_build_checks_require_first() -> None:
         first = text.index("_r0_b0(const ccogen_ctx& c) {")
         body = text[first:text.index("\n}\n", first)]
         assert ("ccogen_require(c, (" in body) is debug
-        if debug:  # before anything else: the barrier, the first transfer
-            assert body.index("ccogen_require(c, (") < body.index("ccogen_barrier_group")
+        if debug:  # every check before anything else: the first op (its credit's signal,
+            # moe_dispatch has no barrier: issue 30), the first transfer
+            last = body.rindex("ccogen_require(c, (")
+            first_op = body.index("  // moe_dispatch.cco:")
+            assert last < first_op < body.index("ccogen_signal_group")
+            assert last < body.index("ccogen_copy_group")
 
 
 def test_a_runtime_counted_wait_consumes_its_bytes() -> None:

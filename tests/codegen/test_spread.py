@@ -71,10 +71,16 @@ def test_signals_follow_the_rows_of_every_cta_and_waits_count_them(target: str) 
                          "ccogen_sync_group"]
     queue1 = re.findall(r"ccogen_csignal_group\(c, (\d+), (\d+)ULL, (\d+)ULL\)", tail)[:3]
     assert sorted(int(p) for p, _, _ in queue1) == [0, 2, 3]
-    # receivers wait for 1 signal x every CTA x the epoch (monotonic slots, no reset)
-    waits = re.findall(r"ccogen_cwait_group\(c, (\d+)ULL, 1ULL, 1ULL, 43, \d, 1, 1, (\d+)ULL\)",
-                       body)
-    assert len(waits) == 3 and all(int(scale) == grid for _, scale in waits)
+    # receivers wait for 1 signal x every CTA x the epoch (monotonic slots, no reset): the
+    # rows' signal on queue 1, and as every CTA also runs the ops outside the spread loop,
+    # the credit (queue 2) and the count's put (queue 0) too; 3 peers each at 4 ranks
+    source = (ROOT / "protocols" / "moe_dispatch.cco").read_text().splitlines()
+    for queue in (0, 1, 2):
+        line = next(i for i, t in enumerate(source, 1) if f"wait_signal(p, queue={queue})" in t)
+        waits = re.findall(rf"ccogen_cwait_group\(c, (\d+)ULL, 1ULL, 1ULL, {line}, (\d), "
+                           rf"{queue}, 1, (\d+)ULL\)", body)
+        assert sorted(int(p) for _, p, _ in waits) == [0, 2, 3], queue
+        assert all(int(scale) == grid for _, _, scale in waits)
     assert "ccogen_reset" not in body
 
 

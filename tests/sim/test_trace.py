@@ -56,7 +56,7 @@ def test_one_process_per_rank_with_named_threads(trace: dict[str, Any]) -> None:
     assert names == {0: "rank 0", 1: "rank 1", 2: "rank 2", 3: "rank 3", 4: "host"}
     threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in _events(trace, "M")
                if e["name"] == "thread_name"}
-    assert threads[(0, 1)] == "block 0"  # the issuer of alltoall's leading barrier
+    assert threads[(0, 1)] == "block 0"  # the issuer of alltoall's credit puts and waits
     assert "block 0 lane 0" in {name for (pid, _), name in threads.items() if pid == 0}
     assert threads[(0, 1000)] == "queue → rank 1 q0"
     used = {(e["pid"], e["tid"]) for e in trace["traceEvents"] if e["ph"] != "M"}
@@ -68,9 +68,15 @@ def test_ops_and_transfers_are_slices(trace: dict[str, Any]) -> None:
     kinds = defaultdict(int)
     for e in slices:
         kinds[e["cat"]] += 1
-    # 4 ranks x (3 lanes x 3 ops + the leading barrier), 12 transfers each with a signal,
-    # 2 launches of 4 ranks
-    assert kinds == {"op": 80, "transfer": 24, "signal": 24, "launch": 8}
+    # alltoall.cco at 4 ranks (3 peers each), 2 launches: per rank and launch 3 credit
+    # puts + 3 credit waits, then 3 lanes of (put, quiet, wait_signal): 2 x 4 x (3 + 3 + 3 x 3)
+    # = 120 ops; transfers are the 3 credits and the 3 blocks, each signalled: 2 x 4 x (3 + 3)
+    # = 48 transfers and 48 signals; one launch slice per rank and launch: 2 x 4 = 8
+    launches, ranks, peers = 2, 4, 3
+    ops = launches * ranks * (peers + peers + peers * 3)
+    transfers = launches * ranks * (peers + peers)
+    assert kinds == {"op": ops, "transfer": transfers, "signal": transfers,
+                     "launch": launches * ranks}
 
 
 def test_slices_on_one_track_nest(trace: dict[str, Any]) -> None:
@@ -100,7 +106,10 @@ def test_every_flow_starts_and_ends_inside_a_slice(trace: dict[str, Any]) -> Non
     cats = defaultdict(int)
     for pair in flows.values():
         cats[pair[0]["cat"]] += 1
-    assert cats == {"post": 24, "signal": 24}
+    # every transfer is posted once and signals once: 2 launches x 4 ranks x (3 credits + 3
+    # blocks) = 48 of each (test_ops_and_transfers_are_slices)
+    transfers = 2 * 4 * (3 + 3)
+    assert cats == {"post": transfers, "signal": transfers}
 
 
 def test_signals_point_from_a_queue_to_the_wait_they_release(trace: dict[str, Any]) -> None:
@@ -114,11 +123,21 @@ def test_signals_point_from_a_queue_to_the_wait_they_release(trace: dict[str, An
 
 def test_times_follow_the_cost_model(trace: dict[str, Any]) -> None:
     assert trace["otherData"]["cost_model"] == "mori-sdma"
-    transfer = next(e for e in _events(trace, "X") if e["cat"] == "transfer")
     cost = model_for("mori-sdma")
+    transfers = [e for e in _events(trace, "X") if e["cat"] == "transfer"]
+    # Each transfer starts on an idle queue (the credits alone on queue 1, one block per
+    # lane on queue 0), so it costs dispatch + engine time + its one signal.
+    blocks = [e for e in transfers if e["args"]["bytes"] == 1 << 20]
+    credits = [e for e in transfers if e["args"]["bytes"] == 16]
+    assert len(blocks) == len(credits) == len(transfers) // 2
     expected = cost.dispatch_us + cost.engine_us(1 << 20) + cost.atomic_us
-    assert transfer["dur"] == pytest.approx(expected)
+    assert all(e["dur"] == pytest.approx(expected) for e in blocks)
     assert 20 < expected < 40  # ~6 us dispatch + 1 MiB at 52 GB/s + a signal
+    # a 16-byte credit takes one packet (2 us on MORI), not 16 B over the bandwidth
+    assert cost.engine_us(16) == cost.figures.per_packet_us
+    credit = cost.dispatch_us + cost.engine_us(16) + cost.atomic_us
+    assert all(e["dur"] == pytest.approx(credit) for e in credits)
+    assert 9 < credit < 10  # 6 us dispatch + 2 us (one packet) + a 1.8 us signal
 
 
 def test_a_target_without_figures_borrows_mori_sdma() -> None:

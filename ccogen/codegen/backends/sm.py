@@ -138,6 +138,19 @@ class SmBackend(Backend):
     refining_rank: int = 0  # the rank whose program `refine` is rewriting
 
     def generate(self, instance: Instance, source: str, options: Options) -> GeneratedFiles:
+        model, layout = self.printed_model(instance, source, options)
+        text = render(self.template, model=model)
+        manifest = self.manifest(model, layout, instance, options)
+        return GeneratedFiles({"kernels.cu": text,
+                               model.support_header: render(SUPPORT_TEMPLATE,
+                                                            support=self.support(options)),
+                               "manifest.json": json.dumps(manifest, indent=2) + "\n"})
+
+    def printed_model(self, instance: Instance, source: str,
+                      options: Options) -> tuple[ProtocolModel, HeapLayout]:
+        """The model `generate` prints and writes the manifest of: `model`, merged over
+        `launch % K`, its loops folded, rerolled and folded over the ranks, with the
+        inline decision taken again on what is printed (`fold_ranks`)."""
         if instance.period > 1 and not self.rotates:
             raise Unsupported(f"`launch % K` is not generated on `{self.name}` yet: "
                               "generate for `nccl-lsa` or `nvshmem`", None)
@@ -159,12 +172,7 @@ class SmBackend(Backend):
             kernels = tuple(fold_ranks(k, instance.nranks, INLINE_STEPS) for k in model.kernels)
             model = replace(model, kernels=kernels,
                             inline_steps=all(k.inline for k in kernels))
-        text = render(self.template, model=model)
-        manifest = self.manifest(model, layout, instance, options)
-        return GeneratedFiles({"kernels.cu": text,
-                               model.support_header: render(SUPPORT_TEMPLATE,
-                                                            support=self.support(options)),
-                               "manifest.json": json.dumps(manifest, indent=2) + "\n"})
+        return model, layout
 
     def support(self, options: Options) -> DeviceSupport:
         """The variant of the shared device header this backend's kernels.cu includes."""
