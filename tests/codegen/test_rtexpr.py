@@ -24,6 +24,7 @@ from ccogen.codegen.plan import _Builder
 from ccogen.codegen.require import require_steps
 from ccogen.codegen.steps import StepKind
 from ccogen.instantiate import Contents, instantiate
+from ccogen.instantiate.runtime import Writes
 from ccogen.ir.dtype import DType
 from ccogen.ir.instance import Instance
 from ccogen.ir.opkind import OpKind
@@ -43,6 +44,26 @@ _CTYPE = {"int32_t": DType.I32, "float": DType.F32, "uint32_t": DType.U32,
           "bf16": DType.BF16, "f16": DType.F16}
 
 
+def _ternaries(py: str) -> str:
+    """C's `(a ? b : c)` (the guard of a loop to a run-time count) as Python's."""
+    while (q := py.rfind("?")) >= 0:
+        depth, start = 0, q
+        while depth >= 0:  # the `(` that opens the ternary
+            start -= 1
+            depth += {")": 1, "(": -1}.get(py[start], 0)
+        depth, colon = 0, q
+        while not (depth == 0 and py[colon] == ":"):
+            colon += 1
+            depth += {"(": 1, ")": -1}.get(py[colon], 0)
+        depth, end = 0, colon
+        while depth >= 0:  # the `)` that closes it
+            end += 1
+            depth += {"(": 1, ")": -1}.get(py[end], 0)
+        cond, then, other = py[start + 1:q], py[q + 1:colon], py[colon + 1:end]
+        py = f"{py[:start]}(({then}) if ({cond}) else ({other})){py[end + 1:]}"
+    return py
+
+
 class Reader:
     """Evaluates the C the templates print, reading elements from drawn contents."""
 
@@ -50,6 +71,14 @@ class Reader:
         self.layout = plan_heap(instance, 1)
         self.contents = contents
         self.me = me
+        # an element a static put/copy lands (moe_combine's `peer_ntok[p]`, the count p's
+        # credit carries) holds its source by the time a load reads it (the checker
+        # orders that load after the arrival): read the source
+        self.writes = Writes(widths={n: d.size for n, d in instance.dtypes})
+        for ops in instance.ranks:
+            for op in ops:
+                if op.kind in (OpKind.PUT, OpKind.COPY):
+                    self.writes.add(op.dst, op.src)
 
     def element(self, ctype: str, peer: int, off: int) -> float | int:
         dtype = _CTYPE[ctype]
@@ -59,6 +88,9 @@ class Reader:
             rank = self.me if peer == LOCAL else peer
             w = next(w for w in self.layout.windows if w.offset <= off < w.offset + w.size)
             name, byte = w.name, off - w.offset
+            cell = self.writes.resolve((name, rank, byte // dtype.size))
+            if cell is not None and cell[0] != name:
+                name, rank, byte = cell[0], cell[1], cell[2] * dtype.size
         raw = self.contents.arrays[(rank, name)][byte:byte + dtype.size]
         value = decode(raw, dtype)[0]
         return float(value) if dtype.is_float else int(value)
@@ -69,6 +101,7 @@ class Reader:
         py = re.sub(r"(\d)U?LL\b", r"\1", py)
         py = py.replace("ccogen_rtmax", "max").replace("ccogen_rtmin", "min")
         py = py.replace("ccogen_floordiv", "_floordiv").replace("ccogen_floormod", "_floormod")
+        py = _ternaries(py)
         assert "ccogen_" not in py and "<" not in py.replace("<=", "").replace(" < ", ""), py
         return eval(py, {"_floordiv": lambda a, k: a // k,  # our own C text
                          "_floormod": lambda a, k: a % k, "max": max, "min": min})
