@@ -67,8 +67,12 @@ def test_the_readme_table_lists_every_protocol_with_its_launch_order() -> None:
 
 
 # The credit waits that order the next launch of the protocols converted from a leading
-# `barrier()` (issue 30): each protocol's one wait for its peers' credits.
+# `barrier()` (issue 30): each protocol's one wait for its peers' credits (`name/what`
+# for a second credit of one protocol: `moe_combine`'s "done reading" signal, which
+# orders the caller's next `topk_rank` after the peers' remote loads of it).
 CREDIT_WAITS = {
+    "moe_combine": "wait_signal(p, queue=1)",
+    "moe_combine/done": "wait_signal(p, queue=0)",
     "moe_dispatch": "wait_signal(p, queue=2)",
     "moe_dispatch_ll": "wait_signal(p, queue=k)",
     "ring_allgather": "wait_signal((me + 1) % nranks, queue=1)",
@@ -83,8 +87,9 @@ CREDIT_WAITS = {
 
 
 def _without_the_credit_wait(text: str, wait: str) -> str:
-    """`text` without the credit wait (and the `for p in peers():` around it, if any)."""
-    loop = re.compile(r"\n( *)for p in peers\(\):\n\1    " + re.escape(wait) + r"\n")
+    """`text` without the credit wait (and the `for`/`lanes p in peers():` around it, if
+    any)."""
+    loop = re.compile(r"\n( *)(?:for|lanes) p in peers\(\):\n\1    " + re.escape(wait) + r"\n")
     if loop.search(text):
         return loop.sub("\n", text, count=1)
     assert text.count(wait) == 1
@@ -95,7 +100,7 @@ def _without_the_credit_wait(text: str, wait: str) -> str:
 def test_a_credit_protocol_without_its_credit_wait_is_not_back_to_back(name: str) -> None:
     """The credit is what orders the next launch: without its wait the checker finds a
     write of the next launch racing the caller's use of this launch's output."""
-    path = ROOT / "protocols" / f"{name}.cco"
+    path = ROOT / "protocols" / f"{name.split('/')[0]}.cco"
     text = path.read_text(encoding="utf-8")
     assert "barrier()" not in text
     mutant = _without_the_credit_wait(text, CREDIT_WAITS[name])

@@ -459,11 +459,13 @@ def sampled_accesses(pending: Iterable[Iterable[Any]], checks: Sequence[CheckIns
 
 def sampled_loads(pending: Iterable[Iterable[Any]], checks: Sequence[CheckInst],
                   wheres: Sequence[Where | None]) -> Iterator[tuple[Where, LoadInst]]:
-    """The loads of the ops and checks of sampled loops, each with its site."""
+    """The loads of the ops and checks of sampled loops, each with its site.  An op's
+    first `outer_loads` ran before its loop (a count loaded ahead of it, the loop's
+    run-time bound): read once, at iteration 0, they are not the body's."""
     for ops in pending:
         for p in ops:
             if p.where is not None:
-                for i, load in enumerate(p.loads):
+                for i, load in enumerate(p.loads[getattr(p, "outer_loads", 0):]):
                     yield Where(p.where.loop, p.where.v, p.where.trips,
                                 (*p.where.site, "load", i)), load
     for c, w in zip(checks, wheres, strict=True):

@@ -29,8 +29,8 @@ class Pending:
     """An op instance before queues `auto` and groups are resolved."""
 
     __slots__ = ("dst", "dtype", "expected", "expected_rt", "group", "issuer", "kernel", "kind",
-                 "loads", "op", "peer", "preds", "queue", "reduce_op", "rt_peer", "slot", "src",
-                 "srcs", "wait_default", "weights", "weights_rt", "where")
+                 "loads", "op", "outer_loads", "peer", "preds", "queue", "reduce_op", "rt_peer",
+                 "slot", "src", "srcs", "wait_default", "weights", "weights_rt", "where")
 
     def __init__(self, kind: OpKind, op: ir.Op, kernel: int, issuer: Issuer) -> None:
         self.kind = kind
@@ -53,6 +53,9 @@ class Pending:
         self.expected_rt: object = None  # a run-time `expected=` (`Rt`)
         self.weights_rt: tuple[object, ...] = ()  # run-time weights (`Rt`s and numbers)
         self.loads: tuple[LoadInst, ...] = ()  # run by its issuer just before it
+        # in a sampled loop: how many of `loads` (the first) ran before the loop (a count
+        # `n = load(...)` or the loop's own bound), not in its body (`sampling.sampled_loads`)
+        self.outer_loads = 0
         self.where: Where | None = None  # in a loop checked on three iterations
         self.rt_peer: RtPeer | None = None  # one candidate of a run-time peer
 
@@ -123,6 +126,9 @@ class Unroller(Evaluating):
         # loads an issuer ran that wait for its next op (their read event is its issue)
         self._held: dict[Issuer, list[LoadInst]] = {}
         self._fan: dict[int, list[Pending]] = {}  # a run-time peer's candidates, per op
+        # per issuer, in the sampled loop being run: how many of its held loads were held
+        # before the loop (the first op of the body takes them; `Pending.outer_loads`)
+        self._pre_loop: dict[Issuer, int] = {}
         # loops that run to a run-time count (`_runtime_range`): the guard `t < n` of each
         # enclosing one's current iteration (an `Rt` 0/1, or a concrete bool)
         self._guards: list[object] = []
@@ -233,6 +239,8 @@ class Unroller(Evaluating):
         inner, env_vars, path = scope.nested(), self.env.vars, self._path
         depth = len(path)
         path.append(0)
+        if sampled:
+            self._mark_pre_loop(scope.issuer)
         for i in iterations:
             env_vars[s.var] = seq[i]
             path[depth] = i
@@ -240,6 +248,7 @@ class Unroller(Evaluating):
                 self.where = (id(s), i, len(seq))
             frontier = self._body(s.body, inner, frontier)
         self.where = None
+        self._pre_loop.pop(scope.issuer, None)
         path.pop()
         self._leave(s.var, saved)
         return frontier
@@ -256,6 +265,8 @@ class Unroller(Evaluating):
         depth = len(path)
         path.append(0)
         self._guards.append(True)
+        if sampled:  # the count's own loads (`range(load(...))`) are held by now
+            self._mark_pre_loop(scope.issuer)
         for i in iterations:
             env_vars[s.var] = seq[i]
             path[depth] = i
@@ -265,9 +276,19 @@ class Unroller(Evaluating):
             frontier = self._body(s.body, inner, frontier)
         self._guards.pop()
         self.where = None
+        self._pre_loop.pop(scope.issuer, None)
         path.pop()
         self._leave(s.var, saved)
         return frontier
+
+    def _mark_pre_loop(self, issuer: Issuer) -> None:
+        """Entering a sampled loop: the loads `issuer` holds now ran before the loop (the
+        first op of its body takes them at iteration 0, their read event being that op's
+        issue, as unrolled); they are not the body's loads, which the sampler compares
+        between iterations."""
+        held = self._held.get(issuer)
+        if held:
+            self._pre_loop[issuer] = len(held)
 
     def _runtime_range(self, s: ir.For, scope: _Scope) -> tuple[object, int] | None:
         """(the count, the capacity) of `for t in range(n)` where `n` is read on the
@@ -398,6 +419,9 @@ class Unroller(Evaluating):
         held = self._held.pop(scope.issuer, None)
         if held:
             pending.loads = tuple(unique_loads(held))
+            pre = self._pre_loop.pop(scope.issuer, 0)
+            if pre:  # unique_loads keeps first occurrences in order: those stay in front
+                pending.outer_loads = len(unique_loads(held[:pre]))
         if scope.lanes:
             issuer = scope.issuer
             pending.group = (issuer.block, issuer.warp_of, id(op), tuple(self._path))

@@ -245,7 +245,7 @@ class Rt:
         if other.__class__ is int and self.const == 0 and len(self.terms) == 1:
             (atom, k), = self.terms.items()  # the common case: one element against a number
             if k == 1:
-                return _decide_atom(op, atom, other)
+                return _decide_atom(op, atom, atom.read, other)
         d = self - lift(other)  # decide `d op 0`
         lo, hi = d.lo, d.hi
         decided: bool | None = None
@@ -307,9 +307,13 @@ class Rt:
 
 
 @lru_cache(maxsize=1 << 16)
-def _decide_atom(op: str, atom: Atom, value: int) -> bool | Rt:
+def _decide_atom(op: str, atom: Atom, read: tuple[str, int, int] | None,
+                 value: int) -> bool | Rt:
     """`atom op value`, one answer per question: a MoE instance compares each routing
-    entry with every rank once per warp, clearing copy and weight (~10^6 times)."""
+    entry with every rank once per warp, clearing copy and weight (~10^6 times).  `read`
+    (`atom.read`, not part of an atom's identity) is part of the question: the same
+    initial element read where a put landed it (`peer_ntok[p]` on me) and where it was
+    written (`ntok` on p) must print two different loads."""
     return _decide(op, atom.lo, atom.hi, value, atom,
                    f"{_wrap(atom.text, atom.prec, ADD)} {op} {value}")
 

@@ -26,6 +26,7 @@ from ccogen.codegen.plan import _Builder
 from ccogen.codegen.require import require_steps
 from ccogen.codegen.steps import StepKind
 from ccogen.instantiate import Contents, instantiate
+from ccogen.instantiate.runtime import Writes
 from ccogen.ir.dtype import DType
 from ccogen.ir.instance import Instance
 from ccogen.ir.opkind import OpKind
@@ -86,6 +87,14 @@ class Reader:
         self.me = me
         self._tokens: list[str] = []
         self._at = 0
+        # an element a static put/copy lands (moe_combine's `peer_ntok[p]`, the count p's
+        # credit carries) holds its source by the time a load reads it (the checker
+        # orders that load after the arrival): read the source
+        self.writes = Writes(widths={n: d.size for n, d in instance.dtypes})
+        for ops in instance.ranks:
+            for op in ops:
+                if op.kind in (OpKind.PUT, OpKind.COPY):
+                    self.writes.add(op.dst, op.src)
 
     def element(self, ctype: str, peer: int, off: int) -> float | int:
         dtype = _CTYPE[ctype]
@@ -95,6 +104,9 @@ class Reader:
             rank = self.me if peer == LOCAL else peer
             w = next(w for w in self.layout.windows if w.offset <= off < w.offset + w.size)
             name, byte = w.name, off - w.offset
+            cell = self.writes.resolve((name, rank, byte // dtype.size))
+            if cell is not None and cell[0] != name:
+                name, rank, byte = cell[0], cell[1], cell[2] * dtype.size
         raw = self.contents.arrays[(rank, name)][byte:byte + dtype.size]
         assert len(raw) == dtype.size, f"{name}[{byte}] of rank {rank} read past its end"
         value = decode(raw, dtype)[0]

@@ -55,6 +55,8 @@ KNOWN: dict[tuple[str, str | None], set[str]] = {
     ("broadcast_pipelined", "mori-sdma"): {"E042"},
     ("moe_dispatch", "mori-sdma"): {"E042"},
     ("moe_combine", "mori-sdma"): {"E042"},
+    # its credit carries the 4-byte count: CFT's fabric engine moves multiples of 16 bytes
+    ("moe_combine", "nccl-cft"): {"E040"},
     ("moe_dispatch_ll", "mori-sdma"): {"E042"},  # a run-time peer (and local buffers, signal)
     ("moe_dispatch_ll", "nccl-cft"): {"E042"},  # a run-time peer
     # local buffers, a converting `reduce` and `signal` (#32)

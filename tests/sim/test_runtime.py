@@ -167,7 +167,8 @@ def test_dispatch_and_combine_match_the_reference(routing: str) -> None:
                      BF16).reshape(n, tokens, hidden) for _ in range(n)]
     zeros = [np.zeros(hidden, dtype=np.float32) for _ in range(n)]
     contents = contents_with(COMBINE, n, SMALL, {"expert_out": expert, "topk_rank": tables,
-                                                 "topk_weight": weights, "zeros": zeros})
+                                                 "topk_weight": weights, "zeros": zeros,
+                                                 "ntok": full})  # every token: the reference's
     report = run_contents(COMBINE, n, SMALL, contents, seeds=2)
     assert report.passed, report.results[0].failures if report.results else report.setup
     ys = moe.combine(expert, tables, weights)

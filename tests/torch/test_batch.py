@@ -68,8 +68,11 @@ def test_the_fixture_and_the_library() -> None:
     fixture = batch_shape(parse_ir(FIXTURE.read_text(), FIXTURE.name))
     assert fixture == BatchShape("ntok", "tokens", ("x",))
     # the fixed-count library protocols have no count (until they declare `ntok`)
-    for name in ("alltoallv.cco", "moe_combine.cco"):
-        assert batch_shape(parse_ir((LIBRARY / name).read_text(), name)) is None
+    assert batch_shape(parse_ir((LIBRARY / "alltoallv.cco").read_text(), "alltoallv.cco")) is None
+    # the combine takes its count too: its weights and `y` are batched in rows (the routing
+    # table is a window: whole)
+    combine = batch_shape(parse_ir((LIBRARY / "moe_combine.cco").read_text(), "moe_combine.cco"))
+    assert combine == BatchShape("ntok", "tokens", ("topk_weight", "y"))
     # the dispatch reads its count on the device (`for t in range(n)`): x and the routing
     # table are batched in rows by it
     dispatch = batch_shape(parse_ir((LIBRARY / "moe_dispatch.cco").read_text(), "moe_dispatch.cco"))

@@ -70,6 +70,13 @@ def natural(text: str) -> tuple[object, ...]:
 _SHARED: list[object] = [None, None, {}]  # (instance, layout, {rank: memo}): CExpr.shared
 
 
+def _memo_key(atom: Atom) -> object:
+    """What a printed atom is: an element with the place it is read (`Atom.read`, not part
+    of the atom's identity), an opaque atom with its own tree (the key holds the atom, so
+    the tree's id stays its own; `runtime._decide_atom` shares one per question)."""
+    return (atom, atom.read) if atom.tree is None else (atom, id(atom.tree))
+
+
 def _unsupported(message: str, span: Span | None) -> Exception:
     return Unsupported(message, span)
 
@@ -83,8 +90,10 @@ class CExpr:
     me: int
     span: Span | None = None
     # printed atoms of rank `me` (codegen.plan shares one per rank and instance): a MoE
-    # kernel prints each routing entry's load and comparison in many ops
-    memo: dict[Atom, str] = field(default_factory=dict, compare=False, repr=False)
+    # kernel prints each routing entry's load and comparison in many ops.  Keyed by where
+    # the atom is read (`_memo_key`): an atom's identity is the initial element, but the
+    # same element may be read where it was written and where a put landed it
+    memo: dict[object, str] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def shared(cls, instance: Instance, layout: HeapLayout, me: int,
@@ -93,7 +102,7 @@ class CExpr:
         layout (the last pair asked for is kept: one code generation at a time)."""
         if _SHARED[0] is not instance or _SHARED[1] is not layout:
             _SHARED[:] = [instance, layout, {}]
-        memos: dict[int, dict[Atom, str]] = _SHARED[2]  # type: ignore[assignment]
+        memos: dict[int, dict[object, str]] = _SHARED[2]  # type: ignore[assignment]
         return cls(instance, layout, me, span, memos.setdefault(me, {}))
 
     def value(self, v: object) -> str:
@@ -118,9 +127,10 @@ class CExpr:
         return parts[0] if len(parts) == 1 else "(" + " + ".join(parts) + ")"
 
     def atom(self, atom: Atom) -> str:
-        out = self.memo.get(atom)
+        key = _memo_key(atom)
+        out = self.memo.get(key)
         if out is None:
-            out = self.memo[atom] = self._atom(atom)
+            out = self.memo[key] = self._atom(atom)
         return out
 
     def _atom(self, atom: Atom) -> str:

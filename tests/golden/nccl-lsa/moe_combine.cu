@@ -11,7 +11,7 @@
 // taking the address of a plain by-value parameter makes every thread copy the whole
 // struct to local memory first (~2 us a launch at 512 threads on an H200).
 // buf[i]: local buffer i (`buffer:NAME` kernel parameters, in declaration order).
-#define CCOGEN_ENGINE_FIELDS const ncclDevComm* dc; ncclWindow_t win; char* buf[3];
+#define CCOGEN_ENGINE_FIELDS const ncclDevComm* dc; ncclWindow_t win; char* buf[4];
 // The step primitives' linkage (codegen/backends/sm.py): inlined, or out of line in an
 // instance of very many steps (inlined there, ptxas took minutes: issue 31).
 #define CCOGEN_STEP_INLINE __forceinline__
@@ -167,33 +167,41 @@ __device__ __forceinline__ void ccogen_copy_chunk_warp(const ccogen_ctx& c, int 
 }
 // ---- end of the nccl-lsa primitives ----
 
-// ======== kernel `combine` (protocols/moe_combine.cco:27): 1 logical block(s) x 1 CTA(s) x 512 threads
+// ======== kernel `combine` (protocols/moe_combine.cco:34): 1 logical block(s) x 1 CTA(s) x 512 threads
 
 // 2 ranks (from rank 0, `c.rank` at run time), logical block 0 of kernel `combine`
 __device__ __forceinline__ void ccogen_moe_combine_combine_r0x2_b0(const ccogen_ctx& c) {
-  [[maybe_unused]] constexpr uint64_t kSyncs = 26;
-  // protocols/moe_combine.cco:28: barrier
-  ccogen_barrier_group(c, 1ULL);
-  // protocols/moe_combine.cco:35: 2 warps x 8 rows x 1 chunk(s) of 8192 B, spread over every warp of the group (codegen/spread.py) | protocols/moe_combine.cco:38: 2 warps x 8 rows x 1 chunk(s) of 8192 B, spread over every warp of the group (codegen/spread.py)
+  [[maybe_unused]] constexpr uint64_t kSyncs = 29;
+  // protocols/moe_combine.cco:45: put
+  ccogen_copy_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(768LL + 4LL * c.rank), -5, 0ULL, 4ULL, false);
+  ccogen_sync_group(c, 1ULL, kSyncs);
+  ccogen_signal_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(1032LL + 16LL * c.rank), 1ULL);
+  // protocols/moe_combine.cco:46: copy
+  ccogen_copy_group(c, -1, static_cast<uint64_t>(768LL + 4LL * c.rank), -5, 0ULL, 4ULL, false);
+  ccogen_sync_group(c, 2ULL, kSyncs);
+  // protocols/moe_combine.cco:48: wait_signal
+  ccogen_wait_group(c, static_cast<uint64_t>(1048LL + -16LL * c.rank), 1ULL, 1ULL, 48, (1 + -1 * c.rank), 1, 1, 1ULL);
+  ccogen_sync_group(c, 3ULL, kSyncs);
+  // protocols/moe_combine.cco:56: 2 warps x 8 rows x 1 chunk(s) of 8192 B, spread over every warp of the group (codegen/spread.py) | protocols/moe_combine.cco:59: 2 warps x 8 rows x 1 chunk(s) of 8192 B, spread over every warp of the group (codegen/spread.py)
   for (uint64_t i = ccogen_spread_first(c); i < 16ULL; i += ccogen_spread_stride(c)) {
     [[maybe_unused]] const int64_t t = static_cast<int64_t>(i / 2ULL);
     [[maybe_unused]] const uint64_t chunk = i / 2ULL % 1ULL;
     switch (i % 2ULL) {
       case 0: {
-        // protocols/moe_combine.cco:35: copy | protocols/moe_combine.cco:38: put
+        // protocols/moe_combine.cco:56: copy | protocols/moe_combine.cco:59: put
         {
           const uint64_t rt_dst = static_cast<uint64_t>(((512LL + 128LL * c.rank) + 16LL * t));
           const uint64_t rt_src = static_cast<uint64_t>((0LL + 16LL * t));
-          const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, (-1 + 1 * c.rank), static_cast<uint64_t>(256LL + 8LL * t))) == (0LL + 1LL * c.rank)), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, (-1 + 1 * c.rank), static_cast<uint64_t>(260LL + 8LL * t))) == (0LL + 1LL * c.rank))));
+          const uint64_t rt_n = static_cast<uint64_t>((static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 768ULL)) > (0LL + 1LL * t)) ? 16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, (-1 + 1 * c.rank), static_cast<uint64_t>(256LL + 8LL * t))) == (0LL + 1LL * c.rank)), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, (-1 + 1 * c.rank), static_cast<uint64_t>(260LL + 8LL * t))) == (0LL + 1LL * c.rank))) : 0LL));
           ccogen_copy_chunk_warp(c, (-1 + 1 * c.rank), rt_dst, -1, rt_src, rt_n, chunk, 8192ULL);
         }
       } break;
       case 1: {
-        // protocols/moe_combine.cco:38: put | protocols/moe_combine.cco:35: copy
+        // protocols/moe_combine.cco:59: put | protocols/moe_combine.cco:56: copy
         {
           const uint64_t rt_dst = static_cast<uint64_t>(((512LL + 128LL * c.rank) + 16LL * t));
           const uint64_t rt_src = static_cast<uint64_t>((128LL + 16LL * t));
-          const uint64_t rt_n = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, (1 + -2 * c.rank), static_cast<uint64_t>(256LL + 8LL * t))) == (0LL + 1LL * c.rank)), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, (1 + -2 * c.rank), static_cast<uint64_t>(260LL + 8LL * t))) == (0LL + 1LL * c.rank))));
+          const uint64_t rt_n = static_cast<uint64_t>((static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, 772ULL)) > (0LL + 1LL * t)) ? 16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, (1 + -2 * c.rank), static_cast<uint64_t>(256LL + 8LL * t))) == (0LL + 1LL * c.rank)), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, (1 + -2 * c.rank), static_cast<uint64_t>(260LL + 8LL * t))) == (0LL + 1LL * c.rank))) : 0LL));
           ccogen_copy_chunk_warp(c, (1 + -2 * c.rank), rt_dst, -1, rt_src, rt_n, chunk, 8192ULL);
         }
       } break;
@@ -201,56 +209,60 @@ __device__ __forceinline__ void ccogen_moe_combine_combine_r0x2_b0(const ccogen_
     }
   }
   ccogen_ctasync_group(c);
-  // protocols/moe_combine.cco:41: signal
-  ccogen_csignal_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(768LL + 8LL * c.rank), 1ULL);
-  ccogen_sync_group(c, 1ULL, kSyncs);
-  // protocols/moe_combine.cco:43: wait_signal
-  ccogen_wait_group(c, static_cast<uint64_t>(776LL + -8LL * c.rank), 1ULL, 1ULL, 43, (1 + -1 * c.rank), 0, 1, 1ULL);
+  // protocols/moe_combine.cco:62: signal
+  ccogen_csignal_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(1024LL + 16LL * c.rank), 1ULL);
+  ccogen_sync_group(c, 4ULL, kSyncs);
+  // protocols/moe_combine.cco:64: wait_signal
+  ccogen_wait_group(c, static_cast<uint64_t>(1040LL + -16LL * c.rank), 1ULL, 1ULL, 64, (1 + -1 * c.rank), 0, 1, 1ULL);
   for (int64_t t = 0; t < 8; ++t) {
-    ccogen_sync_group(c, static_cast<uint64_t>(2LL + 1LL * t), kSyncs);
-    // protocols/moe_combine.cco:48: copy
+    ccogen_sync_group(c, static_cast<uint64_t>(5LL + 1LL * t), kSyncs);
+    // protocols/moe_combine.cco:70: copy
     {
       const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 0LL)) + (512LL + 16LL * t)));
       const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 0LL)));
-      const uint64_t rt_n = static_cast<uint64_t>((-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 0LL)) + 16LL));
+      const uint64_t rt_n = static_cast<uint64_t>((static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -5, 0ULL)) > (0LL + 1LL * t)) ? (-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 0LL)) + 16LL) : 0LL));
       ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
     }
   }
   for (int64_t t = 0; t < 8; ++t) {
-    ccogen_sync_group(c, static_cast<uint64_t>(10LL + 1LL * t), kSyncs);
-    // protocols/moe_combine.cco:48: copy
+    ccogen_sync_group(c, static_cast<uint64_t>(13LL + 1LL * t), kSyncs);
+    // protocols/moe_combine.cco:70: copy
     {
       const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 1LL)) + (640LL + 16LL * t)));
       const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 1LL)));
-      const uint64_t rt_n = static_cast<uint64_t>((-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 1LL)) + 16LL));
+      const uint64_t rt_n = static_cast<uint64_t>((static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -5, 0ULL)) > (0LL + 1LL * t)) ? (-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 1LL)) + 16LL) : 0LL));
       ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
     }
   }
   for (int64_t t = 0; t < 8; ++t) {
-    ccogen_sync_group(c, static_cast<uint64_t>(18LL + 1LL * t), kSyncs);
-    // protocols/moe_combine.cco:50: reduce
+    ccogen_sync_group(c, static_cast<uint64_t>(21LL + 1LL * t), kSyncs);
+    // protocols/moe_combine.cco:72: reduce
     {
-      const ccogen_addr s[] = {{ -1, static_cast<uint64_t>(512LL + 16LL * t) }, { -1, static_cast<uint64_t>(640LL + 16LL * t) }};
-      const float w[] = { static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, static_cast<uint64_t>(0LL + 8LL * t))) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 0LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, static_cast<uint64_t>(4LL + 8LL * t))) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 0LL)))), static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, static_cast<uint64_t>(0LL + 8LL * t))) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 1LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, static_cast<uint64_t>(4LL + 8LL * t))) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 1LL)))) };
-      ccogen_reduce_group<__nv_bfloat16, float, CCOGEN_SUM, 2, true>(c, -4, static_cast<uint64_t>(0LL + 16LL * t), s, w, 16ULL, true, 50);
+      const uint64_t rt_n = static_cast<uint64_t>(16LL * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -5, 0ULL)) > (0LL + 1LL * t)));
+      {
+        const ccogen_addr s[] = {{ -1, static_cast<uint64_t>(512LL + 16LL * t) }, { -1, static_cast<uint64_t>(640LL + 16LL * t) }};
+        const float w[] = { static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, static_cast<uint64_t>(0LL + 8LL * t))) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 0LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, static_cast<uint64_t>(4LL + 8LL * t))) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 0LL)))), static_cast<float>(((static_cast<double>(ccogen_ld<float>(c, -2, static_cast<uint64_t>(0LL + 8LL * t))) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 1LL)) + (static_cast<double>(ccogen_ld<float>(c, -2, static_cast<uint64_t>(4LL + 8LL * t))) * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 1LL)))) };
+        ccogen_reduce_group<__nv_bfloat16, float, CCOGEN_SUM, 2, true>(c, -4, static_cast<uint64_t>(0LL + 16LL * t), s, w, rt_n, true, 72);
+      }
     }
   }
-  ccogen_sync_group(c, 26ULL, kSyncs);
-  // protocols/moe_combine.cco:54: barrier
-  ccogen_barrier_group(c, 2ULL);
+  ccogen_sync_group(c, 29ULL, kSyncs);
+  // protocols/moe_combine.cco:76: quiet
+  ccogen_quiet_group(c);
 }
 
 extern "C" __global__ void __launch_bounds__(512)
 ccogen_moe_combine_combine(const __grid_constant__ ncclDevComm dc, ncclWindow_t win, uint64_t epoch,
-    ccogen_debug_record* dbg, char* buf_topk_weight, char* buf_zeros, char* buf_y) {
+    ccogen_debug_record* dbg, char* buf_topk_weight, char* buf_zeros, char* buf_y, char* buf_ntok) {
   ccogen_ctx c;
   c.dc = &dc;
   c.win = win;
   c.buf[0] = buf_topk_weight;
   c.buf[1] = buf_zeros;
   c.buf[2] = buf_y;
+  c.buf[3] = buf_ntok;
   ccogen_fill_ctx(c, static_cast<char*>(ncclGetLocalPointer(win, 0)), epoch, dbg, dc.lsaRank,
-                  1, 1032ULL, 1024ULL, 4ULL);
+                  1, 1288ULL, 1280ULL, 0ULL);
   switch (c.rank * 1 + c.group) {
     case 0: case 1: ccogen_moe_combine_combine_r0x2_b0(c); break;
     default: break;
