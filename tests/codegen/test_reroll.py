@@ -128,13 +128,16 @@ def test_a_run_of_reduces_folds() -> None:
     one per token, and the printed reduce reads the loop's `t`."""
     path = ROOT / "protocols" / "moe_combine.cco"
     nranks, tokens = 4, 16
+    reduce_line = next(i for i, line in enumerate(path.read_text().splitlines(), 1)
+                       if line.strip().startswith("reduce("))
     instance, _ = instantiate(load_ir(path), nranks, {"tokens": tokens, "hidden": 64, "k": 2})
     assert instance is not None
     for target in ("nccl-lsa", "nvshmem"):
         text = generate(instance, target, source=path.name, options=Options()).files[
             "kernels.cu"]
         assert text.count("ccogen_reduce_group<") == nranks  # unrolled: nranks * tokens
-        assert text.count("// moe_combine.cco:50: reduce") == nranks  # the comment stays
+        # the comment stays
+        assert text.count(f"// moe_combine.cco:{reduce_line}: reduce") == nranks
         loop = f"for (int64_t t = 0; t < {tokens}; ++t) {{"
         # per rank: a clearing loop per rank, the reduce loop (the returned rows are
         # spread: codegen.spread)

@@ -98,7 +98,10 @@ def test_the_defaults_of_the_moe_protocols_are_refused_without_unrolling(
 
     monkeypatch.setattr(instantiating, "instantiate", only_sampled)
     monkeypatch.setattr(runtime, "instantiate", only_sampled)
-    for name, total in (("moe_dispatch", "4,228,907,552"), ("moe_combine", "7,988,166,656")):
+    # moe_combine: 8 ranks x (expert_out + back: 2 x 8 x 4096 x 7168 x 2 B, topk_rank and
+    # topk_weight: 2 x 4096 x 8 x 4 B, zeros 7168 x 2 B, y 4096 x 7168 x 2 B, peer_ntok
+    # 8 x 4 B, ntok 4 B) = 7,988,166,944
+    for name, total in (("moe_dispatch", "4,228,907,552"), ("moe_combine", "7,988,166,944")):
         report = simulate(ROOT / "protocols" / f"{name}.cco", ranks=8, seeds=3)
         [d] = report.diagnostics
         assert d.code == "E006" and f"would hold {total} bytes" in d.message, d.message

@@ -320,7 +320,7 @@ def test_the_caller_writes_each_launchs_routing_window(monkeypatch: pytest.Monke
                           lambda s: InstanceReport("", 2))
     plan = setups[1].plan  # high, then mixed-0
     assert plan.runtime_windows == {(0, "topk_rank"), (1, "topk_rank")}
-    assert plan.runtime_inputs == {"topk_weight", "zeros"}
+    assert plan.runtime_inputs == {"topk_weight", "zeros", "ntok"}
     given = [plan.launch_inputs[e][(0, "topk_rank")] for e in (0, 1)]
     assert not np.array_equal(*given)
     seen = _snapshots(monkeypatch)
