@@ -69,19 +69,13 @@ def ensure_checks(protocol: ir.Protocol, nranks: int, params: Mapping[str, Any] 
     from ccogen.instantiate import _loader, uses_runtime
 
     limits = replace(DEFAULT_LIMITS, iterations=ITERATIONS)
-    given = dict(params or {})
     findings = Findings(nranks, "", limits, stop=True)
     compiler = Compiler()
     try:
-        types = bind_dtype_params(protocol, given, findings)
-        ints = {k: v for k, v in given.items() if not is_dtype_param(protocol, k)}
-        bound = bind_params(protocol, nranks, ints, compiler, findings)
-        if bound is None or types is None or not team_ok(protocol, nranks, bound, compiler,
-                                                          findings):
+        found = _declare(protocol, nranks, params, compiler, findings)
+        if found is None:
             return None, findings.diagnostics()
-        decl = declare(protocol, nranks, bound, types, compiler, findings)
-        if decl.fatal:
-            return None, findings.diagnostics()
+        bound, decl = found
         loader: Any = None
         if uses_runtime(protocol):
             if contents is None:
@@ -112,22 +106,30 @@ def declared(protocol: ir.Protocol, nranks: int, params: Mapping[str, Any] | Non
              ) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """(bound integer parameters, memories) of the instance; None when binding or the
     declarations have errors (`ensure_checks` reports them)."""
-    given = dict(params or {})
     findings = Findings(nranks, "", DEFAULT_LIMITS, stop=True)
-    compiler = Compiler()
     try:
-        types = bind_dtype_params(protocol, given, findings)
-        ints = {k: v for k, v in given.items() if not is_dtype_param(protocol, k)}
-        bound = bind_params(protocol, nranks, ints, compiler, findings)
-        if bound is None or types is None or not team_ok(protocol, nranks, bound, compiler,
-                                                          findings):
-            return None
-        decl = declare(protocol, nranks, bound, types, compiler, findings)
+        found = _declare(protocol, nranks, params, Compiler(), findings)
     except (Overflow, FindingsFull):
         return None
-    if decl.fatal or any(d.is_error for d in findings.diagnostics()):
+    if found is None or any(d.is_error for d in findings.diagnostics()):
         return None
+    bound, decl = found
     return dict(bound), dict(decl.memories)
+
+
+def _declare(protocol: ir.Protocol, nranks: int, params: Mapping[str, Any] | None,
+             compiler: Compiler, findings: Findings) -> tuple[Any, Any] | None:
+    """The bound parameters and the declarations of the instance, or None (the reasons in
+    `findings`) when binding, the team or the declarations fail."""
+    given = dict(params or {})
+    types = bind_dtype_params(protocol, given, findings)
+    ints = {k: v for k, v in given.items() if not is_dtype_param(protocol, k)}
+    bound = bind_params(protocol, nranks, ints, compiler, findings)
+    if bound is None or types is None or not team_ok(protocol, nranks, bound, compiler,
+                                                      findings):
+        return None
+    decl = declare(protocol, nranks, bound, types, compiler, findings)
+    return None if decl.fatal else (bound, decl)
 
 
 def memory_bytes(protocol: ir.Protocol, nranks: int, params: Mapping[str, Any]) -> int:
