@@ -20,7 +20,8 @@ memory is `Unsupported` too: the interpreter reports it at its place.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -52,6 +53,30 @@ def _axis(values: Sequence[int], depth: int) -> np.ndarray:
     shape = [1] * MAX_AXES
     shape[depth] = len(values)
     return np.asarray(values, dtype=np.int64).reshape(shape)
+
+
+def _restore(env: _Env, var: str, saved: Any) -> None:
+    """Give `var` back the value it had before a loop or comprehension bound it."""
+    if saved is None:
+        env.vars.pop(var, None)
+    else:
+        env.vars[var] = saved
+
+
+@contextmanager
+def _for_axis(env: _Env, var: str, seq: Sequence[int]) -> Iterator[None]:
+    """The body of `for var in seq` evaluated once over a new array axis: `var` is that
+    axis, and the loop's length is recorded in `env.lengths`."""
+    saved = env.vars.get(var)
+    env.vars[var] = (_axis(seq, env.depth), env.depth)
+    env.depth += 1
+    env.lengths.append(len(seq))
+    try:
+        yield
+    finally:
+        env.lengths.pop()
+        env.depth -= 1
+        _restore(env, var, saved)
 
 
 class Vector:
@@ -118,17 +143,8 @@ class Vector:
                 assigned.append(s.var)
             elif isinstance(s, ir.For):
                 seq = self._sequence(s.iter, env)
-                saved = env.vars.get(s.var)
-                env.vars[s.var] = (_axis(seq, env.depth), env.depth)
-                env.depth += 1
-                env.lengths.append(len(seq))
-                self._block(s.body, env, derive=derive, broken=broken, path=(*path, pos))
-                env.lengths.pop()
-                env.depth -= 1
-                if saved is None:
-                    env.vars.pop(s.var, None)
-                else:
-                    env.vars[s.var] = saved
+                with _for_axis(env, s.var, seq):
+                    self._block(s.body, env, derive=derive, broken=broken, path=(*path, pos))
             else:
                 raise Unsupported(type(s).__name__)
         for name in assigned:
@@ -243,10 +259,7 @@ class Vector:
                 elt = np.asarray(self._expr(e.elt, env))
             finally:
                 env.depth -= 1
-                if saved is None:
-                    env.vars.pop(e.var, None)
-                else:
-                    env.vars[e.var] = saved
+                _restore(env, e.var, saved)
             if elt.ndim < MAX_AXES:
                 elt = elt.reshape((1,) * (MAX_AXES - elt.ndim) + elt.shape)
             full = np.broadcast_to(elt, (*elt.shape[:depth], len(seq), *elt.shape[depth + 1:]))

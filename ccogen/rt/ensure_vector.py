@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ccogen.instantiate.runtime import Contents
-from ccogen.instantiate.vector import MAX_AXES, Unsupported, Vector, _axis, _Env
+from ccogen.instantiate.vector import MAX_AXES, Unsupported, Vector, _Env, _for_axis, _restore
 from ccogen.ir import nodes as ir
 from ccogen.ir.dtype import DType
 from ccogen.ir.values import decode, storage
@@ -107,17 +107,8 @@ class EnsureVector(Vector):
                 self._iterations += len(seq) * int(np.prod(env.lengths, dtype=np.int64))
                 if self._iterations > self.max_iterations:
                     raise Unsupported("the iteration limit")
-                saved = env.vars.get(s.var)
-                env.vars[s.var] = (_axis(seq, env.depth), env.depth)
-                env.depth += 1
-                env.lengths.append(len(seq))
-                self._ensure(s.body, env, (*path, pos))
-                env.lengths.pop()
-                env.depth -= 1
-                if saved is None:
-                    env.vars.pop(s.var, None)
-                else:
-                    env.vars[s.var] = saved
+                with _for_axis(env, s.var, seq):
+                    self._ensure(s.body, env, (*path, pos))
             else:
                 raise Unsupported(type(s).__name__)
         for name in assigned:
@@ -307,13 +298,6 @@ class EnsureVector(Vector):
             self._stacks[window] = np.stack([self._element_values(window, r)
                                              for r in range(self.nranks)])
         return self._stacks[window]
-
-
-def _restore(env: _Env, var: str, saved: Any) -> None:
-    if saved is None:
-        env.vars.pop(var, None)
-    else:
-        env.vars[var] = saved
 
 
 def _widened(values: np.ndarray) -> np.ndarray:
