@@ -8,6 +8,7 @@
 #              2, 4, 8), 100 back-to-back launches each, contents drawn afresh and `ensure`
 #              checked every launch (RUNS_CASES picks: decode,alltoallv,prefill;
 #              RUNS_ITERS, CASE_S: launches and seconds per case, default 100 and 240);
+#              RUNS_PROTOCOLS=a,b keeps only those protocols' cases;
 #   sanitizer  compute-sanitizer memcheck and racecheck of moe_dispatch at decode, 2 ranks;
 #   zero       ccogen bench at 2 ranks of alltoallv, moe_dispatch, moe_combine and both
 #              allreduces beside the hand-written references: generated / reference.

@@ -90,7 +90,8 @@ def cases(which: str) -> list[Case]:
             out += [Case("alltoallv", n, (), "default") for n in (2, 4, 8)]
         else:
             raise SystemExit(f"--cases: decode, prefill or alltoallv, not {shape!r}")
-    return out
+    only = os.environ.get("RUNS_PROTOCOLS")  # e.g. moe_combine: one protocol's cases
+    return [c for c in out if not only or c.protocol in only.split(",")]
 
 
 def budget(ranks: int) -> int | None:
