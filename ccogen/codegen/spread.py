@@ -42,13 +42,14 @@ keep their barrier (docs/codegen.md, "Spread rows").
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ccogen.codegen.loops import fold
 from ccogen.codegen.model import Segment
 from ccogen.codegen.reroll import reroll
-from ccogen.codegen.steps import LOCAL, RT_PEER, Spread, Step, StepKind
+from ccogen.codegen.steps import BUFFER0, LOCAL, RT_PEER, Spread, Step, StepKind
 
 CHUNK_BYTES = 8 << 10  # an item's bytes: two rounds of a warp's 8 x 16-byte loads per lane
 TAIL = frozenset({StepKind.COMMENT, StepKind.SYNC, StepKind.SIGNAL})
@@ -161,6 +162,71 @@ def plan_fork(seg: Segment, counters: frozenset[int]) -> SpreadPlan | None:
     return SpreadPlan(step, tuple(tail))
 
 
+AFTER_LAST = frozenset({StepKind.COMMENT, StepKind.CTASYNC, StepKind.QUIET})
+_ROW = re.compile(r"static_cast<uint64_t>\((\d+)LL \+ (\d+)LL \* t\)")  # `a + b * t`
+
+
+def _reduce_row(loop: Step) -> tuple[Step, ...] | None:
+    """The body of a group `loop` of one `reduce` a row, without its CTA meet, or None:
+    comments and one `reduce` into a buffer of this rank (`dst_peer` a buffer) at
+    `a + b * t` with b at least the row's footprint (rows pairwise disjoint), reading no
+    source in that buffer (no row reads what another writes)."""
+    if (loop.kind is not StepKind.LOOP or loop.var != "t" or loop.value < 2
+            or any(key == "trips" for key, _ in loop.rt)):
+        return None
+    body = list(loop.body)
+    if body and body[-1].kind is StepKind.CTASYNC:
+        body.pop()
+    reduces = [b for b in body if b.kind is StepKind.REDUCE]
+    if len(reduces) != 1 or any(b.kind not in (StepKind.COMMENT, StepKind.REDUCE) for b in body):
+        return None
+    (red,) = reduces
+    assert red.reduction is not None
+    row = _ROW.fullmatch(red.c_dst_off)
+    if (red.dst_peer >= BUFFER0 or row is None or int(row[2]) < red.nbytes
+            or any(peer == str(red.dst_peer) for peer, _ in red.c_srcs)):
+        return None
+    return tuple(body)
+
+
+def spread_reduce_rows(segments: Sequence[Segment]) -> list[Segment]:
+    """The last `for t in range(...): reduce(row t)` loop of a group program spread over
+    every warp of the group, one row a warp by grid stride (as the forks above), instead
+    of every CTA taking its 1/ctas slice of each row in turn with a `__syncthreads`
+    between rows: at 4096 rows x 32 CTAs, 4096 dependent steps per CTA became 8 rows per
+    warp (docs/performance.md, "moe_combine's kernel speed").
+
+    When (conservative; otherwise the loop is printed as before): the rows are
+    independent (`_reduce_row`: disjoint destinations in a buffer no row reads), the
+    body has no sync, wait or signal, and only comments, CTA meets and `quiet` follow the
+    loop to the end of the program: the kernel's end orders its stores for the next
+    launch and the host, as it did the loop's last row (`quiet` completes puts, never a
+    store to a buffer)."""
+    out = list(segments)
+    for i in range(len(out) - 1, -1, -1):
+        seg = out[i]
+        if seg.branches:
+            return out
+        steps = list(seg.steps)
+        for j in range(len(steps) - 1, -1, -1):
+            s = steps[j]
+            body = _reduce_row(s)
+            if body is not None:
+                first = next((b for b in body if b.kind is StepKind.COMMENT), None)
+                text = first.text.split(": ", 1)[0] if first is not None else "//"
+                spread = Spread(branches=1, iterations=s.value, chunks=1,
+                                chunk_bytes=s.body[0].nbytes, cases=(body,))
+                steps[j] = Step(StepKind.SPREAD, line=s.line, spread=spread,
+                                text=f"{text}: 1 reduce x {s.value} rows, one row a warp, "
+                                     "spread over every warp of the group "
+                                     "(codegen/spread.py)")
+                out[i] = Segment(steps=tuple(steps))
+                return out
+            if s.kind not in AFTER_LAST:
+                return out
+    return out
+
+
 def spread_ctas(items: int, warps_per_cta: int, cap: int) -> int:
     """CTAs for `items` items: one item per warp at most, within `cap` (the budget)."""
     return max(1, min(cap, -(-items // max(1, warps_per_cta))))
@@ -185,4 +251,5 @@ def apply(segments: Sequence[Segment], plans: dict[int, SpreadPlan]) -> list[Seg
     return out
 
 
-__all__ = ["CHUNK_BYTES", "SpreadPlan", "apply", "plan_fork", "spread_ctas"]
+__all__ = ["CHUNK_BYTES", "SpreadPlan", "apply", "plan_fork", "spread_ctas",
+           "spread_reduce_rows"]

@@ -48,10 +48,12 @@ def test_rows_are_spread_over_a_persistent_grid(stem: str, ranks: int, target: s
     assert "if (c.cta_in_group == 0) {" not in text
     assert "ccogen_copy_warp(c, " not in text.split("// ---- end of the")[-1]
     programs = text.count("for (uint64_t i = ccogen_spread_first(c); i < ")
-    assert programs == ranks
+    # combine: the rows back, the clear (forks of copies), then its reduce rows
+    forks = 2 if stem == "moe_combine" else 1
+    assert programs == ranks * (forks + (stem == "moe_combine"))
     # every destination a case, each a chunked copy
     cases = ranks if stem != "alltoallv" else ranks - 1
-    assert text.count("ccogen_copy_chunk_warp(c, ") == ranks * cases
+    assert text.count("ccogen_copy_chunk_warp(c, ") == ranks * cases * forks
     # the `// file.cco:LINE` comments of the ops stay
     assert re.search(rf"// {stem}.cco:\d+: (put|copy)\n", text)
 
@@ -187,3 +189,77 @@ def test_spread_kernels_build_without_warnings(stem: str, ranks: int, target: st
     assert "ccogen_spread_first(c)" in (out / "kernels.cu").read_text()
     cubin = build_cubin(out, target, "sm_90", False, extra_flags=("-Werror", "all-warnings"))
     assert Path(cubin).is_file() and Path(cubin).stat().st_size > 0
+
+
+# ----------------------------------------------------------------------- moe_combine's rows
+
+
+def _serial_group_rows(target: str, ranks: int) -> tuple[int, int, int]:
+    """From the model the backend prints (moe_combine, small shape): the rows every CTA
+    runs one after another (group `loop` steps over copies or reduces: each row cut into
+    1/ctas slices, a CTA meet between rows), the spread items, and the CTAs."""
+    from ccogen.codegen import Options
+    from ccogen.codegen.backends import get_backend
+
+    path = ROOT / "protocols" / "moe_combine.cco"
+    instance = compile_protocol(load_ir(path), target, source=path.name, ranks=ranks,
+                                params=dict(SHAPES["moe_combine"])).instance
+    backend = get_backend(target)
+    backend.generate(instance, path.name, Options())  # the backend's per-instance choices
+    model, _ = backend.printed_model(instance, path.name, Options())  # type: ignore[attr-defined]
+    (kernel,) = model.kernels
+    serial = items = 0
+    for program in kernel.programs:
+        for seg in program.segments:
+            for s in seg.steps:
+                if s.kind is StepKind.LOOP and any(
+                        b.kind in (StepKind.COPY, StepKind.REDUCE) for b in s.body):
+                    serial += s.value
+                if s.kind is StepKind.SPREAD:
+                    assert s.spread is not None
+                    items += s.spread.items
+    return serial, items, kernel.ctas_per_block
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("ranks", [2, 8])
+def test_combine_clear_and_reduce_rows_are_spread(target: str, ranks: int) -> None:
+    """moe_combine's clear (a `warps` fork) and its reduce loop run one row a warp over
+    the whole group: no CTA walks the token rows in turn (was ranks x tokens clear rows
+    plus tokens reduce rows per CTA, each a 1/ctas slice and a `__syncthreads`)."""
+    serial, items, ctas = _serial_group_rows(target, ranks)
+    tokens, hidden = SHAPES["moe_combine"]["tokens"], SHAPES["moe_combine"]["hidden"]
+    chunks = -(-hidden * 2 // CHUNK_BYTES)
+    assert ctas > 1
+    assert serial == 0
+    # per program: the rows back and the clear (ranks x tokens x chunks each), the reduce
+    per_program = 2 * ranks * tokens * chunks + tokens
+    programs = 1 if get_backend_folds(target) else ranks
+    assert items == programs * per_program
+
+
+def get_backend_folds(target: str) -> bool:
+    from ccogen.codegen.backends import get_backend
+
+    return bool(getattr(get_backend(target), "folds_ranks", False))
+
+
+def test_a_reduce_loop_that_reads_its_own_rows_stays_a_loop() -> None:
+    """A reduce row whose source is the destination's buffer (row t may read row t-1)
+    is not spread; nor a loop followed by more work than a `quiet`."""
+    from ccogen.codegen.spread import spread_reduce_rows
+    from ccogen.codegen.steps import Reduction
+
+    def loop(src_peer: int) -> Step:
+        red = Reduction(op="sum", dtype="f32", ctype="float", acc="float",
+                        srcs=((src_peer, 0), (-1, 64)), weights=(), vector=16, elements=16)
+        body = Step(StepKind.REDUCE, dst_peer=-3, dst_off=0, nbytes=64, reduction=red,
+                    rt=(("dst_off", "static_cast<uint64_t>(0LL + 64LL * t)"),))
+        return Step(StepKind.LOOP, value=8, body=(body, Step(StepKind.CTASYNC)))
+
+    spread = spread_reduce_rows([Segment(steps=(loop(-1), Step(StepKind.QUIET)))])
+    assert spread[0].steps[0].kind is StepKind.SPREAD
+    own = spread_reduce_rows([Segment(steps=(loop(-3),))])
+    assert own[0].steps[0].kind is StepKind.LOOP
+    followed = spread_reduce_rows([Segment(steps=(loop(-1), Step(StepKind.COPY)))])
+    assert followed[0].steps[0].kind is StepKind.LOOP

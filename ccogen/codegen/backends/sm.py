@@ -79,7 +79,7 @@ from ccogen.codegen.ranks import fold_ranks
 from ccogen.codegen.require import require_steps
 from ccogen.codegen.reroll import reroll_segments
 from ccogen.codegen.rotate import merge
-from ccogen.codegen.spread import SpreadPlan, plan_fork, spread_ctas
+from ccogen.codegen.spread import SpreadPlan, plan_fork, spread_ctas, spread_reduce_rows
 from ccogen.codegen.spread import apply as spread_apply
 from ccogen.codegen.steps import Step, StepKind
 from ccogen.ir.instance import Instance, OpInst
@@ -168,6 +168,11 @@ class SmBackend(Backend):
             model = replace(model, kernels=tuple(
                 replace(k, programs=tuple(replace(p, segments=tuple(reroll_segments(
                     p.segments))) for p in k.programs)) for k in model.kernels))
+        if self.splits_ctas():  # a last loop of `reduce` rows over every warp (codegen.spread)
+            model = replace(model, kernels=tuple(
+                replace(k, programs=tuple(replace(p, segments=tuple(spread_reduce_rows(
+                    p.segments))) for p in k.programs)) if k.ctas_per_block > 1 else k
+                for k in model.kernels))
         if self.folds_ranks:  # programs of `c.rank`, per-peer runs as loops (codegen.ranks)
             kernels = tuple(fold_ranks(k, instance.nranks, INLINE_STEPS) for k in model.kernels)
             model = replace(model, kernels=kernels,

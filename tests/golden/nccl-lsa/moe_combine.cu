@@ -171,7 +171,7 @@ __device__ __forceinline__ void ccogen_copy_chunk_warp(const ccogen_ctx& c, int 
 
 // 2 ranks (from rank 0, `c.rank` at run time), logical block 0 of kernel `combine`
 __device__ __forceinline__ void ccogen_moe_combine_combine_r0x2_b0(const ccogen_ctx& c) {
-  [[maybe_unused]] constexpr uint64_t kSyncs = 29;
+  [[maybe_unused]] constexpr uint64_t kSyncs = 14;
   // protocols/moe_combine.cco:45: put
   ccogen_copy_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(768LL + 4LL * c.rank), -5, 0ULL, 4ULL, false);
   ccogen_sync_group(c, 1ULL, kSyncs);
@@ -214,28 +214,35 @@ __device__ __forceinline__ void ccogen_moe_combine_combine_r0x2_b0(const ccogen_
   ccogen_sync_group(c, 4ULL, kSyncs);
   // protocols/moe_combine.cco:64: wait_signal
   ccogen_wait_group(c, static_cast<uint64_t>(1040LL + -16LL * c.rank), 1ULL, 1ULL, 64, (1 + -1 * c.rank), 0, 1, 1ULL);
-  for (int64_t t = 0; t < 8; ++t) {
-    ccogen_sync_group(c, static_cast<uint64_t>(5LL + 1LL * t), kSyncs);
-    // protocols/moe_combine.cco:70: copy
-    {
-      const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 0LL)) + (512LL + 16LL * t)));
-      const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 0LL)));
-      const uint64_t rt_n = static_cast<uint64_t>((static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -5, 0ULL)) > (0LL + 1LL * t)) ? (-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 0LL)) + 16LL) : 0LL));
-      ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
+  ccogen_sync_group(c, 5ULL, kSyncs);
+  // protocols/moe_combine.cco:70: 2 warps x 8 rows x 1 chunk(s) of 8192 B, spread over every warp of the group (codegen/spread.py)
+  for (uint64_t i = ccogen_spread_first(c); i < 16ULL; i += ccogen_spread_stride(c)) {
+    [[maybe_unused]] const int64_t t = static_cast<int64_t>(i / 2ULL);
+    [[maybe_unused]] const uint64_t chunk = i / 2ULL % 1ULL;
+    switch (i % 2ULL) {
+      case 0: {
+        // protocols/moe_combine.cco:70: copy
+        {
+          const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 0LL)) + (512LL + 16LL * t)));
+          const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 0LL)));
+          const uint64_t rt_n = static_cast<uint64_t>((static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -5, 0ULL)) > (0LL + 1LL * t)) ? (-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 0LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 0LL)) + 16LL) : 0LL));
+          ccogen_copy_chunk_warp(c, -1, rt_dst, -3, rt_src, rt_n, chunk, 8192ULL);
+        }
+      } break;
+      case 1: {
+        // protocols/moe_combine.cco:70: copy
+        {
+          const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 1LL)) + (640LL + 16LL * t)));
+          const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 1LL)));
+          const uint64_t rt_n = static_cast<uint64_t>((static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -5, 0ULL)) > (0LL + 1LL * t)) ? (-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 1LL)) + 16LL) : 0LL));
+          ccogen_copy_chunk_warp(c, -1, rt_dst, -3, rt_src, rt_n, chunk, 8192ULL);
+        }
+      } break;
+      default: break;
     }
   }
   for (int64_t t = 0; t < 8; ++t) {
-    ccogen_sync_group(c, static_cast<uint64_t>(13LL + 1LL * t), kSyncs);
-    // protocols/moe_combine.cco:70: copy
-    {
-      const uint64_t rt_dst = static_cast<uint64_t>((16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 1LL)) + (640LL + 16LL * t)));
-      const uint64_t rt_src = static_cast<uint64_t>(16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 1LL)));
-      const uint64_t rt_n = static_cast<uint64_t>((static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -5, 0ULL)) > (0LL + 1LL * t)) ? (-16LL * ccogen_rtmax(static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(256LL + 8LL * t))) == 1LL), static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -1, static_cast<uint64_t>(260LL + 8LL * t))) == 1LL)) + 16LL) : 0LL));
-      ccogen_copy_group(c, -1, rt_dst, -3, rt_src, rt_n, ((rt_dst | rt_src | rt_n) & 15ULL) == 0);
-    }
-  }
-  for (int64_t t = 0; t < 8; ++t) {
-    ccogen_sync_group(c, static_cast<uint64_t>(21LL + 1LL * t), kSyncs);
+    ccogen_sync_group(c, static_cast<uint64_t>(6LL + 1LL * t), kSyncs);
     // protocols/moe_combine.cco:72: reduce
     {
       const uint64_t rt_n = static_cast<uint64_t>(16LL * static_cast<int64_t>(static_cast<int64_t>(ccogen_ld<int32_t>(c, -5, 0ULL)) > (0LL + 1LL * t)));
@@ -246,7 +253,7 @@ __device__ __forceinline__ void ccogen_moe_combine_combine_r0x2_b0(const ccogen_
       }
     }
   }
-  ccogen_sync_group(c, 29ULL, kSyncs);
+  ccogen_sync_group(c, 14ULL, kSyncs);
   // protocols/moe_combine.cco:76: quiet
   ccogen_quiet_group(c);
 }
