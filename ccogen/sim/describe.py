@@ -34,6 +34,19 @@ def describe_step(m: Machine, p: int) -> StepDesc | None:
     e = st.epochs[rank]
     if e >= m.epochs:
         return None
+    key = (rank, e, m.epochs)
+    mems = m.host_mems.get(key)
+    if mems is None:  # the same regions at every state of a launch: once per instance
+        mems = m.host_mems[key] = _host_mems(m, rank, e)
+    ranks = range(plan.instance.nranks) if plan.host_sync else (rank,)
+    return StepDesc(("h", rank, e), m.is_ready(p),
+                    (*(rd(("fin", r, e)) for r in ranks), wr(("epoch", rank, e))), mems)
+
+
+def _host_mems(m: Machine, rank: int, e: int) -> Mems:
+    """The memory a rank's host step `e` reads (its `ensure` regions) and writes (the next
+    launch's inputs and buffers)."""
+    plan = m.plan
     sizes = dict(plan.windows)
     checks = plan.at(e).checks
     mems = tuple(m.mem_key(r, False) for c in checks
@@ -43,9 +56,7 @@ def describe_step(m: Machine, p: int) -> StepDesc | None:
     if e + 1 < m.epochs:
         mems += tuple(((r, w), 0, sizes[w], True) for r, w in plan.init_windows if r == rank)
         mems += tuple(((rank, b), 0, sizes[b], True) for b in sorted(plan.buffers))
-    ranks = range(plan.instance.nranks) if plan.host_sync else (rank,)
-    return StepDesc(("h", rank, e), m.is_ready(p),
-                    (*(rd(("fin", r, e)) for r in ranks), wr(("epoch", rank, e))), mems)
+    return mems
 
 
 def _describe_issuer(m: Machine, p: int) -> StepDesc | None:

@@ -35,7 +35,7 @@ from ccogen.ir.instance import OpInst, RegionInst
 from ccogen.sim import deadlock, explain, host, queues, waits
 from ccogen.sim.describe import describe_step
 from ccogen.sim.explain import Finding
-from ccogen.sim.footprint import StepDesc
+from ccogen.sim.footprint import Mems, StepDesc
 from ccogen.sim.ops import IMPLS
 from ccogen.sim.plan import OpKey, Plan, QueueKey
 from ccogen.sim.race import HB, Access, RaceLog, Who
@@ -97,6 +97,8 @@ class Machine:
         self._at: dict[int, int] = {}
         self.touched: set[int] = set()  # processes to recheck after this step
         self.quiet_cache: dict[OpKey, tuple[int, ...]] = {}  # a quiet's queues
+        # a host step's memory by (rank, launch, launches): shared by clones, as quiet_cache
+        self.host_mems: dict[tuple[int, int, int], Mems] = {}
         self.barrier_procs = {plan.proc_of_op[key][0] for key in plan.barrier_gen}
         self.boundaries: set[tuple[int, int, int]] = set()  # (rank, kernel, epoch) seen
         self.spinning: dict[int, int] = {}  # proc -> transfer it posted behind a batch

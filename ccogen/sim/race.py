@@ -192,24 +192,38 @@ class _Spans:
 class RaceLog:
     """Accesses per window and the races found between them."""
 
-    __slots__ = ("records", "reported")
+    __slots__ = ("owned", "records", "reported")
 
     def __init__(self) -> None:
         self.records: dict[WindowKey, _Spans] = {}
         self.reported: set[tuple[object, ...]] = set()
+        # the windows whose `_Spans` only this log holds; the others it shares with the
+        # copies made of it (copy on write: a clone in exploration copies only the
+        # windows its next steps access, not every window's history)
+        self.owned: set[WindowKey] = set()
 
     def copy(self) -> RaceLog:
         other = RaceLog.__new__(RaceLog)
-        other.records = {k: v.copy() for k, v in self.records.items()}
+        other.records = dict(self.records)
         other.reported = set(self.reported)
+        other.owned = set()
+        self.owned = set()  # shared with `other` from now on
         return other
+
+    def _spans(self, window: WindowKey) -> _Spans:
+        """The window's accesses, this log's own (to add to)."""
+        spans = self.records.get(window)
+        if spans is None:
+            spans = self.records[window] = _Spans()
+        elif window not in self.owned:
+            spans = self.records[window] = spans.copy()
+        self.owned.add(window)
+        return spans
 
     def access(self, new: Access) -> list[Access]:
         """Record `new`; return the earlier accesses it races with."""
         found: list[Access] = []
-        spans = self.records.get(new.window)
-        if spans is None:
-            spans = self.records[new.window] = _Spans()
+        spans = self._spans(new.window)
         write = new.who.write
         adds = new.who.role == "count"
         for rec in spans.overlapping(new.start, new.stop, writes=not write):
@@ -230,3 +244,4 @@ class RaceLog:
         """Drop accesses ordered before `host` (valid only when nothing is in flight)."""
         for key, spans in self.records.items():
             self.records[key] = _Spans([r for r in spans.records if r.clock > host[r.proc]])
+        self.owned = set(self.records)
