@@ -52,8 +52,12 @@ _FREE: _Deg = (0, False)
 class _Uniform:
     """Whether one loop body is uniform in its variable (the syntactic conditions)."""
 
-    def __init__(self, var: str, loaded: frozenset[str], written: frozenset[str]) -> None:
+    def __init__(self, var: str, loaded: frozenset[str], written: frozenset[str],
+                 runtime: frozenset[str] = frozenset()) -> None:
         self.names: dict[str, _Deg] = {var: (1, False)}
+        # names assigned outside the body from a `load` (`n = load(ntok[0])` before the
+        # loop): free of the variable but run-time, so that a guard `t < n` is one
+        self.runtime = runtime
         self.loaded_anywhere, self.written_anywhere = loaded, written
         self.reason = ""
 
@@ -68,7 +72,7 @@ class _Uniform:
         if isinstance(e, ir.Const | ir.ParamRef | ir.Me | ir.NRanks | ir.Launch):
             return _FREE
         if isinstance(e, ir.Var):
-            return self.names.get(e.name, _FREE)
+            return self.names.get(e.name, (0, True) if e.name in self.runtime else _FREE)
         if isinstance(e, ir.BinOp):
             a, b = self.deg(e.left), self.deg(e.right)
             if e.op in ("+", "-"):
@@ -246,16 +250,21 @@ def eligible(protocol: ir.Protocol) -> dict[int, str]:
     its variable (the syntactic conditions), else why not."""
     loaded: set[str] = set()
     written: set[str] = set()
+    runtime: set[str] = set()  # names some assignment gives a value that reads a `load`
     for n in nodes_of((protocol.kernels, protocol.ensure)):
         if isinstance(n, ir.Load) and not n.init:
             loaded.add(n.window)
         elif isinstance(n, ir.Put | ir.Get | ir.Copy | ir.Reduce):
             written.add(n.dst.window)
+        elif isinstance(n, ir.Assign) and any(isinstance(m, ir.Load)
+                                              for m in nodes_of(n.value)):
+            runtime.add(n.var)
     out: dict[int, str] = {}
     for n in nodes_of((protocol.kernels, protocol.ensure)):
         if isinstance(n, ir.For):
             u = _Uniform(n.var, frozenset(loaded), frozenset(written))
-            u.free(n.iter, "its range", n.span)
+            u.free(n.iter, "its range", n.span)  # a run-time count (`range(n)`) as before
+            u.runtime = frozenset(runtime)
             u.body(n.body)
             out[id(n)] = u.reason
     return out
