@@ -7,14 +7,44 @@
 - `@pytest.mark.toolchain` tests skip themselves through `helpers.require_tool`, naming the
   missing tool and how to install it.
 - `cache_dir`: a fresh, empty build cache (`CCOGEN_CACHE_DIR`) for the test.
+- Every other test builds into one build cache for the whole run (`CCOGEN_CACHE_DIR`, a
+  temporary directory the controller makes, shared by the xdist workers, which inherit
+  the environment, and removed at the end): two tests building the same text with the
+  same flags and toolchain compile it once (the cache's key and per-entry lock,
+  `ccogen.toolchains.cache`), and every run compiles each distinct source once, whatever
+  the user's own cache (`~/.cache/ccogen`) holds.  A `CCOGEN_CACHE_DIR` set by the caller
+  is used as it is.
 """
 
 from __future__ import annotations
 
 import functools
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
+
+_RUN_CACHE = "CCOGEN_TEST_RUN_CACHE"  # set (to the directory) when this run made the cache
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The run's build cache (module docstring); xdist workers find it in the environment
+    their controller made before starting them."""
+    if hasattr(config, "workerinput") or os.environ.get("CCOGEN_CACHE_DIR", "").strip():
+        return
+    path = tempfile.mkdtemp(prefix="ccogen-test-cache-")  # mode 0700, as the cache wants
+    os.environ["CCOGEN_CACHE_DIR"] = os.environ[_RUN_CACHE] = path
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):
+        return
+    path = os.environ.pop(_RUN_CACHE, None)
+    if path is not None:
+        os.environ.pop("CCOGEN_CACHE_DIR", None)
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -14,8 +14,14 @@
 // Every function returns 0 on success and sets ccogen_last_error() otherwise.
 #include <cuda.h>
 #include <cuda_runtime.h>
+// The host API only: the umbrella headers' device API was ~3/4 of this file's nvcc time,
+// for the same exported and imported symbols (docs/performance.md, "Test-run cost: builds").
+#if __has_include(<nvshmem_host.h>)
+#include <nvshmem_host.h>
+#else
 #include <nvshmem.h>
 #include <nvshmemx.h>
+#endif
 
 #include <chrono>
 #include <cstdint>

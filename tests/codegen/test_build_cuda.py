@@ -4,10 +4,10 @@ and the real NCCL / NVSHMEM headers, without a warning in the generated code.
 Toolchain tests: skipped, naming the missing package, when nvcc or the headers are absent
 (`pip install -e '.[toolchain]'` brings the headers; CI installs them).
 
-The builds go through the user's build cache (as `ccogen build` and the other build tests
-do), not a fresh one per test: its key covers the text, the flags (`-Werror` included),
-nvcc and the library, so an entry exists only where this very build once passed, and a
-second run of the suite compiles nothing it compiled before (46 builds, ~250 CPU s).
+The builds go through the run's build cache (tests/conftest.py: one per pytest run,
+shared by every build test), not a fresh one per test: its key covers the text, the flags
+(`-Werror` included), nvcc and the library, so an entry exists only where this very build
+passed, and a text another test of the run built with the same flags is compiled once.
 Caching itself is tested in `tests/toolchains/test_cubin.py` and `test_cache.py`.
 """
 

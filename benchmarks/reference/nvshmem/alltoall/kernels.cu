@@ -4,8 +4,16 @@
 // its counterpart's slot.  Small blocks: one warp per peer, and up to 64 bytes a single
 // thread's nvshmem_putmem_signal_nbi.  Sizes and offsets are macros from the manifest's
 // nvcc_flags (ccogen/bench/reference.py).
+// The host and point-to-point device API only (no collectives: ~60 % of nvcc's time in the
+// umbrella headers; docs/performance.md, "Test-run cost: builds"), as generated code has.
+#if __has_include(<device/nvshmemx_defines.h>) && __has_include(<nvshmem_host.h>)
+#include <nvshmem_host.h>
+#include <device/nvshmem_defines.h>
+#include <device/nvshmemx_defines.h>
+#else
 #include <nvshmem.h>
 #include <nvshmemx.h>
+#endif
 #include <stdint.h>
 #include <cuda/atomic>
 

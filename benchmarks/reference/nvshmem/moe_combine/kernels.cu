@@ -17,8 +17,16 @@
 // read before the landed signal its own launch waits for.  The launch rule counts tokens:
 // `bytes_per_cta` is tokens per CTA, `small_max` 0.  Sizes, offsets and the element type are
 // macros from the manifest's nvcc_flags (ccogen/bench/reference.py).
+// The host and point-to-point device API only (no collectives: ~60 % of nvcc's time in the
+// umbrella headers; docs/performance.md, "Test-run cost: builds"), as generated code has.
+#if __has_include(<device/nvshmemx_defines.h>) && __has_include(<nvshmem_host.h>)
+#include <nvshmem_host.h>
+#include <device/nvshmem_defines.h>
+#include <device/nvshmemx_defines.h>
+#else
 #include <nvshmem.h>
 #include <nvshmemx.h>
+#endif
 #include <stdint.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

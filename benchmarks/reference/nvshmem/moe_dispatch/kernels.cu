@@ -11,8 +11,16 @@
 // 2e+1 (free) and 2e+2 (landed).  CTA 0 also writes `got[me]` on every rank.  The launch
 // rule counts tokens, not bytes: `bytes_per_cta` is tokens per CTA, `small_max` 0.  Sizes
 // and offsets are macros from the manifest's nvcc_flags (ccogen/bench/reference.py).
+// The host and point-to-point device API only (no collectives: ~60 % of nvcc's time in the
+// umbrella headers; docs/performance.md, "Test-run cost: builds"), as generated code has.
+#if __has_include(<device/nvshmemx_defines.h>) && __has_include(<nvshmem_host.h>)
+#include <nvshmem_host.h>
+#include <device/nvshmem_defines.h>
+#include <device/nvshmemx_defines.h>
+#else
 #include <nvshmem.h>
 #include <nvshmemx.h>
+#endif
 #include <stdint.h>
 #include <cuda/atomic>
 

@@ -3,8 +3,16 @@
 // rank 0's `pong` with a signal; `rounds` times (small messages: one thread's
 // nvshmem_putmem_signal_nbi).  Rank 0's CTA 0 reads %globaltimer around the rounds and
 // accumulates the nanoseconds and the number of one-way trips at REF_SCRATCH + 8 / + 16.
+// The host and point-to-point device API only (no collectives: ~60 % of nvcc's time in the
+// umbrella headers; docs/performance.md, "Test-run cost: builds"), as generated code has.
+#if __has_include(<device/nvshmemx_defines.h>) && __has_include(<nvshmem_host.h>)
+#include <nvshmem_host.h>
+#include <device/nvshmem_defines.h>
+#include <device/nvshmemx_defines.h>
+#else
 #include <nvshmem.h>
 #include <nvshmemx.h>
+#endif
 #include <stdint.h>
 #include <cuda/atomic>
 

@@ -2,8 +2,16 @@
 // (benchmarks/reference/README.md).  In step s every rank puts chunk (me - s) mod n to its
 // right neighbour with a signal; CTA c handles slice c of every chunk and waits only for
 // slice c from its left neighbour's CTA c (per-CTA slots).  Small chunks: one warp.
+// The host and point-to-point device API only (no collectives: ~60 % of nvcc's time in the
+// umbrella headers; docs/performance.md, "Test-run cost: builds"), as generated code has.
+#if __has_include(<device/nvshmemx_defines.h>) && __has_include(<nvshmem_host.h>)
+#include <nvshmem_host.h>
+#include <device/nvshmem_defines.h>
+#include <device/nvshmemx_defines.h>
+#else
 #include <nvshmem.h>
 #include <nvshmemx.h>
+#endif
 #include <stdint.h>
 #include <cuda/atomic>
 
