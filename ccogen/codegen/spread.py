@@ -189,6 +189,17 @@ def _reduce_row(loop: Step) -> tuple[Step, ...] | None:
     return tuple(body)
 
 
+def _after_group_sync(steps: Sequence[Step], j: int) -> bool:
+    """Whether a group sync comes right before `steps[j]` (comments aside).  The split
+    loop read each source row's CTA slice, which that CTA wrote (a `__syncthreads` was
+    enough); a warp reducing a whole row reads the other CTAs' slices too, so every write
+    of a source must be ordered before it by a barrier of the group."""
+    for s in reversed(steps[:j]):
+        if s.kind is not StepKind.COMMENT:
+            return s.kind is StepKind.SYNC
+    return False
+
+
 def spread_reduce_rows(segments: Sequence[Segment]) -> list[Segment]:
     """The last `for t in range(...): reduce(row t)` loop of a group program spread over
     every warp of the group, one row a warp by grid stride (as the forks above), instead
@@ -197,7 +208,8 @@ def spread_reduce_rows(segments: Sequence[Segment]) -> list[Segment]:
     warp (docs/performance.md, "moe_combine's kernel speed").
 
     When (conservative; otherwise the loop is printed as before): the rows are
-    independent (`_reduce_row`: disjoint destinations in a buffer no row reads), the
+    independent (`_reduce_row`: disjoint destinations in a buffer no row reads), a group
+    sync comes right before the loop (`_after_group_sync`), the
     body has no sync, wait or signal, and only comments, CTA meets and `quiet` follow the
     loop to the end of the program: the kernel's end orders its stores for the next
     launch and the host, as it did the loop's last row (`quiet` completes puts, never a
@@ -211,6 +223,8 @@ def spread_reduce_rows(segments: Sequence[Segment]) -> list[Segment]:
         for j in range(len(steps) - 1, -1, -1):
             s = steps[j]
             body = _reduce_row(s)
+            if body is not None and not _after_group_sync(steps, j):
+                return out  # its sources may be slices other CTAs wrote: keep the split
             if body is not None:
                 first = next((b for b in body if b.kind is StepKind.COMMENT), None)
                 text = first.text.split(": ", 1)[0] if first is not None else "//"

@@ -246,7 +246,8 @@ def get_backend_folds(target: str) -> bool:
 
 def test_a_reduce_loop_that_reads_its_own_rows_stays_a_loop() -> None:
     """A reduce row whose source is the destination's buffer (row t may read row t-1)
-    is not spread; nor a loop followed by more work than a `quiet`."""
+    is not spread; nor a loop followed by more work than a `quiet`, nor one that no group
+    sync precedes."""
     from ccogen.codegen.spread import spread_reduce_rows
     from ccogen.codegen.steps import Reduction
 
@@ -257,9 +258,15 @@ def test_a_reduce_loop_that_reads_its_own_rows_stays_a_loop() -> None:
                     rt=(("dst_off", "static_cast<uint64_t>(0LL + 64LL * t)"),))
         return Step(StepKind.LOOP, value=8, body=(body, Step(StepKind.CTASYNC)))
 
-    spread = spread_reduce_rows([Segment(steps=(loop(-1), Step(StepKind.QUIET)))])
-    assert spread[0].steps[0].kind is StepKind.SPREAD
-    own = spread_reduce_rows([Segment(steps=(loop(-3),))])
-    assert own[0].steps[0].kind is StepKind.LOOP
-    followed = spread_reduce_rows([Segment(steps=(loop(-1), Step(StepKind.COPY)))])
-    assert followed[0].steps[0].kind is StepKind.LOOP
+    sync = Step(StepKind.SYNC)  # the group's barrier: every source row written before
+    spread = spread_reduce_rows([Segment(steps=(sync, loop(-1), Step(StepKind.QUIET)))])
+    assert spread[0].steps[1].kind is StepKind.SPREAD
+    own = spread_reduce_rows([Segment(steps=(sync, loop(-3),))])
+    assert own[0].steps[1].kind is StepKind.LOOP
+    followed = spread_reduce_rows([Segment(steps=(sync, loop(-1), Step(StepKind.COPY)))])
+    assert followed[0].steps[1].kind is StepKind.LOOP
+    # only a CTA meet before it: each CTA wrote its own slice of the sources, and a warp
+    # reducing whole rows would read the other CTAs' slices unordered
+    for before in ((), (Step(StepKind.CTASYNC),), (Step(StepKind.COPY),)):
+        unsynced = spread_reduce_rows([Segment(steps=(*before, loop(-1)))])
+        assert unsynced[0].steps[-1].kind is StepKind.LOOP
