@@ -9,7 +9,8 @@
 #              checked every launch (RUNS_CASES picks: decode,alltoallv,prefill;
 #              RUNS_ITERS, CASE_S: launches and seconds per case, default 100 and 240);
 #              RUNS_PROTOCOLS=a,b keeps only those protocols' cases;
-#   sanitizer  compute-sanitizer memcheck and racecheck of moe_dispatch at decode, 2 ranks;
+#   sanitizer  compute-sanitizer memcheck and racecheck at decode, 2 ranks, of moe_dispatch
+#              (SANITIZER_PROTOCOLS=a,b picks others);
 #   zero       ccogen bench at 2 ranks of alltoallv, moe_dispatch, moe_combine and both
 #              allreduces beside the hand-written references: generated / reference.
 # Before it, from the repository root: `source scripts/gpu_setup.sh && build_extension;

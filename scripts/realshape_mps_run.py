@@ -205,22 +205,26 @@ def cmd_sanitizer(args: argparse.Namespace) -> int:
                           "not run"])
         return 1
     work = Path(args.work)
-    case = Case("moe_dispatch", 2, tuple(DECODE.items()), "decode")
-    why = build(case, work, debug=True)
-    if why:
-        _write(args.out, [f"| moe_dispatch decode n=2 | BUILD FAIL | {why[:300]} |"])
-        return 1
     rows, ok = ["| check | instance | result | seconds | summary |", "|---|---|---|---|---|"], True
-    for check in ("memcheck", "racecheck"):
-        cmd = [tool, "--tool", check, "--target-processes", "all", "--report-api-errors", "no",
-               "--error-exitcode", "9", *run_cmd(case, 3, work, args.seed, debug=True)]
-        status, text, dt = run(cmd, args.case_s)
-        ok = ok and status == "PASS"
-        print(f"== compute-sanitizer {check}: {status} ({dt:.0f} s)\n{text[-3000:]}", flush=True)
-        summary = [ln for ln in text.splitlines() if "ERROR SUMMARY" in ln or "RACECHECK" in ln]
-        last = (summary[-1] if summary else " ".join(text.splitlines()[-2:]))[:200]
-        rows.append(f"| {check} | moe_dispatch tokens=128 hidden=7168 k=8, 2 ranks, debug, 3 "
-                    f"launches | {status} | {dt:.0f} | {last.replace('|', '/')} |")
+    # SANITIZER_PROTOCOLS=a,b picks the protocols (default moe_dispatch), each at decode
+    for protocol in os.environ.get("SANITIZER_PROTOCOLS", "moe_dispatch").split(","):
+        case = Case(protocol, 2, tuple(DECODE.items()), "decode")
+        why = build(case, work, debug=True)
+        if why:
+            rows.append(f"| build | {protocol} decode n=2 | BUILD FAIL | - | {why[:300]} |")
+            ok = False
+            continue
+        for check in ("memcheck", "racecheck"):
+            cmd = [tool, "--tool", check, "--target-processes", "all", "--report-api-errors",
+                   "no", "--error-exitcode", "9", *run_cmd(case, 3, work, args.seed, debug=True)]
+            status, text, dt = run(cmd, args.case_s)
+            ok = ok and status == "PASS"
+            print(f"== compute-sanitizer {check} {protocol}: {status} ({dt:.0f} s)\n"
+                  f"{text[-3000:]}", flush=True)
+            summary = [ln for ln in text.splitlines() if "ERROR SUMMARY" in ln or "RACECHECK" in ln]
+            last = (summary[-1] if summary else " ".join(text.splitlines()[-2:]))[:200]
+            rows.append(f"| {check} | {protocol} tokens=128 hidden=7168 k=8, 2 ranks, debug, 3 "
+                        f"launches | {status} | {dt:.0f} | {last.replace('|', '/')} |")
     _write(args.out, rows)
     return 0 if ok else 1
 
