@@ -24,6 +24,7 @@ contents with `ensure`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -329,6 +330,7 @@ class Preconditions(Evaluating):
         self.conditions: list[Precondition] = []
         self._deferrable: dict[int, bool] = {}  # per comparison (`_deferrable`)
         self.derive = False  # concrete: `x[i] == EXPR` sets the element (drawing contents)
+        self._sums: Any = None  # `bounds_vector.SumBounds`, once a bound sums over a range
 
     def run(self, stmts: Sequence[ir.Stmt]) -> None:
         for rank in range(self.nranks):
@@ -480,12 +482,26 @@ class Preconditions(Evaluating):
             self.findings.add(from_eval(exc, env, cond.span), env.me)
 
     def _bound_in(self, cond: ir.Compare, env: Env) -> None:
-        values = [self.compiler.value(o)(env) for o in cond.operands]
+        values = [self._operand(o, env) for o in cond.operands]
         for op, a, b in zip(cond.ops, values, values[1:], strict=False):
             self._narrow(op, a, b)
             flipped = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "=="}.get(op)
             if flipped is not None:
                 self._narrow(flipped, b, a)
+
+    def _operand(self, e: ir.Expr, env: Env) -> Any:
+        """An operand of a bounding comparison: a `sum(... for t in range(n))` over the
+        whole range at once where `bounds_vector` can (the same interval), else term by
+        term."""
+        if VECTOR_SUMS and isinstance(e, ir.GenExpr) and isinstance(self.bounds, Bounds):
+            if self._sums is None:
+                from ccogen.instantiate.bounds_vector import SumBounds
+
+                self._sums = SumBounds(self.compiler, self.bounds)
+            out = self._sums.sum_bound(e, env)
+            if out is not None:
+                return out
+        return self.compiler.value(e)(env)
 
     def _narrow(self, op: str, a: object, b: object) -> None:
         """`a op b` with `a` one element and `b` a number or a bounded run-time value
@@ -509,6 +525,11 @@ class Preconditions(Evaluating):
 
 
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "=="}
+
+# `require` bounds' sums over a range evaluated at once (`bounds_vector`); False: term by
+# term, the reference (tests/test_bounds_vector.py compares the two; the environment's
+# CCOGEN_BOUNDS_TERMWISE=1 sets it, to measure or check a run against the reference)
+VECTOR_SUMS = os.environ.get("CCOGEN_BOUNDS_TERMWISE", "") != "1"
 
 
 def _narrowed(op: str, interval: Interval, b: int) -> Interval:
