@@ -136,7 +136,7 @@ class SumBounds:
         return hit[1], hit[2]
 
     def _static_seq(self, e: ir.Expr, env: Env) -> tuple[int, ...]:
-        names, dynamic = self._deps_of(e)
+        _, dynamic = self._deps_of(e)
         if dynamic:
             raise _Bail
         seq = self.compiler.sequence(e, "`sum(... for ...)`")(env)
@@ -159,18 +159,19 @@ class SumBounds:
         if isinstance(e, ir.Var):
             if e.name not in ctx:
                 raise _Bail
-            v = ctx[e.name]
-            return _Vec(np.zeros(n, np.int8), v, v.copy(), np.zeros(n, bool), np.zeros(n, bool))
+            arr = ctx[e.name]
+            return _Vec(np.zeros(n, np.int8), arr, arr.copy(), np.zeros(n, bool),
+                        np.zeros(n, bool))
         if isinstance(e, ir.BinOp):
             return self._binop(e.op, self._eval(e.left, env, ctx, n),
                                self._eval(e.right, env, ctx, n))
         if isinstance(e, ir.UnaryOp) and e.op in ("+", "-"):
-            v = self._eval(e.operand, env, ctx, n)
+            u = self._eval(e.operand, env, ctx, n)
             if e.op == "+":
-                return _Vec(v.kind, v.lo, v.hi, v.cell, np.zeros(n, bool))
-            if (v.kind == ATOM).any():
+                return _Vec(u.kind, u.lo, u.hi, u.cell, np.zeros(n, bool))
+            if (u.kind == ATOM).any():
                 raise _Bail  # coefficient -1
-            return _Vec(v.kind, -v.lo, -v.hi, v.cell, np.zeros(n, bool))
+            return _Vec(u.kind, -u.lo, -u.hi, u.cell, np.zeros(n, bool))
         if isinstance(e, ir.Compare):
             if len(e.ops) != 1:
                 raise _Bail
@@ -380,35 +381,28 @@ class SumBounds:
         bounds = self.bounds
         if any(c[0] == window for c in bounds.deferred):
             raise _Bail  # asking would narrow it first, in term order
-        pairs, inverse = np.unique(np.stack([ranks, index]), axis=1, return_inverse=True)
+        if (index < 0).any() or (ranks < 0).any():
+            raise _Bail  # no such element: unbounded, term by term
+        width = int(index.max()) + 1
+        keys, inverse = np.unique(ranks * width + index, return_inverse=True)
         inverse = inverse.reshape(-1)
-        lo = np.zeros(pairs.shape[1], np.int64)
-        hi = np.zeros(pairs.shape[1], np.int64)
+        lo = np.zeros(len(keys), np.int64)
+        hi = np.zeros(len(keys), np.int64)
         single = {(c[1], c[2]) for c in dict.keys(bounds) if c[0] == window}
-        for rank in np.unique(pairs[0]).tolist():
-            at = np.flatnonzero(pairs[0] == rank)
-            idx = pairs[1, at]
-            f_lo = np.full(len(at), -(1 << 62), np.int64)
-            f_hi = np.full(len(at), 1 << 62, np.int64)
-            found = np.zeros(len(at), bool)
-            for f in bounds.families.get((window, rank), ()):
-                if f.step:
-                    m, r = np.divmod(idx - f.start, f.step)
-                else:
-                    m, r = np.zeros(len(idx), np.int64), idx - f.start
-                covers = (r == 0) & (m >= 0) & (m < f.count)
-                found |= covers
-                if f.lo is not None:
-                    f_lo = np.where(covers, np.maximum(f_lo, f.lo), f_lo)
-                if f.hi is not None:
-                    f_hi = np.where(covers, np.minimum(f_hi, f.hi), f_hi)
-            for pos, i in enumerate(idx.tolist()):
-                if (rank, i) in single:  # narrowed one by one too: as `get` does
-                    got = bounds.get((window, rank, i))
-                    if got is None or got[0] is None or got[1] is None:
-                        raise _Bail
-                    f_lo[pos], f_hi[pos], found[pos] = got[0], got[1], True
-            if not found.all() or (f_lo <= -(1 << 62)).any() or (f_hi >= 1 << 62).any():
+        key_rank, key_index = np.divmod(keys, width)
+        for rank in np.unique(key_rank).tolist():
+            at = np.flatnonzero(key_rank == rank)
+            idx = key_index[at]
+            f_lo, f_hi, has_lo, has_hi, found = bounds.family_intervals(window, rank, idx)
+            if single:
+                for pos, i in enumerate(idx.tolist()):
+                    if (rank, i) in single:  # narrowed one by one too: as `get` does
+                        got = bounds.get((window, rank, i))
+                        if got is None or got[0] is None or got[1] is None:
+                            raise _Bail
+                        f_lo[pos], f_hi[pos] = got
+                        found[pos] = has_lo[pos] = has_hi[pos] = True
+            if not (found.all() and has_lo.all() and has_hi.all()):
                 raise _Bail  # an unbounded element
             lo[at], hi[at] = f_lo, f_hi
         _check(lo, hi)

@@ -237,8 +237,65 @@ class Bounds(dict[Cell, Interval]):
         return out
 
     def materialize(self) -> dict[Cell, Interval]:
-        """A plain dict of every cell's interval (drawing contents)."""
-        return {cell: self.get(cell, (None, None)) for cell in sorted(self.cells())}
+        """A plain dict of every cell's interval (drawing contents): `get` of each, in
+        order.  A deferred cell's narrowing may change others, so the cells between two
+        deferred ones are asked together, each (window, rank) of them with numpy over its
+        families (`family_intervals`; `get` of the cells narrowed one by one)."""
+        out: dict[Cell, Interval] = {}
+        run: list[Cell] = []
+        for cell in sorted(self.cells()):
+            if cell in self.deferred:
+                self._plain(run, out)
+                run = []
+                out[cell] = self.get(cell, (None, None))
+            else:
+                run.append(cell)
+        self._plain(run, out)
+        return out
+
+    def _plain(self, cells: list[Cell], out: dict[Cell, Interval]) -> None:
+        """`out[c] = self.get(c, (None, None))` for cells none of which is deferred."""
+        groups: dict[tuple[str, int], list[int]] = {}
+        for window, rank, index in cells:
+            groups.setdefault((window, rank), []).append(index)
+        for (window, rank), indices in groups.items():
+            if len(indices) < 64 or not self.families.get((window, rank)):
+                for i in indices:
+                    out[(window, rank, i)] = self.get((window, rank, i), (None, None))
+                continue
+            lo, hi, has_lo, has_hi, found = self.family_intervals(
+                window, rank, np.asarray(indices, dtype=np.int64))
+            for i, a, b, la, hb, f in zip(indices, lo.tolist(), hi.tolist(), has_lo.tolist(),
+                                          has_hi.tolist(), found.tolist(), strict=True):
+                if dict.__contains__(self, (window, rank, i)):
+                    out[(window, rank, i)] = self.get((window, rank, i), (None, None))
+                else:
+                    out[(window, rank, i)] = (a if la else None, b if hb else None) if f \
+                        else (None, None)
+
+    def family_intervals(self, window: str, rank: int, index: np.ndarray
+                         ) -> tuple[np.ndarray, ...]:
+        """The families' intersection for each element `index` of `window` on `rank`, as
+        `get` forms it from them: (lo, hi, has_lo, has_hi, found) arrays."""
+        lo = np.zeros(len(index), np.int64)
+        hi = np.zeros(len(index), np.int64)
+        has_lo = np.zeros(len(index), bool)
+        has_hi = np.zeros(len(index), bool)
+        found = np.zeros(len(index), bool)
+        for f in self.families.get((window, rank), ()):
+            if f.step:
+                m, r = np.divmod(index - f.start, f.step)
+            else:
+                m, r = np.zeros(len(index), np.int64), index - f.start
+            covers = (r == 0) & (m >= 0) & (m < f.count)
+            found |= covers
+            if f.lo is not None:
+                lo = np.where(covers & has_lo, np.maximum(lo, f.lo), np.where(covers, f.lo, lo))
+                has_lo |= covers
+            if f.hi is not None:
+                hi = np.where(covers & has_hi, np.minimum(hi, f.hi), np.where(covers, f.hi, hi))
+                has_hi |= covers
+        return lo, hi, has_lo, has_hi, found
 
 
 # ----------------------------------------------------------------------------- loaders
