@@ -24,6 +24,7 @@ contents with `ensure`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -236,8 +237,65 @@ class Bounds(dict[Cell, Interval]):
         return out
 
     def materialize(self) -> dict[Cell, Interval]:
-        """A plain dict of every cell's interval (drawing contents)."""
-        return {cell: self.get(cell, (None, None)) for cell in sorted(self.cells())}
+        """A plain dict of every cell's interval (drawing contents): `get` of each, in
+        order.  A deferred cell's narrowing may change others, so the cells between two
+        deferred ones are asked together, each (window, rank) of them with numpy over its
+        families (`family_intervals`; `get` of the cells narrowed one by one)."""
+        out: dict[Cell, Interval] = {}
+        run: list[Cell] = []
+        for cell in sorted(self.cells()):
+            if cell in self.deferred:
+                self._plain(run, out)
+                run = []
+                out[cell] = self.get(cell, (None, None))
+            else:
+                run.append(cell)
+        self._plain(run, out)
+        return out
+
+    def _plain(self, cells: list[Cell], out: dict[Cell, Interval]) -> None:
+        """`out[c] = self.get(c, (None, None))` for cells none of which is deferred."""
+        groups: dict[tuple[str, int], list[int]] = {}
+        for window, rank, index in cells:
+            groups.setdefault((window, rank), []).append(index)
+        for (window, rank), indices in groups.items():
+            if len(indices) < 64 or not self.families.get((window, rank)):
+                for i in indices:
+                    out[(window, rank, i)] = self.get((window, rank, i), (None, None))
+                continue
+            lo, hi, has_lo, has_hi, found = self.family_intervals(
+                window, rank, np.asarray(indices, dtype=np.int64))
+            for i, a, b, la, hb, f in zip(indices, lo.tolist(), hi.tolist(), has_lo.tolist(),
+                                          has_hi.tolist(), found.tolist(), strict=True):
+                if dict.__contains__(self, (window, rank, i)):
+                    out[(window, rank, i)] = self.get((window, rank, i), (None, None))
+                else:
+                    out[(window, rank, i)] = (a if la else None, b if hb else None) if f \
+                        else (None, None)
+
+    def family_intervals(self, window: str, rank: int, index: np.ndarray
+                         ) -> tuple[np.ndarray, ...]:
+        """The families' intersection for each element `index` of `window` on `rank`, as
+        `get` forms it from them: (lo, hi, has_lo, has_hi, found) arrays."""
+        lo = np.zeros(len(index), np.int64)
+        hi = np.zeros(len(index), np.int64)
+        has_lo = np.zeros(len(index), bool)
+        has_hi = np.zeros(len(index), bool)
+        found = np.zeros(len(index), bool)
+        for f in self.families.get((window, rank), ()):
+            if f.step:
+                m, r = np.divmod(index - f.start, f.step)
+            else:
+                m, r = np.zeros(len(index), np.int64), index - f.start
+            covers = (r == 0) & (m >= 0) & (m < f.count)
+            found |= covers
+            if f.lo is not None:
+                lo = np.where(covers & has_lo, np.maximum(lo, f.lo), np.where(covers, f.lo, lo))
+                has_lo |= covers
+            if f.hi is not None:
+                hi = np.where(covers & has_hi, np.minimum(hi, f.hi), np.where(covers, f.hi, hi))
+                has_hi |= covers
+        return lo, hi, has_lo, has_hi, found
 
 
 # ----------------------------------------------------------------------------- loaders
@@ -329,6 +387,7 @@ class Preconditions(Evaluating):
         self.conditions: list[Precondition] = []
         self._deferrable: dict[int, bool] = {}  # per comparison (`_deferrable`)
         self.derive = False  # concrete: `x[i] == EXPR` sets the element (drawing contents)
+        self._sums: Any = None  # `bounds_vector.SumBounds`, once a bound sums over a range
 
     def run(self, stmts: Sequence[ir.Stmt]) -> None:
         for rank in range(self.nranks):
@@ -480,12 +539,26 @@ class Preconditions(Evaluating):
             self.findings.add(from_eval(exc, env, cond.span), env.me)
 
     def _bound_in(self, cond: ir.Compare, env: Env) -> None:
-        values = [self.compiler.value(o)(env) for o in cond.operands]
+        values = [self._operand(o, env) for o in cond.operands]
         for op, a, b in zip(cond.ops, values, values[1:], strict=False):
             self._narrow(op, a, b)
             flipped = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "=="}.get(op)
             if flipped is not None:
                 self._narrow(flipped, b, a)
+
+    def _operand(self, e: ir.Expr, env: Env) -> Any:
+        """An operand of a bounding comparison: a `sum(... for t in range(n))` over the
+        whole range at once where `bounds_vector` can (the same interval), else term by
+        term."""
+        if VECTOR_SUMS and isinstance(e, ir.GenExpr) and isinstance(self.bounds, Bounds):
+            if self._sums is None:
+                from ccogen.instantiate.bounds_vector import SumBounds
+
+                self._sums = SumBounds(self.compiler, self.bounds)
+            out = self._sums.sum_bound(e, env)
+            if out is not None:
+                return out
+        return self.compiler.value(e)(env)
 
     def _narrow(self, op: str, a: object, b: object) -> None:
         """`a op b` with `a` one element and `b` a number or a bounded run-time value
@@ -509,6 +582,11 @@ class Preconditions(Evaluating):
 
 
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "=="}
+
+# `require` bounds' sums over a range evaluated at once (`bounds_vector`); False: term by
+# term, the reference (tests/test_bounds_vector.py compares the two; the environment's
+# CCOGEN_BOUNDS_TERMWISE=1 sets it, to measure or check a run against the reference)
+VECTOR_SUMS = os.environ.get("CCOGEN_BOUNDS_TERMWISE", "") != "1"
 
 
 def _narrowed(op: str, interval: Interval, b: int) -> Interval:
