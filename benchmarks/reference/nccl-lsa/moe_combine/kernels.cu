@@ -164,26 +164,62 @@ static_assert(REF_ROW % 16 == 0, "rows are whole 16-byte vectors");
 // rule's 64 KiB of scratch holds both tables up to 31 ranks).
 #define REF_COUNTS (REF_SLOTS + static_cast<uint64_t>(REF_NRANKS) * REF_MAX_CTAS * 8ULL)
 static_assert(256 + 2 * REF_NRANKS * REF_MAX_CTAS * 8 <= 65536, "the counts fit the scratch");
-// A row is cut into at most this many chunks (at least 4 KiB each: one pass of a warp's 8
-// vectors in flight) when a CTA has fewer (token, rank) rows than warps; the reduce's
-// chunks are at least 2 KiB (one pass of its 4 vectors of every source).
-#define REF_COPY_CHUNKS (REF_ROW >= 8192 ? REF_ROW / 4096 : 1)
-#define REF_SUM_CHUNKS (REF_ROW >= 4096 ? REF_ROW / 2048 : 1)
-
-// x in [1, hi].
-__device__ __forceinline__ uint64_t ref_clamp(uint64_t x, uint64_t hi) {
-  return x < 1 ? 1 : x > hi ? hi : x;
-}
 
 __device__ __forceinline__ uint64_t ref_count_slot(int src, int cta) {
   return REF_COUNTS + (static_cast<uint64_t>(src) * REF_MAX_CTAS + cta) * 8ULL;
 }
 
+// ---- combine schedule (host and device: tests/bench/test_reference.py runs it on the CPU) ----
+// A row is cut into at most this many chunks (at least 4 KiB each: one pass of a warp's 8
+// vectors in flight) when a CTA has fewer (token, rank) rows than warps; the sums' chunks
+// are at least 2 KiB (one pass of its 4 vectors of every source).
+#define REF_COPY_CHUNKS (REF_ROW >= 8192 ? REF_ROW / 4096 : 1)
+#define REF_SUM_CHUNKS (REF_ROW >= 4096 ? REF_ROW / 2048 : 1)
+
 // How many of the first `count` tokens CTA `cta` of `ctas` owns (token t is CTA t % ctas's,
 // on every rank: the tokens of a small count still spread over the whole grid).
-__device__ __forceinline__ uint64_t ref_share(uint64_t count, uint64_t cta, uint64_t ctas) {
+__host__ __device__ __forceinline__ uint64_t ref_share(uint64_t count, uint64_t cta, uint64_t ctas) {
   return count > cta ? (count - cta - 1) / ctas + 1 : 0;
 }
+
+// Pieces per row for `items` rows over `warps` warps: enough to busy every warp, at most
+// `most`.
+__host__ __device__ __forceinline__ uint64_t ref_pieces(uint64_t items, uint64_t warps, uint64_t most) {
+  const uint64_t x = items == 0 ? 1 : warps / items;
+  return x < 1 ? 1 : x > most ? most : x;
+}
+
+// [lo, hi) of piece `part` of `parts` of a row: 16-byte aligned (as ref_slice).
+__host__ __device__ __forceinline__ void ref_piece(uint64_t part, uint64_t parts, uint64_t* lo,
+                                                   uint64_t* hi) {
+  const uint64_t per = ((REF_ROW + parts - 1) / parts + 15) / 16 * 16;
+  *lo = per * part < REF_ROW ? per * part : REF_ROW;
+  *hi = *lo + per < REF_ROW ? *lo + per : REF_ROW;
+}
+
+// Item j of CTA `cta`'s rows back (`chunks` pieces a row; share[p] of rank p's tokens):
+// rank p (me first, then the peers in ring order), token t, bytes [lo, hi) of the row.
+__host__ __device__ __forceinline__ void ref_row_item(uint64_t j, uint64_t chunks, const uint64_t* share,
+                                                      int me, int cta, int ctas, int* p, uint64_t* t,
+                                                      uint64_t* lo, uint64_t* hi) {
+  uint64_t u = j / chunks;
+  *p = me;
+  for (int s = 0; s < REF_NRANKS; ++s) {
+    *p = (me + s) % REF_NRANKS;
+    if (u < share[*p]) break;
+    u -= share[*p];
+  }
+  *t = cta + u * ctas;
+  ref_piece(j % chunks, chunks, lo, hi);
+}
+
+// Item j of CTA `cta`'s sums (`parts` pieces a row): my token t, bytes [lo, hi) of its row.
+__host__ __device__ __forceinline__ void ref_sum_item(uint64_t j, uint64_t parts, int cta, int ctas,
+                                                      uint64_t* t, uint64_t* lo, uint64_t* hi) {
+  *t = cta + (j / parts) * ctas;
+  ref_piece(j % parts, parts, lo, hi);
+}
+// ---- end of the combine schedule ----
 
 // y_row[v0, v1) (16-byte vectors) := sum over ranks p with w[p] != 0 (in rank order) of
 // w[p] * rows[p], by the 32 lanes of a warp: 4 vectors of every such row in flight per
@@ -261,22 +297,15 @@ __device__ __forceinline__ void ref_combine(char* heap, char* const* heap_of, ui
     share[p] = ref_share(count_of[p], cta, gridDim.x);
     pairs += share[p];
   }
-  const uint64_t chunks = pairs == 0 ? 1 : ref_clamp(warps / pairs, REF_COPY_CHUNKS);
+  const uint64_t chunks = ref_pieces(pairs, warps, REF_COPY_CHUNKS);
   for (uint64_t j = warp; j < pairs * chunks; j += warps) {
-    uint64_t u = j / chunks;
-    int p = me;  // me first, then the peers in ring order
-    for (int s = 0; s < REF_NRANKS; ++s) {
-      p = (me + s) % REF_NRANKS;
-      if (u < share[p]) break;
-      u -= share[p];
-    }
-    const uint64_t t = cta + u * gridDim.x;
+    int p;
+    uint64_t t, lo, hi;
+    ref_row_item(j, chunks, share, me, cta, gridDim.x, &p, &t, &lo, &hi);
     const int32_t* route = reinterpret_cast<const int32_t*>(heap_of[p] + REF_W_TOPK_RANK) + t * REF_P_K;
     bool mine = false;
     for (uint64_t i = lane; i < REF_P_K; i += 32) mine = mine || route[i] == me;
     if (!__any_sync(0xffffffffu, mine)) continue;
-    uint64_t lo, hi;
-    ref_slice(REF_ROW, j % chunks, chunks, &lo, &hi);
     ref_copy(heap_of[p] + REF_W_BACK + (static_cast<uint64_t>(me) * REF_P_TOKENS + t) * REF_ROW + lo,
              heap + REF_W_EXPERT_OUT + (static_cast<uint64_t>(p) * REF_P_TOKENS + t) * REF_ROW + lo,
              hi - lo, lane, 32);
@@ -292,9 +321,10 @@ __device__ __forceinline__ void ref_combine(char* heap, char* const* heap_of, ui
   // The sums: (token, chunk) items of my tokens of this CTA, to my count.  A rank the token
   // did not go to has weight 0 and is skipped: its stale row is never read, `zeros` unused.
   const uint64_t mine_n = share[me];
-  const uint64_t parts = mine_n == 0 ? 1 : ref_clamp(warps / mine_n, REF_SUM_CHUNKS);
+  const uint64_t parts = ref_pieces(mine_n, warps, REF_SUM_CHUNKS);
   for (uint64_t j = warp; j < mine_n * parts; j += warps) {
-    const uint64_t t = cta + (j / parts) * gridDim.x;
+    uint64_t t, lo, hi;
+    ref_sum_item(j, parts, cta, gridDim.x, &t, &lo, &hi);
     const int32_t* route = reinterpret_cast<const int32_t*>(heap + REF_W_TOPK_RANK) + t * REF_P_K;
     float w[REF_NRANKS];  // the token's weight on each rank, in top-k order (every lane alike)
     const char* rows[REF_NRANKS];
@@ -309,8 +339,6 @@ __device__ __forceinline__ void ref_combine(char* heap, char* const* heap_of, ui
 #pragma unroll
       for (int p = 0; p < REF_NRANKS; ++p) w[p] += r == p ? wi : 0.0f;
     }
-    uint64_t lo, hi;
-    ref_slice(REF_ROW, j % parts, parts, &lo, &hi);
     ref_weighted_row(y + t * (REF_ROW / sizeof(ref_t)), rows, w, lo / 16, hi / 16, lane);
   }
 }
