@@ -382,3 +382,121 @@ def test_a_reference_that_orders_nothing_between_launches_keeps_host_sync(
     assert spec is not None and not spec.rule.host_sync
     data = json.loads((spec.directory / "manifest.json").read_text())
     assert "host_sync" not in data["reference"]
+
+
+# ---- moe_combine's reference: its work split run on the CPU (no GPU here) ----
+COMBINE = {t: ROOT / "benchmarks" / "reference" / t / "moe_combine" / "kernels.cu"
+           for t in ("nccl-lsa", "nvshmem")}
+HOST = ROOT / "tests" / "bench" / "data" / "moe_combine_host.cpp"
+# The kernel's loop heads that tests/bench/data/moe_combine_host.cpp plays (it calls the
+# schedule block's functions the same way): if one changes, the host check must follow.
+LOOP_HEADS = (
+    "share[p] = ref_share(count_of[p], cta, gridDim.x);",
+    "const uint64_t chunks = ref_pieces(pairs, warps, REF_COPY_CHUNKS);",
+    "for (uint64_t j = warp; j < pairs * chunks; j += warps) {",
+    "ref_row_item(j, chunks, share, me, cta, gridDim.x, &p, &t, &lo, &hi);",
+    "for (uint64_t i = lane; i < REF_P_K; i += 32) mine = mine || route[i] == me;",
+    "const uint64_t mine_n = share[me];",
+    "const uint64_t parts = ref_pieces(mine_n, warps, REF_SUM_CHUNKS);",
+    "for (uint64_t j = warp; j < mine_n * parts; j += warps) {",
+    "ref_sum_item(j, parts, cta, gridDim.x, &t, &lo, &hi);",
+    "if (w[p] == 0.0f) continue;",
+)
+
+
+def _between(text: str, start: str, end: str) -> str:
+    return text[text.index(start):text.index(end)]
+
+
+def test_the_combine_reference_is_one_body_on_both_targets() -> None:
+    """Only the pointers and signals differ between the targets: the combine itself (from
+    the row macros to the kernel's entry point) is the same text, and holds the loop heads
+    the host check below plays."""
+    bodies = {_between(path.read_text(), "#define REF_ROW", 'extern "C"')
+              for path in COMBINE.values()}
+    assert len(bodies) == 1
+    body = bodies.pop()
+    for head in LOOP_HEADS:
+        assert head in body, head
+    assert "ntok[0]" in body and "REF_P_TOKENS" in body
+
+
+@pytest.fixture(scope="module")
+def combine_host(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """Build moe_combine_host.cpp with the reference's schedule block, once per shape."""
+    import shutil
+    import subprocess
+
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no host C++ compiler")
+    text = COMBINE["nccl-lsa"].read_text()
+    block = _between(text, "// ---- combine schedule", "// ---- end of the combine schedule")
+    root = tmp_path_factory.mktemp("combine-host")
+    prelude = root / "schedule.h"
+    prelude.write_text("#include <cstdint>\n#define __host__\n#define __device__\n"
+                       "#define __forceinline__ inline\n" + block)
+    built: dict[tuple[int, int, int, int], Path] = {}
+
+    def build(nranks: int, tokens: int, k: int, hidden: int) -> Path:
+        key = (nranks, tokens, k, hidden)
+        if key not in built:
+            exe = root / f"host-{nranks}-{tokens}-{k}-{hidden}"
+            subprocess.run([cxx, "-std=c++17", "-O1", "-Wall", "-Werror",
+                            f"-DREF_NRANKS={nranks}", f"-DREF_P_TOKENS={tokens}ULL",
+                            f"-DREF_P_K={k}ULL", f"-DREF_ROW={4 * hidden}ULL",
+                            "-include", str(prelude), str(HOST), "-o", str(exe)], check=True)
+            built[key] = exe
+        return built[key]
+
+    return build
+
+
+# (ranks, tokens, k, hidden f32, CTAs, warps): the rule's grid (4 tokens a CTA) at these
+# tokens, 16 warps of 512 threads; rows of 32 B to 16 KiB, so that rows are cut into 1 to
+# 4 pieces for the copy and 1 to 8 for the sums.
+COMBINE_SHAPES = [(2, 8, 8, 4096, 2, 16), (3, 5, 2, 8, 2, 16), (4, 16, 4, 2048, 4, 16),
+                  (2, 128, 8, 1792, 32, 16), (2, 64, 8, 4096, 16, 16)]
+
+
+@pytest.mark.parametrize(("nranks", "tokens", "k", "hidden", "ctas", "warps"), COMBINE_SHAPES)
+def test_combine_reference_meets_the_ensure_for_every_count(
+        combine_host, tmp_path: Path, nranks: int, tokens: int, k: int, hidden: int,  # type: ignore[no-untyped-def]
+        ctas: int, warps: int) -> None:
+    """The reference's rows back and sums, played on the CPU for every rank, CTA and warp
+    (moe_combine_host.cpp), give `y` as protocols/moe_combine.cco's `ensure` says for
+    counts 0, the capacity and between, each rank its own: rows below the count are the
+    weighted sums (`ccogen.reference.moe.combine`), rows past it are left as they were."""
+    import subprocess
+
+    import numpy as np
+
+    from ccogen.reference import moe
+
+    assert ref.launch_shape(ref.load_reference(COMBINE["nvshmem"].parent).rule, tokens)[0] \
+        == min(ctas, 32)
+    exe = combine_host(nranks, tokens, k, hidden)
+    rng = np.random.default_rng(tokens * 100 + nranks)
+    picks = [[0] * nranks, [tokens] * nranks, [tokens // 2 + 1] * nranks,
+             [tokens if r % 2 else 0 for r in range(nranks)],
+             [int(c) for c in rng.integers(0, tokens + 1, nranks)]]
+    for counts in picks:
+        tables = [rng.integers(0, nranks, (tokens, k)).astype(np.int32) for _ in range(nranks)]
+        weights = [rng.random((tokens, k), dtype=np.float32) for _ in range(nranks)]
+        expert = [rng.standard_normal((nranks, tokens, hidden)).astype(np.float32)
+                  for _ in range(nranks)]
+        y0 = [rng.standard_normal((tokens, hidden)).astype(np.float32) for _ in range(nranks)]
+        with open(tmp_path / "in.bin", "wb") as f:
+            for r in range(nranks):
+                f.write(np.int32(counts[r]).tobytes() + tables[r].tobytes()
+                        + weights[r].tobytes() + expert[r].tobytes() + y0[r].tobytes())
+        done = subprocess.run([str(exe), str(ctas), str(warps), str(tmp_path / "in.bin"),
+                               str(tmp_path / "out.bin")], capture_output=True, text=True)
+        assert done.returncode == 0, (counts, done.stderr)
+        ys = np.fromfile(tmp_path / "out.bin", dtype=np.float32).reshape(nranks, tokens, hidden)
+        expected = moe.combine(expert, tables, weights)
+        for r in range(nranks):
+            n = counts[r]
+            np.testing.assert_allclose(ys[r][:n], expected[r][:n], rtol=1e-5, atol=1e-5,
+                                       err_msg=f"counts {counts}, rank {r}")
+            assert np.array_equal(ys[r][n:], y0[r][n:]), (counts, r)

@@ -1,15 +1,19 @@
 // Hand-written reference for protocols/moe_dispatch.cco on nccl-lsa
-// (benchmarks/reference/README.md).  The tokens are split over the CTAs, one token per warp
-// at a time.  CTA c first tells CTA c of every peer that this rank's `recv` and `got` are free
-// (the protocol's barrier: +1 on its own slot there) and waits for theirs.  A warp reads its
-// token's k routing entries once (one lane each), ORs the ranks into a mask, and copies the
-// token's row from the caller's `x` to every rank in the mask at once: 8 16-byte loads in
-// flight per lane, each stored to every destination's row `me * tokens + t` of `recv` (my
-// own, or the peer's through its LSA pointer).  Then CTA c adds 1 to its slot on every peer
-// (a release add after the CTA's stores) and waits for every peer's CTA c to do the same.  Two signals per slot per launch: targets
-// 2e+1 (free) and 2e+2 (landed).  CTA 0 also writes `got[me]` on every rank.  The launch
-// rule counts tokens, not bytes: `bytes_per_cta` is tokens per CTA, `small_max` 0.  Sizes
-// and offsets are macros from the manifest's nvcc_flags (ccogen/bench/reference.py).
+// (benchmarks/reference/README.md).  A call sends the caller's first `ntok[0]` tokens
+// (read on the device each launch; the routing rows past it are not read), dealt
+// round-robin over the CTAs (token t to CTA t % gridDim.x: a small count still spreads
+// over the grid), one token per warp at a time.  CTA c first tells CTA c of every peer
+// that this rank's `recv` and `got` are free (the protocol's credit: +1 on its own slot
+// there) and waits for theirs.  A warp reads its token's k routing entries once (one lane
+// each), ORs the ranks into a mask, and copies the token's row from the caller's `x` to
+// every rank in the mask at once: 8 16-byte loads in flight per lane, each stored to every
+// destination's row `me * tokens + t` of `recv` (my own, or the peer's through its LSA
+// pointer).  Then CTA c adds 1 to its slot on every peer (a release add after the CTA's
+// stores) and waits for every peer's CTA c to do the same.  Two signals per slot per
+// launch: targets 2e+1 (free) and 2e+2 (landed).  CTA 0 also writes `got[me]` on every
+// rank.  The launch rule counts tokens, not bytes: `bytes_per_cta` is tokens per CTA,
+// `small_max` 0.  Sizes and offsets are macros from the manifest's nvcc_flags
+// (ccogen/bench/reference.py).
 #include <nccl.h>
 #include <nccl_device.h>
 #include <stdint.h>
@@ -146,7 +150,7 @@ __device__ __forceinline__ void ref_row_multicast(char* const* dst, int nd, cons
 
 extern "C" __global__ void __launch_bounds__(REF_THREADS)
 ref_moe_dispatch(ncclDevComm dc, ncclWindow_t win, uint64_t, ccogen_debug_record*, const char* x,
-                 const int32_t* topk_rank, const int32_t* rank_counts) {
+                 const int32_t* topk_rank, const int32_t* rank_counts, const int32_t* ntok) {
   char* heap = static_cast<char*>(ncclGetLocalPointer(win, 0));
   const uint64_t epoch = ref_epoch(heap);
   const int me = dc.lsaRank, cta = blockIdx.x;
@@ -165,7 +169,10 @@ ref_moe_dispatch(ncclDevComm dc, ncclWindow_t win, uint64_t, ccogen_debug_record
   if (cta == 0 && p0 < REF_NRANKS)  // got[me] on every rank p (me too)
     *reinterpret_cast<int32_t*>(p0 == me ? heap + REF_W_GOT + 4ULL * me
                                          : ref_peer(win, REF_W_GOT + 4ULL * me, p0)) = rank_counts[p0];
-  for (uint64_t t = static_cast<uint64_t>(cta) * warps + warp; t < REF_P_TOKENS;
+  const int32_t count = ntok[0];  // `require`: 0 <= count <= tokens (clamped all the same)
+  const uint64_t n = count < 0 ? 0ULL : static_cast<uint64_t>(count) < REF_P_TOKENS
+                                             ? static_cast<uint64_t>(count) : REF_P_TOKENS;
+  for (uint64_t t = cta + static_cast<uint64_t>(gridDim.x) * warp; t < n;
        t += static_cast<uint64_t>(gridDim.x) * warps) {
     uint32_t mask = 0;  // the distinct ranks of the token's k experts
     for (uint64_t j = lane; j < REF_P_K; j += 32) mask |= 1u << topk_rank[t * REF_P_K + j];

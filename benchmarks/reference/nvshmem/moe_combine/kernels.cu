@@ -1,22 +1,27 @@
 // Hand-written reference for protocols/moe_combine.cco on nvshmem
-// (benchmarks/reference/README.md).  The tokens are split over the CTAs the same way on
-// every PE, one token per warp at a time.  CTA c tells CTA c of every peer that its gate
-// wrote `topk_rank` and its `back` is free (the protocol's first barrier: +1 on its own
-// slot there) and waits for theirs.  Then, for each token t of its share and each PE p, a
-// warp reads p's k routing entries of t once (one lane each, through nvshmem_ptr: `team
-// lsa` guarantees the pointers) and, if one names me, stores my expert output row
-// `p * tokens + t` into p's `back` row `me * tokens + t` with 16-byte vectors, 8 loads in
-// flight per lane.  CTA c then adds 1 to its slot on every peer (a release add after the
-// CTA's stores) and waits for the same from every peer's CTA c: rows of its tokens have
-// landed.  Last it sums, for each of its tokens, the rows of the ranks the token went to,
-// weighted with the sum of the token's top-k weights on that rank, in rank order in f32,
-// rounded once into the caller's `y`.  A rank the token did not go to has weight 0 and is
-// skipped, so its stale row is never read and `zeros` is not needed.  Two signals per slot
-// per launch: targets 2e+1 (free) and 2e+2 (landed); the protocol's last barrier ("my rows
-// of every peer's expert_out are read") is implied: a PE's expert_out and topk_rank are only
-// read before the landed signal its own launch waits for.  The launch rule counts tokens:
-// `bytes_per_cta` is tokens per CTA, `small_max` 0.  Sizes, offsets and the element type are
-// macros from the manifest's nvcc_flags (ccogen/bench/reference.py).
+// (benchmarks/reference/README.md).  A call combines the caller's first `ntok[0]` tokens
+// (read on the device each launch; `tokens` is the capacity the grid is sized from).  Token
+// t belongs to CTA t % gridDim.x on every PE, so the tokens of any count spread over the
+// whole grid and CTA c waits only for CTA c of each peer.  "Ready": CTA c writes my count
+// into its count slot on every peer and adds 1 to its signal slot there (a release add
+// after the count, target 2e+1), then waits for theirs: each peer's caller wrote its
+// `topk_rank` and `ntok`, and its `back` rows of CTA c's tokens are free.  The rows back:
+// the CTA's (token, PE, chunk) items of every PE p's tokens below p's count go over its
+// warps; an item reads p's k routing entries of its token (a lane each, through nvshmem_ptr: `team lsa` guarantees the pointers)
+// and, if one names me, stores its chunk of my expert output row `p * tokens + t` into p's
+// `back` row `me * tokens + t` (16-byte vectors, 8 loads in flight per lane; a row is cut
+// into chunks only when the CTA has fewer rows than warps).  "Landed": CTA c adds 1 to its
+// slot on every peer (a release add after the CTA's stores and its reads of the peer's
+// routing: also the protocol's "done reading", target 2e+2) and waits for the same from
+// every peer's CTA c.  Last it sums, for each of my tokens of its share below my count,
+// the rows of the ranks the token went to, weighted with the sum of the token's top-k
+// weights on that rank, in rank order in f32, rounded once into the caller's `y` (rows
+// of `y` past the count are not written).  A PE the token did not go to has weight 0 and is
+// skipped, so its stale row is never read and `zeros` is not needed.  Back to back by
+// these credits as the generated kernel (no barrier): a peer's count slot is rewritten
+// only after its reader's "landed" add, which comes after the read.  The launch rule
+// counts tokens: `bytes_per_cta` is tokens per CTA, `small_max` 0.  Sizes, offsets and the
+// element type are macros from the manifest's nvcc_flags (ccogen/bench/reference.py).
 // The host and point-to-point device API only (no collectives: ~60 % of nvcc's time in the
 // umbrella headers; docs/performance.md, "Test-run cost: builds"), as generated code has.
 #if __has_include(<device/nvshmemx_defines.h>) && __has_include(<nvshmem_host.h>)
@@ -160,16 +165,90 @@ template <> __device__ __forceinline__ __nv_bfloat16 ref_down<__nv_bfloat16>(flo
 template <> __device__ __forceinline__ __half ref_down<__half>(float a) { return __float2half_rn(a); }
 template <> __device__ __forceinline__ float ref_down<float>(float a) { return a; }
 
+// The target's signals for the combine below (slot offsets are the same on every PE).
+__device__ __forceinline__ uint64_t ref_slot_at(int src, int cta) {
+  return (static_cast<uint64_t>(src) * REF_MAX_CTAS + cta) * 8ULL + REF_SLOTS;
+}
+// +1 on a peer's word through its pointer: a release add at system scope, cumulative over
+// the CTA's stores that a __syncthreads ordered before it.
+__device__ __forceinline__ void ref_credit(char* word) {
+  asm volatile("red.release.sys.add.u64 [%0], %1;" ::"l"(word), "l"(1ULL) : "memory");
+}
+__device__ __forceinline__ void ref_await(char* word, uint64_t target) {
+  ref_wait(reinterpret_cast<uint64_t*>(word), target);
+}
+
 #define REF_ROW (REF_S_BACK / (REF_NRANKS * REF_P_TOKENS))  // bytes of one row
 #define REF_E (16 / sizeof(ref_t))                        // elements per 16-byte vector
 static_assert(REF_ROW % 16 == 0, "rows are whole 16-byte vectors");
+// The counts the "ready" credits carry, [src][cta] u64 words after the signal slots (the
+// rule's 64 KiB of scratch holds both tables up to 31 ranks).
+#define REF_COUNTS (REF_SLOTS + static_cast<uint64_t>(REF_NRANKS) * REF_MAX_CTAS * 8ULL)
+static_assert(256 + 2 * REF_NRANKS * REF_MAX_CTAS * 8 <= 65536, "the counts fit the scratch");
 
-// y_row := sum over ranks p with w[p] != 0 (in rank order) of w[p] * rows[p], by the 32 lanes
-// of a warp: 4 vectors of every such row in flight per lane, f32 accumulation.
+__device__ __forceinline__ uint64_t ref_count_slot(int src, int cta) {
+  return REF_COUNTS + (static_cast<uint64_t>(src) * REF_MAX_CTAS + cta) * 8ULL;
+}
+
+// ---- combine schedule (host and device: tests/bench/test_reference.py runs it on the CPU) ----
+// A row is cut into at most this many chunks (at least 4 KiB each: one pass of a warp's 8
+// vectors in flight) when a CTA has fewer (token, rank) rows than warps; the sums' chunks
+// are at least 2 KiB (one pass of its 4 vectors of every source).
+#define REF_COPY_CHUNKS (REF_ROW >= 8192 ? REF_ROW / 4096 : 1)
+#define REF_SUM_CHUNKS (REF_ROW >= 4096 ? REF_ROW / 2048 : 1)
+
+// How many of the first `count` tokens CTA `cta` of `ctas` owns (token t is CTA t % ctas's,
+// on every rank: the tokens of a small count still spread over the whole grid).
+__host__ __device__ __forceinline__ uint64_t ref_share(uint64_t count, uint64_t cta, uint64_t ctas) {
+  return count > cta ? (count - cta - 1) / ctas + 1 : 0;
+}
+
+// Pieces per row for `items` rows over `warps` warps: enough to busy every warp, at most
+// `most`.
+__host__ __device__ __forceinline__ uint64_t ref_pieces(uint64_t items, uint64_t warps, uint64_t most) {
+  const uint64_t x = items == 0 ? 1 : warps / items;
+  return x < 1 ? 1 : x > most ? most : x;
+}
+
+// [lo, hi) of piece `part` of `parts` of a row: 16-byte aligned (as ref_slice).
+__host__ __device__ __forceinline__ void ref_piece(uint64_t part, uint64_t parts, uint64_t* lo,
+                                                   uint64_t* hi) {
+  const uint64_t per = ((REF_ROW + parts - 1) / parts + 15) / 16 * 16;
+  *lo = per * part < REF_ROW ? per * part : REF_ROW;
+  *hi = *lo + per < REF_ROW ? *lo + per : REF_ROW;
+}
+
+// Item j of CTA `cta`'s rows back (`chunks` pieces a row; share[p] of rank p's tokens):
+// rank p (me first, then the peers in ring order), token t, bytes [lo, hi) of the row.
+__host__ __device__ __forceinline__ void ref_row_item(uint64_t j, uint64_t chunks, const uint64_t* share,
+                                                      int me, int cta, int ctas, int* p, uint64_t* t,
+                                                      uint64_t* lo, uint64_t* hi) {
+  uint64_t u = j / chunks;
+  *p = me;
+  for (int s = 0; s < REF_NRANKS; ++s) {
+    *p = (me + s) % REF_NRANKS;
+    if (u < share[*p]) break;
+    u -= share[*p];
+  }
+  *t = cta + u * ctas;
+  ref_piece(j % chunks, chunks, lo, hi);
+}
+
+// Item j of CTA `cta`'s sums (`parts` pieces a row): my token t, bytes [lo, hi) of its row.
+__host__ __device__ __forceinline__ void ref_sum_item(uint64_t j, uint64_t parts, int cta, int ctas,
+                                                      uint64_t* t, uint64_t* lo, uint64_t* hi) {
+  *t = cta + (j / parts) * ctas;
+  ref_piece(j % parts, parts, lo, hi);
+}
+// ---- end of the combine schedule ----
+
+// y_row[v0, v1) (16-byte vectors) := sum over ranks p with w[p] != 0 (in rank order) of
+// w[p] * rows[p], by the 32 lanes of a warp: 4 vectors of every such row in flight per
+// lane, f32 accumulation.
 __device__ __forceinline__ void ref_weighted_row(ref_t* y_row, const char* const* rows, const float* w,
-                                                 int lane) {
-  constexpr uint64_t nv = REF_ROW / 16, U = 4;
-  for (uint64_t i = lane; i < nv; i += U * 32) {
+                                                 uint64_t v0, uint64_t v1, int lane) {
+  constexpr uint64_t U = 4;
+  for (uint64_t i = v0 + lane; i < v1; i += U * 32) {
     float acc[U][REF_E];
 #pragma unroll
     for (uint64_t u = 0; u < U; ++u)
@@ -181,7 +260,7 @@ __device__ __forceinline__ void ref_weighted_row(ref_t* y_row, const char* const
       uint4 v[U];
 #pragma unroll
       for (uint64_t u = 0; u < U; ++u)
-        if (i + u * 32 < nv) v[u] = reinterpret_cast<const uint4*>(rows[p])[i + u * 32];
+        if (i + u * 32 < v1) v[u] = reinterpret_cast<const uint4*>(rows[p])[i + u * 32];
 #pragma unroll
       for (uint64_t u = 0; u < U; ++u)
 #pragma unroll
@@ -190,7 +269,7 @@ __device__ __forceinline__ void ref_weighted_row(ref_t* y_row, const char* const
     }
 #pragma unroll
     for (uint64_t u = 0; u < U; ++u) {
-      if (i + u * 32 >= nv) break;
+      if (i + u * 32 >= v1) break;
       uint4 r;
 #pragma unroll
       for (uint64_t e = 0; e < REF_E; ++e) reinterpret_cast<ref_t*>(&r)[e] = ref_down<ref_t>(acc[u][e]);
@@ -199,51 +278,74 @@ __device__ __forceinline__ void ref_weighted_row(ref_t* y_row, const char* const
   }
 }
 
-// +1 on a peer's word through its pointer: a release add at system scope, cumulative over
-// the CTA's stores that a __syncthreads ordered before it.
-__device__ __forceinline__ void ref_add(char* word) {
-  asm volatile("red.release.sys.add.u64 [%0], %1;" ::"l"(word), "l"(1ULL) : "memory");
-}
-
-extern "C" __global__ void __launch_bounds__(REF_THREADS)
-ref_moe_combine(char* heap, uint64_t, ccogen_debug_record*, const float* topk_weight, const char*,
-                ref_t* y) {
-  const uint64_t epoch = ref_epoch(heap);
-  const int me = nvshmem_my_pe(), cta = blockIdx.x;
+// The combine once every rank's heap is known (`heap_of[p]`; mine is `heap`): `ntok` is
+// the caller's count.  ref_slot_at, ref_credit and ref_await are the target's.
+__device__ __forceinline__ void ref_combine(char* heap, char* const* heap_of, uint64_t epoch,
+                                            int me, const float* topk_weight, ref_t* y,
+                                            const int32_t* ntok) {
+  const int cta = blockIdx.x;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  __shared__ char* heap_of[REF_NRANKS];  // every PE's heap (`team lsa`: all have a pointer)
-  if (threadIdx.x < REF_NRANKS) {
-    heap_of[threadIdx.x] = static_cast<char*>(nvshmem_ptr(heap, threadIdx.x));
-    if (heap_of[threadIdx.x] == nullptr) __trap();  // not load/store reachable: not `team lsa`
+  __shared__ uint64_t count_of[REF_NRANKS];  // each rank's count (mine from `ntok`)
+  if (threadIdx.x == 0) {
+    const int32_t n = ntok[0];  // `require`: 0 <= n <= tokens (clamped all the same)
+    count_of[me] = n < 0 ? 0ULL : (static_cast<uint64_t>(n) < REF_P_TOKENS ? static_cast<uint64_t>(n) : REF_P_TOKENS);
   }
   __syncthreads();
-  const uint64_t slot = reinterpret_cast<char*>(ref_slot(heap, me, cta)) - heap;  // on every PE
-  // the first barrier: my routing table is written and my `back` free, for every peer's CTA
-  if (threadIdx.x < REF_NRANKS && threadIdx.x != me) ref_add(heap_of[threadIdx.x] + slot);
-  if (threadIdx.x == 0)
-    for (int p = 0; p < REF_NRANKS; ++p)
-      if (p != me) ref_wait(ref_slot(heap, p, cta), 2 * epoch + 1);
-  __syncthreads();
-  const uint64_t step = static_cast<uint64_t>(gridDim.x) * warps;
-  for (uint64_t t = static_cast<uint64_t>(cta) * warps + warp; t < REF_P_TOKENS; t += step) {
-    for (int i = 0; i < REF_NRANKS; ++i) {
-      const int p = (me + i) % REF_NRANKS;  // me first, then the peers in ring order
-      const int32_t* route = reinterpret_cast<const int32_t*>(heap_of[p] + REF_W_TOPK_RANK);
-      bool mine = false;
-      for (uint64_t j = lane; j < REF_P_K; j += 32) mine = mine || route[t * REF_P_K + j] == me;
-      if (!__any_sync(0xffffffffu, mine)) continue;
-      ref_copy(heap_of[p] + REF_W_BACK + (static_cast<uint64_t>(me) * REF_P_TOKENS + t) * REF_ROW,
-               heap + REF_W_EXPERT_OUT + (static_cast<uint64_t>(p) * REF_P_TOKENS + t) * REF_ROW,
-               REF_ROW, lane, 32);
-    }
+  // "ready" to every peer's CTA `cta`: my count into its count slot, then a release add on
+  // my signal slot there (target 2e+1).  My caller wrote `topk_rank` and `ntok`, and my
+  // `back` rows of this CTA's tokens are free (my last launch's reduce of them is done).
+  if (threadIdx.x < REF_NRANKS && threadIdx.x != me) {
+    char* there = heap_of[threadIdx.x];
+    cuda::atomic_ref<uint64_t, cuda::thread_scope_system> count(
+        *reinterpret_cast<uint64_t*>(there + ref_count_slot(me, cta)));
+    count.store(count_of[me], cuda::memory_order_relaxed);
+    ref_credit(there + ref_slot_at(me, cta));  // release: after the count, by the same thread
   }
-  __syncthreads();  // the CTA's rows are stored: release adds after them, then wait
-  if (threadIdx.x < REF_NRANKS && threadIdx.x != me) ref_add(heap_of[threadIdx.x] + slot);
   if (threadIdx.x == 0)
     for (int p = 0; p < REF_NRANKS; ++p)
-      if (p != me) ref_wait(ref_slot(heap, p, cta), 2 * epoch + 2);
+      if (p != me) ref_await(heap + ref_slot_at(p, cta), 2 * epoch + 1);
   __syncthreads();
-  for (uint64_t t = static_cast<uint64_t>(cta) * warps + warp; t < REF_P_TOKENS; t += step) {
+  if (threadIdx.x < REF_NRANKS && threadIdx.x != me)
+    count_of[threadIdx.x] = *reinterpret_cast<volatile uint64_t*>(heap + ref_count_slot(threadIdx.x, cta));
+  __syncthreads();
+  // The rows back: (token, rank, chunk) items of this CTA's tokens over its warps, rank p's
+  // tokens to p's count; each item reads p's k routing entries of its token (a lane each,
+  // through p's pointer) and, if one names me, stores its chunk of my expert output row
+  // `p * tokens + t` into p's `back` row `me * tokens + t` (16-byte vectors, 8 in flight).
+  uint64_t share[REF_NRANKS], pairs = 0;
+#pragma unroll
+  for (int p = 0; p < REF_NRANKS; ++p) {
+    share[p] = ref_share(count_of[p], cta, gridDim.x);
+    pairs += share[p];
+  }
+  const uint64_t chunks = ref_pieces(pairs, warps, REF_COPY_CHUNKS);
+  for (uint64_t j = warp; j < pairs * chunks; j += warps) {
+    int p;
+    uint64_t t, lo, hi;
+    ref_row_item(j, chunks, share, me, cta, gridDim.x, &p, &t, &lo, &hi);
+    const int32_t* route = reinterpret_cast<const int32_t*>(heap_of[p] + REF_W_TOPK_RANK) + t * REF_P_K;
+    bool mine = false;
+    for (uint64_t i = lane; i < REF_P_K; i += 32) mine = mine || route[i] == me;
+    if (!__any_sync(0xffffffffu, mine)) continue;
+    ref_copy(heap_of[p] + REF_W_BACK + (static_cast<uint64_t>(me) * REF_P_TOKENS + t) * REF_ROW + lo,
+             heap + REF_W_EXPERT_OUT + (static_cast<uint64_t>(p) * REF_P_TOKENS + t) * REF_ROW + lo,
+             hi - lo, lane, 32);
+  }
+  // "landed" (and "done reading"): a release add after the CTA's rows and its reads of the
+  // peer's `topk_rank` (target 2e+2); the same from every peer's CTA `cta` before my sums.
+  __syncthreads();
+  if (threadIdx.x < REF_NRANKS && threadIdx.x != me) ref_credit(heap_of[threadIdx.x] + ref_slot_at(me, cta));
+  if (threadIdx.x == 0)
+    for (int p = 0; p < REF_NRANKS; ++p)
+      if (p != me) ref_await(heap + ref_slot_at(p, cta), 2 * epoch + 2);
+  __syncthreads();
+  // The sums: (token, chunk) items of my tokens of this CTA, to my count.  A rank the token
+  // did not go to has weight 0 and is skipped: its stale row is never read, `zeros` unused.
+  const uint64_t mine_n = share[me];
+  const uint64_t parts = ref_pieces(mine_n, warps, REF_SUM_CHUNKS);
+  for (uint64_t j = warp; j < mine_n * parts; j += warps) {
+    uint64_t t, lo, hi;
+    ref_sum_item(j, parts, cta, gridDim.x, &t, &lo, &hi);
     const int32_t* route = reinterpret_cast<const int32_t*>(heap + REF_W_TOPK_RANK) + t * REF_P_K;
     float w[REF_NRANKS];  // the token's weight on each rank, in top-k order (every lane alike)
     const char* rows[REF_NRANKS];
@@ -252,12 +354,26 @@ ref_moe_combine(char* heap, uint64_t, ccogen_debug_record*, const float* topk_we
       w[p] = 0.0f;
       rows[p] = heap + REF_W_BACK + (static_cast<uint64_t>(p) * REF_P_TOKENS + t) * REF_ROW;
     }
-    for (uint64_t j = 0; j < REF_P_K; ++j) {
-      const int32_t r = route[j];
-      const float wj = topk_weight[t * REF_P_K + j];
+    for (uint64_t i = 0; i < REF_P_K; ++i) {
+      const int32_t r = route[i];
+      const float wi = topk_weight[t * REF_P_K + i];
 #pragma unroll
-      for (int p = 0; p < REF_NRANKS; ++p) w[p] += r == p ? wj : 0.0f;
+      for (int p = 0; p < REF_NRANKS; ++p) w[p] += r == p ? wi : 0.0f;
     }
-    ref_weighted_row(y + t * (REF_ROW / sizeof(ref_t)), rows, w, lane);
+    ref_weighted_row(y + t * (REF_ROW / sizeof(ref_t)), rows, w, lo / 16, hi / 16, lane);
   }
+}
+
+extern "C" __global__ void __launch_bounds__(REF_THREADS)
+ref_moe_combine(char* heap, uint64_t, ccogen_debug_record*, const float* topk_weight, const char*,
+                ref_t* y, const int32_t* ntok) {
+  const uint64_t epoch = ref_epoch(heap);
+  const int me = nvshmem_my_pe();
+  __shared__ char* heap_of[REF_NRANKS];  // every PE's heap (`team lsa`: all have a pointer)
+  if (threadIdx.x < REF_NRANKS) {
+    heap_of[threadIdx.x] = static_cast<char*>(nvshmem_ptr(heap, threadIdx.x));
+    if (heap_of[threadIdx.x] == nullptr) __trap();  // not load/store reachable: not `team lsa`
+  }
+  __syncthreads();
+  ref_combine(heap, heap_of, epoch, me, topk_weight, y, ntok);
 }

@@ -1,16 +1,19 @@
 // Hand-written reference for protocols/moe_dispatch.cco on nvshmem
-// (benchmarks/reference/README.md).  The tokens are split over the CTAs, one token per warp
-// at a time.  CTA c first tells CTA c of every peer that this PE's `recv` and `got` are free
-// (the protocol's barrier: +1 on its own slot there) and waits for theirs.  A warp reads its
-// token's k routing entries once (one lane each), ORs the ranks into a mask, and copies the
-// token's row from the caller's `x` to every rank in the mask at once: 8 16-byte loads in
-// flight per lane, each stored to every destination's row `me * tokens + t` of `recv` (my
-// own, or the peer's through nvshmem_ptr; NVSHMEM's warp put for a peer without one).  Then
-// CTA c adds 1 to its slot on every peer (after a quiet where NVSHMEM carried data), and
-// waits for every peer's CTA c to do the same.  Two signals per slot per launch: targets
-// 2e+1 (free) and 2e+2 (landed).  CTA 0 also writes `got[me]` on every rank.  The launch
-// rule counts tokens, not bytes: `bytes_per_cta` is tokens per CTA, `small_max` 0.  Sizes
-// and offsets are macros from the manifest's nvcc_flags (ccogen/bench/reference.py).
+// (benchmarks/reference/README.md).  A call sends the caller's first `ntok[0]` tokens
+// (read on the device each launch; the routing rows past it are not read), dealt
+// round-robin over the CTAs (token t to CTA t % gridDim.x: a small count still spreads
+// over the grid), one token per warp at a time.  CTA c first tells CTA c of every peer
+// that this PE's `recv` and `got` are free (the protocol's credit: +1 on its own slot
+// there) and waits for theirs.  A warp reads its token's k routing entries once (one lane
+// each), ORs the ranks into a mask, and copies the token's row from the caller's `x` to
+// every rank in the mask at once: 8 16-byte loads in flight per lane, each stored to every
+// destination's row `me * tokens + t` of `recv` (my own, or the peer's through
+// nvshmem_ptr; NVSHMEM's warp put for a peer without one).  Then CTA c adds 1 to its slot
+// on every peer (after a quiet where NVSHMEM carried data), and waits for every peer's CTA
+// c to do the same.  Two signals per slot per launch: targets 2e+1 (free) and 2e+2
+// (landed).  CTA 0 also writes `got[me]` on every rank.  The launch rule counts tokens,
+// not bytes: `bytes_per_cta` is tokens per CTA, `small_max` 0.  Sizes and offsets are
+// macros from the manifest's nvcc_flags (ccogen/bench/reference.py).
 // The host and point-to-point device API only (no collectives: ~60 % of nvcc's time in the
 // umbrella headers; docs/performance.md, "Test-run cost: builds"), as generated code has.
 #if __has_include(<device/nvshmemx_defines.h>) && __has_include(<nvshmem_host.h>)
@@ -160,7 +163,7 @@ __device__ __forceinline__ void ref_row_multicast(char* const* dst, int nd, cons
 
 extern "C" __global__ void __launch_bounds__(REF_THREADS)
 ref_moe_dispatch(char* heap, uint64_t, ccogen_debug_record*, const char* x, const int32_t* topk_rank,
-                 const int32_t* rank_counts) {
+                 const int32_t* rank_counts, const int32_t* ntok) {
   const uint64_t epoch = ref_epoch(heap);
   const int me = nvshmem_my_pe(), cta = blockIdx.x;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
@@ -186,7 +189,10 @@ ref_moe_dispatch(char* heap, uint64_t, ccogen_debug_record*, const char* x, cons
     else
       nvshmem_int32_p(got, rank_counts[threadIdx.x], threadIdx.x);
   }
-  for (uint64_t t = static_cast<uint64_t>(cta) * warps + warp; t < REF_P_TOKENS;
+  const int32_t count = ntok[0];  // `require`: 0 <= count <= tokens (clamped all the same)
+  const uint64_t n = count < 0 ? 0ULL : static_cast<uint64_t>(count) < REF_P_TOKENS
+                                             ? static_cast<uint64_t>(count) : REF_P_TOKENS;
+  for (uint64_t t = cta + static_cast<uint64_t>(gridDim.x) * warp; t < n;
        t += static_cast<uint64_t>(gridDim.x) * warps) {
     uint32_t mask = 0;  // the distinct ranks of the token's k experts
     for (uint64_t j = lane; j < REF_P_K; j += 32) mask |= 1u << topk_rank[t * REF_P_K + j];
