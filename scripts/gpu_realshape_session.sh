@@ -12,7 +12,8 @@
 #   sanitizer  compute-sanitizer memcheck and racecheck at decode, 2 ranks, of moe_dispatch
 #              (SANITIZER_PROTOCOLS=a,b picks others);
 #   zero       ccogen bench at 2 ranks of alltoallv, moe_dispatch, moe_combine and both
-#              allreduces beside the hand-written references: generated / reference.
+#              allreduces beside the hand-written references: generated / reference
+#              (ZERO_PROTOCOLS=a,b keeps those; ZERO_SWEEP="p:sweep;q:sweep" replaces sweeps).
 # Before it, from the repository root: `source scripts/gpu_setup.sh && build_extension;
 # nvidia-cuda-mps-control -d` (this script does both when NO_SETUP is unset).
 # Logs in $OUT (default realshape-logs): setup.log, <stage>.log, <stage>.md, summary.txt.

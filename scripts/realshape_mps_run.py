@@ -244,7 +244,14 @@ def cmd_zero(args: argparse.Namespace) -> int:
     rows = ["| protocol | point | generated us | reference us | generated / reference | "
             "verified | within 1.03 |", "|---|---|---|---|---|---|---|"]
     ok = True
+    # ZERO_PROTOCOLS=a,b keeps only those; ZERO_SWEEP=protocol:sweep;... replaces a sweep
+    keep = [p for p in os.environ.get("ZERO_PROTOCOLS", "").split(",") if p]
+    sweeps = dict(item.split(":", 1) for item in os.environ.get("ZERO_SWEEP", "").split(";")
+                  if item)
     for protocol, sweep, fixed in ZERO:
+        if keep and protocol not in keep:
+            continue
+        sweep = sweeps.get(protocol, sweep)
         left = args.total_s - (time.monotonic() - start)
         if left < 40:
             rows.append(f"| {protocol} | - | - | - | - | - | not run: {left:.0f} s left |")
