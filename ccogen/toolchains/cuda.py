@@ -15,18 +15,32 @@
 
 Each builder takes the target from the manifest and its engine library from the target
 (`Target.toolchain.library`: NCCL >= 2.31 for nccl-cft).
+
+The nccl-cft and nvshmem sm_100 builds go through the build cache (ccogen.toolchains.cache,
+kind `cuda-build`): the key (`build_key`) is every input of the output bytes: the tag of
+the build, the source text and the headers it includes from its own directory, every
+compiler command line (flags, include paths, device library), the compiler's identity
+(`toolchain_inputs`: path, `--version`, environment, host compiler, ccogen's build code)
+and the library's version and location.  The entry is one tar of `kernels.cubin` and
+`kernels.ptx`, copied into the directory; the checks on the PTX run on every build, cached
+or not.  A failing compile leaves no entry: its error (and log) comes from a real run.
 """
 
 from __future__ import annotations
 
+import io
+import os
 import shutil
-import tempfile
+import tarfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from ccogen.errors import CompileError, ToolchainError
 from ccogen.toolchains import locate
 from ccogen.toolchains.build import BuildResult, arch_number
-from ccogen.toolchains.cubin import run_compiler
+from ccogen.toolchains.cache import cache_key, cached_build
+from ccogen.toolchains.cubin import local_headers, run_compiler
+from ccogen.toolchains.libraries import toolchain_inputs
 
 MIN_NVSHMEM_COUNTED = (3, 8, 0)
 COUNTED_DECL = "nvshmemx_putmem_signal_counted_nbi_block"
@@ -44,12 +58,59 @@ def _nvcc_cft() -> tuple[Path, str]:
     return nvcc, locate.tool_version(nvcc)
 
 
-def _keep_ptx(tmp: Path, directory: Path) -> str:
-    ptx = next(iter(sorted(tmp.glob("*.ptx"))), None)
-    if ptx is None:
-        raise CompileError(f"nvcc left no PTX in {tmp}")
-    shutil.copyfile(ptx, directory / "kernels.ptx")
-    return ptx.read_text(encoding="utf-8", errors="replace")
+_OUTPUTS = ("kernels.cubin", "kernels.ptx")
+_ARCHIVE = "outputs.tar"
+Command = Sequence[str | Path]
+
+
+def build_key(tag: str, source: Path, commands: Sequence[Command], nvcc: Path,
+              library: str) -> str:
+    """The cache key of a build: `tag`, the source and its local headers, every command
+    line, the compiler (`toolchain_inputs`) and `library` (its version and location)."""
+    text = source.read_text(encoding="utf-8")
+    headers = local_headers(source, text)
+    return cache_key(tag, text, *(f"{h.name}\0{h.read_text(encoding='utf-8')}" for h in headers),
+                     *("\0".join(map(str, c)) for c in commands), *toolchain_inputs(nvcc),
+                     library)
+
+
+def cached_nvcc_run(tag: str, directory: Path, commands: Sequence[Command], nvcc: Path,
+                library: str) -> str:
+    """Run `commands` (in a private copy of `directory/kernels.cu` and its local headers,
+    `--keep`ing the PTX in it), or take their cached outputs; write `kernels.cubin` and
+    `kernels.ptx` into `directory` and return the PTX text."""
+    source = directory / "kernels.cu"
+
+    def build(tmp: Path) -> dict[str, object]:
+        # Copies with a fixed modification time (line info records it), as in cubin.py.
+        for file in (source, *local_headers(source, source.read_text(encoding="utf-8"))):
+            shutil.copyfile(file, tmp / file.name)
+            os.utime(tmp / file.name, (0, 0))
+        for command in commands:
+            run_compiler(command, tmp, source)
+        ptx = next(iter(sorted(tmp.glob("*.ptx"))), None)
+        if ptx is None:
+            raise CompileError(f"nvcc left no PTX for {source}")
+        with tarfile.open(tmp / _ARCHIVE, "w") as tar:
+            tar.add(tmp / "kernels.cubin", "kernels.cubin")
+            tar.add(ptx, "kernels.ptx")
+        return {"source": str(source), "commands": [list(map(str, c)) for c in commands],
+                "library": library}
+
+    archive = cached_build("cuda-build", build_key(tag, source, commands, nvcc, library),
+                           _ARCHIVE, build)
+    ptx_text = ""
+    with tarfile.open(archive) as tar:
+        for name in _OUTPUTS:  # only these two names: nothing else is extracted
+            member = tar.extractfile(name)
+            if member is None:
+                raise CompileError(f"{archive} lacks {name}")
+            data = member.read()
+            (directory / name).write_bytes(data)
+            if name == "kernels.ptx":
+                ptx_text = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8",
+                                            errors="replace").read()
+    return ptx_text
 
 
 def build_cft(directory: Path, manifest: dict[str, object], debug: bool,
@@ -60,11 +121,12 @@ def build_cft(directory: Path, manifest: dict[str, object], debug: bool,
     nccl = locate.find_build_library(target)  # NCCL >= 2.31: the prefix's, else the package
     arch = str(manifest["arch"])
     source = directory / "kernels.cu"
-    with tempfile.TemporaryDirectory(prefix="ccogen-cft-") as tmp:
-        run_compiler([nvcc, "-cubin", "-std=c++17", f"-arch={arch}", f"-I{nccl.include}",
-                      "-lineinfo", *(["-DCCOGEN_DEBUG=1"] if debug else []), *extra_flags, "--keep",
-                      "--keep-dir", tmp, source.name, "-o", "kernels.cubin"], directory, source)
-        ptx = _keep_ptx(Path(tmp), directory)
+    command: list[str | Path] = [
+        nvcc, "-cubin", "-std=c++17", f"-arch={arch}", f"-I{nccl.include}", "-lineinfo",
+        *(["-DCCOGEN_DEBUG=1"] if debug else []), *extra_flags, "--keep", source.name,
+        "-o", "kernels.cubin"]
+    ptx = cached_nvcc_run("nccl-cft-v1", directory, [command], nvcc,
+                      f"{nccl.version_text}\0{nccl.root}")
     fabric = ptx.count("fabric.")
     if fabric == 0:
         raise CompileError(f"{source}: the PTX has no `fabric.` instruction, so every CFT call "
@@ -96,16 +158,17 @@ def build_nvshmem_sm100(directory: Path, manifest: dict[str, object], debug: boo
     counted = any(k.get("shared_mem", 0) for k in manifest["kernels"])  # type: ignore[attr-defined]
     source = directory / "kernels.cu"
     defines = ["-DNVSHMEM_CFT_HANDLES_SUPPORT"] if native else []
-    with tempfile.TemporaryDirectory(prefix="ccogen-nvshmem-") as tmp:
-        # A relocatable cubin, not an object (`-c`): no host compilation, which the device
-        # link discards; the same PTX and linked cubin bytes, in ~60% of the CPU time.
-        relocatable = str(Path(tmp) / "kernels.rdc.cubin")
-        run_compiler([nvcc, "-rdc=true", "-cubin", "-std=c++17", f"-arch={arch}",
-             f"-I{nv.include}", "-lineinfo", *defines, *(["-DCCOGEN_DEBUG=1"] if debug else []),
-             "--keep", "--keep-dir", tmp, source.name, "-o", relocatable], directory, source)
-        ptx = _keep_ptx(Path(tmp), directory)
-        run_compiler([nvcc, f"-arch={arch}", "-dlink", "-cubin", relocatable,
-             str(device_lib), "-o", "kernels.cubin"], directory, source)
+    # A relocatable cubin, not an object (`-c`): no host compilation, which the device
+    # link discards; the same PTX and linked cubin bytes, in ~60% of the CPU time.
+    commands: list[Command] = [
+        [nvcc, "-rdc=true", "-cubin", "-std=c++17", f"-arch={arch}", f"-I{nv.include}",
+         "-lineinfo", *defines, *(["-DCCOGEN_DEBUG=1"] if debug else []), "--keep", source.name,
+         "-o", "kernels.rdc.cubin"],
+        [nvcc, f"-arch={arch}", "-dlink", "-cubin", "kernels.rdc.cubin", device_lib,
+         "-o", "kernels.cubin"],
+    ]
+    ptx = cached_nvcc_run("nvshmem-sm100-v1", directory, commands, nvcc,
+                      f"{nv.version_text}\0{nv.root}")
     outputs = [directory / "kernels.cubin", directory / "kernels.ptx"]
     result = BuildResult(target, directory, outputs,
                          [version, nv.describe()])
@@ -139,5 +202,5 @@ def build_nvshmem(directory: Path, manifest: dict[str, object], debug: bool) -> 
     return build_runtime_cubin(directory, manifest, debug)
 
 
-__all__ = ["build_cft", "build_nvshmem", "build_nvshmem_sm100", "build_runtime_cubin",
-           "counted_supported"]
+__all__ = ["build_cft", "build_key", "build_nvshmem", "build_nvshmem_sm100",
+           "build_runtime_cubin", "cached_nvcc_run", "counted_supported"]
