@@ -21,14 +21,15 @@ kind `cuda-build`): the key (`build_key`) is every input of the output bytes: th
 the build, the source text and the headers it includes from its own directory, every
 compiler command line (flags, include paths, device library), the compiler's identity
 (`toolchain_inputs`: path, `--version`, environment, host compiler, ccogen's build code)
-and the library's version and location.  The entry is one tar of `kernels.cubin` and
-`kernels.ptx`, copied into the directory; the checks on the PTX run on every build, cached
-or not.  A failing compile leaves no entry: its error (and log) comes from a real run.
+and the library's version and location.  The entry is one tar of `kernels.cubin`,
+`kernels.ptx` (copied into the directory) and the compilers' log (`BuildResult.log`: the
+warnings of a successful build, the same whether cached or not); the checks on the PTX
+run on every build, cached or not.  A failing compile leaves no entry: its error (and
+log) comes from a real run.
 """
 
 from __future__ import annotations
 
-import io
 import os
 import shutil
 import tarfile
@@ -59,6 +60,7 @@ def _nvcc_cft() -> tuple[Path, str]:
 
 
 _OUTPUTS = ("kernels.cubin", "kernels.ptx")
+_LOG = "compiler.log"
 _ARCHIVE = "outputs.tar"
 Command = Sequence[str | Path]
 
@@ -75,10 +77,10 @@ def build_key(tag: str, source: Path, commands: Sequence[Command], nvcc: Path,
 
 
 def cached_nvcc_run(tag: str, directory: Path, commands: Sequence[Command], nvcc: Path,
-                library: str) -> str:
+                    library: str) -> tuple[str, str]:
     """Run `commands` (in a private copy of `directory/kernels.cu` and its local headers,
     `--keep`ing the PTX in it), or take their cached outputs; write `kernels.cubin` and
-    `kernels.ptx` into `directory` and return the PTX text."""
+    `kernels.ptx` into `directory` and return the PTX text and the compilers' log."""
     source = directory / "kernels.cu"
 
     def build(tmp: Path) -> dict[str, object]:
@@ -86,31 +88,31 @@ def cached_nvcc_run(tag: str, directory: Path, commands: Sequence[Command], nvcc
         for file in (source, *local_headers(source, source.read_text(encoding="utf-8"))):
             shutil.copyfile(file, tmp / file.name)
             os.utime(tmp / file.name, (0, 0))
-        for command in commands:
-            run_compiler(command, tmp, source)
+        logs = [run_compiler(command, tmp, source) for command in commands]
+        (tmp / _LOG).write_text("\n".join(log for log in logs if log), encoding="utf-8")
         ptx = next(iter(sorted(tmp.glob("*.ptx"))), None)
         if ptx is None:
             raise CompileError(f"nvcc left no PTX for {source}")
         with tarfile.open(tmp / _ARCHIVE, "w") as tar:
             tar.add(tmp / "kernels.cubin", "kernels.cubin")
             tar.add(ptx, "kernels.ptx")
+            tar.add(tmp / _LOG, _LOG)
         return {"source": str(source), "commands": [list(map(str, c)) for c in commands],
                 "library": library}
 
     archive = cached_build("cuda-build", build_key(tag, source, commands, nvcc, library),
                            _ARCHIVE, build)
-    ptx_text = ""
+    texts: dict[str, str] = {}
     with tarfile.open(archive) as tar:
-        for name in _OUTPUTS:  # only these two names: nothing else is extracted
+        for name in (*_OUTPUTS, _LOG):  # only these names are read: nothing is extracted
             member = tar.extractfile(name)
             if member is None:
                 raise CompileError(f"{archive} lacks {name}")
             data = member.read()
-            (directory / name).write_bytes(data)
-            if name == "kernels.ptx":
-                ptx_text = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8",
-                                            errors="replace").read()
-    return ptx_text
+            if name in _OUTPUTS:
+                (directory / name).write_bytes(data)
+            texts[name] = data.decode("utf-8", errors="replace")
+    return texts["kernels.ptx"], texts[_LOG]
 
 
 def build_cft(directory: Path, manifest: dict[str, object], debug: bool,
@@ -125,7 +127,7 @@ def build_cft(directory: Path, manifest: dict[str, object], debug: bool,
         nvcc, "-cubin", "-std=c++17", f"-arch={arch}", f"-I{nccl.include}", "-lineinfo",
         *(["-DCCOGEN_DEBUG=1"] if debug else []), *extra_flags, "--keep", source.name,
         "-o", "kernels.cubin"]
-    ptx = cached_nvcc_run("nccl-cft-v1", directory, [command], nvcc,
+    ptx, log = cached_nvcc_run("nccl-cft-v1", directory, [command], nvcc,
                       f"{nccl.version_text}\0{nccl.root}")
     fabric = ptx.count("fabric.")
     if fabric == 0:
@@ -136,7 +138,7 @@ def build_cft(directory: Path, manifest: dict[str, object], debug: bool,
     return BuildResult(target, directory, outputs,
                        [version, nccl.describe()],
                        [f"PTX has {fabric} `fabric.` instructions "
-                        f"({ptx.count('counted::bytes')} counted)"])
+                        f"({ptx.count('counted::bytes')} counted)"], log)
 
 
 def counted_supported(include: Path, version: tuple[int, int, int]) -> bool:
@@ -167,11 +169,10 @@ def build_nvshmem_sm100(directory: Path, manifest: dict[str, object], debug: boo
         [nvcc, f"-arch={arch}", "-dlink", "-cubin", "kernels.rdc.cubin", device_lib,
          "-o", "kernels.cubin"],
     ]
-    ptx = cached_nvcc_run("nvshmem-sm100-v1", directory, commands, nvcc,
+    ptx, log = cached_nvcc_run("nvshmem-sm100-v1", directory, commands, nvcc,
                       f"{nv.version_text}\0{nv.root}")
     outputs = [directory / "kernels.cubin", directory / "kernels.ptx"]
-    result = BuildResult(target, directory, outputs,
-                         [version, nv.describe()])
+    result = BuildResult(target, directory, outputs, [version, nv.describe()], log=log)
     if counted and native:
         if "counted::bytes" not in ptx:
             raise CompileError(f"{source}: NVSHMEM {nv.version_text} declares counted writes, but "
