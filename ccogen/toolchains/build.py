@@ -26,6 +26,7 @@ class BuildResult:
     outputs: list[Path] = field(default_factory=list)
     tools: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    log: str = ""  # what the compilers printed (warnings) on success; cached with the outputs
 
     def summary(self) -> str:
         lines = [f"built {self.target} in {self.directory}"]

@@ -166,7 +166,7 @@ COMPILER_ENV = ("NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS", "NVCC_CCBIN", "CPATH"
                 "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "LIBRARY_PATH")
 # ccogen's own build code, from the package root: the version and what compiles and caches
 _BUILD_MODULES = ("_version.py", "toolchains/cubin.py", "rt/engines.py", "toolchains/libraries.py",
-                  "toolchains/cache.py")
+                  "toolchains/cache.py", "toolchains/cuda.py")
 
 
 def _file_identity(path: str | None) -> str:

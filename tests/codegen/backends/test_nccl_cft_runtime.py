@@ -19,7 +19,7 @@ from ccogen.codegen.files import GeneratedFiles
 from ccogen.codegen.model import Step
 from ccogen.codegen.steps import StepKind
 from ccogen.compiler import compile_protocol
-from ccogen.errors import CompileError, DiagnosticError, ToolchainError
+from ccogen.errors import DiagnosticError, ToolchainError
 from ccogen.syntax import load_ir, parse_ir
 from tests.test_spec_examples import NAMES, PROTOCOLS
 
@@ -241,8 +241,11 @@ def test_a_length_that_may_not_be_whole_granules_is_refused() -> None:
 # ----------------------------------------------------------------------------- builds
 
 # NCCL 2.31's own `cft.flush` emits `fabric.wait.sync_restrict::reads`, which ptxas of
-# CUDA 13.5 (PTX 9.5) warns is deprecated: under -Werror that one warning is an error
-# whatever the generated code does.  Every other warning fails the build test.
+# CUDA 13.5 (PTX 9.5) warns is deprecated, whatever the generated code does.  Every other
+# warning fails the build test.  One build, reading the compilers' log of warnings
+# (`BuildResult.log`), checks what a second `-Werror all-warnings` build did before: that
+# flag makes the same warnings errors (it enables none), so its errors were exactly these
+# warnings; one nvcc run instead of two (~half the test's CPU time).
 NCCL_OWN_WARNING = ".sync_restrict::reads modifier deprecated in PTX version 9.5"
 
 
@@ -254,16 +257,13 @@ def build(path: Path, tmp: Path, ranks: int, debug: bool) -> list[str]:
     GeneratedFiles(files).write(tmp)  # type: ignore[arg-type]
     manifest = json.loads((tmp / "manifest.json").read_text())
     try:
-        try:
-            build_cft(tmp, manifest, debug, ("-Werror", "all-warnings"))
-        except CompileError as exc:
-            errors = [line for line in exc.log.splitlines() if "error" in line]
-            others = [e for e in errors if NCCL_OWN_WARNING not in e
-                      and "Ptx assembly aborted" not in e]
-            assert errors and not others, exc.log
-        return build_cft(tmp, manifest, debug).notes
+        result = build_cft(tmp, manifest, debug)
     except ToolchainError as exc:
         pytest.skip(f"toolchain missing: {exc}")
+    warnings = [line for line in result.log.splitlines() if "warning" in line.lower()]
+    others = [w for w in warnings if NCCL_OWN_WARNING not in w]
+    assert not others, result.log
+    return result.notes
 
 
 @pytest.mark.toolchain
