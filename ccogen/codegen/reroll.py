@@ -125,56 +125,59 @@ class _Facts:
         return self.nums[i]
 
 
-class _Column:
-    """One literal over the repetitions of a run so far: whether it is still `v0 + d * t`,
-    and (`periodic`) whether it is still `v0 + d * t + e * (t % 2)` (module doc)."""
-
-    def __init__(self, v0: int, periodic: bool) -> None:
-        self.first: list[int] = [v0]
-        self.count = 1
-        self.affine = True
-        self.periodic = periodic
-
-    def fits(self, v: int) -> tuple[bool, bool]:
-        """(affine, periodic) with `v` as the next repetition's literal."""
-        t, first = self.count, self.first
-        if t < 2:
-            return True, self.periodic
-        if t == 2:
-            return v - first[1] == first[1] - first[0], self.periodic and (v - first[0]) % 2 == 0
-        affine = self.affine and v == first[0] + (first[1] - first[0]) * t
-        d = (first[2] - first[0]) // 2
-        return affine, self.periodic and v == first[0] + d * t + (first[1] - first[0] - d) * (t % 2)
-
-    def add(self, v: int, fits: tuple[bool, bool]) -> None:
-        if self.count < 3:
-            self.first.append(v)
-        self.count += 1
-        self.affine, self.periodic = fits
-
-
 def _run(facts: _Facts, i: int, period: int, periodic: bool = False) -> int:
     """How many repetitions of steps[i : i + period] start at i (affine numbers; with
-    `periodic`, also numbers of period 2, then at least `MIN_PERIODIC` of them)."""
-    total = len(facts.keys)
-    keys = facts.keys[i:i + period]
-    if len(keys) < period or any(k is None for k in keys):
+    `periodic`, also numbers of period 2, then at least `MIN_PERIODIC` of them).
+
+    A literal is v0, v1, v2, ... over the repetitions.  The third value decides its form:
+    affine where v2 - v1 == v1 - v0, else (`periodic` only, v2 - v0 even) `v0 + d * t +
+    e * (t % 2)` with d = (v2 - v0) // 2, e = v1 - v0 - d; an affine literal has that form
+    too (e = 0), so from the fourth repetition on every literal must equal it."""
+    keys_all, nums = facts.keys, facts.nums
+    total = len(keys_all)
+    keys = keys_all[i:i + period]
+    if len(keys) < period or None in keys:
         return 1
-    columns = [_Column(n, periodic) for j in range(i, i + period) for n in facts.numbers(j)]
-    count = 1
-    while i + (count + 1) * period <= total:
+
+    def same(k: int) -> bool:
+        start = i + k * period
+        return start + period <= total and keys_all[start:start + period] == keys
+
+    if not same(1):
+        return 1
+    if not same(2):
+        return 2
+    # per step of the period: each literal's base for even and odd t, and its slope d
+    even: list[list[int]] = []
+    odd: list[list[int]] = []
+    slopes: list[list[int]] = []
+    affine = True
+    for j in range(i, i + period):
+        e0: list[int] = []
+        e1: list[int] = []
+        ds: list[int] = []
+        for a, b, c in zip(nums[j], nums[j + period], nums[j + 2 * period], strict=True):
+            if c - b != b - a:
+                if not periodic or (c - a) % 2:
+                    return 2
+                affine = False
+            d = (c - a) // 2
+            e0.append(a)
+            e1.append(b - d)  # a + e, e = b - a - d
+            ds.append(d)
+        even.append(e0)
+        odd.append(e1)
+        slopes.append(ds)
+    count = 3
+    while same(count):
         start = i + count * period
-        if facts.keys[start:start + period] != keys:
+        bases = odd if count % 2 else even
+        if any(nums[start + j] != [v + d * count
+                                   for v, d in zip(bases[j], slopes[j], strict=True)]
+               for j in range(period)):
             break
-        nums = [n for j in range(start, start + period) for n in facts.numbers(j)]
-        fits = [c.fits(n) for c, n in zip(columns, nums, strict=True)]
-        if not all(a or p for a, p in fits):
-            break
-        for c, n, f in zip(columns, nums, fits, strict=True):
-            c.add(n, f)
         count += 1
-    alternates = not all(c.affine for c in columns)  # some literal fits `t % 2` only
-    return count if not alternates or count >= MIN_PERIODIC else 1
+    return count if affine or count >= MIN_PERIODIC else 1
 
 
 def _term(v: int, w: int, x: int | None) -> str:

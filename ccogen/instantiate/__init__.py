@@ -102,7 +102,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ccogen.diag import Diagnostic, error
@@ -132,7 +132,7 @@ from ccogen.instantiate.runtime import (
     uses_runtime,
 )
 from ccogen.instantiate.sampling import Sampler, sampled_accesses, sampled_loads
-from ccogen.instantiate.unroll import Unroller
+from ccogen.instantiate.unroll import Pending, Unroller
 from ccogen.ir import nodes as ir
 from ccogen.ir.dtype import DType
 from ccogen.ir.evaluate import Compiler
@@ -332,40 +332,73 @@ def _unroll(protocol: ir.Protocol, nranks: int, params: dict[str, int],
     """The instance of `launch`: with `sampler`, on three iterations of every loop whose
     instance meets the conditions (`Sampler.rejects`); a loop that does not is excluded
     and the instantiation redone, until none is rejected."""
+    kernels: _Kernels | None = None
     while sampler is not None:
         trial = Findings(nranks, findings.label, findings.limits, stop=findings.stop,
                          record=True)
         try:
-            inst, rejected = _build(protocol, nranks, params, types, compiler, trial,
-                                    contents, launch, sampler)
+            inst, rejected, kept = _build(protocol, nranks, params, types, compiler, trial,
+                                          contents, launch, sampler, kernels)
         except FindingsFull:  # many findings: the exact instance says which
-            inst, rejected = None, {0: "the instance stopped at the findings limit"}
+            inst, rejected, kept = None, {0: "the instance stopped at the findings limit"}, None
         if not rejected:
             trial.replay(findings)
             return inst
         sampler.excluded.update(rejected)
+        kernels = kernels or kept
         if not sampler.sampled_any():
             break
-    inst, _ = _build(protocol, nranks, params, types, compiler, findings, contents, launch,
-                     sampler)
+    inst, _, _ = _build(protocol, nranks, params, types, compiler, findings, contents,
+                        launch, sampler, kernels)
     return inst
+
+
+@dataclass
+class _Kernels:
+    """The kernels' part of a rejected trial (`_build`), kept for the next instantiation
+    when no loop of it ran sampled and nothing is loaded at run time: excluding loops
+    (they are all `ensure`'s, then) changes nothing in it, so it is not redone."""
+
+    decl: Any
+    unroller: Unroller
+    pending: list[list[Pending]]
+    log: list[tuple[Diagnostic, int | None]]  # what it added to its findings, in order
+    total: int  # the unroller's shared counts once it ended
+    iterations: int
 
 
 def _build(protocol: ir.Protocol, nranks: int, params: dict[str, int],
            types: dict[str, DType], compiler: Compiler, findings: Findings,
-           contents: Contents | None, launch: int, sampler: Sampler | None
-           ) -> tuple[Instance | None, dict[int, str]]:
-    """One instantiation, and the sampled loops whose instance breaks a condition."""
-    decl = declare(protocol, nranks, params, types, compiler, findings)
+           contents: Contents | None, launch: int, sampler: Sampler | None,
+           kernels: _Kernels | None = None
+           ) -> tuple[Instance | None, dict[int, str], _Kernels | None]:
+    """One instantiation, the sampled loops whose instance breaks a condition, and (for
+    a trial: recording `findings`) its kernels' part where it may be reused (`_Kernels`).
+    `kernels`: such a part of a rejected trial, reused instead of redone."""
+    loader: Any = None
+    kept: _Kernels | None = None
+    if kernels is not None:
+        decl, unroller, pending = kernels.decl, kernels.unroller, kernels.pending
+        for d, rank in kernels.log:
+            findings.add(d, rank)
+        unroller.findings = findings
+        unroller.total, unroller.iterations = kernels.total, kernels.iterations
+    else:
+        decl = declare(protocol, nranks, params, types, compiler, findings)
     try:
-        loader = _loader(protocol, nranks, params, decl, compiler, findings, contents,
-                         sampler)
-        unroller = Unroller(protocol, nranks, params, decl, compiler, findings)
-        unroller.launch = launch
-        unroller.loader = loader
-        unroller.empty_ok = contents is not None
-        unroller.sampler = sampler
-        pending = unroller.run()
+        if kernels is None:
+            loader = _loader(protocol, nranks, params, decl, compiler, findings, contents,
+                             sampler)
+            unroller = Unroller(protocol, nranks, params, decl, compiler, findings)
+            unroller.launch = launch
+            unroller.loader = loader
+            unroller.empty_ok = contents is not None
+            unroller.sampler = sampler
+            pending = unroller.run()
+            if (findings.log is not None and loader is None and sampler is not None
+                    and not sampler.sampled_any()):
+                kept = _Kernels(decl, unroller, pending, list(findings.log),
+                                unroller.total, unroller.iterations)
         ensure = Ensure(nranks, params, decl.memories, compiler, findings)
         ensure.launch, ensure.moduli = launch, unroller.moduli
         ensure.loader = loader
@@ -375,7 +408,7 @@ def _build(protocol: ir.Protocol, nranks: int, params: dict[str, int],
         checks = ensure.run(protocol.ensure)
     except Overflow as exc:
         findings.add(exc.diagnostic, exc.rank)
-        return None, {}
+        return None, {}, None
     rejected: dict[int, str] = {}
     if sampler is not None and sampler.sampled_any():
         rejected = sampler.rejects(
@@ -384,7 +417,7 @@ def _build(protocol: ir.Protocol, nranks: int, params: dict[str, int],
             loader.bounds if isinstance(loader, SymbolicLoader) else None,
             {n: m.dtype.size for n, m in decl.memories.items() if m is not None})
         if rejected:
-            return None, rejected
+            return None, rejected, kept
         for ops in pending:
             for p in ops:
                 if p.where is not None and p.where.v == 1:
@@ -393,7 +426,7 @@ def _build(protocol: ir.Protocol, nranks: int, params: dict[str, int],
     auto = decl.queues is None
     ranks = tuple(finalize(r, ops, queues, auto, findings) for r, ops in enumerate(pending))
     if decl.fatal:
-        return None, {}
+        return None, {}, None
     return Instance(
         protocol=protocol, nranks=nranks, params=tuple(params.items()), queues=queues,
         window_sizes=tuple((n, s) for n, s in decl.windows.items() if s is not None),
@@ -408,7 +441,7 @@ def _build(protocol: ir.Protocol, nranks: int, params: dict[str, int],
         contents_label=contents.label if contents else "",
         launch=launch, period=math.lcm(*unroller.moduli) if unroller.moduli else 1,
         loops=() if sampler is None else sampler.notes(),
-    ), {}
+    ), {}, None
 
 
 __all__ = ["DEFAULT_TEAM_SIZES", "MAX_OP_INSTANCES", "Contents", "instantiate",
