@@ -183,9 +183,8 @@ class Machine:
         plan, st = self.plan, self.state
         if not plan.host_sync:  # `_recheck` inlined: the hottest loop of a simulation
             at, enabled, is_ready = self._at, self.enabled, self.is_ready
-            issuer_ready, nissuers = self._issuer_ready, len(plan.issuers)
-            for q in procs:  # an issuer asked directly (most are): `is_ready`'s first branch
-                if issuer_ready(q) if q < nissuers else is_ready(q):
+            for q in procs:
+                if is_ready(q):
                     if q not in at:
                         at[q] = len(enabled)
                         enabled.append(q)
@@ -278,8 +277,7 @@ class Machine:
             return False
         rank = ip.rank
         epoch = st.epochs[rank]
-        launch = plan._at.get(epoch)  # `plan.at`'s memo, asked first: every recheck asks
-        op = (launch if launch is not None else plan.at(epoch)).ranks[rank][ops[pc]]
+        op = plan.at(epoch).ranks[rank][ops[pc]]
         done = st.done[rank]
         for i in op.preds:
             if not done[i]:
