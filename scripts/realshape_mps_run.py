@@ -235,7 +235,7 @@ ZERO = (
     ("moe_dispatch", "tokens=128,4096", ()),
     ("moe_combine", "tokens=128,4096", ()),
     ("allreduce_oneshot", "n=65536,917504", ()),
-    ("allreduce_twoshot", "n=65536,917504", ()),
+    ("allreduce_twoshot", "chunk=32768,458752", ()),  # chunk = n / 2 at 2 ranks
 )
 
 
