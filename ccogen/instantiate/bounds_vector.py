@@ -357,11 +357,11 @@ class SumBounds:
         return true.astype(np.int64), true | false
 
     def _load(self, e: ir.Load, env: Env, ctx: Mapping[str, np.ndarray], n: int) -> _Vec:
-        from ccogen.instantiate.runtime import SymbolicLoader
-
+        # only `runtime.SymbolicLoader` over these very bounds holds `bounds` and `writes`
+        # (asked by attribute: `runtime` imports this module, so no import back)
         loader = env.loader
-        if not isinstance(loader, SymbolicLoader) or loader.bounds is not self.bounds or (
-                not e.init and loader.writes is not None):
+        if getattr(loader, "bounds", None) is not self.bounds or (
+                not e.init and getattr(loader, "writes", None) is not None):
             raise _Bail
         index = self._eval(e.index, env, ctx, n)
         if e.rank is None:
