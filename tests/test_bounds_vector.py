@@ -14,12 +14,10 @@ from typing import Any
 
 import pytest
 
+from ccogen.instantiate import precondition_state
 from ccogen.instantiate import runtime as rt
 from ccogen.instantiate.bounds_vector import SumBounds
-from ccogen.instantiate.declarations import bind_dtype_params, bind_params, declare, is_dtype_param
-from ccogen.instantiate.findings import Findings
 from ccogen.ir import nodes as ir
-from ccogen.ir.evaluate import Compiler
 from ccogen.syntax import parse_ir
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,13 +45,7 @@ def _bounds(protocol: ir.Protocol, nranks: int, vector: bool,
 
     monkeypatch.setattr(SumBounds, "sum_bound", counting)
     given = {k: v for k, v in SMALL.items() if any(p.name == k for p in protocol.params)}
-    findings = Findings(nranks)
-    compiler = Compiler()
-    types = bind_dtype_params(protocol, given, findings) or {}
-    ints = {k: v for k, v in given.items() if not is_dtype_param(protocol, k)}
-    bound = bind_params(protocol, nranks, ints, compiler, findings) or {}
-    decl = declare(protocol, nranks, bound, types, compiler, findings)
-    bounds = rt.precondition_bounds(protocol, nranks, bound, decl.memories, compiler, findings)
+    bounds, _, _, findings = precondition_state(protocol, nranks, given)
     # the reference asks every cell in order (`Bounds.get`), as `materialize` did before it
     # asked the cells between deferred ones together
     cells = bounds.materialize() if vector else {

@@ -122,6 +122,7 @@ from ccogen.instantiate.findings import Findings, FindingsFull, label
 from ccogen.instantiate.limits import DEFAULT_TEAM_SIZES, MAX_OP_INSTANCES
 from ccogen.instantiate.params import parse_param_value, parse_params
 from ccogen.instantiate.runtime import (
+    Bounds,
     Cell,
     ConcreteLoader,
     Contents,
@@ -314,6 +315,16 @@ def preconditions(protocol: ir.Protocol, nranks: int, params: Mapping[str, Any] 
     """The bounds `require` gives every initial element it names (`(window, rank, index)`
     -> (lo, hi)), the memories (`declarations.Memory` by name) and the bound integer
     parameters (defaults included), for drawing contents."""
+    bounds, memories, bound, _ = precondition_state(protocol, nranks, params)
+    return bounds.materialize(), memories, bound
+
+
+def precondition_state(protocol: ir.Protocol, nranks: int,
+                       params: Mapping[str, Any] | None = None
+                       ) -> tuple[Bounds, dict[str, Any], dict[str, int], Findings]:
+    """`preconditions` before the bounds are materialized: the `runtime.Bounds` (asked per
+    cell or as a whole), the memories, the bound integer parameters and the findings of
+    binding and reading `require`."""
     given = dict(params or {})
     findings = Findings(nranks)
     compiler = Compiler()
@@ -322,7 +333,8 @@ def preconditions(protocol: ir.Protocol, nranks: int, params: Mapping[str, Any] 
     bound = bind_params(protocol, nranks, ints, compiler, findings) or {}
     decl = declare(protocol, nranks, bound, types, compiler, findings)
     bounds = precondition_bounds(protocol, nranks, bound, decl.memories, compiler, findings)
-    return bounds.materialize(), {k: m for k, m in decl.memories.items() if m is not None}, bound
+    return (bounds, {k: m for k, m in decl.memories.items() if m is not None}, bound,
+            findings)
 
 
 def _unroll(protocol: ir.Protocol, nranks: int, params: dict[str, int],
@@ -445,4 +457,5 @@ def _build(protocol: ir.Protocol, nranks: int, params: dict[str, int],
 
 
 __all__ = ["DEFAULT_TEAM_SIZES", "MAX_OP_INSTANCES", "Contents", "instantiate",
-           "parse_param_value", "parse_params", "preconditions", "team_sizes", "uses_runtime"]
+           "parse_param_value", "parse_params", "precondition_state", "preconditions", "team_sizes",
+           "uses_runtime"]
