@@ -151,12 +151,7 @@ def _build(path: Path, options: BuildOptions) -> Path:
     def build(tmp: Path) -> dict[str, object]:
         # Compile a copy under its own name: line info and logs then name `kernels.cu`, not
         # a temporary path, so one cache entry serves every directory holding this text.
-        # The headers it includes from its own directory (ccogen_device.cuh) go beside it.
-        # Line info records each file's modification time: the copies get a fixed one
-        # (0, as SOURCE_DATE_EPOCH would), so two builds of one text are byte-identical.
-        for file in (path, *headers):
-            shutil.copyfile(file, tmp / file.name)
-            os.utime(tmp / file.name, (0, 0))
+        stage_sources(tmp, path, headers)
         archive = library.spec.device_archive
         if archive is None:
             commands = [[str(nvcc), "-cubin", *flags, path.name, "-o", "kernels.cubin"]]
@@ -179,6 +174,15 @@ def _build(path: Path, options: BuildOptions) -> Path:
                 "library": library.describe(), "commands": commands}
 
     return cached_build("cubin", key, "kernels.cubin", build)
+
+
+def stage_sources(tmp: Path, source: Path, headers: Sequence[Path]) -> None:
+    """Copy `source` and the headers it includes from its own directory (ccogen_device.cuh)
+    into `tmp`.  Line info records each file's modification time: the copies get a fixed
+    one (0, as SOURCE_DATE_EPOCH would), so two builds of one text are byte-identical."""
+    for file in (source, *headers):
+        shutil.copyfile(file, tmp / file.name)
+        os.utime(tmp / file.name, (0, 0))
 
 
 def local_headers(path: Path, text: str) -> list[Path]:
@@ -247,4 +251,4 @@ def compile_text(text: str, target: str, arch: str = "sm_90", debug: bool = Fals
 
 
 __all__ = ["BuildOptions", "build_cubin", "build_manifest_dir", "compile_error_message",
-           "compile_flags", "compile_text", "local_headers", "protocol_origin"]
+           "compile_flags", "compile_text", "local_headers", "protocol_origin", "stage_sources"]

@@ -30,8 +30,6 @@ log) comes from a real run.
 
 from __future__ import annotations
 
-import os
-import shutil
 import tarfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,7 +38,7 @@ from ccogen.errors import CompileError, ToolchainError
 from ccogen.toolchains import locate
 from ccogen.toolchains.build import BuildResult, arch_number
 from ccogen.toolchains.cache import cache_key, cached_build
-from ccogen.toolchains.cubin import local_headers, run_compiler
+from ccogen.toolchains.cubin import local_headers, run_compiler, stage_sources
 from ccogen.toolchains.libraries import toolchain_inputs
 
 MIN_NVSHMEM_COUNTED = (3, 8, 0)
@@ -84,10 +82,7 @@ def cached_nvcc_run(tag: str, directory: Path, commands: Sequence[Command], nvcc
     source = directory / "kernels.cu"
 
     def build(tmp: Path) -> dict[str, object]:
-        # Copies with a fixed modification time (line info records it), as in cubin.py.
-        for file in (source, *local_headers(source, source.read_text(encoding="utf-8"))):
-            shutil.copyfile(file, tmp / file.name)
-            os.utime(tmp / file.name, (0, 0))
+        stage_sources(tmp, source, local_headers(source, source.read_text(encoding="utf-8")))
         logs = [run_compiler(command, tmp, source) for command in commands]
         (tmp / _LOG).write_text("\n".join(log for log in logs if log), encoding="utf-8")
         ptx = next(iter(sorted(tmp.glob("*.ptx"))), None)
