@@ -270,3 +270,107 @@ def test_a_reduce_loop_that_reads_its_own_rows_stays_a_loop() -> None:
     for before in ((), (Step(StepKind.CTASYNC),), (Step(StepKind.COPY),)):
         unsynced = spread_reduce_rows([Segment(steps=(*before, loop(-1)))])
         assert unsynced[0].steps[-1].kind is StepKind.LOOP
+
+
+# ------------------------------------------------------- items too few for the group's warps
+
+
+def _compiled(stem: str, target: str, ranks: int, params: dict[str, int]) -> tuple[str, dict]:
+    path = ROOT / "protocols" / f"{stem}.cco"
+    files = compile_protocol(load_ir(path), target, source=path.name, ranks=ranks,
+                             params=params).files
+    return files["kernels.cu"], json.loads(files["manifest.json"])
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_one_row_is_cut_for_every_warp_of_the_cta(target: str) -> None:
+    """alltoallv at `cap=4096` (8 KiB of bf16 to the peer): one 8 KiB item left 15 of the
+    CTA's 16 warps idle; now 16 chunks of 512 B, one a warp (codegen.spread.fill_warps),
+    and the CTA count is what the launch rule and the 8 KiB items asked for."""
+    text, manifest = _compiled("alltoallv", target, 2, {"cap": 4096})
+    (kernel,) = manifest["kernels"]
+    warps = kernel["grid"] * kernel["block"] // 32
+    assert kernel["grid"] == 1 and warps == 16
+    assert "1 rows x 16 chunk(s) of 512 B" in text
+    assert re.search(r"ccogen_copy_chunk_warp\(c, [^;]*, chunk, 512ULL\);", text)
+    # 128 KiB: the launch rule's 2 CTAs (64 KiB each) have 32 warps for 16 8 KiB items
+    text, manifest = _compiled("alltoallv", target, 2, {"cap": 65536})
+    (kernel,) = manifest["kernels"]
+    assert kernel["grid"] * kernel["block"] // 32 == 32
+    assert "1 rows x 32 chunk(s) of 4096 B" in text
+
+
+def test_fill_warps_keeps_chunks_of_at_least_512_bytes() -> None:
+    from ccogen.codegen.spread import MIN_CHUNK_BYTES, fill_warps
+
+    rows = [Step(StepKind.COMMENT, text="// p.cco:9: put"),
+            Step(StepKind.COPY, dst_peer=1, dst_off=0, src_peer=-2, src_off=0, nbytes=2048,
+                 rt=(("nbytes", "rt_n"),), let=(("rt_n", "ld(0LL)"),)),
+            Step(StepKind.SYNC, seq=1)]
+    plan = plan_fork(Segment(branches=(Branch("warp", 0, tuple(rows)),), join=Step(StepKind.SYNC)),
+                     frozenset())
+    assert plan is not None and plan.items == 1
+    cut = fill_warps(plan, 16)  # 2 KiB for 16 warps: 4 chunks of 512 B, not 16 of 128
+    assert cut.step.spread is not None and cut.items == 4
+    assert cut.step.spread.chunk_bytes == MIN_CHUNK_BYTES
+    assert all(s.value == MIN_CHUNK_BYTES for case in cut.step.spread.cases for s in case
+               if s.kind is StepKind.CHUNK)
+    assert fill_warps(plan, 1) is plan  # one warp: nothing to fill
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_reduce_rows_fewer_than_warps_are_cut_in_whole_passes(target: str) -> None:
+    """moe_combine at decode (128 tokens of 7168 bf16 over 32 CTAs x 16 warps): one row a
+    warp left 3 of 4 warps idle; now 4 chunks of 4096 B a row (whole 2 KiB passes of the
+    reduce's 4 vectors of 2 sources a lane).  At 4096 tokens: one row a warp, as before."""
+    text, manifest = _compiled("moe_combine", target, 2, {"tokens": 128})
+    (kernel,) = manifest["kernels"]
+    assert kernel["grid"] * kernel["block"] // 32 == 512
+    assert "1 reduce x 128 rows, 4 chunk(s) of 4096 B a row, one a warp" in text
+    assert re.search(r"for \(uint64_t i = ccogen_spread_first\(c\); i < 512ULL;[^\n]*\n"
+                     r"[^\n]*t = static_cast<int64_t>\(i / 4ULL\);", text)
+    assert re.search(r"ccogen_reduce_chunk_warp<[^;]*, chunk, 4096ULL\);", text)
+
+
+def test_a_converting_reduce_keeps_whole_rows() -> None:
+    from ccogen.codegen.spread import spread_reduce_rows
+    from ccogen.codegen.steps import Reduction
+
+    def loop(kinds: tuple[str, ...]) -> Step:
+        red = Reduction(op="sum", dtype="f32", ctype="float", acc="float",
+                        srcs=((0, 0), (1, 0)), weights=(), vector=16, elements=4096,
+                        kinds=kinds)
+        body = Step(StepKind.REDUCE, dst_peer=-3, dst_off=0, nbytes=16384, reduction=red,
+                    rt=(("dst_off", "static_cast<uint64_t>(0LL + 16384LL * t)"),))
+        return Step(StepKind.LOOP, value=8, body=(body, Step(StepKind.CTASYNC)))
+
+    sync = Step(StepKind.SYNC)
+    (plain,) = spread_reduce_rows([Segment(steps=(sync, loop(())))], warps=64)
+    spread = plain.steps[1].spread
+    assert spread is not None and spread.chunks == 8 and spread.chunk_bytes == 2048
+    (wide,) = spread_reduce_rows([Segment(steps=(sync, loop(("CCOGEN_F16", "CCOGEN_F32"))))],
+                                 warps=64)
+    spread = wide.steps[1].spread
+    assert spread is not None and spread.chunks == 1 and spread.chunk_bytes == 16384
+
+
+@pytest.mark.toolchain
+@pytest.mark.parametrize("target", TARGETS)
+def test_chunked_reduce_rows_build_without_warnings(target: str, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A spread reduce cut into chunks (`ccogen_reduce_chunk_warp`: 16 rows of 4 KiB over
+    32 warps) builds with nvcc -Werror; skipped without the toolchain."""
+    from ccogen.rt.api import compile_for_run
+    from ccogen.toolchains.cubin import build_cubin
+    from tests.runtime.conftest import require_toolchain
+
+    require_toolchain(target)
+    monkeypatch.setenv("CCOGEN_CACHE_DIR", str(tmp_path / "cache"))
+    path = ROOT / "protocols" / "moe_combine.cco"
+    out = tmp_path / "gen"
+    compile_for_run(load_ir(path), path.name, target, 2, {"tokens": 16, "hidden": 2048, "k": 4},
+                    out, debug=False)
+    assert re.search(r"ccogen_reduce_chunk_warp<[^;]*, chunk, 2048ULL\);",
+                     (out / "kernels.cu").read_text())
+    cubin = build_cubin(out, target, "sm_90", False, extra_flags=("-Werror", "all-warnings"))
+    assert Path(cubin).is_file() and Path(cubin).stat().st_size > 0
