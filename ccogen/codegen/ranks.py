@@ -78,7 +78,7 @@ def fixed(s: Step) -> Step:
     text = "" if s.kind in COMMENTED else s.text
     return replace(s, text=text, peer=0, off=0, value=0, per_epoch=0, dst_peer=0, dst_off=0,
                    src_peer=0,
-                   src_off=0, nbytes=0, seq=0, vec=False, src=0, queue=0, line=0, rt=(),
+                   src_off=0, nbytes=0, seq=0, vec=False, src=0, queue=0, line=0, rt=(), affine=(),
                    let=tuple((name, "") for name, _ in s.let), reduction=red, body=(),
                    spread=spread)
 
@@ -100,7 +100,9 @@ def rewrite(s: Step, sub: Rewrite) -> Step:
                 if after != before or key in rt:
                     rt[key] = after
         red = replace(red, weights=tuple(_NUMBER.sub(sub, w) for w in red.weights))
-    return replace(s, rt=tuple(rt.items()), let=let, reduction=red)
+    # a slot now printed as a rank expression is a run-time text (its `Affine` in it)
+    affine = tuple((slot, a) for slot, a in s.affine if slot not in rt)
+    return replace(s, rt=tuple(rt.items()), let=let, reduction=red, affine=affine)
 
 
 # ----------------------------------------------------------------------------- walking

@@ -31,9 +31,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Any
 
 from ccogen.codegen.model import Branch, Segment
-from ccogen.codegen.steps import Step, StepKind
+from ccogen.codegen.spell.affine import terms as spell_terms
+from ccogen.codegen.steps import Affine, Step, StepKind
 
 MIN_COUNT = 3
 MAX_PERIOD = 8
@@ -97,7 +99,7 @@ def _fixed(s: Step, peers: bool = False) -> Step:
     if red is not None:  # peers, types and width stay; offsets and weights are texts
         red = replace(red, srcs=tuple((0 if peers else peer, 0) for peer, _ in red.srcs),
                       weights=())
-    s = replace(s, dst_off=0, src_off=0, nbytes=0, value=0, vec=False, seq=0, rt=(),
+    s = replace(s, dst_off=0, src_off=0, nbytes=0, value=0, vec=False, seq=0, rt=(), affine=(),
                 let=tuple((name, "") for name, _ in s.let), reduction=red)
     return (replace(s, dst_peer=0, src_peer=0, peer=0, off=0, per_epoch=0, src=0, queue=0, line=0)
             if peers else s)
@@ -180,55 +182,79 @@ def _run(facts: _Facts, i: int, period: int, periodic: bool = False) -> int:
     return count if affine or count >= MIN_PERIODIC else 1
 
 
-def _term(v: int, w: int, x: int | None) -> str:
-    """The changing part of a literal whose first repetitions are v, w (and x): `dLL * t`,
-    and `eLL * (t % 2)` where it alternates (module doc)."""
+def _moving(v: int, w: int, x: int | None) -> Affine:
+    """A literal whose first repetitions are v, w (and x) as `v + d * t`, or `v + d * t +
+    e * (t % 2)` where it alternates (module doc)."""
     if x is None or x - w == w - v:
-        return f" + {w - v}LL * t"
+        return Affine(v, w - v)
     d = (x - v) // 2
-    e = w - v - d
-    return (f" + {d}LL * t" if d else "") + f" + {e}LL * (t % 2)"
+    return Affine(v, d, w - v - d)
+
+
+def _static(s: Step, slot: str) -> bool:
+    """Whether `s` prints `slot` as its static literal (one number: no `rt` text, no
+    `Affine` of an enclosing loop)."""
+    return slot != "vec" and all(key != slot for key, _ in (*s.rt, *s.affine))
 
 
 def _body(first: Sequence[Step], second: Sequence[Step],
           peers: bool = False, third: Sequence[Step] | None = None) -> tuple[Step, ...]:
-    """The period with every literal that changes printed as `v + d * t` (`third`, the
-    third repetition, where a literal may alternate: `v + d * t + e * (t % 2)`)."""
-    out = []
-    names = _slots(peers)
+    """The period with every literal that changes moved by the trip `t` (`_moved`;
+    `third`, the third repetition, where a literal may alternate)."""
     thirds: Sequence[Step | None] = third if third is not None else [None] * len(first)
-    for a, b, c in zip(first, second, thirds, strict=True):
-        xs: list[int | None] = (list(_numbers(c, peers)) if c is not None
-                                else [None] * len(_numbers(a, peers)))
-        pairs = iter(zip(_numbers(a, peers), _numbers(b, peers), xs, strict=True))
+    return tuple(_moved(a, b, c, peers) for a, b, c in zip(first, second, thirds, strict=True))
 
-        def sub(m: re.Match[str], pairs: object = pairs) -> str:
-            v, w, x = next(pairs)  # type: ignore[call-overload]
-            if v == w and (x is None or x == v):
-                return m[0]
-            if m[2] == "ULL":
-                return f"static_cast<uint64_t>({v}LL{_term(v, w, x)})"
-            return f"({v}{m[2] or ''}{_term(v, w, x)})"
 
-        # the order of `_texts`: slots, let, then a reduce's sources and weights
-        slots = [(slot, _NUMBER.sub(sub, getattr(a, f"c_{slot}"))) for slot in names]
-        let = tuple((name, _NUMBER.sub(sub, v)) for name, v in a.let)
-        static = [(slot, getattr(a, f"c_{slot}")) for slot in names]
-        red = a.reduction
-        if red is not None:
-            if peers:
-                slots += [(f"srcpeer{i}", _NUMBER.sub(sub, peer))
-                          for i, (peer, _) in enumerate(a.c_srcs)]
-                static += [(f"srcpeer{i}", peer) for i, (peer, _) in enumerate(a.c_srcs)]
-            slots += [(f"src{i}", _NUMBER.sub(sub, off)) for i, (_, off) in enumerate(a.c_srcs)]
-            static += [(f"src{i}", f"{off}ULL") for i, (_, off) in enumerate(red.srcs)]
-            red = replace(red, weights=tuple(_NUMBER.sub(sub, w) for w in red.weights))
-        rt = tuple((slot, text) for (slot, text), (_, before) in zip(slots, static, strict=True)
-                   if text != before or slot in dict(a.rt))
-        if not peers:  # a run-time peer: codegen.rtpeer
-            rt += tuple(kv for kv in a.rt if kv[0] in _PEERS)
-        out.append(replace(a, rt=rt, let=let, reduction=red))
-    return tuple(out)
+def _moved(a: Step, b: Step, c: Step | None, peers: bool) -> Step:
+    """Step `a` of the first repetition, `b` (and `c`) the same step of the next ones,
+    with every literal that changes moved by the trip: a static slot's as a typed `Affine`
+    (`Step.affine`), a literal inside a run-time C text printed `v + d * t` (or `v + d * t
+    + e * (t % 2)`)."""
+    xs: list[int | None] = (list(_numbers(c, peers)) if c is not None
+                            else [None] * len(_numbers(a, peers)))
+    pairs = iter(zip(_numbers(a, peers), _numbers(b, peers), xs, strict=True))
+    moved: list[tuple[str, Affine]] = []
+
+    def sub(m: re.Match[str]) -> str:
+        v, w, x = next(pairs)
+        if v == w and (x is None or x == v):
+            return m[0]
+        moving = _moving(v, w, x)
+        terms = spell_terms(moving.coef, moving.alt)
+        if m[2] == "ULL":
+            return f"static_cast<uint64_t>({v}LL{terms})"
+        return f"({v}{m[2] or ''}{terms})"
+
+    def slot_text(slot: str, text: str) -> str:
+        """`text` moved by the trip; a static slot's literal moves as an `Affine`."""
+        if not _static(a, slot):
+            return _NUMBER.sub(sub, text)
+        v, w, x = next(pairs)
+        if v != w or (x is not None and x != v):
+            moved.append((slot, _moving(v, w, x)))
+        return text
+
+    # the order of `_texts`: slots, let, then a reduce's sources and weights
+    names = _slots(peers)
+    slots = [(slot, slot_text(slot, getattr(a, f"c_{slot}"))) for slot in names]
+    let = tuple((name, _NUMBER.sub(sub, v)) for name, v in a.let)
+    static = [(slot, getattr(a, f"c_{slot}")) for slot in names]
+    red = a.reduction
+    if red is not None:
+        if peers:
+            slots += [(f"srcpeer{i}", slot_text(f"srcpeer{i}", peer))
+                      for i, (peer, _) in enumerate(a.c_srcs)]
+            static += [(f"srcpeer{i}", peer) for i, (peer, _) in enumerate(a.c_srcs)]
+        slots += [(f"src{i}", slot_text(f"src{i}", off)) for i, (_, off) in enumerate(a.c_srcs)]
+        static += [(f"src{i}", f"{off}ULL") for i, (_, off) in enumerate(red.srcs)]
+        red = replace(red, weights=tuple(_NUMBER.sub(sub, w) for w in red.weights))
+    rt = tuple((slot, text) for (slot, text), (_, before) in zip(slots, static, strict=True)
+               if text != before or slot in dict(a.rt))
+    if not peers:  # a run-time peer: codegen.rtpeer
+        rt += tuple(kv for kv in a.rt if kv[0] in _PEERS)
+    texts = {slot for slot, _ in rt}
+    affine = tuple(kv for kv in a.affine if kv[0] not in texts) + tuple(moved)
+    return replace(a, rt=rt, let=let, reduction=red, affine=affine)
 
 
 # the literals `_body` prints, for `at_trip`
@@ -247,11 +273,25 @@ def at_trip(s: Step, t: int) -> Step:
         v = int(m["v"]) + int(m["d"] or 0) * t + int(m["e"] or 0) * (t % 2)
         return f"{v}ULL" if m["cast"] else f"{v}{m['ll'] or ''}"
 
+    s = evaluated(s, t)
     red = s.reduction
     if red is not None:
         red = replace(red, weights=tuple(_TRIP.sub(value, w) for w in red.weights))
     return replace(s, rt=tuple((k, _TRIP.sub(value, v)) for k, v in s.rt),
                    let=tuple((k, _TRIP.sub(value, v)) for k, v in s.let), reduction=red)
+
+
+def evaluated(s: Step, t: int) -> Step:
+    """`s` with its `affine` slots (`Step.affine`) set to their values at trip `t`."""
+    if not s.affine:
+        return s
+    at = {slot: a.at(t) for slot, a in s.affine}
+    red = s.reduction
+    if red is not None:
+        red = replace(red, srcs=tuple((at.get(f"srcpeer{i}", peer), at.get(f"src{i}", off))
+                                      for i, (peer, off) in enumerate(red.srcs)))
+    fields: dict[str, Any] = {slot: v for slot, v in at.items() if slot in _PEER_SLOTS}
+    return replace(s, **fields, reduction=red, affine=())
 
 
 def texts(s: Step) -> list[str]:
@@ -315,5 +355,5 @@ def reroll_segments(segments: Sequence[Segment], peers: bool = False) -> list[Se
     return map_sequences(segments, lambda steps: reroll(steps, peers))
 
 
-__all__ = ["MAX_PEER_PERIOD", "MAX_PERIOD", "MIN_COUNT", "MIN_PERIODIC", "at_trip", "fold_key",
-           "loop_body", "reroll", "reroll_segments", "texts"]
+__all__ = ["MAX_PEER_PERIOD", "MAX_PERIOD", "MIN_COUNT", "MIN_PERIODIC", "at_trip", "evaluated",
+           "fold_key", "loop_body", "reroll", "reroll_segments", "texts"]

@@ -42,7 +42,6 @@ keep their barrier (docs/codegen.md, "Spread rows").
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -165,14 +164,14 @@ def plan_fork(seg: Segment, counters: frozenset[int]) -> SpreadPlan | None:
 
 
 AFTER_LAST = frozenset({StepKind.COMMENT, StepKind.CTASYNC, StepKind.QUIET})
-_ROW = re.compile(r"static_cast<uint64_t>\((\d+)LL \+ (\d+)LL \* t\)")  # `a + b * t`
 
 
 def _reduce_row(loop: Step) -> tuple[Step, ...] | None:
     """The body of a group `loop` of one `reduce` a row, without its CTA meet, or None:
     comments and one `reduce` into a buffer of this rank (`dst_peer` a buffer) at
-    `a + b * t` with b at least the row's footprint (rows pairwise disjoint), reading no
-    source in that buffer (no row reads what another writes)."""
+    `a + b * t` (its typed `Affine`, codegen.reroll) with b at least the row's footprint
+    (rows pairwise disjoint), reading no source in that buffer (no row reads what another
+    writes; a source whose peer is a run-time rank is none)."""
     if (loop.kind is not StepKind.LOOP or loop.var != "t" or loop.value < 2
             or any(key == "trips" for key, _ in loop.rt)):
         return None
@@ -184,11 +183,19 @@ def _reduce_row(loop: Step) -> tuple[Step, ...] | None:
         return None
     (red,) = reduces
     assert red.reduction is not None
-    row = _ROW.fullmatch(red.c_dst_off)
-    if (red.dst_peer >= BUFFER0 or row is None or int(row[2]) < red.nbytes
-            or any(peer == str(red.dst_peer) for peer, _ in red.c_srcs)):
+    row = red.moving("dst_off")
+    if (red.dst_peer >= BUFFER0 or row is None or row.alt or row.coef <= 0
+            or row.coef < red.nbytes or any(peer == red.dst_peer for peer in _static_peers(red))):
         return None
     return tuple(body)
+
+
+def _static_peers(s: Step) -> list[int]:
+    """The peers of a `reduce`'s sources that are known here (no `rt` text or `Affine`
+    replaces them: those are ranks, never a buffer)."""
+    assert s.reduction is not None
+    moved = {key for key, _ in (*s.rt, *s.affine)}
+    return [peer for i, (peer, _) in enumerate(s.reduction.srcs) if f"srcpeer{i}" not in moved]
 
 
 def _after_group_sync(steps: Sequence[Step], j: int) -> bool:

@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from ccogen.codegen.spell.affine import affine
+
 LOCAL = -1  # `peer` of an address on the executing rank
 # the static `dst_peer`/`src_peer` of a copy whose peer is a run-time value (its C text is
 # in `Step.rt`; codegen.rtpeer): a remote rank (>= 0) equal to no rank of a team (at most
@@ -148,6 +150,25 @@ class Spread:
 
 
 @dataclass(frozen=True, slots=True)
+class Affine:
+    """An integer slot of a step in a `loop` body, moved by the loop's trip `t`:
+    `const + coef * t + alt * (t % 2)` (codegen.reroll folds runs whose numbers move so;
+    `alt` only in a program folded over the ranks, where a ring alternates two slots).
+
+    The passes decide on these numbers (codegen.spread asks whether a row's destination
+    moves by at least its length); `codegen.spell.affine` prints them, never the other
+    way round."""
+
+    const: int
+    coef: int = 0
+    alt: int = 0
+
+    def at(self, t: int) -> int:
+        """The value at trip `t`."""
+        return self.const + self.coef * t + self.alt * (t % 2)
+
+
+@dataclass(frozen=True, slots=True)
 class Step:
     """One primitive of the generated program (what each kind means: `StepKind`).
 
@@ -180,6 +201,10 @@ class Step:
     # footprint (what the op may touch), for the passes that reason over addresses
     rt: tuple[tuple[str, str], ...] = ()
     let: tuple[tuple[str, str], ...] = ()  # (name, C expression) the `rt` texts use
+    # a `loop` body's integer slots that move with the trip (codegen.reroll): (slot,
+    # `Affine` in `t`) for the slots `rt` does not hold, the static fields keeping trip
+    # 0's value (the footprint); slot names as `rt`'s (`dst_off`, `src0`, `srcpeer0`...)
+    affine: tuple[tuple[str, Affine], ...] = ()
     # `loop` (codegen.reroll, codegen.loops): `body` run `value` times (a run-time trip
     # count would be `rt` "trips": `c_trips`), `var` counting from 0
     body: tuple[Step, ...] = ()
@@ -197,54 +222,71 @@ class Step:
                 return text
         return static
 
+    def _n(self, name: str, static: int, unsigned: bool = True) -> str:
+        """An integer slot: its `rt` text, else its `affine` value, else the literal."""
+        for key, text in self.rt:
+            if key == name:
+                return text
+        for key, a in self.affine:
+            if key == name:
+                return affine(a.const, a.coef, a.alt, unsigned)
+        return f"{static}ULL" if unsigned else str(static)
+
+    def moving(self, name: str) -> Affine | None:
+        """Slot `name`'s `Affine` in the enclosing loop's trip (None: not moving, or a
+        run-time `rt` text)."""
+        if any(key == name for key, _ in self.rt):
+            return None
+        return next((a for key, a in self.affine if key == name), None)
+
     @property
     def c_peer(self) -> str:
-        return self._c("peer", str(self.peer))
+        return self._n("peer", self.peer, unsigned=False)
 
     @property
     def c_src(self) -> str:
         """The rank a wait's words come from, for the debug record (-1: any)."""
-        return self._c("src", str(self.src))
+        return self._n("src", self.src, unsigned=False)
 
     @property
     def c_line(self) -> str:
-        return self._c("line", str(self.line))
+        return self._n("line", self.line, unsigned=False)
 
     @property
     def c_queue(self) -> str:
-        return self._c("queue", str(self.queue))
+        return self._n("queue", self.queue, unsigned=False)
 
     @property
     def c_off(self) -> str:
-        return self._c("off", f"{self.off}ULL")
+        return self._n("off", self.off)
 
     @property
     def c_per_epoch(self) -> str:
-        return self._c("per_epoch", f"{self.per_epoch}ULL")
+        return self._n("per_epoch", self.per_epoch)
 
     @property
     def c_dst_peer(self) -> str:
-        return self._c("dst_peer", str(self.dst_peer))
+        return self._n("dst_peer", self.dst_peer, unsigned=False)
 
     @property
     def c_src_peer(self) -> str:
-        return self._c("src_peer", str(self.src_peer))
+        return self._n("src_peer", self.src_peer, unsigned=False)
 
     @property
     def c_dst_off(self) -> str:
-        return self._c("dst_off", f"{self.dst_off}ULL")
+        return self._n("dst_off", self.dst_off)
 
     @property
     def c_src_off(self) -> str:
-        return self._c("src_off", f"{self.src_off}ULL")
+        return self._n("src_off", self.src_off)
 
     @property
     def c_nbytes(self) -> str:
-        return self._c("nbytes", f"{self.nbytes}ULL")
+        return self._n("nbytes", self.nbytes)
 
     @property
     def c_value(self) -> str:
-        return self._c("value", f"{self.value}ULL")
+        return self._n("value", self.value)
 
     @property
     def c_trips(self) -> str:
@@ -253,7 +295,7 @@ class Step:
 
     @property
     def c_seq(self) -> str:
-        return self._c("seq", f"{self.seq}ULL")
+        return self._n("seq", self.seq)
 
     @property
     def c_vec(self) -> str:
@@ -266,7 +308,7 @@ class Step:
         program folded over ranks, codegen.ranks)."""
         if self.reduction is None:
             return ()
-        return tuple((self._c(f"srcpeer{i}", str(peer)), self._c(f"src{i}", f"{off}ULL"))
+        return tuple((self._n(f"srcpeer{i}", peer, unsigned=False), self._n(f"src{i}", off))
                      for i, (peer, off) in enumerate(self.reduction.srcs))
 
 
@@ -309,5 +351,5 @@ class Stmt:
 
 
 __all__ = ["BUFFER0", "GROUP_SIGNALS", "LOCAL", "MOVES_DATA", "PER_CTA_SIGNALS", "RT_PEER",
-           "RUNTIME_WAITS", "SPIN_WAITS", "WAITS", "Reduction", "Spread", "Step", "StepKind",
-           "Stmt", "StmtKind", "Trip", "buffer_peer"]
+           "RUNTIME_WAITS", "SPIN_WAITS", "WAITS", "Affine", "Reduction", "Spread", "Step",
+           "StepKind", "Stmt", "StmtKind", "Trip", "buffer_peer"]

@@ -249,13 +249,13 @@ def test_a_reduce_loop_that_reads_its_own_rows_stays_a_loop() -> None:
     is not spread; nor a loop followed by more work than a `quiet`, nor one that no group
     sync precedes."""
     from ccogen.codegen.spread import spread_reduce_rows
-    from ccogen.codegen.steps import Reduction
+    from ccogen.codegen.steps import Affine, Reduction
 
     def loop(src_peer: int) -> Step:
         red = Reduction(op="sum", dtype="f32", ctype="float", acc="float",
                         srcs=((src_peer, 0), (-1, 64)), weights=(), vector=16, elements=16)
         body = Step(StepKind.REDUCE, dst_peer=-3, dst_off=0, nbytes=64, reduction=red,
-                    rt=(("dst_off", "static_cast<uint64_t>(0LL + 64LL * t)"),))
+                    affine=(("dst_off", Affine(0, 64)),))  # row t at 64 * t (codegen.reroll)
         return Step(StepKind.LOOP, value=8, body=(body, Step(StepKind.CTASYNC)))
 
     sync = Step(StepKind.SYNC)  # the group's barrier: every source row written before
