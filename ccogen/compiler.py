@@ -66,7 +66,7 @@ def compile_protocol(protocol: Protocol, target: str, *, source: str, ranks: int
                      arch: str | None = None, epoch_from_heap: bool = False,
                      limits: Limits | None = None,
                      max_ctas: int | None = None, loops: bool = True,
-                     checked: CheckResult | None = None) -> Compiled:
+                     check_result: CheckResult | None = None) -> Compiled:
     """Check the instance and generate its files for `target`; `DiagnosticError` when
     the protocol is refused (an error, unless `force`) or the target cannot lower it.
 
@@ -78,7 +78,7 @@ def compile_protocol(protocol: Protocol, target: str, *, source: str, ranks: int
     launches, for CUDA-graph replay; `ccogen bench` sets it).  `max_ctas` is the SM
     budget, `codegen.Options.max_ctas` (None: its default).
 
-    `checked`: what `check_protocol` already returned for this very protocol and the
+    `check_result`: what `check_protocol` already returned for this very protocol and the
     options this call checks with (`ranks=(n,)`, `params`, `target`, `limits`); it is
     used instead of checking again (ValueError when it was checked otherwise).
     """
@@ -95,12 +95,12 @@ def compile_protocol(protocol: Protocol, target: str, *, source: str, ranks: int
     n = ranks if ranks is not None else default_ranks(protocol, params)
     wanted = CheckOptions(ranks=(n,), params=params, target=target,
                           limits=limits or DEFAULT_LIMITS)
-    if checked is None:
+    if check_result is None:
         result = check_protocol(protocol, wanted)
-    elif checked.protocol is protocol and checked.options == wanted:
-        result = checked
+    elif check_result.protocol is protocol and check_result.options == wanted:
+        result = check_result
     else:
-        raise ValueError("`checked` is not the check of this protocol with these options")
+        raise ValueError("`check_result` is not the check of this protocol with these options")
     errors = [d for d in result.diagnostics if d.is_error]
     if not result.instances or (errors and not force):
         raise DiagnosticError(errors or result.diagnostics)

@@ -54,10 +54,10 @@ def test_compile_takes_a_check_of_the_same_options_and_refuses_another() -> None
     checked = check_protocol(protocol, CheckOptions(ranks=(2,), target="nvshmem"))
     assert not checked.has_errors
     again = compile_protocol(protocol, "nvshmem", source="ring.cco", ranks=2)
-    reused = compile_protocol(protocol, "nvshmem", source="ring.cco", ranks=2, checked=checked)
+    reused = compile_protocol(protocol, "nvshmem", source="ring.cco", ranks=2, check_result=checked)
     assert reused.checked is checked.instances[0]
     assert reused.files == again.files
     with pytest.raises(ValueError):  # checked at 2 ranks, compiled at 3
-        compile_protocol(protocol, "nvshmem", source="ring.cco", ranks=3, checked=checked)
+        compile_protocol(protocol, "nvshmem", source="ring.cco", ranks=3, check_result=checked)
     with pytest.raises(ValueError):  # checked for another target
-        compile_protocol(protocol, "nccl-lsa", source="ring.cco", ranks=2, checked=checked)
+        compile_protocol(protocol, "nccl-lsa", source="ring.cco", ranks=2, check_result=checked)

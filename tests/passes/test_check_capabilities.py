@@ -208,7 +208,7 @@ def test_what_lint_accepts_for_a_target_compile_generates() -> None:
                 continue
             try:  # compile takes the check just made instead of making it again
                 compile_protocol(protocol, target, source=path.name, ranks=n,
-                                 params=params, checked=checked)
+                                 params=params, check_result=checked)
             except DiagnosticError:
                 gaps.add((path.stem, target))
     assert gaps == KNOWN_GAPS
