@@ -30,6 +30,7 @@ from ccogen.targets import TARGETS
 
 if TYPE_CHECKING:
     from ccogen.codegen import GeneratedFiles, Options
+    from ccogen.driver import CheckResult
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,8 @@ def compile_protocol(protocol: Protocol, target: str, *, source: str, ranks: int
                      force: bool = False,
                      arch: str | None = None, epoch_from_heap: bool = False,
                      limits: Limits | None = None,
-                     max_ctas: int | None = None, loops: bool = True) -> Compiled:
+                     max_ctas: int | None = None, loops: bool = True,
+                     check_result: CheckResult | None = None) -> Compiled:
     """Check the instance and generate its files for `target`; `DiagnosticError` when
     the protocol is refused (an error, unless `force`) or the target cannot lower it.
 
@@ -75,6 +77,10 @@ def compile_protocol(protocol: Protocol, target: str, *, source: str, ranks: int
     `epoch_from_heap` is `codegen.Options.epoch_from_heap` (kernels count their own
     launches, for CUDA-graph replay; `ccogen bench` sets it).  `max_ctas` is the SM
     budget, `codegen.Options.max_ctas` (None: its default).
+
+    `check_result`: what `check_protocol` already returned for this very protocol and the
+    options this call checks with (`ranks=(n,)`, `params`, `target`, `limits`); it is
+    used instead of checking again (ValueError when it was checked otherwise).
     """
     from ccogen.codegen import Options
     from ccogen.codegen.backends import get_backend
@@ -87,8 +93,14 @@ def compile_protocol(protocol: Protocol, target: str, *, source: str, ranks: int
             "E042", f"code generation for `{target}` is not available", protocol.span,
             "this protocol", help=f"targets with a code generator: {', '.join(TARGETS)}")])
     n = ranks if ranks is not None else default_ranks(protocol, params)
-    result = check_protocol(protocol, CheckOptions(ranks=(n,), params=params, target=target,
-                                                   limits=limits or DEFAULT_LIMITS))
+    wanted = CheckOptions(ranks=(n,), params=params, target=target,
+                          limits=limits or DEFAULT_LIMITS)
+    if check_result is None:
+        result = check_protocol(protocol, wanted)
+    elif check_result.protocol is protocol and check_result.options == wanted:
+        result = check_result
+    else:
+        raise ValueError("`check_result` is not the check of this protocol with these options")
     errors = [d for d in result.diagnostics if d.is_error]
     if not result.instances or (errors and not force):
         raise DiagnosticError(errors or result.diagnostics)

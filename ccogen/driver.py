@@ -50,6 +50,7 @@ class CheckResult:
     protocol: Protocol | None
     instances: list[Instance]
     diagnostics: list[Diagnostic]
+    options: CheckOptions | None = None  # what `check_protocol` was asked (None: not run)
 
     @property
     def has_errors(self) -> bool:
@@ -61,7 +62,7 @@ def check_protocol(protocol: Protocol, options: CheckOptions = CheckOptions()) -
     from ccogen.analysis import gc_release
 
     try:
-        return _check_protocol(protocol, options)
+        return replace(_check_protocol(protocol, options), options=options)
     finally:
         gc_release()  # what the checks froze (`analysis.gc_paused`) is collectable again
 

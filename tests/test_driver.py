@@ -41,3 +41,23 @@ def test_the_same_ranks_in_every_instance_keep_one_note() -> None:
     d = check_text(text, "ring.cco").diagnostics[0]
     assert "on rank 1" in d.notes
     assert not any("(nranks=" in n or n.startswith("the numbers shown") for n in d.notes)
+
+
+def test_compile_takes_a_check_of_the_same_options_and_refuses_another() -> None:
+    import pytest
+
+    from ccogen.compiler import compile_protocol
+    from ccogen.driver import CheckOptions, check_protocol
+    from ccogen.syntax import parse_ir
+
+    protocol = parse_ir(OUT_OF_BOUNDS.replace("+ 2) * chunk", "+ 1) * chunk"), "ring.cco")
+    checked = check_protocol(protocol, CheckOptions(ranks=(2,), target="nvshmem"))
+    assert not checked.has_errors
+    again = compile_protocol(protocol, "nvshmem", source="ring.cco", ranks=2)
+    reused = compile_protocol(protocol, "nvshmem", source="ring.cco", ranks=2, check_result=checked)
+    assert reused.checked is checked.instances[0]
+    assert reused.files == again.files
+    with pytest.raises(ValueError):  # checked at 2 ranks, compiled at 3
+        compile_protocol(protocol, "nvshmem", source="ring.cco", ranks=3, check_result=checked)
+    with pytest.raises(ValueError):  # checked for another target
+        compile_protocol(protocol, "nccl-lsa", source="ring.cco", ranks=2, check_result=checked)

@@ -5,9 +5,12 @@ from __future__ import annotations
 import ast as pyast
 import builtins
 import threading
+from collections.abc import Callable
+from functools import cache
 from typing import Any
 
-from lark import Token, Transformer, v_args
+from lark import Token, Tree
+from lark.exceptions import VisitError
 from lark.tree import Meta
 
 from ccogen.diag import error
@@ -65,13 +68,31 @@ def _trim_end(text: str, start: int, end: int) -> int:
         end = cut
 
 
-@v_args(meta=True)
-class ToAst(Transformer[Token, A.ProtocolDecl]):
-    """Build AST nodes bottom-up; each method receives the rule's meta for its span."""
+class ToAst:
+    """Build AST nodes bottom-up; each method receives the rule's meta for its span.
+
+    `transform` walks the tree itself, as lark's `Transformer` with `v_args(meta=True)`
+    does (children first; a rule without a method stays a `Tree`; an exception other
+    than a `DiagnosticError` comes out as lark's `VisitError`), without lark's wrapper
+    object built per call (a fifth of the parse, docs/performance.md)."""
 
     def __init__(self, file: SourceFile) -> None:
-        super().__init__()
         self.file = file
+
+    def transform(self, tree: Tree[Token]) -> A.ProtocolDecl:
+        return self._walk(tree, _rules())  # type: ignore[no-any-return]
+
+    def _walk(self, tree: Tree[Token], rules: dict[str, Callable[..., Any]]) -> Any:
+        children = [self._walk(c, rules) if isinstance(c, Tree) else c for c in tree.children]
+        method = rules.get(tree.data)
+        if method is None:
+            return Tree(tree.data, children, tree.meta)
+        try:
+            return method(self, tree.meta, children)
+        except DiagnosticError:
+            raise
+        except Exception as exc:
+            raise VisitError(tree.data, tree, exc) from exc
 
     def _span(self, meta: Meta) -> Span:
         if getattr(meta, "empty", True):
@@ -282,3 +303,10 @@ class ToAst(Transformer[Token, A.ProtocolDecl]):
 
     def remote(self, meta: Meta, c: builtins.list[Any]) -> A.Remote:
         return A.Remote(window=self._name(c[0]), rank=c[1], span=self._span(meta))
+
+
+@cache
+def _rules() -> dict[str, Callable[..., Any]]:
+    """ToAst's rule methods by rule name (every public method but `transform`)."""
+    return {name: f for name, f in vars(ToAst).items()
+            if not name.startswith("_") and name != "transform" and callable(f)}
