@@ -9,6 +9,7 @@ instances.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from ccogen.sim.dpor import explore
@@ -51,7 +52,7 @@ class _Keys:
             found = self._clocks[id(v)] = (v, tuple(v))
         return found[1]
 
-    def arrays(self, d: dict[object, Any]) -> tuple[object, ...]:
+    def arrays(self, d: Mapping[Any, Any]) -> tuple[object, ...]:
         clock = self.clock
         return tuple(sorted((repr(k), clock(v)) for k, v in d.items()))
 
