@@ -66,6 +66,9 @@ class Machine:
                  image: dict[WindowKey, np.ndarray] | None = None,
                  budget: StepBudget | None = None) -> None:
         self.plan = plan
+        # the first queue and host processes (`plan.nissuers`, `plan.host`: properties,
+        # asked on every step, recheck and description; the plan's processes are fixed)
+        self.nissuers, self.first_host = plan.nissuers, plan.host
         self.budget = budget
         self.epochs = epochs
         self.npieces = pieces
@@ -143,15 +146,14 @@ class Machine:
         return self.state.over
 
     def is_ready(self, p: int) -> bool:
-        plan = self.plan
-        nissuers = len(plan.issuers)  # `plan.nissuers`, `plan.host`: asked on every recheck
+        nissuers = self.nissuers
         if p < nissuers:
             return self._issuer_ready(p)
-        first_host = nissuers + len(plan.queues)
+        first_host = self.first_host
         if p < first_host:
             qs = self.state.queues[p - nissuers]
             return qs.head < qs.rung and queues.fence_clear(self, qs)
-        st, rank = self.state, p - first_host
+        plan, st, rank = self.plan, self.state, p - first_host
         if not plan.host_sync:
             return (st.epochs[rank] < self.epochs
                     and st.finished[rank] == len(plan.rank_issuers[rank]))
@@ -196,7 +198,7 @@ class Machine:
         # `host_sync` touches every host (an issuer ended its launch) or every issuer (a
         # host stepped): the answers `is_ready` would give, without its calls, where the
         # barrier alone decides them
-        first_host, nissuers, issuers = plan.host, plan.nissuers, plan.issuers
+        first_host, nissuers, issuers = self.first_host, self.nissuers, plan.issuers
         epochs, lowest = st.epochs, min(st.epochs)
         self._ended, self._lowest = {}, lowest
         try:
@@ -226,17 +228,16 @@ class Machine:
                 self.enabled[i], at[last] = last, i
 
     def step(self, p: int) -> StepRecord:
-        plan = self.plan
         if (budget := self.budget) is not None:
             budget.used += 1
             if budget.used > budget.limit:
                 raise StepLimit
-        if p < plan.nissuers:
+        if p < self.nissuers:
             record = self._issuer_step(p)
-        elif p < plan.host:
-            record = queues.queue_step(self, p - plan.nissuers)
+        elif p < self.first_host:
+            record = queues.queue_step(self, p - self.nissuers)
         else:
-            record = host.host_step(self, p - plan.host)
+            record = host.host_step(self, p - self.first_host)
         touched, self.touched = self.touched, set()
         touched.add(p)
         self._recheck_all(touched)
@@ -257,7 +258,11 @@ class Machine:
         # the op as this launch has it (`launch % K` rotates its regions; drawn contents per
         # launch give it their lengths and loaded values)
         rank = ip.rank
-        return plan.at(self.state.epochs[rank]).ranks[rank][ops[pc]]
+        epoch = self.state.epochs[rank]
+        launch = plan._at.get(epoch)  # `plan.at(epoch)` once the launch was asked for
+        if launch is None:
+            launch = plan.at(epoch)
+        return launch.ranks[rank][ops[pc]]
 
     def preds_done(self, op: OpInst) -> bool:
         done = self.state.done[op.rank]
@@ -277,7 +282,10 @@ class Machine:
             return False
         rank = ip.rank
         epoch = st.epochs[rank]
-        op = plan.at(epoch).ranks[rank][ops[pc]]
+        launch = plan._at.get(epoch)  # `plan.at(epoch)` once the launch was asked for
+        if launch is None:
+            launch = plan.at(epoch)
+        op = launch.ranks[rank][ops[pc]]
         done = st.done[rank]
         for i in op.preds:
             if not done[i]:

@@ -182,7 +182,8 @@ class Quiet(OpImpl):
         keys: list[Key] = []
         for qi in queues.quiet_queues(m, op):
             keys.append(rd(("qr", qi)))
-            keys += [rd(("cons", qi, k)) for k in range(m.state.queues[qi].rung)]
+            # rd(...) inlined: a quiet reads every consumed transfer of its queues
+            keys += [(("cons", qi, k), "r", 0) for k in range(m.state.queues[qi].rung)]
         return tuple(keys), ()
 
     @staticmethod
