@@ -25,11 +25,12 @@ if TYPE_CHECKING:
 
 def describe_step(m: Machine, p: int) -> StepDesc | None:
     """The next step of `p` (None when it has none)."""
-    if p < m.nissuers:
+    plan = m.plan
+    if p < plan.nissuers:
         return _describe_issuer(m, p)
-    if p < m.first_host:
-        return _describe_queue(m, p - m.nissuers)
-    plan, st, rank = m.plan, m.state, p - m.first_host
+    if p < plan.host:
+        return _describe_queue(m, p - plan.nissuers)
+    st, rank = m.state, p - plan.host
     e = st.epochs[rank]
     if e >= m.epochs:
         return None
@@ -89,7 +90,7 @@ def _order_keys(m: Machine, p: int, op: OpInst, members: tuple[int, ...],
     for index in members:
         for pred in plan.op((op.rank, index)).preds:
             if plan.proc_of_op[(op.rank, pred)][0] != p:
-                keys.append((("done", op.rank, pred), "r", 0))  # rd(...), inlined
+                keys.append(rd(("done", op.rank, pred)))
     epoch = st.epochs[op.rank]
     if st.pcs[p] == 0 and st.phase[p] == 0 and epoch > 0:
         ranks = range(plan.instance.nranks) if plan.host_sync else (op.rank,)
@@ -99,7 +100,7 @@ def _order_keys(m: Machine, p: int, op: OpInst, members: tuple[int, ...],
     if pos > 0 and plan.leader_of[(op.rank, ops[pos - 1])] != ops[pos - 1]:
         keys.append(rd(("grp", p)))
     if st.phase[p] == IMPLS[op.kind].steps - 1 and not loads:  # the step completes the op
-        keys += [(("done", op.rank, i), "w", 0) for i in members]  # wr(...), inlined
+        keys += [wr(("done", op.rank, i)) for i in members]
         if pos == len(ops) - 1:
             keys.append(add(("fin", op.rank, epoch)))
     return tuple(keys)

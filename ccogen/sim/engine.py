@@ -66,9 +66,6 @@ class Machine:
                  image: dict[WindowKey, np.ndarray] | None = None,
                  budget: StepBudget | None = None) -> None:
         self.plan = plan
-        # the first queue and host processes (`plan.nissuers`, `plan.host`: properties,
-        # asked on every step, recheck and description; the plan's processes are fixed)
-        self.nissuers, self.first_host = plan.nissuers, plan.host
         self.budget = budget
         self.epochs = epochs
         self.npieces = pieces
@@ -146,14 +143,15 @@ class Machine:
         return self.state.over
 
     def is_ready(self, p: int) -> bool:
-        nissuers = self.nissuers
+        plan = self.plan
+        nissuers = len(plan.issuers)  # `plan.nissuers`, `plan.host`: asked on every recheck
         if p < nissuers:
             return self._issuer_ready(p)
-        first_host = self.first_host
+        first_host = nissuers + len(plan.queues)
         if p < first_host:
             qs = self.state.queues[p - nissuers]
             return qs.head < qs.rung and queues.fence_clear(self, qs)
-        plan, st, rank = self.plan, self.state, p - first_host
+        st, rank = self.state, p - first_host
         if not plan.host_sync:
             return (st.epochs[rank] < self.epochs
                     and st.finished[rank] == len(plan.rank_issuers[rank]))
@@ -198,7 +196,7 @@ class Machine:
         # `host_sync` touches every host (an issuer ended its launch) or every issuer (a
         # host stepped): the answers `is_ready` would give, without its calls, where the
         # barrier alone decides them
-        first_host, nissuers, issuers = self.first_host, self.nissuers, plan.issuers
+        first_host, nissuers, issuers = plan.host, plan.nissuers, plan.issuers
         epochs, lowest = st.epochs, min(st.epochs)
         self._ended, self._lowest = {}, lowest
         try:
@@ -228,16 +226,17 @@ class Machine:
                 self.enabled[i], at[last] = last, i
 
     def step(self, p: int) -> StepRecord:
+        plan = self.plan
         if (budget := self.budget) is not None:
             budget.used += 1
             if budget.used > budget.limit:
                 raise StepLimit
-        if p < self.nissuers:
+        if p < plan.nissuers:
             record = self._issuer_step(p)
-        elif p < self.first_host:
-            record = queues.queue_step(self, p - self.nissuers)
+        elif p < plan.host:
+            record = queues.queue_step(self, p - plan.nissuers)
         else:
-            record = host.host_step(self, p - self.first_host)
+            record = host.host_step(self, p - plan.host)
         touched, self.touched = self.touched, set()
         touched.add(p)
         self._recheck_all(touched)
@@ -258,11 +257,7 @@ class Machine:
         # the op as this launch has it (`launch % K` rotates its regions; drawn contents per
         # launch give it their lengths and loaded values)
         rank = ip.rank
-        epoch = self.state.epochs[rank]
-        launch = plan._at.get(epoch)  # `plan.at(epoch)` once the launch was asked for
-        if launch is None:
-            launch = plan.at(epoch)
-        return launch.ranks[rank][ops[pc]]
+        return plan.at(self.state.epochs[rank]).ranks[rank][ops[pc]]
 
     def preds_done(self, op: OpInst) -> bool:
         done = self.state.done[op.rank]
@@ -282,10 +277,7 @@ class Machine:
             return False
         rank = ip.rank
         epoch = st.epochs[rank]
-        launch = plan._at.get(epoch)  # `plan.at(epoch)` once the launch was asked for
-        if launch is None:
-            launch = plan.at(epoch)
-        op = launch.ranks[rank][ops[pc]]
+        op = plan.at(epoch).ranks[rank][ops[pc]]
         done = st.done[rank]
         for i in op.preds:
             if not done[i]:

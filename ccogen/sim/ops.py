@@ -182,8 +182,7 @@ class Quiet(OpImpl):
         keys: list[Key] = []
         for qi in queues.quiet_queues(m, op):
             keys.append(rd(("qr", qi)))
-            # rd(...) inlined: a quiet reads every consumed transfer of its queues
-            keys += [(("cons", qi, k), "r", 0) for k in range(m.state.queues[qi].rung)]
+            keys += [rd(("cons", qi, k)) for k in range(m.state.queues[qi].rung)]
         return tuple(keys), ()
 
     @staticmethod

@@ -321,7 +321,7 @@ def post_footprint(m: Machine, op: OpInst) -> Keys:
         extra[qi] = extra.get(qi, 0) + 1
         keys.append(wr(("qi", qi, j)))
         if not spec.op.aggregate:
-            keys += [(("qi", qi, k), "w", 0) for k in range(qs.rung, j)]  # wr(...), inlined
+            keys += [wr(("qi", qi, k)) for k in range(qs.rung, j)]
             keys.append(wr(("qr", qi)))
     members = plan.members[(op.rank, op.index)]
     keys += [wr(("grp", plan.proc_of_op[(op.rank, i)][0])) for i in members[1:]]
