@@ -334,14 +334,14 @@ def test_reduce_rows_fewer_than_warps_are_cut_in_whole_passes(target: str) -> No
 
 def test_a_converting_reduce_keeps_whole_rows() -> None:
     from ccogen.codegen.spread import spread_reduce_rows
-    from ccogen.codegen.steps import Affine, Reduction
+    from ccogen.codegen.steps import Reduction
 
     def loop(kinds: tuple[str, ...]) -> Step:
         red = Reduction(op="sum", dtype="f32", ctype="float", acc="float",
                         srcs=((0, 0), (1, 0)), weights=(), vector=16, elements=4096,
                         kinds=kinds)
         body = Step(StepKind.REDUCE, dst_peer=-3, dst_off=0, nbytes=16384, reduction=red,
-                    affine=(("dst_off", Affine(0, 16384)),))  # row t at 16384 * t
+                    rt=(("dst_off", "static_cast<uint64_t>(0LL + 16384LL * t)"),))
         return Step(StepKind.LOOP, value=8, body=(body, Step(StepKind.CTASYNC)))
 
     sync = Step(StepKind.SYNC)
