@@ -51,8 +51,6 @@ from ccogen.codegen.reroll import reroll
 from ccogen.codegen.steps import BUFFER0, LOCAL, RT_PEER, Spread, Step, StepKind
 
 CHUNK_BYTES = 8 << 10  # an item's bytes: two rounds of a warp's 8 x 16-byte loads per lane
-REDUCE_CHUNK_BYTES = 2 << 10  # a reduce chunk: one pass of 4 vectors of 2 sources a lane
-MIN_CHUNK_BYTES = 512  # the smallest chunk `fill_warps` cuts: one 16-byte vector per lane
 TAIL = frozenset({StepKind.COMMENT, StepKind.SYNC, StepKind.SIGNAL})
 
 
@@ -209,32 +207,7 @@ def _after_group_sync(steps: Sequence[Step], j: int) -> bool:
     return False
 
 
-def _ceil(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def _reduce_chunks(body: Sequence[Step], rows: int, warps: int) -> tuple[int, int]:
-    """(chunks a row, bytes a chunk) of a spread reduce: one row a warp, or, where the
-    rows are fewer than the group's `warps`, each row cut into enough chunks of at least
-    `REDUCE_CHUNK_BYTES` (a multiple of 16) to busy them.  At decode (128 rows of 14 KiB
-    over 512 warps) one row a warp left 3 of 4 warps idle and 7 dependent rounds of loads
-    on each busy one; the hand-written reference cuts its rows the same way
-    (docs/performance.md, "2026-12-08: zero cost").  A converting reduce counts elements,
-    not bytes: it keeps whole rows."""
-    (red,) = [b for b in body if b.kind is StepKind.REDUCE]
-    assert red.reduction is not None
-    n = red.nbytes
-    if red.reduction.kinds or rows >= warps or n < 2 * REDUCE_CHUNK_BYTES:
-        return 1, n
-    # whole passes of `ccogen_reduce_range` (U = 8 / N vectors of each of N sources a
-    # lane), so that no chunk ends in its one-vector tail loop
-    step = 16 * 32 * max(1, 8 // len(red.reduction.srcs))
-    chunks = min(-(-warps // rows), n // REDUCE_CHUNK_BYTES)
-    size = _ceil(_ceil(n, chunks), step) * step
-    return -(-n // size), size
-
-
-def spread_reduce_rows(segments: Sequence[Segment], warps: int = 0) -> list[Segment]:
+def spread_reduce_rows(segments: Sequence[Segment]) -> list[Segment]:
     """The last `for t in range(...): reduce(row t)` loop of a group program spread over
     every warp of the group, one row a warp by grid stride (as the forks above), instead
     of every CTA taking its 1/ctas slice of each row in turn with a `__syncthreads`
@@ -262,16 +235,10 @@ def spread_reduce_rows(segments: Sequence[Segment], warps: int = 0) -> list[Segm
             if body is not None:
                 first = next((b for b in body if b.kind is StepKind.COMMENT), None)
                 text = first.text.split(": ", 1)[0] if first is not None else "//"
-                chunks, size = _reduce_chunks(body, s.value, warps)
-                if chunks > 1:
-                    body = tuple(replace(b, value=size) if b.kind is StepKind.REDUCE else b
-                                 for b in body)
-                spread = Spread(branches=1, iterations=s.value, chunks=chunks,
-                                chunk_bytes=size, cases=(body,))
-                each = "one row a warp" if chunks == 1 else \
-                    f"{chunks} chunk(s) of {size} B a row, one a warp"
+                spread = Spread(branches=1, iterations=s.value, chunks=1,
+                                chunk_bytes=s.body[0].nbytes, cases=(body,))
                 steps[j] = Step(StepKind.SPREAD, line=s.line, spread=spread,
-                                text=f"{text}: 1 reduce x {s.value} rows, {each}, "
+                                text=f"{text}: 1 reduce x {s.value} rows, one row a warp, "
                                      "spread over every warp of the group "
                                      "(codegen/spread.py)")
                 out[i] = Segment(steps=tuple(steps))
@@ -279,35 +246,6 @@ def spread_reduce_rows(segments: Sequence[Segment], warps: int = 0) -> list[Segm
             if s.kind not in AFTER_LAST:
                 return out
     return out
-
-
-def fill_warps(plan: SpreadPlan, warps: int) -> SpreadPlan:
-    """`plan` with its rows cut into more, smaller chunks where its items leave warps of
-    the group idle: at least one item per warp where the rows allow, each chunk a
-    multiple of 16 bytes and at least `MIN_CHUNK_BYTES` (one 16-byte vector per lane).
-    One 8 KiB row (an `alltoallv` peer at `cap=4096` bf16) went to one warp of the CTA's
-    16, 16 vectors a lane, while the hand-written reference stores it with the whole CTA
-    (docs/performance.md, "2026-12-08: zero cost").  The chunks of a row are disjoint
-    byte ranges of the same copy, so any cut moves the same bytes (`plan_fork`'s
-    independence holds per chunk); the CTA count, sized from the 8 KiB items, is kept."""
-    spread = plan.step.spread
-    assert spread is not None
-    rows = spread.branches * spread.iterations
-    if spread.items >= warps or rows == 0:
-        return plan
-    largest = max(s.nbytes for case in spread.cases for s in case if s.kind is StepKind.CHUNK)
-    want = _ceil(warps, rows)  # chunks a row for one item per warp
-    size = max(MIN_CHUNK_BYTES, _ceil(_ceil(largest, want), 16) * 16)
-    if size >= spread.chunk_bytes:
-        return plan
-    chunks = -(-largest // size)
-    cases = tuple(tuple(replace(s, value=size) if s.kind is StepKind.CHUNK else s for s in case)
-                  for case in spread.cases)
-    text = plan.step.text.replace(f"{spread.chunks} chunk(s) of {spread.chunk_bytes} B",
-                                  f"{chunks} chunk(s) of {size} B")
-    step = replace(plan.step, text=text,
-                   spread=replace(spread, chunks=chunks, chunk_bytes=size, cases=cases))
-    return replace(plan, step=step)
 
 
 def spread_ctas(items: int, warps_per_cta: int, cap: int) -> int:
@@ -334,6 +272,5 @@ def apply(segments: Sequence[Segment], plans: dict[int, SpreadPlan]) -> list[Seg
     return out
 
 
-__all__ = ["CHUNK_BYTES", "MIN_CHUNK_BYTES", "SpreadPlan", "apply", "fill_warps", "plan_fork",
-           "spread_ctas",
+__all__ = ["CHUNK_BYTES", "SpreadPlan", "apply", "plan_fork", "spread_ctas",
            "spread_reduce_rows"]

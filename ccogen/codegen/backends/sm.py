@@ -79,7 +79,7 @@ from ccogen.codegen.ranks import fold_ranks
 from ccogen.codegen.require import require_steps
 from ccogen.codegen.reroll import reroll_segments
 from ccogen.codegen.rotate import merge
-from ccogen.codegen.spread import SpreadPlan, fill_warps, plan_fork, spread_ctas, spread_reduce_rows
+from ccogen.codegen.spread import SpreadPlan, plan_fork, spread_ctas, spread_reduce_rows
 from ccogen.codegen.spread import apply as spread_apply
 from ccogen.codegen.steps import Step, StepKind
 from ccogen.ir.instance import Instance, OpInst
@@ -171,8 +171,7 @@ class SmBackend(Backend):
         if self.splits_ctas():  # a last loop of `reduce` rows over every warp (codegen.spread)
             model = replace(model, kernels=tuple(
                 replace(k, programs=tuple(replace(p, segments=tuple(spread_reduce_rows(
-                    p.segments, k.ctas_per_block * (k.block_dim // 32))))
-                    for p in k.programs)) if k.ctas_per_block > 1 else k
+                    p.segments))) for p in k.programs)) if k.ctas_per_block > 1 else k
                 for k in model.kernels))
         if self.folds_ranks:  # programs of `c.rank`, per-peer runs as loops (codegen.ranks)
             kernels = tuple(fold_ranks(k, instance.nranks, INLINE_STEPS) for k in model.kernels)
@@ -278,8 +277,6 @@ class SmBackend(Backend):
                                                                      max_ctas // blocks)))
         programs = []
         for rank, block, segments, syncs, plans in lowered:
-            # rows too few for the group's warps are cut finer (codegen.spread.fill_warps)
-            plans = {i: fill_warps(p, ctas * (block_dim // 32)) for i, p in plans.items()}
             if self.splits_ctas() and ctas > 1:
                 segments, syncs = split_segments(segments, counters)
                 if sampled(segments):  # the numbers of the syncs it kept

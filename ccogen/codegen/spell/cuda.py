@@ -153,11 +153,6 @@ def _reduce(s: Step, scope: str, ind: str) -> list[str]:
             f"{ind}  ccogen_reducex_{scope}<{red.ctype}, CCOGEN_{red.op.upper()}, "
             f"{len(red.srcs)}, {_bool(red.weights)}>(c, {s.c_dst_peer}, {s.c_dst_off}, s, k, "
             f"{weights}, {red.elements}ULL, {s.c_line});")
-    elif s.value and scope == "warp":  # a chunk of a spread row (codegen.spread)
-        lines.append(
-            f"{ind}  ccogen_reduce_chunk_warp<{red.ctype}, {red.acc}, CCOGEN_{red.op.upper()}, "
-            f"{len(red.srcs)}, {_bool(red.weights)}>(c, {s.c_dst_peer}, {s.c_dst_off}, s, "
-            f"{weights}, {s.c_nbytes}, {s.c_vec}, {s.c_line}, chunk, {_u(s.value)});")
     else:
         lines.append(
             f"{ind}  ccogen_reduce_{scope}<{red.ctype}, {red.acc}, CCOGEN_{red.op.upper()}, "

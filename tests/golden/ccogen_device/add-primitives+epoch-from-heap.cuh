@@ -400,20 +400,6 @@ __device__ __forceinline__ void ccogen_reduce_warp(const ccogen_ctx& c, int dp, 
   ccogen_reduce_at<T, A, OP, N, W>(c, dp, doff, s, w, 0, n, vec, line, threadIdx.x % 32, 32);
   __syncwarp();
 }
-// The `chunk`-th `bytes` (a multiple of 16) of a row of n bytes, by one warp: a spread
-// reduce whose rows are fewer than the group's warps (codegen/spread.py); nothing where
-// the row is shorter.
-template <typename T, typename A, int OP, int N, bool W>
-__device__ __forceinline__ void ccogen_reduce_chunk_warp(const ccogen_ctx& c, int dp, uint64_t doff,
-                                                         const ccogen_addr (&s)[N], const A* w,
-                                                         uint64_t n, bool vec, int line,
-                                                         uint64_t chunk, uint64_t bytes) {
-  const uint64_t lo = chunk * bytes;
-  if (lo >= n) return;
-  ccogen_reduce_at<T, A, OP, N, W>(c, dp, doff, s, w, lo, n - lo < bytes ? n : lo + bytes, vec, line,
-                                   threadIdx.x % 32, 32);
-  __syncwarp();
-}
 template <typename T, typename A, int OP, int N, bool W>
 __device__ __forceinline__ void ccogen_reduce_thread(const ccogen_ctx& c, int dp, uint64_t doff,
                                                      const ccogen_addr (&s)[N], const A* w, uint64_t n,

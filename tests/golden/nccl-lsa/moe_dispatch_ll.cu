@@ -82,11 +82,9 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 }
 
 // A run-time value's element: a plain load through the LSA pointer (or my heap, a buffer).
-// Not volatile, as on nvshmem: every element a step reads was written before its sync or
-// acquire-spin, so nvcc may share one element's loads among the step's expressions.
 template <typename T>
 __device__ __forceinline__ T ccogen_ld(const ccogen_ctx& c, int peer, uint64_t off) {
-  return *reinterpret_cast<const T*>(ccogen_ptr(c, off, peer));
+  return *reinterpret_cast<const volatile T*>(ccogen_ptr(c, off, peer));
 }
 // ---- run-time values (language v2 §3; codegen/rtexpr.py prints the expressions) ----
 // `ccogen_ld<T>(c, peer, off)` (above, per target) reads one element where the op runs:

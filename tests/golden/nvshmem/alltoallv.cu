@@ -248,15 +248,11 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 }
 
 // A run-time value's element: a plain load from my heap, a buffer or an NVLink peer's heap
-// (nvshmem_ptr), else NVSHMEM's blocking get.  Not volatile: every element a step reads
-// was written before the step's sync or acquire-spin (which the compiler does not move
-// loads above), so nvcc may share the loads of one element among the step's expressions
-// (a row's length, offsets and weights read the same routing entries: 24 loads an item
-// were 8; docs/performance.md, "2026-12-08: zero cost").
+// (nvshmem_ptr), else NVSHMEM's blocking get.
 template <typename T>
 __device__ __forceinline__ T ccogen_ld(const ccogen_ctx& c, int peer, uint64_t off) {
-  if (peer < 0) return *reinterpret_cast<const T*>(ccogen_local(c, off, peer));
-  if (const char* p = ccogen_p2p(c, off, peer)) return *reinterpret_cast<const T*>(p);
+  if (peer < 0) return *reinterpret_cast<const volatile T*>(ccogen_local(c, off, peer));
+  if (const char* p = ccogen_p2p(c, off, peer)) return *reinterpret_cast<const volatile T*>(p);
   T v;
   nvshmem_getmem(&v, c.heap + off, sizeof(T), peer);
   return v;
@@ -357,10 +353,10 @@ __device__ __forceinline__ void ccogen_alltoallv_exchange_r0x2_b0(const ccogen_c
   ccogen_copy_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(16384LL + 4LL * c.rank), -3, static_cast<uint64_t>(4LL + -4LL * c.rank), 4ULL, false);
   ccogen_sync_group(c, 3ULL, kSyncs);
   ccogen_signal_group(c, (1 + -1 * c.rank), static_cast<uint64_t>(16640LL + 24LL * c.rank), 1ULL);
-  // protocols/alltoallv.cco:31: 1 warps x 1 rows x 16 chunk(s) of 512 B, spread over every warp of the group (codegen/spread.py)
-  for (uint64_t i = ccogen_spread_first(c); i < 16ULL; i += ccogen_spread_stride(c)) {
-    [[maybe_unused]] const int64_t t = static_cast<int64_t>(i / 16ULL);
-    [[maybe_unused]] const uint64_t chunk = i / 1ULL % 16ULL;
+  // protocols/alltoallv.cco:31: 1 warps x 1 rows x 1 chunk(s) of 8192 B, spread over every warp of the group (codegen/spread.py)
+  for (uint64_t i = ccogen_spread_first(c); i < 1ULL; i += ccogen_spread_stride(c)) {
+    [[maybe_unused]] const int64_t t = static_cast<int64_t>(i / 1ULL);
+    [[maybe_unused]] const uint64_t chunk = i / 1ULL % 1ULL;
     switch (i % 1ULL) {
       case 0: {
         // protocols/alltoallv.cco:31: put
@@ -368,7 +364,7 @@ __device__ __forceinline__ void ccogen_alltoallv_exchange_r0x2_b0(const ccogen_c
           const uint64_t rt_dst = static_cast<uint64_t>((0LL + 8192LL * c.rank));
           const uint64_t rt_src = static_cast<uint64_t>((8192LL + -8192LL * c.rank));
           const uint64_t rt_n = static_cast<uint64_t>(2LL * static_cast<int64_t>(ccogen_ld<int32_t>(c, -3, static_cast<uint64_t>(4LL + -4LL * c.rank))));
-          ccogen_copy_chunk_warp(c, (1 + -1 * c.rank), rt_dst, -2, rt_src, rt_n, chunk, 512ULL);
+          ccogen_copy_chunk_warp(c, (1 + -1 * c.rank), rt_dst, -2, rt_src, rt_n, chunk, 8192ULL);
         }
       } break;
       default: break;

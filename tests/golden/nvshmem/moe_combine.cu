@@ -248,15 +248,11 @@ __device__ __forceinline__ void ccogen_barrier_group(const ccogen_ctx& c, uint64
 }
 
 // A run-time value's element: a plain load from my heap, a buffer or an NVLink peer's heap
-// (nvshmem_ptr), else NVSHMEM's blocking get.  Not volatile: every element a step reads
-// was written before the step's sync or acquire-spin (which the compiler does not move
-// loads above), so nvcc may share the loads of one element among the step's expressions
-// (a row's length, offsets and weights read the same routing entries: 24 loads an item
-// were 8; docs/performance.md, "2026-12-08: zero cost").
+// (nvshmem_ptr), else NVSHMEM's blocking get.
 template <typename T>
 __device__ __forceinline__ T ccogen_ld(const ccogen_ctx& c, int peer, uint64_t off) {
-  if (peer < 0) return *reinterpret_cast<const T*>(ccogen_local(c, off, peer));
-  if (const char* p = ccogen_p2p(c, off, peer)) return *reinterpret_cast<const T*>(p);
+  if (peer < 0) return *reinterpret_cast<const volatile T*>(ccogen_local(c, off, peer));
+  if (const char* p = ccogen_p2p(c, off, peer)) return *reinterpret_cast<const volatile T*>(p);
   T v;
   nvshmem_getmem(&v, c.heap + off, sizeof(T), peer);
   return v;
