@@ -18,11 +18,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LIBRARY_PARAMS = {  # tests/helpers.py's LIBRARY_TEST_PARAMS (small MoE shapes)
-    "moe_dispatch": {"tokens": 8, "hidden": 8, "k": 2},
-    "moe_combine": {"tokens": 8, "hidden": 8, "k": 2},
-    "allreduce_ring_bf16": {"chunk": 4096},
-}
+sys.path.insert(0, str(ROOT))
+from tests.helpers import library_params  # noqa: E402  (the suite's small MoE shapes)
 
 
 def main() -> int:
@@ -40,7 +37,7 @@ def main() -> int:
     files = [*sorted(Path("tests", "lint").glob("*.cco")), *sorted(Path("protocols").glob("*.cco")),
              ring]
     for path in files:
-        params = [f"{k}={v}" for k, v in LIBRARY_PARAMS.get(path.stem, {}).items()]
+        params = [f"{k}={v}" for k, v in library_params(path).items()]
         args = [a for p in params for a in ("--param", p)]
         for fmt in ("full", "json"):
             print(f"== {path} --format {fmt}", flush=True)

@@ -21,12 +21,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LIBRARY_PARAMS = {  # tests/helpers.py's LIBRARY_TEST_PARAMS (small MoE shapes)
-    "moe_dispatch": {"tokens": 8, "hidden": 8, "k": 2},
-    "moe_combine": {"tokens": 8, "hidden": 8, "k": 2},
-    "moe_dispatch_ll": {"tokens": 8, "hidden": 8, "k": 2},
-    "allreduce_ring_bf16": {"chunk": 4096},
-}
+sys.path.insert(0, str(ROOT))
+from tests.helpers import library_params  # noqa: E402  (the suite's small MoE shapes)
+
 SIZES = (2, 3)
 SEEDS = 5
 SCHEDULES = 40
@@ -44,7 +41,7 @@ def main() -> int:
 
     print(f"# ccogen from {Path(ccogen.__file__).parent}", file=sys.stderr)
     for path in sorted((ROOT / "protocols").glob("*.cco")):
-        params = LIBRARY_PARAMS.get(path.stem, {})
+        params = library_params(path)
         sizes = [n for n in team_sizes(load_ir(path), params=params) if n in SIZES]
         for n in sizes:
             for exhaustive in (False, True):
